@@ -1,0 +1,2 @@
+//! troupe-actors: the node, bots, conversations and their turn loop,
+//! delegations and routines.

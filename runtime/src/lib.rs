@@ -1,0 +1,24 @@
+//! troupe-runtime: the foundation every other troupe crate builds on.
+//!
+//! It holds what every actor and tool shares and nothing that names a
+//! particular tool or actor: typed ids, the wire protocol, supervision, the
+//! router, the store, model providers, the tool trait and its dispatch, the
+//! trust gate, configuration and the home on disk. Dependencies point one way:
+//! `troupe-runtime` ← `troupe-tools` ← `troupe-actors` ← `troupe`.
+
+pub mod config;
+pub mod error;
+pub mod home;
+pub mod id;
+pub mod model;
+pub mod protocol;
+pub mod router;
+pub mod store;
+pub mod supervise;
+pub mod telemetry;
+pub mod tool;
+pub mod trust;
+
+pub use error::{Error, Result};
+pub use home::Home;
+pub use rusqlite;

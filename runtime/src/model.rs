@@ -1,0 +1,184 @@
+//! Model providers: one trait with one required streaming method.
+//!
+//! A provider turns a [`ModelRequest`] into a stream of [`ModelEvent`]s. The
+//! clients here speak OpenAI-compatible chat completions and Anthropic
+//! messages over SSE, and a scripted provider serves canned turns from a JSON
+//! file for tests, demos and users' own bot tests. Tool-call arguments are
+//! assembled from their fragments and parsed only once complete.
+
+use std::pin::Pin;
+
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{Message, StopReason, ToolCall, Usage};
+use crate::tool::ToolDefinition;
+
+/// One call to a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// The provider's model id.
+    pub model: String,
+    /// The system prompt: mission, frozen memory snapshot, skills index.
+    pub system: String,
+    /// The history, oldest first.
+    pub messages: Vec<Message>,
+    /// The tools, in the registry's stable order.
+    pub tools: Vec<ToolDefinition>,
+    /// The most output tokens to produce.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature, if set.
+    pub temperature: Option<f32>,
+}
+
+/// What a provider streams back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ModelEvent {
+    /// A piece of text.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// A tool call began.
+    ToolCallStarted {
+        /// Its position among this response's calls.
+        index: usize,
+        /// The provider's call id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
+    /// A fragment of a call's JSON arguments.
+    ToolCallDelta {
+        /// The call's position.
+        index: usize,
+        /// The fragment.
+        fragment: String,
+    },
+    /// A tool call is complete, its arguments parsed.
+    ToolCallCompleted {
+        /// The position.
+        index: usize,
+        /// The call.
+        call: ToolCall,
+    },
+    /// Tokens used so far by this response (the latest figure replaces the earlier).
+    Usage {
+        /// The usage.
+        usage: Usage,
+    },
+    /// The response ended.
+    Stop {
+        /// Why.
+        reason: StopReason,
+    },
+}
+
+/// A stream of model events; an error ends it.
+pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>> + Send>>;
+
+/// A model provider.
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync + 'static {
+    /// A short name for logs and errors (`openai`, `anthropic`, `script`).
+    fn name(&self) -> &str;
+
+    /// Starts one call and streams its events.
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError>;
+
+    /// Whether the model accepts images.
+    fn sees_images(&self) -> bool {
+        false
+    }
+
+    /// The model's context window in tokens.
+    fn context_window(&self) -> u64 {
+        128_000
+    }
+}
+
+/// Why a model call failed. Every variant carries the provider's own message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// The key is missing or was refused; says which variable to set.
+    #[error("{provider}: authentication failed ({message}); check {key_var}")]
+    Auth {
+        /// The provider.
+        provider: String,
+        /// What it said.
+        message: String,
+        /// The environment variable holding the key.
+        key_var: String,
+    },
+    /// Rate limited and retries were exhausted.
+    #[error("{provider}: rate limited after {attempts} attempts: {message}")]
+    RateLimited {
+        /// The provider.
+        provider: String,
+        /// What it said.
+        message: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The account's quota is used up; retrying will not help.
+    #[error("{provider}: quota exhausted: {message}")]
+    QuotaExhausted {
+        /// The provider.
+        provider: String,
+        /// What it said.
+        message: String,
+    },
+    /// The provider answered with an HTTP error.
+    #[error("{provider}: HTTP {status}: {message}")]
+    Http {
+        /// The provider.
+        provider: String,
+        /// The status code.
+        status: u16,
+        /// What it said.
+        message: String,
+    },
+    /// The provider sent an error event in the stream.
+    #[error("{provider}: {kind}: {message}")]
+    Api {
+        /// The provider.
+        provider: String,
+        /// The error's type as the provider names it.
+        kind: String,
+        /// What it said.
+        message: String,
+    },
+    /// A connect, first-byte or between-chunk timeout.
+    #[error("{provider}: timed out {phase} after {secs} s")]
+    Timeout {
+        /// The provider.
+        provider: String,
+        /// `connecting`, `waiting for the first byte`, `between chunks`.
+        phase: String,
+        /// The limit that passed.
+        secs: u64,
+    },
+    /// The connection failed or broke.
+    #[error("{provider}: connection failed: {message}")]
+    Connection {
+        /// The provider.
+        provider: String,
+        /// What failed.
+        message: String,
+    },
+    /// The stream held something that is not the protocol.
+    #[error("{provider}: malformed response: {message}")]
+    Malformed {
+        /// The provider.
+        provider: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// The model spec or its settings are wrong.
+    #[error("model configuration: {0}")]
+    Config(String),
+    /// A scripted model ran out of turns or a turn's expectation failed.
+    #[error("script: {0}")]
+    Script(String),
+}

@@ -1,0 +1,1 @@
+//! router (being built).

@@ -1,0 +1,1 @@
+//! supervise (being built).

@@ -1,0 +1,1 @@
+//! trust (being built).

@@ -1,0 +1,3 @@
+//! The integration suite's modules.
+
+mod smoke;
