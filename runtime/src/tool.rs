@@ -43,6 +43,22 @@ pub struct ToolSpec {
     /// dispatcher's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// What the trust gate judges in a call of this tool.
+    #[serde(default)]
+    pub gate: GateSubject,
+}
+
+/// What the trust gate looks at in a call, named by the argument holding it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "argument", rename_all = "snake_case")]
+pub enum GateSubject {
+    /// Only the deny list and the tool's own checks apply.
+    #[default]
+    Call,
+    /// A shell command in the named string argument (with `cwd` if given).
+    Command(String),
+    /// A path the call writes, in the named string argument.
+    WritePath(String),
 }
 
 impl ToolSpec {
@@ -60,6 +76,7 @@ impl ToolSpec {
             exposure: Exposure::AlwaysOn,
             source: "builtin".into(),
             timeout_secs: None,
+            gate: GateSubject::Call,
         }
     }
 
@@ -96,6 +113,12 @@ impl ToolSpec {
     /// Sets its own timeout.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout_secs = Some(timeout.as_secs().max(1));
+        self
+    }
+
+    /// Names what the gate judges in a call.
+    pub fn gated_by(mut self, subject: GateSubject) -> Self {
+        self.gate = subject;
         self
     }
 
@@ -160,6 +183,8 @@ pub struct ToolContext {
     pub kind: ActorKind,
     /// The call's id.
     pub call_id: String,
+    /// The model's context window in tokens (tools size their lists by it).
+    pub context_window: u64,
     /// Cancelled when the turn is stopped; long tools watch it.
     pub cancel: CancellationToken,
     /// Services the actors provide (store, channels, per-conversation state).
@@ -189,6 +214,7 @@ impl ToolContext {
             conversation: ConversationId::new(),
             kind: ActorKind::Conversation,
             call_id: "call_standalone".into(),
+            context_window: 128_000,
             cancel: CancellationToken::new(),
             services: Services::default(),
         }
@@ -214,6 +240,23 @@ pub trait Tool: Send + Sync + 'static {
     /// Runs one call. Expected refusals are [`ToolResult::error`], never a
     /// panic; the dispatcher has already checked that `args` is an object.
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult;
+
+    /// The spec this conversation sees, or `None` when the tool is not on
+    /// offer to it (`use_skill` with no skill to load). Tools whose
+    /// description depends on the agent's files override this.
+    fn available(&self, _ctx: &ToolContext) -> Option<ToolSpec> {
+        Some(self.spec().clone())
+    }
+
+    /// For carried tools: the text that comes back after a compaction (the
+    /// open plan items, the skills in use); `None` when nothing is held.
+    fn carried(&self, _ctx: &ToolContext) -> Option<String> {
+        None
+    }
+
+    /// For carried tools: rebuilds the held state from this tool's latest
+    /// result when a conversation is resumed from the store.
+    fn restore(&self, _ctx: &ToolContext, _args: &serde_json::Value, _result: &ToolResult) {}
 }
 
 /// The JSON schema of a params type, as troupe sends it: no `$schema` or
