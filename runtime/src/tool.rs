@@ -11,6 +11,8 @@
 pub mod dispatch;
 pub mod registry;
 pub mod services;
+pub mod spill;
+pub mod validate;
 
 use std::path::PathBuf;
 use std::time::Duration;

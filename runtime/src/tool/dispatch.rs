@@ -1,1 +1,305 @@
-//! The one dispatch point (being built).
+//! The one place tool calls are run.
+//!
+//! Every call of every actor goes through [`Dispatcher::run_step`]: the tool
+//! is looked up among those the conversation can see, its arguments are
+//! checked against its schema, the gate admits or refuses it, and it runs in
+//! its own task under a timeout, so a panicking tool becomes an error result
+//! and the actor lives on. Read-only calls of one model step run together;
+//! the others run one after another, in the order the model made them.
+//! Oversized results are spilled whole to a file and the model gets their
+//! head, their size and the path.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+
+use super::registry::Registry;
+use super::{spill, validate, Exposure, Tool, ToolContext, ToolSpec};
+use crate::protocol::{ToolCall, ToolResult};
+
+/// Whether the gate lets a call run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Run it.
+    Allow,
+    /// Do not run it; the text goes to the model as the call's error result.
+    Deny(String),
+}
+
+/// The gate as the dispatcher sees it: one question per call. The trust
+/// module implements it, asking the user through the conversation's channel
+/// when its rules say so.
+#[async_trait::async_trait]
+pub trait CallGate: Send + Sync + 'static {
+    /// Decides whether `call` may run.
+    async fn admit(&self, spec: &ToolSpec, call: &ToolCall, ctx: &ToolContext) -> Admission;
+}
+
+/// A gate that lets everything through (tests of the loop itself).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenGate;
+
+#[async_trait::async_trait]
+impl CallGate for OpenGate {
+    async fn admit(&self, _spec: &ToolSpec, _call: &ToolCall, _ctx: &ToolContext) -> Admission {
+        Admission::Allow
+    }
+}
+
+/// How the dispatcher runs calls.
+#[derive(Debug, Clone)]
+pub struct DispatchSettings {
+    /// How long a call may run when its spec sets no timeout of its own.
+    pub default_timeout: Duration,
+    /// Results longer than this many characters are spilled to a file.
+    pub spill_limit_chars: usize,
+}
+
+impl Default for DispatchSettings {
+    fn default() -> Self {
+        Self {
+            default_timeout: Duration::from_secs(120),
+            spill_limit_chars: 30_000,
+        }
+    }
+}
+
+/// One call's end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutcome {
+    /// The call.
+    pub call: ToolCall,
+    /// Its result, as the model will read it.
+    pub result: ToolResult,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+/// Runs tool calls against a registry, through a gate.
+#[derive(Clone)]
+pub struct Dispatcher {
+    registry: Arc<Registry>,
+    gate: Arc<dyn CallGate>,
+    settings: DispatchSettings,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("registry", &self.registry)
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl Dispatcher {
+    /// A dispatcher over `registry`, admitting calls through `gate`.
+    pub fn new(
+        registry: Arc<Registry>,
+        gate: Arc<dyn CallGate>,
+        settings: DispatchSettings,
+    ) -> Self {
+        Self {
+            registry,
+            gate,
+            settings,
+        }
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Whether `name` is a read-only tool (run again after a crash).
+    pub fn is_read_only(&self, name: &str) -> bool {
+        self.registry
+            .get(name)
+            .is_some_and(|t| t.spec().flags.read_only)
+    }
+
+    /// Runs one model step's calls. `visible` names the tools the model was
+    /// offered (always-on plus loaded deferred ones); `on_start` and
+    /// `on_finish` see each call begin and end. Results come back in the
+    /// calls' order.
+    pub async fn run_step(
+        &self,
+        calls: &[ToolCall],
+        visible: &HashSet<String>,
+        ctx: &ToolContext,
+        on_start: &(dyn Fn(&ToolCall) + Send + Sync),
+        on_finish: &(dyn Fn(&CallOutcome) + Send + Sync),
+    ) -> Vec<CallOutcome> {
+        let mut outcomes = Vec::with_capacity(calls.len());
+        let mut i = 0;
+        while i < calls.len() {
+            let mut j = i;
+            while j < calls.len()
+                && self.is_read_only(&calls[j].name)
+                && visible.contains(&calls[j].name)
+            {
+                j += 1;
+            }
+            if j > i + 1 {
+                let group = calls[i..j]
+                    .iter()
+                    .map(|call| self.run_reported(call, visible, ctx, on_start, on_finish));
+                outcomes.extend(join_all(group).await);
+                i = j;
+            } else {
+                outcomes.push(
+                    self.run_reported(&calls[i], visible, ctx, on_start, on_finish)
+                        .await,
+                );
+                i += 1;
+            }
+        }
+        outcomes
+    }
+
+    async fn run_reported(
+        &self,
+        call: &ToolCall,
+        visible: &HashSet<String>,
+        ctx: &ToolContext,
+        on_start: &(dyn Fn(&ToolCall) + Send + Sync),
+        on_finish: &(dyn Fn(&CallOutcome) + Send + Sync),
+    ) -> CallOutcome {
+        on_start(call);
+        let started = Instant::now();
+        let result = self.run_one(call, visible, ctx).await;
+        let outcome = CallOutcome {
+            call: call.clone(),
+            result,
+            elapsed: started.elapsed(),
+        };
+        on_finish(&outcome);
+        outcome
+    }
+
+    /// Runs one call: lookup, argument check, gate, timeout, panic isolation
+    /// and spill. Never fails: every problem is an error result.
+    pub async fn run_one(
+        &self,
+        call: &ToolCall,
+        visible: &HashSet<String>,
+        ctx: &ToolContext,
+    ) -> ToolResult {
+        let Some(tool) = self
+            .registry
+            .get(&call.name)
+            .filter(|_| visible.contains(&call.name))
+        else {
+            return self.unknown_tool(call, visible);
+        };
+        let spec = tool.spec();
+        let args = match &call.arguments {
+            serde_json::Value::Null => serde_json::json!({}),
+            other => other.clone(),
+        };
+        if let Err(problems) = validate::check(&spec.parameters, &args) {
+            return ToolResult::error(format!(
+                "invalid arguments for `{}`: {}. Call it again with arguments that match its schema.",
+                spec.name,
+                problems.join("; ")
+            ));
+        }
+        let mut call_ctx = ctx.clone();
+        call_ctx.call_id = call.id.clone();
+        if let Admission::Deny(reason) = self.gate.admit(spec, call, &call_ctx).await {
+            return ToolResult::error(reason);
+        }
+        let timeout = spec
+            .timeout_secs
+            .map(Duration::from_secs)
+            .unwrap_or(self.settings.default_timeout);
+        let result = run_isolated(Arc::clone(tool), args, call_ctx, timeout).await;
+        if spec.flags.pages_own_output
+            || result.text.chars().count() <= self.settings.spill_limit_chars
+        {
+            return result;
+        }
+        spill::spill(
+            &ctx.home,
+            &ctx.conversation.to_string(),
+            &call.id,
+            result,
+            self.settings.spill_limit_chars,
+        )
+    }
+
+    fn unknown_tool(&self, call: &ToolCall, visible: &HashSet<String>) -> ToolResult {
+        if let Some(tool) = self.registry.get(&call.name) {
+            if tool.spec().exposure == Exposure::Deferred {
+                return ToolResult::error(format!(
+                    "`{}` is a deferred tool that is not loaded yet: call `tool_search` with its name first, then call it.",
+                    call.name
+                ));
+            }
+            return ToolResult::error(format!(
+                "the tool `{}` is not available to this agent.",
+                call.name
+            ));
+        }
+        let mut names: Vec<&str> = self
+            .registry
+            .iter()
+            .map(|t| t.spec().name.as_str())
+            .filter(|n| visible.contains(*n))
+            .collect();
+        names.sort_unstable();
+        ToolResult::error(format!(
+            "unknown tool `{}`. The tools you can call are: {}.",
+            call.name,
+            names.join(", ")
+        ))
+    }
+}
+
+/// Runs a tool in its own task, so a panic or a hang stays there.
+async fn run_isolated(
+    tool: Arc<dyn Tool>,
+    args: serde_json::Value,
+    ctx: ToolContext,
+    timeout: Duration,
+) -> ToolResult {
+    let name = tool.spec().name.clone();
+    let cancel = ctx.cancel.clone();
+    let task = tokio::spawn(async move { tool.call(args, &ctx).await });
+    let abort = task.abort_handle();
+    tokio::select! {
+        joined = tokio::time::timeout(timeout, task) => match joined {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) if e.is_panic() => {
+                let panic = e.into_panic();
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".into());
+                tracing::error!(tool = %name, %message, "tool panicked");
+                ToolResult::error(format!("the tool `{name}` crashed ({message}); nothing else was affected. Try other arguments or another way."))
+            }
+            Ok(Err(_)) => ToolResult::error(format!("the tool `{name}` was cancelled.")),
+            Err(_) => {
+                abort.abort();
+                ToolResult::error(format!(
+                    "the tool `{name}` did not finish within {} s and was stopped.",
+                    timeout.as_secs_f64()
+                ))
+            }
+        },
+        () = cancel.cancelled() => {
+            // Give the tool a moment to clean up (kill its processes) through
+            // the same token, then drop it.
+            abort.abort();
+            ToolResult::error(format!("the call to `{name}` was stopped because the turn was stopped."))
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "dispatch_tests.rs"]
+mod tests;
