@@ -8,6 +8,7 @@
 //! dispatch point ([`dispatch`]) is the one place calls are validated, timed,
 //! isolated from panics and run concurrently when read-only.
 
+pub mod catalog;
 pub mod dispatch;
 pub mod registry;
 pub mod services;

@@ -1,0 +1,306 @@
+//! `tool_search`: finds deferred tools and loads them into the conversation.
+//!
+//! It ranks the conversation's deferred tools with BM25 over their name,
+//! source, description and parameter names, an exact name first, and loads up
+//! to `limit` of them. Its result's `data.loaded` is what makes them real
+//! tools from the next model call on (see `troupe_runtime::tool::catalog`).
+//! Its description lists the deferred tools by source, within 5% of the
+//! context window and at most 4,000 tokens.
+
+use std::collections::HashMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use troupe_runtime::protocol::ToolResult;
+use troupe_runtime::tool::catalog::{DeferredCatalog, TOOL_SEARCH};
+use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+
+/// Arguments of `tool_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Keywords (`schedule a routine`) or a tool's exact name.
+    pub query: String,
+    /// How many tools to load, 1 to 10 (default 5).
+    pub limit: Option<u32>,
+}
+
+/// The `tool_search` tool.
+#[derive(Debug)]
+pub struct ToolSearch {
+    spec: ToolSpec,
+}
+
+impl Default for ToolSearch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ToolSearch {
+    /// The tool.
+    pub fn new() -> Self {
+        Self {
+            spec: ToolSpec::new(
+                TOOL_SEARCH,
+                "Find deferred tools by keywords or exact name and load them, so you can call them \
+                 from your next step with their own schema. Loads up to `limit` (1-10, default 5).",
+                schema_for::<Params>(),
+            )
+            .read_only(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for ToolSearch {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
+        let catalog = ctx.services.get::<DeferredCatalog>()?;
+        if catalog.specs.is_empty() {
+            return None;
+        }
+        let budget_chars = ((ctx.context_window / 20).min(4_000) * 4) as usize;
+        let mut spec = self.spec.clone();
+        spec.description = format!("{}\n{}", spec.description, listing(&catalog, budget_chars));
+        Some(spec)
+    }
+
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
+        let params: Params = match parse_args(TOOL_SEARCH, args) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let limit = params.limit.unwrap_or(5);
+        if !(1..=10).contains(&limit) {
+            return ToolResult::error(format!("`limit` must be between 1 and 10, not {limit}."));
+        }
+        let Some(catalog) = ctx.services.get::<DeferredCatalog>() else {
+            return ToolResult::error("there are no deferred tools to load in this conversation.");
+        };
+        let ranked = rank(&catalog.specs, &params.query);
+        if ranked.is_empty() {
+            let names: Vec<&str> = catalog.specs.iter().map(|s| s.name.as_str()).collect();
+            return ToolResult::error(format!(
+                "no deferred tool matches `{}`. The deferred tools are: {}.",
+                params.query,
+                names.join(", ")
+            ));
+        }
+        let chosen: Vec<&ToolSpec> = ranked
+            .into_iter()
+            .take(limit as usize)
+            .map(|i| &catalog.specs[i])
+            .collect();
+        let mut text = format!(
+            "Loaded {} tool(s); call them directly from now on:\n",
+            chosen.len()
+        );
+        for spec in &chosen {
+            text.push_str(&format!(
+                "- {} ({}): {}\n",
+                spec.name,
+                spec.source,
+                first_line(&spec.description)
+            ));
+        }
+        let loaded: Vec<&str> = chosen.iter().map(|s| s.name.as_str()).collect();
+        ToolResult::ok_with(text.trim_end(), serde_json::json!({ "loaded": loaded }))
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+/// The deferred tools by source, cut to `budget_chars`.
+fn listing(catalog: &DeferredCatalog, budget_chars: usize) -> String {
+    let mut by_source: Vec<(&str, Vec<&str>)> = Vec::new();
+    for spec in &catalog.specs {
+        match by_source.iter_mut().find(|(s, _)| *s == spec.source) {
+            Some((_, names)) => names.push(&spec.name),
+            None => by_source.push((&spec.source, vec![&spec.name])),
+        }
+    }
+    let mut out = String::from("Deferred tools:");
+    for (source, names) in by_source {
+        let line = format!("\n- {source}: {}", names.join(", "));
+        if out.len() + line.len() > budget_chars {
+            out.push_str("\n- … (more: search by keyword)");
+            break;
+        }
+        out.push_str(&line);
+    }
+    out
+}
+
+fn tokens(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn document(spec: &ToolSpec) -> Vec<String> {
+    let mut words = tokens(&spec.name);
+    words.extend(tokens(&spec.source));
+    words.extend(tokens(&spec.description));
+    if let Some(props) = spec
+        .parameters
+        .get("properties")
+        .and_then(|p| p.as_object())
+    {
+        for key in props.keys() {
+            words.extend(tokens(key));
+        }
+    }
+    words
+}
+
+/// Indices of `specs` matching `query`, best first: an exact name, then BM25.
+pub fn rank(specs: &[ToolSpec], query: &str) -> Vec<usize> {
+    let query = query.trim();
+    if let Some(i) = specs.iter().position(|s| s.name == query) {
+        return vec![i];
+    }
+    let docs: Vec<Vec<String>> = specs.iter().map(document).collect();
+    let n = docs.len() as f64;
+    let avg_len = docs.iter().map(Vec::len).sum::<usize>() as f64 / n.max(1.0);
+    let terms = tokens(query);
+    let (k1, b) = (1.2, 0.75);
+    let mut scores: Vec<(usize, f64)> = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        let mut tf: HashMap<&str, f64> = HashMap::new();
+        for w in doc {
+            *tf.entry(w.as_str()).or_default() += 1.0;
+        }
+        let mut score = 0.0;
+        for term in &terms {
+            let df = docs.iter().filter(|d| d.iter().any(|w| w == term)).count() as f64;
+            let Some(&f) = tf.get(term.as_str()) else {
+                continue;
+            };
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            score += idf * f * (k1 + 1.0)
+                / (f + k1 * (1.0 - b + b * doc.len() as f64 / avg_len.max(1.0)));
+        }
+        // A query word inside the tool's name counts extra.
+        if terms
+            .iter()
+            .any(|t| specs[i].name.to_lowercase().contains(t.as_str()))
+        {
+            score += 1.0;
+        }
+        if score > 0.0 {
+            scores.push((i, score));
+        }
+    }
+    scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scores.into_iter().map(|(i, _)| i).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use troupe_runtime::home::Home;
+    use troupe_runtime::tool::catalog::loaded_tools;
+
+    fn spec(name: &str, description: &str) -> ToolSpec {
+        ToolSpec::new(
+            name,
+            description,
+            serde_json::json!({"type": "object", "properties": {"job_id": {}}}),
+        )
+        .deferred()
+    }
+
+    fn ctx_with(specs: Vec<ToolSpec>) -> (ToolContext, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::standalone(Home::new(dir.path()), dir.path().into());
+        ctx.services.insert(Arc::new(DeferredCatalog { specs }));
+        (ctx, dir)
+    }
+
+    fn catalog() -> Vec<ToolSpec> {
+        vec![
+            spec(
+                "cronjob_manage",
+                "Create and manage routines: prompts run on a schedule.",
+            ),
+            spec("plan", "The task list of multi-step work."),
+            spec("conversation_search", "Find and read past conversations."),
+            spec(
+                "delegation_search",
+                "Recall what delegations did; search their record.",
+            ),
+        ]
+    }
+
+    #[test]
+    fn an_exact_name_comes_first_and_alone() {
+        assert_eq!(rank(&catalog(), "plan"), vec![1]);
+    }
+
+    #[test]
+    fn keywords_rank_by_bm25() {
+        let ranked = rank(&catalog(), "search past conversations");
+        assert_eq!(ranked[0], 2);
+        assert!(ranked.contains(&3));
+        assert_eq!(rank(&catalog(), "schedule routine"), vec![0]);
+        assert!(rank(&catalog(), "zebra").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_search_loads_tools_through_its_result() {
+        let (ctx, _dir) = ctx_with(catalog());
+        let result = ToolSearch::new()
+            .call(serde_json::json!({"query": "search", "limit": 2}), &ctx)
+            .await;
+        assert!(!result.is_error(), "{}", result.text);
+        let history = vec![troupe_runtime::protocol::Message::Tool {
+            call_id: "c".into(),
+            name: TOOL_SEARCH.into(),
+            result,
+        }];
+        assert_eq!(
+            loaded_tools(&history).into_iter().collect::<Vec<_>>(),
+            vec![
+                "conversation_search".to_string(),
+                "delegation_search".to_string()
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn limits_and_misses_are_errors() {
+        let (ctx, _dir) = ctx_with(catalog());
+        let tool = ToolSearch::new();
+        let r = tool
+            .call(serde_json::json!({"query": "plan", "limit": 11}), &ctx)
+            .await;
+        assert_eq!(r.text, "`limit` must be between 1 and 10, not 11.");
+        let r = tool.call(serde_json::json!({"query": "zebra"}), &ctx).await;
+        assert!(r.is_error());
+        assert!(
+            r.text
+                .contains("The deferred tools are: cronjob_manage, plan"),
+            "{}",
+            r.text
+        );
+    }
+
+    #[test]
+    fn the_description_lists_deferred_tools_by_source() {
+        let (ctx, _dir) = ctx_with(catalog());
+        let spec = ToolSearch::new().available(&ctx).unwrap();
+        assert!(spec.description.ends_with(
+            "Deferred tools:\n- builtin: cronjob_manage, plan, conversation_search, delegation_search"
+        ));
+        let (empty, _d) = ctx_with(Vec::new());
+        assert!(ToolSearch::new().available(&empty).is_none());
+    }
+}
