@@ -1,2 +1,5 @@
 //! troupe-actors: the node, bots, conversations and their turn loop,
 //! delegations and routines.
+
+pub mod budget;
+pub mod guard;
