@@ -1,8 +1,21 @@
 //! troupe: an actor-model runtime for LLM agents that work together.
 //!
-//! This crate re-exports the runtime, the tools and the actors, and holds the
-//! `troupe` binary.
+//! This crate is the front: the Rust API ([`Runtime`], [`Bot`], [`Turn`]),
+//! the `troupe` command's CLI, and re-exports of the crates underneath:
+//! [`runtime`] (ids, protocol, store, models, tools, trust, config),
+//! [`tools`] (one file per tool) and [`actors`] (node, conversations, turn
+//! loop).
 
+pub mod bench;
+pub mod cli;
+pub mod gate;
+mod api;
+
+pub use api::{settings_from, Bot, Runtime, RuntimeBuilder, RuntimeError, Turn};
 pub use troupe_actors as actors;
+pub use troupe_actors::bot::BotSpec;
+pub use troupe_actors::conversation::TurnReport;
 pub use troupe_runtime as runtime;
+pub use troupe_runtime::protocol::{AgentEvent, TurnOutcome};
+pub use troupe_runtime::tool::{Tool, ToolContext, ToolSpec};
 pub use troupe_tools as tools;

@@ -1,5 +1,23 @@
-//! The `troupe` command.
+//! The `troupe` command: a local supervisor for LLM agents.
 
-fn main() {
-    println!("troupe {}", env!("CARGO_PKG_VERSION"));
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = troupe::cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(troupe::cli::run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", troupe::cli::describe(&e));
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,5 +1,17 @@
 //! troupe-actors: the node, bots, conversations and their turn loop,
 //! delegations and routines.
+//!
+//! The node ([`node::Node`]) is the root: it owns the store, the tools and
+//! the gate, and addresses every conversation by id. A conversation
+//! ([`conversation::Conversation`]) is an actor running one turn loop; its
+//! steps run in tasks so it can be stopped, steered and asked for its status
+//! mid-turn.
 
+pub mod bot;
 pub mod budget;
+pub mod conversation;
+pub mod events;
 pub mod guard;
+pub mod node;
+pub mod settings;
+pub mod toolset;

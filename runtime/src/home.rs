@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 /// The name of the main agent, whose files live at the top of the home.
-pub const MAIN_AGENT: &str = "main";
+pub const MAIN_AGENT: &str = "assistant";
 
 /// A troupe home folder.
 #[derive(Debug, Clone, PartialEq, Eq)]

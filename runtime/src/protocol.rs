@@ -199,6 +199,16 @@ impl ActorKind {
         Self::Subagent,
     ];
 
+    /// The kind's name as stored and printed (`conversation`, `routine_run`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Conversation => "conversation",
+            Self::Bot => "bot",
+            Self::RoutineRun => "routine_run",
+            Self::Subagent => "subagent",
+        }
+    }
+
     /// Whether runs of this kind have no user watching (hard stops on by default).
     pub fn is_unattended(self) -> bool {
         matches!(self, Self::RoutineRun | Self::Subagent)

@@ -1,3 +1,5 @@
 //! The integration suite's modules.
 
 mod smoke;
+mod support;
+mod turn_loop;

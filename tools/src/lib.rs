@@ -4,3 +4,20 @@
 //! its description, its flags and its handler, with its tests.
 pub mod table;
 pub mod tool_search;
+
+use std::sync::Arc;
+
+use troupe_runtime::tool::registry::Registry;
+
+/// Every built-in tool, in the table's order (the order the model sees).
+pub fn builtin() -> Registry {
+    let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> = vec![Arc::new(tool_search::ToolSearch::new())];
+    let mut registry = Registry::new();
+    for tool in tools {
+        // Built-in names are unique and valid; a clash is a bug caught by the tests.
+        if let Err(e) = registry.register(tool) {
+            tracing::error!(error = %e, "built-in tool not registered");
+        }
+    }
+    registry
+}

@@ -1,0 +1,280 @@
+//! The conversation actor: one bot's conversation and its turn loop.
+//!
+//! The actor takes one message at a time from its mailbox. A turn is a loop
+//! of steps — a model call, then the calls it asked for, through the gate —
+//! and each step runs in a task the actor spawns, whose result comes back as
+//! a message ([`ConversationMsg::ModelDone`], [`ConversationMsg::ToolsDone`]).
+//! So while a step runs the actor still answers `Stop`, `Steer` and
+//! `Status`. Every assistant message and tool result is committed before the
+//! next step starts; a conversation reopened after a crash repairs calls left
+//! without results and goes on where it stopped.
+
+pub mod compaction;
+pub mod history;
+pub mod journal;
+pub mod prompt;
+mod step;
+mod turn;
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use troupe_runtime::id::ConversationId;
+use troupe_runtime::model::ResolvedModel;
+use troupe_runtime::protocol::{ActorKind, AgentEvent, Envelope, Message, StopReason, TurnOutcome, Usage};
+use troupe_runtime::tool::dispatch::CallOutcome;
+use troupe_runtime::tool::{Services, ToolContext};
+
+use crate::bot::BotRecord;
+use crate::budget::Scope;
+use crate::guard::Guard;
+use crate::node::NodeContext;
+use crate::toolset::{Narrowing, Toolset};
+use journal::Journal;
+
+/// What starts a turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A message from the user.
+    User(String),
+    /// A durable message delivered from another agent, a delegation or a routine.
+    Delivered(Envelope),
+    /// Nothing new: go on with the history as it is (resuming after a crash).
+    Continue,
+}
+
+/// A request to run a turn, with where its events and its end go.
+#[derive(Debug)]
+pub struct TurnRequest {
+    /// What starts it.
+    pub input: Input,
+    /// The turn's own events.
+    pub events: Option<mpsc::UnboundedSender<AgentEvent>>,
+    /// Told how the turn ended.
+    pub done: Option<oneshot::Sender<TurnReport>>,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnReport {
+    /// The conversation.
+    pub conversation: ConversationId,
+    /// How it ended.
+    pub outcome: TurnOutcome,
+    /// The final text.
+    pub text: String,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Their cost, in US dollars.
+    pub cost_usd: f64,
+    /// Model calls made.
+    pub steps: u32,
+}
+
+/// What a conversation says about itself mid-turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// The conversation.
+    pub conversation: ConversationId,
+    /// Whether a turn is running.
+    pub busy: bool,
+    /// Turns started since the actor started.
+    pub turns: u64,
+    /// Model calls made in the current (or last) turn.
+    pub steps: u32,
+    /// Turns waiting for this one to end.
+    pub queued: usize,
+    /// Messages in the model-visible history.
+    pub history_len: usize,
+}
+
+/// The conversation actor's messages.
+#[derive(Debug)]
+pub enum ConversationMsg {
+    /// Run a turn (queued while another runs).
+    Turn(TurnRequest),
+    /// Add a user message to the running turn before its next model call.
+    Steer(String),
+    /// Stop the running turn.
+    Stop,
+    /// Report the status.
+    Status(RpcReplyPort<Status>),
+    /// A model step ended (sent by the step task).
+    ModelDone {
+        /// The turn it belongs to.
+        turn: u64,
+        /// What it produced.
+        output: step::ModelOutput,
+    },
+    /// A tool step ended (sent by the step task).
+    ToolsDone {
+        /// The turn it belongs to.
+        turn: u64,
+        /// The calls' outcomes, committed.
+        outcomes: Vec<CallOutcome>,
+        /// Whether the store refused the results.
+        error: Option<String>,
+    },
+}
+
+/// What a conversation actor is started with.
+pub struct ConversationArgs {
+    /// Its id.
+    pub id: ConversationId,
+    /// Its bot.
+    pub bot: BotRecord,
+    /// The kind of actor it is.
+    pub kind: ActorKind,
+    /// The model it talks to.
+    pub model: ResolvedModel,
+    /// The node.
+    pub node: Arc<NodeContext>,
+    /// Further narrowing of its tools.
+    pub narrowing: Narrowing,
+    /// The budget scope its turns charge (a bot's, a delegation's).
+    pub budget: Arc<Scope>,
+    /// The conversation that spawned it (a subagent's parent).
+    pub parent: Option<ConversationId>,
+    /// Extra services for its tools (a delegation's handles).
+    pub services: Services,
+    /// The first words of the conversation, for its title.
+    pub title: String,
+}
+
+/// The conversation actor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Conversation;
+
+/// The actor's state.
+pub struct State {
+    pub(crate) args: ConversationArgs,
+    pub(crate) journal: Journal,
+    pub(crate) system: String,
+    pub(crate) history: Vec<Message>,
+    pub(crate) services: Services,
+    pub(crate) tools: Toolset,
+    pub(crate) guard: Guard,
+    pub(crate) turns: u64,
+    pub(crate) active: Option<ActiveTurn>,
+    pub(crate) queue: VecDeque<TurnRequest>,
+}
+
+/// The turn in progress.
+pub(crate) struct ActiveTurn {
+    pub(crate) number: u64,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) emitter: crate::events::Emitter,
+    pub(crate) done: Option<oneshot::Sender<TurnReport>>,
+    pub(crate) steers: Vec<String>,
+    pub(crate) notes: Vec<String>,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
+    pub(crate) scope: Arc<Scope>,
+    pub(crate) start_len: usize,
+    pub(crate) last_stop: Option<StopReason>,
+}
+
+impl State {
+    /// A tool context for this conversation's calls.
+    pub(crate) fn tool_context(&self, cancel: CancellationToken) -> ToolContext {
+        ToolContext {
+            home: self.args.node.home.clone(),
+            cwd: self.args.node.settings.cwd.clone(),
+            agent: self.args.bot.spec.name.clone(),
+            bot: self.args.bot.id,
+            conversation: self.args.id,
+            kind: self.args.kind,
+            call_id: String::new(),
+            context_window: self.args.model.context_window,
+            cancel,
+            services: self.services.clone(),
+        }
+    }
+
+    /// Recomputes the tools (after a load by `tool_search`, a compaction).
+    pub(crate) fn refresh_tools(&mut self) {
+        let ctx = self.tool_context(CancellationToken::new());
+        let loaded: BTreeSet<String> = troupe_runtime::tool::catalog::loaded_tools(&self.history);
+        self.tools = crate::toolset::compute(
+            &self.args.node.tools,
+            &self.args.bot.spec,
+            self.args.node.has_bots(),
+            &self.args.narrowing,
+            &ctx,
+            &loaded,
+        );
+    }
+}
+
+impl Actor for Conversation {
+    type Msg = ConversationMsg;
+    type State = State;
+    type Arguments = ConversationArgs;
+
+    async fn pre_start(&self, myself: ActorRef<Self::Msg>, args: ConversationArgs) -> Result<State, ActorProcessingErr> {
+        let mut state = turn::open(args).await?;
+        if history::awaits_model(&state.history) && state.active.is_none() {
+            // The last run ended mid-turn: go on with it.
+            myself.send_message(ConversationMsg::Turn(TurnRequest { input: Input::Continue, events: None, done: None }))?;
+        }
+        state.refresh_tools();
+        Ok(state)
+    }
+
+    async fn handle(&self, myself: ActorRef<Self::Msg>, msg: Self::Msg, state: &mut State) -> Result<(), ActorProcessingErr> {
+        let _span = tracing::debug_span!("conversation", id = %state.args.id, bot = %state.args.bot.spec.name).entered();
+        match msg {
+            ConversationMsg::Turn(request) => {
+                if state.active.is_some() {
+                    state.queue.push_back(request);
+                } else {
+                    turn::begin(&myself, state, request).await;
+                }
+            }
+            ConversationMsg::Steer(text) => match &mut state.active {
+                Some(active) => active.steers.push(text),
+                None => {
+                    turn::begin(&myself, state, TurnRequest { input: Input::User(text), events: None, done: None }).await;
+                }
+            },
+            ConversationMsg::Stop => {
+                if let Some(active) = &state.active {
+                    active.cancel.cancel();
+                }
+            }
+            ConversationMsg::Status(reply) => {
+                let _ = reply.send(Status {
+                    conversation: state.args.id,
+                    busy: state.active.is_some(),
+                    turns: state.turns,
+                    steps: state.guard.steps(),
+                    queued: state.queue.len(),
+                    history_len: state.history.len(),
+                });
+            }
+            ConversationMsg::ModelDone { turn, output } => {
+                if state.active.as_ref().is_some_and(|a| a.number == turn) {
+                    turn::model_done(&myself, state, output).await;
+                }
+            }
+            ConversationMsg::ToolsDone { turn, outcomes, error } => {
+                if state.active.as_ref().is_some_and(|a| a.number == turn) {
+                    turn::tools_done(&myself, state, outcomes, error).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut State) -> Result<(), ActorProcessingErr> {
+        if let Some(active) = state.active.take() {
+            active.cancel.cancel();
+        }
+        state.args.node.conversation_stopped(state.args.id);
+        Ok(())
+    }
+}

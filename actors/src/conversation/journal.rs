@@ -1,0 +1,194 @@
+//! What a conversation commits, and how it reads its history back.
+//!
+//! Every write is one store job, so it lands in the writer's next group
+//! commit and returns only once durable. A compaction is recorded as a
+//! segment: the summary message, and how many messages before it stay
+//! verbatim; loading a conversation reads its latest segment only.
+
+use troupe_runtime::id::{BotId, ConversationId, MsgId};
+use troupe_runtime::protocol::{Envelope, Message, Usage};
+use troupe_runtime::rusqlite::{params, OptionalExtension};
+use troupe_runtime::store::{self, conversations, mailbox, usage, Store, StoreError};
+
+/// The conversation's link to the store; `None` when durability is off.
+#[derive(Clone, Debug)]
+pub struct Journal {
+    store: Option<Store>,
+    conversation: ConversationId,
+    bot: BotId,
+}
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+impl Journal {
+    /// The journal of `conversation`.
+    pub fn new(store: Option<Store>, conversation: ConversationId, bot: BotId) -> Self {
+        Self { store, conversation, bot }
+    }
+
+    /// Creates the conversation's row if it has none.
+    pub async fn ensure(&self, kind: &str, parent: Option<ConversationId>, title: &str) -> Result<()> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let mut new = conversations::NewConversation::new(self.conversation, self.bot, kind);
+        new.parent = parent;
+        new.title = title.chars().take(80).collect();
+        store
+            .write(move |tx| {
+                if conversations::get_conversation(tx, new.id)?.is_none() {
+                    conversations::create_conversation(tx, &new)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    /// The model-visible history: the latest segment's summary, the messages
+    /// it kept verbatim, and everything after it.
+    pub async fn load(&self) -> Result<Vec<Message>> {
+        let Some(store) = &self.store else { return Ok(Vec::new()) };
+        let conv = self.conversation.to_string();
+        store
+            .read(move |conn| {
+                let segment: Option<(i64, i64)> = conn
+                    .prepare_cached(
+                        "SELECT summary_seq, tail_count FROM segments WHERE conversation_id = ?1
+                         ORDER BY summary_seq DESC LIMIT 1",
+                    )?
+                    .query_row(params![conv], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                let decode = |body: String| {
+                    serde_json::from_str::<Message>(&body)
+                        .map_err(|e| StoreError::Codec { what: "message", detail: e.to_string() })
+                };
+                let rows = |sql: &str, p: &[&dyn troupe_runtime::rusqlite::ToSql]| -> Result<Vec<String>> {
+                    let mut stmt = conn.prepare_cached(sql)?;
+                    let bodies = stmt.query_map(p, |r| r.get::<_, String>(0))?.collect::<std::result::Result<Vec<_>, _>>()?;
+                    Ok(bodies)
+                };
+                let mut history = Vec::new();
+                match segment {
+                    None => {
+                        for body in rows("SELECT body FROM messages WHERE conversation_id = ?1 ORDER BY seq", &[&conv])? {
+                            history.push(decode(body)?);
+                        }
+                    }
+                    Some((summary_seq, tail_count)) => {
+                        for body in rows("SELECT body FROM messages WHERE seq = ?1", &[&summary_seq])? {
+                            history.push(decode(body)?);
+                        }
+                        let mut tail = rows(
+                            "SELECT body FROM messages WHERE conversation_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
+                            &[&conv, &summary_seq, &tail_count],
+                        )?;
+                        tail.reverse();
+                        for body in tail {
+                            history.push(decode(body)?);
+                        }
+                        for body in rows(
+                            "SELECT body FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq",
+                            &[&conv, &summary_seq],
+                        )? {
+                            history.push(decode(body)?);
+                        }
+                    }
+                }
+                Ok(history)
+            })
+            .await
+    }
+
+    /// Appends messages in one transaction.
+    pub async fn append(&self, messages: Vec<Message>) -> Result<()> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let (conv, bot) = (self.conversation, self.bot);
+        store
+            .write(move |tx| {
+                for m in &messages {
+                    conversations::append_message(tx, conv, bot, m)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    /// Appends an assistant message and the usage of the call that made it.
+    pub async fn append_assistant(&self, message: Message, model: String, usage: Usage, cost_usd: f64) -> Result<()> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let (conv, bot) = (self.conversation, self.bot);
+        store
+            .write(move |tx| {
+                conversations::append_message(tx, conv, bot, &message)?;
+                usage::add(tx, conv, bot, &model, &usage, cost_usd, chrono::Utc::now())?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Applies a delivered message: consumes it and appends it in one
+    /// transaction. `false` when it was applied before (a redelivery).
+    pub async fn apply_delivery(&self, envelope: Envelope, message: Message) -> Result<bool> {
+        let (conv, bot) = (self.conversation, self.bot);
+        let Some(store) = &self.store else { return Ok(true) };
+        store
+            .write(move |tx| {
+                if !mailbox::consume(tx, envelope.id)? {
+                    return Ok(false);
+                }
+                conversations::append_message_with_id(tx, envelope.id, conv, bot, &message)?;
+                Ok(true)
+            })
+            .await
+    }
+
+    /// Marks the conversation as mid-turn (or not), so a restart resumes it.
+    pub async fn set_turn_open(&self, open: bool, first: Option<Message>) -> Result<()> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let (conv, bot) = (self.conversation, self.bot);
+        let key = format!("open_turn:{conv}");
+        store
+            .write(move |tx| {
+                if let Some(m) = &first {
+                    conversations::append_message(tx, conv, bot, m)?;
+                }
+                if open {
+                    tx.prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")?
+                        .execute(params![key, store::now()])?;
+                } else {
+                    tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?.execute(params![key])?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    /// Records a compaction: the summary message and how many messages
+    /// before it stay verbatim.
+    pub async fn record_compaction(&self, summary: Message, tail_count: usize) -> Result<()> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let (conv, bot) = (self.conversation, self.bot);
+        store
+            .write(move |tx| {
+                let seq = conversations::append_message_with_id(tx, MsgId::new(), conv, bot, &summary)?;
+                tx.prepare_cached(
+                    "INSERT INTO segments (conversation_id, summary_seq, tail_count, created_at) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![conv.to_string(), seq, tail_count as i64, store::now()])?;
+                Ok(())
+            })
+            .await
+    }
+}
+
+/// The conversations a crash left mid-turn.
+pub async fn open_turns(store: &Store) -> Result<Vec<ConversationId>> {
+    store
+        .read(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT key FROM kv WHERE key LIKE 'open_turn:%' ORDER BY key")?;
+            let keys = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok(keys
+                .iter()
+                .filter_map(|k| k.strip_prefix("open_turn:")?.parse().ok())
+                .collect())
+        })
+        .await
+}

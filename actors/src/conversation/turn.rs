@@ -1,0 +1,373 @@
+//! The turn loop's decisions, made in the actor between steps: what to
+//! commit, whether a guard or a budget ends the turn, whether to compact,
+//! what to run next.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use ractor::{ActorProcessingErr, ActorRef};
+use tokio_util::sync::CancellationToken;
+use troupe_runtime::model::ModelRequest;
+use troupe_runtime::protocol::{AgentEvent, Message, Payload, StopReason, TurnOutcome, Usage};
+use troupe_runtime::tool::dispatch::{CallOutcome, Dispatcher};
+
+use super::history;
+use super::journal::Journal;
+use super::prompt;
+use super::step::{self, Compaction, ModelOutput, ModelStep, ToolStep};
+use super::{ActiveTurn, ConversationArgs, ConversationMsg, Input, State, TurnReport, TurnRequest};
+use crate::budget::Scope;
+use crate::events::Emitter;
+use crate::guard::{Guard, Verdict};
+
+/// Builds the state: loads the history, repairs calls a crash left without
+/// results, freezes the system prompt.
+pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessingErr> {
+    let node = Arc::clone(&args.node);
+    let durable = node.settings.durable;
+    let journal = Journal::new(durable.then(|| node.store.clone()), args.id, args.bot.id);
+    journal.ensure(args.kind.as_str(), args.parent, &args.title).await?;
+    let mut history = journal.load().await?;
+    let services = args.services.fork();
+    let mut state = State {
+        system: String::new(),
+        journal,
+        history: Vec::new(),
+        services,
+        tools: Default::default(),
+        guard: Guard::new(node.settings.max_steps, node.settings.repeat_limit),
+        turns: 0,
+        active: None,
+        queue: VecDeque::new(),
+        args,
+    };
+    state.system = prompt::system_prompt(&node.prompt_parts(&state.args.bot.spec));
+    // Carried tools rebuild what they held from their latest results.
+    let ctx = state.tool_context(CancellationToken::new());
+    for (i, m) in history.iter().enumerate() {
+        if let Message::Tool { call_id, name, result } = m {
+            if let Some(tool) = node.tools.get(name).filter(|t| t.spec().flags.carried) {
+                let args = history[..i]
+                    .iter()
+                    .rev()
+                    .find_map(|m| match m {
+                        Message::Assistant { tool_calls, .. } => tool_calls.iter().find(|c| c.id == *call_id),
+                        _ => None,
+                    })
+                    .map(|c| c.arguments.clone())
+                    .unwrap_or_default();
+                tool.restore(&ctx, &args, result);
+            }
+        }
+    }
+    let unanswered = history::unanswered_calls(&history);
+    if !unanswered.is_empty() {
+        state.history = history.clone();
+        state.refresh_tools();
+        let dispatcher = dispatcher(&state);
+        let mut repaired = Vec::new();
+        for call in &unanswered {
+            let result = if dispatcher.is_read_only(&call.name) {
+                dispatcher.run_one(call, &state.tools.names, &ctx).await
+            } else {
+                history::outcome_unknown(call)
+            };
+            repaired.push(Message::Tool { call_id: call.id.clone(), name: call.name.clone(), result });
+        }
+        state.journal.append(repaired.clone()).await?;
+        history.extend(repaired);
+    }
+    state.history = history;
+    Ok(state)
+}
+
+
+fn dispatcher(state: &State) -> Dispatcher {
+    let node = &state.args.node;
+    Dispatcher::new(Arc::clone(&node.tools), Arc::clone(&node.gate), node.dispatch_settings())
+}
+
+/// Starts a turn.
+pub(super) async fn begin(myself: &ActorRef<ConversationMsg>, state: &mut State, request: TurnRequest) {
+    state.turns += 1;
+    state.guard.start_turn();
+    let node = Arc::clone(&state.args.node);
+    let emitter = Emitter::new(state.args.id, request.events, node.bus.clone());
+    let scope = Scope::child(&state.args.budget, "turn", node.settings.turn_budget);
+    state.active = Some(ActiveTurn {
+        number: state.turns,
+        cancel: CancellationToken::new(),
+        emitter,
+        done: request.done,
+        steers: Vec::new(),
+        notes: Vec::new(),
+        usage: Usage::default(),
+        cost_usd: 0.0,
+        scope,
+        start_len: state.history.len(),
+        last_stop: None,
+    });
+    let first = match request.input {
+        Input::User(text) => Some(Message::user(text)),
+        Input::Continue => None,
+        Input::Delivered(envelope) => {
+            let message = delivered_message(&envelope.body);
+            match state.journal.apply_delivery(envelope, message.clone()).await {
+                Ok(true) => {
+                    if let Payload::Notice { topic, text, .. } = &message_payload(&message) {
+                        emit(state, AgentEvent::Notice { topic: topic.clone(), text: text.clone() });
+                    }
+                    state.history.push(message);
+                    None
+                }
+                Ok(false) => {
+                    // Applied before: a redelivery after a crash. Nothing to do.
+                    finish(myself, state, TurnOutcome::Finished).await;
+                    return;
+                }
+                Err(e) => {
+                    finish(myself, state, TurnOutcome::Failed { error: format!("the message could not be saved: {e}") }).await;
+                    return;
+                }
+            }
+        }
+    };
+    if let Err(e) = state.journal.set_turn_open(true, first.clone()).await {
+        finish(myself, state, TurnOutcome::Failed { error: format!("the message could not be saved: {e}") }).await;
+        return;
+    }
+    state.history.extend(first);
+    let number = state.turns;
+    emit(state, AgentEvent::TurnStarted { conversation: state.args.id, turn: number });
+    next_step(myself, state).await;
+}
+
+/// The text a delivered message adds to the history.
+fn delivered_message(payload: &Payload) -> Message {
+    match payload {
+        Payload::Text { sender, text, expects_reply } => {
+            let reply = if *expects_reply { " (they expect a reply: answer with message_agent)" } else { "" };
+            Message::user(format!("[message from {sender}{reply}]\n{text}"))
+        }
+        Payload::Notice { topic, text, .. } => Message::user(format!("[notice: {topic}]\n{text}")),
+        Payload::Custom { name, data } => Message::user(format!("[{name}]\n{data}")),
+    }
+}
+
+fn message_payload(message: &Message) -> Payload {
+    let text = message.text();
+    match text.strip_prefix("[notice: ").and_then(|r| r.split_once("]\n")) {
+        Some((topic, body)) => Payload::Notice { topic: topic.into(), text: body.into(), data: serde_json::Value::Null },
+        None => Payload::Custom { name: String::new(), data: serde_json::Value::Null },
+    }
+}
+
+fn emit(state: &State, event: AgentEvent) {
+    if let Some(active) = &state.active {
+        active.emitter.emit(event);
+    }
+}
+
+/// Decides and starts the next model step.
+async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
+    let Some(active) = state.active.as_mut() else { return };
+    if active.cancel.is_cancelled() {
+        finish(myself, state, TurnOutcome::Stopped).await;
+        return;
+    }
+    if let Some(exceeded) = active.scope.check() {
+        finish(myself, state, TurnOutcome::Budget { budget: exceeded.budget, detail: exceeded.detail }).await;
+        return;
+    }
+    let mut injected: Vec<Message> = active.notes.drain(..).map(Message::user).collect();
+    injected.extend(active.steers.drain(..).map(Message::user));
+    if !injected.is_empty() {
+        if let Err(e) = state.journal.append(injected.clone()).await {
+            finish(myself, state, TurnOutcome::Failed { error: format!("a message could not be saved: {e}") }).await;
+            return;
+        }
+        state.history.extend(injected);
+    }
+    if let Verdict::Halt(reason) = state.guard.before_model_call() {
+        finish(myself, state, TurnOutcome::Guard { reason }).await;
+        return;
+    }
+    let node = Arc::clone(&state.args.node);
+    let model = state.args.model.clone();
+    let compaction = needs_compaction(state);
+    let Some(active) = state.active.as_ref() else { return };
+    let request = ModelRequest {
+        model: model.model.clone(),
+        system: state.system.clone(),
+        messages: state.history.clone(),
+        tools: state.tools.definitions(),
+        max_tokens: model.max_output_tokens,
+        temperature: None,
+    };
+    let step = ModelStep {
+        turn: active.number,
+        model,
+        request,
+        journal: state.journal.clone(),
+        emitter: active.emitter.clone(),
+        cancel: active.cancel.clone(),
+        compaction,
+    };
+    let actor = myself.clone();
+    drop(node);
+    tokio::spawn(step.run(actor));
+}
+
+fn needs_compaction(state: &State) -> Option<Compaction> {
+    let settings = &state.args.node.settings;
+    let window = state.args.model.context_window as f64;
+    let tokens = super::compaction::estimate_tokens(&state.system, &state.history) as f64;
+    if tokens < window * settings.compaction_threshold {
+        return None;
+    }
+    let split = super::compaction::split_point(&state.history, settings.keep_recent)?;
+    let ctx = state.tool_context(CancellationToken::new());
+    let carried = state
+        .args
+        .node
+        .tools
+        .iter()
+        .filter(|t| t.spec().flags.carried)
+        .filter_map(|t| t.carried(&ctx))
+        .collect();
+    Some(Compaction { split, carried })
+}
+
+/// A model step ended.
+pub(super) async fn model_done(myself: &ActorRef<ConversationMsg>, state: &mut State, output: ModelOutput) {
+    match output {
+        ModelOutput::Failed { error } => finish(myself, state, TurnOutcome::Failed { error }).await,
+        ModelOutput::Stopped { partial } => {
+            state.history.extend(partial);
+            finish(myself, state, TurnOutcome::Stopped).await;
+        }
+        ModelOutput::Answered { message, stop, usage, cost_usd, compacted } => {
+            if let Some(history) = compacted {
+                state.history = history;
+                if let Some(active) = state.active.as_mut() {
+                    active.start_len = 0;
+                }
+                state.refresh_tools();
+            }
+            let Some(active) = state.active.as_mut() else { return };
+            active.usage.add(&usage);
+            active.cost_usd += cost_usd;
+            active.scope.charge_model(usage.total(), cost_usd);
+            active.last_stop = Some(stop.clone());
+            let Message::Assistant { content, tool_calls } = &message else { return };
+            let (content, calls) = (content.clone(), tool_calls.clone());
+            state.history.push(message);
+            if !content.is_empty() {
+                emit(state, AgentEvent::AssistantMessage { text: content.clone() });
+            }
+            if stop == StopReason::Refusal {
+                finish(myself, state, TurnOutcome::Refused { detail: content }).await;
+                return;
+            }
+            if calls.is_empty() {
+                if stop == StopReason::PauseTurn {
+                    next_step(myself, state).await;
+                } else {
+                    if stop == StopReason::MaxTokens {
+                        emit(state, AgentEvent::Warning { message: "the answer was cut at the output token limit".into() });
+                    }
+                    finish(myself, state, TurnOutcome::Finished).await;
+                }
+                return;
+            }
+            let Some(active) = state.active.as_ref() else { return };
+            if active.cancel.is_cancelled() {
+                // Stopped before the calls ran: answer them so the history stays whole.
+                let stopped: Vec<CallOutcome> = calls
+                    .into_iter()
+                    .map(|call| CallOutcome {
+                        call,
+                        result: troupe_runtime::protocol::ToolResult::error("not run: the turn was stopped"),
+                        elapsed: std::time::Duration::ZERO,
+                    })
+                    .collect();
+                let messages = stopped.iter().map(step::result_message).collect::<Vec<_>>();
+                let _ = state.journal.append(messages.clone()).await;
+                state.history.extend(messages);
+                finish(myself, state, TurnOutcome::Stopped).await;
+                return;
+            }
+            let step = ToolStep {
+                turn: active.number,
+                calls,
+                visible: Arc::new(state.tools.names.clone()),
+                dispatcher: dispatcher(state),
+                ctx: state.tool_context(active.cancel.clone()),
+                journal: state.journal.clone(),
+                emitter: active.emitter.clone(),
+            };
+            tokio::spawn(step.run(myself.clone()));
+        }
+    }
+}
+
+/// A tool step ended.
+pub(super) async fn tools_done(
+    myself: &ActorRef<ConversationMsg>,
+    state: &mut State,
+    outcomes: Vec<CallOutcome>,
+    error: Option<String>,
+) {
+    if let Some(error) = error {
+        finish(myself, state, TurnOutcome::Failed { error: format!("tool results could not be saved: {error}") }).await;
+        return;
+    }
+    let mut halt = None;
+    let mut loads = false;
+    for outcome in &outcomes {
+        state.history.push(step::result_message(outcome));
+        loads |= outcome.call.name == troupe_runtime::tool::catalog::TOOL_SEARCH;
+        let tolerant = state.tools.is_failure_tolerant(&outcome.call.name);
+        let verdict = state.guard.after_call(&outcome.call, &outcome.result, tolerant);
+        let Some(active) = state.active.as_mut() else { return };
+        active.scope.charge_tool_call();
+        match verdict {
+            Verdict::Continue => {}
+            Verdict::Warn(w) => active.notes.push(format!("[troupe guard] {w}")),
+            Verdict::Halt(reason) => halt = halt.or(Some(reason)),
+        }
+    }
+    if loads {
+        state.refresh_tools();
+    }
+    if let Some(reason) = halt {
+        finish(myself, state, TurnOutcome::Guard { reason }).await;
+        return;
+    }
+    next_step(myself, state).await;
+}
+
+/// Ends the turn, reports it, and starts the next queued one.
+pub(super) async fn finish(myself: &ActorRef<ConversationMsg>, state: &mut State, outcome: TurnOutcome) {
+    let Some(active) = state.active.take() else { return };
+    if let Err(e) = state.journal.set_turn_open(false, None).await {
+        tracing::error!(error = %e, "could not close the turn in the store");
+    }
+    let start = active.start_len.min(state.history.len());
+    let text = history::last_assistant_text(&state.history[start..]);
+    let report = TurnReport {
+        conversation: state.args.id,
+        outcome: outcome.clone(),
+        text: text.clone(),
+        usage: active.usage,
+        cost_usd: active.cost_usd,
+        steps: state.guard.steps(),
+    };
+    active.emitter.emit(AgentEvent::TurnFinished { outcome, text, usage: active.usage, cost_usd: active.cost_usd });
+    if let Some(done) = active.done {
+        let _ = done.send(report);
+    }
+    if let Some(next) = state.queue.pop_front() {
+        Box::pin(begin(myself, state, next)).await;
+    }
+}

@@ -1,0 +1,450 @@
+//! The node: one per process, the root of the actor tree.
+//!
+//! It opens the store, holds the tools, the gate, the models and the bots,
+//! and addresses conversations by id: a conversation's actor is activated
+//! from the store on its first message and the node keeps no other handle to
+//! it. At start-up it redelivers durable messages that were never consumed
+//! and resumes the turns a crash interrupted.
+
+mod bots;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use ractor::{Actor, ActorRef};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use troupe_runtime::home::{Home, MAIN_AGENT};
+use troupe_runtime::id::{BotId, ConversationId, MsgId};
+use troupe_runtime::model::{ModelError, ModelsConfig, ResolveOptions, ResolvedModel};
+use troupe_runtime::protocol::{ActorKind, Address, AgentEvent, Envelope};
+use troupe_runtime::store::{conversations, mailbox, Store, StoreError};
+use troupe_runtime::tool::dispatch::{CallGate, DispatchSettings, OpenGate};
+use troupe_runtime::tool::registry::Registry;
+use troupe_runtime::tool::Services;
+
+use crate::bot::{BotError, BotRecord, BotSpec};
+use crate::budget::Scope;
+use crate::conversation::prompt::PromptParts;
+use crate::conversation::{Conversation, ConversationArgs, ConversationMsg, Input, TurnReport, TurnRequest};
+use crate::events::NodeEvent;
+use crate::settings::Settings;
+use crate::toolset::Narrowing;
+
+/// Why the node could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A model spec could not be resolved.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A bot definition was refused.
+    #[error(transparent)]
+    Bot(#[from] BotError),
+    /// No such bot.
+    #[error("there is no bot named `{0}`; `troupe bots` lists them")]
+    NoSuchBot(String),
+    /// A bot with that name exists.
+    #[error("a bot named `{0}` exists already")]
+    BotExists(String),
+    /// No such conversation.
+    #[error("there is no conversation {0}; `troupe conversations` lists them")]
+    NoSuchConversation(ConversationId),
+    /// An actor could not be started or reached.
+    #[error("actor: {0}")]
+    Actor(String),
+}
+
+/// What the node's actors share.
+pub struct NodeContext {
+    /// The home.
+    pub home: Home,
+    /// The settings.
+    pub settings: Settings,
+    /// The store.
+    pub store: Store,
+    /// Every tool, in the stable order.
+    pub tools: Arc<Registry>,
+    /// The gate every call passes.
+    pub gate: Arc<dyn CallGate>,
+    /// Where every conversation's events are published.
+    pub bus: broadcast::Sender<NodeEvent>,
+    /// Services every conversation's tools get.
+    pub services: Services,
+    models: ModelsConfig,
+    model_override: Option<ResolvedModel>,
+    env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    resolved: Mutex<HashMap<String, ResolvedModel>>,
+    conversations: DashMap<ConversationId, ActorRef<ConversationMsg>>,
+    bots: DashMap<String, BotRecord>,
+}
+
+impl std::fmt::Debug for NodeContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeContext").field("home", &self.home).finish_non_exhaustive()
+    }
+}
+
+impl NodeContext {
+    /// Whether the home has a bot besides the main agent.
+    pub fn has_bots(&self) -> bool {
+        self.bots.iter().any(|b| b.key() != MAIN_AGENT)
+    }
+
+    /// How the dispatcher runs calls.
+    pub fn dispatch_settings(&self) -> DispatchSettings {
+        DispatchSettings {
+            default_timeout: self.settings.tool_timeout,
+            spill_limit_chars: self.settings.spill_limit_chars,
+        }
+    }
+
+    /// What a bot's system prompt is made of, read now.
+    pub fn prompt_parts(&self, bot: &BotSpec) -> PromptParts {
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        let roster = self
+            .bots
+            .iter()
+            .filter(|b| b.key() != &bot.name && b.key() != MAIN_AGENT)
+            .map(|b| format!("- {}: {}", b.spec.name, b.spec.description))
+            .collect();
+        PromptParts {
+            mission: bot.effective_mission(),
+            user_profile: read(self.home.user_profile()),
+            notes: read(self.home.agent_notes(&bot.name)),
+            cwd: self.settings.cwd.display().to_string(),
+            date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+            roster,
+        }
+    }
+
+    /// Resolves a model spec (cached).
+    pub fn resolve_model(&self, spec: &str) -> Result<ResolvedModel, ModelError> {
+        if let Some(m) = &self.model_override {
+            return Ok(m.clone());
+        }
+        let spec = if spec.is_empty() { self.settings.default_model.as_str() } else { spec };
+        if let Some(m) = self.resolved.lock().get(spec) {
+            return Ok(m.clone());
+        }
+        let env = |k: &str| (self.env)(k);
+        let resolved =
+            troupe_runtime::model::resolve_with(spec, &self.models, &env, &self.settings.cwd, &ResolveOptions::default())?;
+        self.resolved.lock().insert(spec.to_string(), resolved.clone());
+        Ok(resolved)
+    }
+
+    pub(crate) fn conversation_stopped(&self, id: ConversationId) {
+        self.conversations.remove(&id);
+    }
+}
+
+/// How to start a node.
+pub struct NodeOptions {
+    /// The home.
+    pub home: Home,
+    /// The settings.
+    pub settings: Settings,
+    /// `models.toml`'s definitions.
+    pub models: ModelsConfig,
+    /// A model every bot uses, whatever its spec (tests, `--model`).
+    pub model_override: Option<ResolvedModel>,
+    /// The tools.
+    pub tools: Registry,
+    /// The gate; everything passes when `None`.
+    pub gate: Option<Arc<dyn CallGate>>,
+    /// Looks environment variables up (keys, base URLs).
+    pub env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    /// Where events are published; a new bus when `None`.
+    pub bus: Option<broadcast::Sender<NodeEvent>>,
+}
+
+/// A running node.
+#[derive(Clone, Debug)]
+pub struct Node {
+    ctx: Arc<NodeContext>,
+}
+
+impl Node {
+    /// Opens the store and starts the node: bots are loaded, undelivered
+    /// messages redelivered, interrupted turns resumed.
+    pub async fn start(options: NodeOptions) -> Result<Node, NodeError> {
+        let store = Store::open(&options.home.database())?;
+        let bus = options.bus.unwrap_or_else(|| broadcast::channel(4096).0);
+        let ctx = Arc::new(NodeContext {
+            home: options.home,
+            settings: options.settings,
+            store,
+            tools: Arc::new(options.tools),
+            gate: options.gate.unwrap_or_else(|| Arc::new(OpenGate)),
+            bus,
+            services: Services::default(),
+            models: options.models,
+            model_override: options.model_override,
+            env: options.env,
+            resolved: Mutex::new(HashMap::new()),
+            conversations: DashMap::new(),
+            bots: DashMap::new(),
+        });
+        let node = Node { ctx };
+        for bot in node.ctx.store.read(|c| bots::list(c)).await? {
+            node.ctx.bots.insert(bot.spec.name.clone(), bot);
+        }
+        node.ensure_main().await?;
+        node.recover().await?;
+        Ok(node)
+    }
+
+    /// What the node's actors share.
+    pub fn context(&self) -> &Arc<NodeContext> {
+        &self.ctx
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.ctx.store
+    }
+
+    /// Every conversation's events.
+    pub fn subscribe(&self) -> broadcast::Receiver<NodeEvent> {
+        self.ctx.bus.subscribe()
+    }
+
+    async fn ensure_main(&self) -> Result<(), NodeError> {
+        if self.ctx.bots.contains_key(MAIN_AGENT) {
+            return Ok(());
+        }
+        let record = BotRecord { id: BotId::new(), spec: BotSpec::default() };
+        let r = record.clone();
+        self.ctx.store.write(move |tx| bots::insert(tx, &r)).await?;
+        let stored = self.ctx.store.read(|c| bots::by_name(c, MAIN_AGENT)).await?.unwrap_or(record);
+        self.ctx.bots.insert(MAIN_AGENT.into(), stored);
+        Ok(())
+    }
+
+    async fn recover(&self) -> Result<(), NodeError> {
+        for id in crate::conversation::journal::open_turns(&self.ctx.store).await? {
+            if let Err(e) = self.activate(id).await {
+                tracing::error!(conversation = %id, error = %e, "could not resume an interrupted turn");
+            }
+        }
+        for envelope in self.ctx.store.read(|c| mailbox::pending_all(c)).await? {
+            if let Err(e) = self.route(envelope).await {
+                tracing::error!(error = %e, "could not redeliver a message");
+            }
+        }
+        Ok(())
+    }
+
+    /// Every bot, the main agent first.
+    pub fn bots(&self) -> Vec<BotRecord> {
+        let mut all: Vec<BotRecord> = self.ctx.bots.iter().map(|b| b.value().clone()).collect();
+        all.sort_by_key(|b| (b.spec.name != MAIN_AGENT, b.spec.name.clone()));
+        all
+    }
+
+    /// The bot called `name`.
+    pub fn bot(&self, name: &str) -> Result<BotRecord, NodeError> {
+        self.ctx
+            .bots
+            .get(name)
+            .map(|b| b.value().clone())
+            .ok_or_else(|| NodeError::NoSuchBot(name.to_string()))
+    }
+
+    /// Creates a bot and persists it.
+    pub async fn create_bot(&self, spec: BotSpec) -> Result<BotRecord, NodeError> {
+        spec.validate()?;
+        let record = BotRecord { id: BotId::new(), spec };
+        let r = record.clone();
+        if !self.ctx.store.write(move |tx| bots::insert(tx, &r)).await? {
+            return Err(NodeError::BotExists(record.spec.name));
+        }
+        self.ctx.bots.insert(record.spec.name.clone(), record.clone());
+        Ok(record)
+    }
+
+    /// Starts a new conversation of `bot` and returns its id.
+    pub async fn new_conversation(&self, bot: &str, narrowing: Narrowing) -> Result<ConversationId, NodeError> {
+        let record = self.bot(bot)?;
+        let id = ConversationId::new();
+        self.spawn(id, record, narrowing, None).await?;
+        Ok(id)
+    }
+
+    /// The bot's latest conversation of its own kind, or a new one.
+    pub async fn latest_conversation(&self, bot: &str) -> Result<ConversationId, NodeError> {
+        let record = self.bot(bot)?;
+        let bot_id = record.id;
+        let kind = record.spec.kind();
+        let latest = self
+            .ctx
+            .store
+            .read(move |c| {
+                Ok(conversations::list_conversations(c, Some(bot_id), 50)?
+                    .into_iter()
+                    .find(|row| row.kind == kind.as_str() && row.parent.is_none())
+                    .map(|row| row.id))
+            })
+            .await?;
+        match latest {
+            Some(id) => Ok(id),
+            None => self.new_conversation(bot, Narrowing::default()).await,
+        }
+    }
+
+    async fn spawn(
+        &self,
+        id: ConversationId,
+        bot: BotRecord,
+        narrowing: Narrowing,
+        title: Option<String>,
+    ) -> Result<ActorRef<ConversationMsg>, NodeError> {
+        if let Some(actor) = self.ctx.conversations.get(&id) {
+            return Ok(actor.clone());
+        }
+        let model = self.ctx.resolve_model(&bot.spec.model)?;
+        let kind = bot.spec.kind();
+        let args = ConversationArgs {
+            id,
+            kind,
+            model,
+            node: Arc::clone(&self.ctx),
+            narrowing,
+            budget: Scope::root(format!("bot:{}", bot.spec.name), self.ctx.settings.bot_budget),
+            parent: None,
+            services: self.ctx.services.fork(),
+            title: title.unwrap_or_default(),
+            bot,
+        };
+        let (actor, _) = Actor::spawn(None, Conversation, args)
+            .await
+            .map_err(|e| NodeError::Actor(format!("conversation {id} could not start: {e}")))?;
+        self.ctx.conversations.insert(id, actor.clone());
+        Ok(actor)
+    }
+
+    /// The live actor of `id`, activated from the store if needed.
+    async fn activate(&self, id: ConversationId) -> Result<ActorRef<ConversationMsg>, NodeError> {
+        if let Some(actor) = self.ctx.conversations.get(&id) {
+            return Ok(actor.clone());
+        }
+        let row = self
+            .ctx
+            .store
+            .read(move |c| conversations::get_conversation(c, id))
+            .await?
+            .ok_or(NodeError::NoSuchConversation(id))?;
+        let bot_id = row.bot;
+        let bot = self
+            .ctx
+            .store
+            .read(move |c| bots::by_id(c, bot_id))
+            .await?
+            .ok_or_else(|| NodeError::NoSuchBot(bot_id.to_string()))?;
+        self.spawn(id, bot, Narrowing::default(), None).await
+    }
+
+    /// Sends a user message to a conversation and returns where its events
+    /// and its end will arrive.
+    pub async fn send(
+        &self,
+        conversation: ConversationId,
+        text: impl Into<String>,
+    ) -> Result<(mpsc::UnboundedReceiver<AgentEvent>, oneshot::Receiver<TurnReport>), NodeError> {
+        self.request(conversation, Input::User(text.into())).await
+    }
+
+    /// Starts a turn with any input.
+    pub async fn request(
+        &self,
+        conversation: ConversationId,
+        input: Input,
+    ) -> Result<(mpsc::UnboundedReceiver<AgentEvent>, oneshot::Receiver<TurnReport>), NodeError> {
+        let actor = self.activate(conversation).await?;
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (done_tx, done_rx) = oneshot::channel();
+        actor
+            .send_message(ConversationMsg::Turn(TurnRequest { input, events: Some(events_tx), done: Some(done_tx) }))
+            .map_err(|e| NodeError::Actor(format!("conversation {conversation} is gone: {e}")))?;
+        Ok((events_rx, done_rx))
+    }
+
+    /// Stops the conversation's running turn.
+    pub async fn stop(&self, conversation: ConversationId) -> Result<(), NodeError> {
+        if let Some(actor) = self.ctx.conversations.get(&conversation) {
+            let _ = actor.send_message(ConversationMsg::Stop);
+        }
+        Ok(())
+    }
+
+    /// Adds a message to the running turn.
+    pub async fn steer(&self, conversation: ConversationId, text: impl Into<String>) -> Result<(), NodeError> {
+        let actor = self.activate(conversation).await?;
+        actor
+            .send_message(ConversationMsg::Steer(text.into()))
+            .map_err(|e| NodeError::Actor(e.to_string()))
+    }
+
+    /// The conversation's status.
+    pub async fn status(&self, conversation: ConversationId) -> Result<crate::conversation::Status, NodeError> {
+        let actor = self.activate(conversation).await?;
+        ractor::call!(actor, ConversationMsg::Status).map_err(|e| NodeError::Actor(e.to_string()))
+    }
+
+    /// Sends a durable message: committed before this returns its id, then
+    /// delivered to its conversation (activating it).
+    pub async fn deliver(&self, envelope: Envelope) -> Result<MsgId, NodeError> {
+        let id = self.ctx.store.send(envelope.clone()).await?;
+        self.route(envelope).await?;
+        Ok(id)
+    }
+
+    async fn route(&self, envelope: Envelope) -> Result<(), NodeError> {
+        let conversation = match &envelope.to {
+            Address::Conversation(id) => *id,
+            Address::Bot(bot) => {
+                let name = self
+                    .ctx
+                    .bots
+                    .iter()
+                    .find(|b| b.id == *bot)
+                    .map(|b| b.spec.name.clone())
+                    .ok_or_else(|| NodeError::NoSuchBot(bot.to_string()))?;
+                self.latest_conversation(&name).await?
+            }
+            Address::Service(name) => {
+                return Err(NodeError::Actor(format!("no service `{name}` takes messages on this node")));
+            }
+        };
+        let actor = self.activate(conversation).await?;
+        actor
+            .send_message(ConversationMsg::Turn(TurnRequest { input: Input::Delivered(envelope), events: None, done: None }))
+            .map_err(|e| NodeError::Actor(e.to_string()))
+    }
+
+    /// Stops every conversation; turns in progress are stopped and their
+    /// state is already committed.
+    pub async fn shutdown(&self) {
+        let actors: Vec<ActorRef<ConversationMsg>> = self.ctx.conversations.iter().map(|a| a.value().clone()).collect();
+        for actor in actors {
+            let _ = actor.send_message(ConversationMsg::Stop);
+            let _ = actor.stop_and_wait(Some("shutdown".into()), Some(std::time::Duration::from_secs(5))).await;
+        }
+    }
+
+    /// How many conversation actors are live.
+    pub fn live_conversations(&self) -> usize {
+        self.ctx.conversations.len()
+    }
+
+    /// The kind of a bot's conversations, as stored.
+    pub fn kind_of(bot: &BotSpec) -> ActorKind {
+        bot.kind()
+    }
+}
+

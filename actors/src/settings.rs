@@ -1,0 +1,58 @@
+//! What the actors need to know from the configuration, in one place.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::budget::Limits;
+
+/// The actors' settings, taken from `config.toml` (or set in code).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The model spec bots use when their definition names none.
+    pub default_model: String,
+    /// The folder relative paths resolve against.
+    pub cwd: PathBuf,
+    /// The user's time zone (IANA name).
+    pub timezone: String,
+    /// Model calls per turn.
+    pub max_steps: u32,
+    /// Identical failing calls before the turn halts.
+    pub repeat_limit: u32,
+    /// A tool call's default timeout.
+    pub tool_timeout: Duration,
+    /// Results longer than this are spilled to a file.
+    pub spill_limit_chars: usize,
+    /// Share of the context window at which the history is compacted.
+    pub compaction_threshold: f64,
+    /// Messages kept verbatim by a compaction.
+    pub keep_recent: usize,
+    /// Budgets of one turn.
+    pub turn_budget: Limits,
+    /// Budgets of one bot, per day.
+    pub bot_budget: Limits,
+    /// Budgets of one delegation subtree.
+    pub delegation_budget: Limits,
+    /// Whether every message is committed to the store (off only for
+    /// measuring the runtime without it).
+    pub durable: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            default_model: "openai:gpt-4o-mini".into(),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            timezone: "UTC".into(),
+            max_steps: 50,
+            repeat_limit: 3,
+            tool_timeout: Duration::from_secs(120),
+            spill_limit_chars: 30_000,
+            compaction_threshold: 0.8,
+            keep_recent: 12,
+            turn_budget: Limits::default(),
+            bot_budget: Limits::default(),
+            delegation_budget: Limits::default(),
+            durable: true,
+        }
+    }
+}

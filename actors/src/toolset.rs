@@ -1,0 +1,98 @@
+//! The tools one conversation is offered, in the registry's stable order.
+//!
+//! A tool is offered when the who-has-which-tool table gives it to the
+//! conversation's kind, the bot's own lists allow it, and the tool itself is
+//! available there (`use_skill` needs a skill). Always-on tools go in every
+//! request; deferred ones wait in the conversation's [`DeferredCatalog`]
+//! until `tool_search` loads them.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+use troupe_runtime::tool::catalog::{DeferredCatalog, TOOL_SEARCH};
+use troupe_runtime::tool::registry::Registry;
+use troupe_runtime::tool::{Exposure, ToolContext, ToolDefinition, ToolSpec};
+use troupe_tools::table;
+
+use crate::bot::BotSpec;
+
+/// The tools of one conversation for the coming model calls.
+#[derive(Debug, Clone, Default)]
+pub struct Toolset {
+    /// The specs sent to the model, in registry order.
+    pub specs: Vec<ToolSpec>,
+    /// Their names, for the dispatcher.
+    pub names: HashSet<String>,
+}
+
+impl Toolset {
+    /// The definitions the model receives.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.specs.iter().map(ToolSpec::definition).collect()
+    }
+
+    /// Whether `name` is failure-tolerant.
+    pub fn is_failure_tolerant(&self, name: &str) -> bool {
+        self.specs.iter().any(|s| s.name == name && s.flags.failure_tolerant)
+    }
+}
+
+/// What narrows a conversation's tools beyond the table.
+#[derive(Debug, Clone, Default)]
+pub struct Narrowing {
+    /// Only these tools, when not empty (a run's `--tools`).
+    pub only: Option<Vec<String>>,
+    /// Tools the parent had (a subagent gets at most its parent's).
+    pub parent: Option<HashSet<String>>,
+}
+
+/// Computes the toolset and puts the deferred catalog into `ctx.services`.
+pub fn compute(
+    registry: &Registry,
+    bot: &BotSpec,
+    has_bots: bool,
+    narrowing: &Narrowing,
+    ctx: &ToolContext,
+    loaded: &BTreeSet<String>,
+) -> Toolset {
+    let offered = |spec: &ToolSpec| {
+        table::is_offered(&spec.name, ctx.kind, has_bots)
+            && table::allowed_by_lists(&spec.name, &bot.tools, &bot.deny_tools)
+            && narrowing.only.as_ref().is_none_or(|only| only.iter().any(|n| *n == spec.name))
+            && narrowing.parent.as_ref().is_none_or(|p| p.contains(&spec.name) || spec.name == TOOL_SEARCH)
+    };
+    let mut deferred = Vec::new();
+    let mut chosen: Vec<Option<ToolSpec>> = Vec::with_capacity(registry.len());
+    for tool in registry.iter() {
+        let base = tool.spec();
+        if base.name == TOOL_SEARCH || !offered(base) {
+            chosen.push(None);
+            continue;
+        }
+        let Some(spec) = tool.available(ctx) else {
+            chosen.push(None);
+            continue;
+        };
+        match spec.exposure {
+            Exposure::AlwaysOn => chosen.push(Some(spec)),
+            Exposure::Deferred => {
+                let is_loaded = loaded.contains(&spec.name);
+                deferred.push(spec.clone());
+                chosen.push(is_loaded.then_some(spec));
+            }
+        }
+    }
+    ctx.services.insert(Arc::new(DeferredCatalog { specs: deferred }));
+    let mut specs = Vec::new();
+    for (tool, spec) in registry.iter().zip(chosen) {
+        if tool.spec().name == TOOL_SEARCH {
+            if offered(tool.spec()) {
+                specs.extend(tool.available(ctx));
+            }
+        } else if let Some(spec) = spec {
+            specs.push(spec);
+        }
+    }
+    let names = specs.iter().map(|s| s.name.clone()).collect();
+    Toolset { specs, names }
+}

@@ -1,0 +1,303 @@
+//! The Rust API: a runtime, its bots, and their turns.
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! use troupe::{BotSpec, Runtime};
+//!
+//! let runtime = Runtime::builder().home("/tmp/troupe-home").model("script:demo.json").build().await?;
+//! let bot = runtime.spawn_bot(BotSpec::new("scout", "Scout", "Finds things.")).await?;
+//! let report = bot.send("Find the README").await?.result().await?;
+//! println!("{}", report.text);
+//! runtime.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use troupe_actors::bot::{BotRecord, BotSpec};
+use troupe_actors::conversation::TurnReport;
+use troupe_actors::node::{Node, NodeError, NodeOptions};
+use troupe_actors::settings::Settings;
+use troupe_actors::toolset::Narrowing;
+use troupe_runtime::config::Config;
+use troupe_runtime::home::Home;
+use troupe_runtime::id::ConversationId;
+use troupe_runtime::model::{ModelsConfig, Provider, ResolvedModel};
+use troupe_runtime::protocol::AgentEvent;
+use troupe_runtime::tool::Tool;
+
+/// Why the runtime could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The node failed.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// The configuration is wrong.
+    #[error(transparent)]
+    Config(#[from] troupe_runtime::config::ConfigError),
+    /// A model spec is wrong.
+    #[error(transparent)]
+    Model(#[from] troupe_runtime::model::ModelError),
+    /// A tool could not be registered.
+    #[error(transparent)]
+    Registry(#[from] troupe_runtime::tool::registry::RegistryError),
+    /// The conversation ended before the turn reported.
+    #[error("the conversation stopped before the turn ended")]
+    Gone,
+}
+
+/// Builds a [`Runtime`].
+#[derive(Default)]
+pub struct RuntimeBuilder {
+    home: Option<PathBuf>,
+    model: Option<String>,
+    provider: Option<Arc<dyn Provider>>,
+    tools: Vec<Arc<dyn Tool>>,
+    overrides: Vec<(String, String)>,
+    durable: Option<bool>,
+    settings: Option<Box<dyn FnOnce(&mut Settings) + Send>>,
+    cwd: Option<PathBuf>,
+    bus: Option<tokio::sync::broadcast::Sender<troupe_actors::events::NodeEvent>>,
+}
+
+impl RuntimeBuilder {
+    /// The home folder (default: `$TROUPE_HOME`, else `~/.troupe`).
+    pub fn home(mut self, home: impl Into<PathBuf>) -> Self {
+        self.home = Some(home.into());
+        self
+    }
+
+    /// The default model spec (`openai:gpt-4o-mini`, `script:demo.json`, a `models.toml` name).
+    pub fn model(mut self, spec: impl Into<String>) -> Self {
+        self.model = Some(spec.into());
+        self
+    }
+
+    /// A provider every bot talks to, whatever its spec (tests, custom clients).
+    pub fn provider(mut self, provider: Arc<dyn Provider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Adds a tool of your own, after the built-in ones.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// A config override, as a dotted key (`agent.max_steps_per_turn`, `"5"`).
+    pub fn set(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.overrides.push((key.into(), value.into()));
+        self
+    }
+
+    /// Turns the commit of every message off (measurements only).
+    pub fn durable(mut self, durable: bool) -> Self {
+        self.durable = Some(durable);
+        self
+    }
+
+    /// The working folder tools resolve relative paths against.
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Publishes every conversation's events on `bus`, from the start
+    /// (turns resumed after a crash included).
+    pub fn event_bus(mut self, bus: tokio::sync::broadcast::Sender<troupe_actors::events::NodeEvent>) -> Self {
+        self.bus = Some(bus);
+        self
+    }
+
+    /// Adjusts the actors' settings after the configuration is read.
+    pub fn settings(mut self, f: impl FnOnce(&mut Settings) + Send + 'static) -> Self {
+        self.settings = Some(Box::new(f));
+        self
+    }
+
+    /// Creates the home if needed, reads its configuration and starts the node.
+    pub async fn build(self) -> Result<Runtime, RuntimeError> {
+        let home = self.home.map(Home::new).unwrap_or_else(Home::from_env);
+        troupe_runtime::config::ensure_home(&home)?;
+        let env = |k: &str| std::env::var(k).ok();
+        let config = Config::load(&home, &env, &self.overrides)?;
+        let models = ModelsConfig::load(&home.models_file())?;
+        let mut settings = settings_from(&config, self.cwd);
+        if let Some(spec) = self.model {
+            settings.default_model = spec;
+        }
+        if let Some(durable) = self.durable {
+            settings.durable = durable;
+        }
+        if let Some(adjust) = self.settings {
+            adjust(&mut settings);
+        }
+        let model_override = self.provider.map(|provider| ResolvedModel {
+            spec: "custom".into(),
+            context_window: provider.context_window(),
+            sees_images: provider.sees_images(),
+            provider,
+            model: "custom".into(),
+            max_output_tokens: None,
+            pricing: Default::default(),
+        });
+        let mut tools = troupe_tools::builtin();
+        for tool in self.tools {
+            tools.register(tool)?;
+        }
+        let gate = crate::gate::for_config(&config, &home);
+        let node = Node::start(NodeOptions {
+            home,
+            settings,
+            models,
+            model_override,
+            tools,
+            gate: Some(gate),
+            bus: self.bus,
+            env: Arc::new(|k: &str| std::env::var(k).ok()),
+        })
+        .await?;
+        Ok(Runtime { node })
+    }
+}
+
+/// Turns `config.toml` into the actors' settings.
+pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
+    let budget = |b: &troupe_runtime::config::Budget| troupe_actors::budget::Limits {
+        tokens: b.tokens,
+        cost_usd: b.cost_usd,
+        tool_calls: b.tool_calls.map(u64::from),
+        wall_time_secs: b.wall_time_secs,
+    };
+    let cwd = cwd
+        .or_else(|| config.agent.working_dir.clone())
+        .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")));
+    Settings {
+        default_model: config.agent.model.clone(),
+        cwd,
+        timezone: config.agent.timezone.name().to_string(),
+        max_steps: config.agent.max_steps_per_turn,
+        repeat_limit: config.agent.repeated_failure_limit,
+        tool_timeout: config.agent.tool_timeout(),
+        spill_limit_chars: config.agent.spill_limit_chars as usize,
+        compaction_threshold: config.compaction.threshold,
+        keep_recent: config.compaction.keep_recent_messages as usize,
+        turn_budget: budget(&config.budgets.per_turn),
+        bot_budget: budget(&config.budgets.per_bot_day),
+        delegation_budget: budget(&config.budgets.per_delegation),
+        durable: true,
+    }
+}
+
+/// A running troupe: its node, bots and conversations.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    node: Node,
+}
+
+impl Runtime {
+    /// A builder.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// The node underneath, for what this API does not cover.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// Creates a bot (persisted) and opens its conversation.
+    pub async fn spawn_bot(&self, spec: BotSpec) -> Result<Bot, RuntimeError> {
+        let record = match self.node.bot(&spec.name) {
+            Ok(existing) => existing,
+            Err(_) => self.node.create_bot(spec).await?,
+        };
+        self.open(record).await
+    }
+
+    /// The bot called `name` (the main agent is `main`), in its latest conversation.
+    pub async fn bot(&self, name: &str) -> Result<Bot, RuntimeError> {
+        let record = self.node.bot(name)?;
+        self.open(record).await
+    }
+
+    async fn open(&self, record: BotRecord) -> Result<Bot, RuntimeError> {
+        let conversation = self.node.latest_conversation(&record.spec.name).await?;
+        Ok(Bot { node: self.node.clone(), record, conversation })
+    }
+
+    /// Stops every actor; what they did is committed.
+    pub async fn shutdown(&self) {
+        self.node.shutdown().await;
+    }
+}
+
+/// A bot in one of its conversations.
+#[derive(Clone, Debug)]
+pub struct Bot {
+    node: Node,
+    record: BotRecord,
+    conversation: ConversationId,
+}
+
+impl Bot {
+    /// Its definition.
+    pub fn spec(&self) -> &BotSpec {
+        &self.record.spec
+    }
+
+    /// The conversation its messages go to.
+    pub fn conversation(&self) -> ConversationId {
+        self.conversation
+    }
+
+    /// The same bot in a new conversation.
+    pub async fn new_conversation(&self) -> Result<Bot, RuntimeError> {
+        let conversation = self.node.new_conversation(&self.record.spec.name, Narrowing::default()).await?;
+        Ok(Bot { conversation, ..self.clone() })
+    }
+
+    /// Sends a user message; the handle streams the turn's events and
+    /// resolves to its report.
+    pub async fn send(&self, text: impl Into<String>) -> Result<Turn, RuntimeError> {
+        let (events, done) = self.node.send(self.conversation, text).await?;
+        Ok(Turn { events, done })
+    }
+
+    /// Stops the running turn.
+    pub async fn stop(&self) -> Result<(), RuntimeError> {
+        Ok(self.node.stop(self.conversation).await?)
+    }
+
+    /// Adds a message to the running turn, read before its next model call.
+    pub async fn steer(&self, text: impl Into<String>) -> Result<(), RuntimeError> {
+        Ok(self.node.steer(self.conversation, text).await?)
+    }
+}
+
+/// One turn in progress.
+#[derive(Debug)]
+pub struct Turn {
+    events: mpsc::UnboundedReceiver<AgentEvent>,
+    done: oneshot::Receiver<TurnReport>,
+}
+
+impl Turn {
+    /// The next event, or `None` once the turn has ended.
+    pub async fn next_event(&mut self) -> Option<AgentEvent> {
+        self.events.recv().await
+    }
+
+    /// Waits for the turn to end.
+    pub async fn result(self) -> Result<TurnReport, RuntimeError> {
+        self.done.await.map_err(|_| RuntimeError::Gone)
+    }
+
+    /// Splits into the event stream and the report.
+    pub fn into_parts(self) -> (mpsc::UnboundedReceiver<AgentEvent>, oneshot::Receiver<TurnReport>) {
+        (self.events, self.done)
+    }
+}

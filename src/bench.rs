@@ -1,0 +1,142 @@
+//! `troupe bench`: the workloads troupe is measured on, with a zero-latency
+//! model so every figure is the runtime's own overhead.
+//!
+//! The model is scripted: when the last message is not a tool result it calls
+//! `lookup_weather({"city": "Paris"})`, after a result it answers with a
+//! short text. One turn is user message → model → tool → model. Each run
+//! prints one JSON line (the last line of its output) with the machine's core
+//! count, so a comparison is one command away.
+
+mod mailbox;
+mod turns;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use troupe_runtime::protocol::ToolResult;
+use troupe_runtime::tool::{Tool, ToolContext, ToolSpec};
+
+/// The workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// W1: round trips between two agents through the actor mailbox.
+    W1,
+    /// W1 through the durable path (committed before acknowledged).
+    W1Durable,
+    /// W2: sequential turns, each in a fresh conversation.
+    W2,
+    /// W2-long: sequential turns in one conversation.
+    W2Long,
+    /// W3: many agents each doing one turn, all at once.
+    W3,
+    /// Cold start: process exec to ready, and to the end of one turn.
+    ColdStart,
+}
+
+/// Arguments of `troupe bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The workload.
+    #[arg(value_enum)]
+    pub workload: Workload,
+    /// How many round trips, turns or agents.
+    #[arg(long)]
+    pub n: Option<usize>,
+    /// Commit every message (on) or keep it in memory (off).
+    #[arg(long, default_value = "on")]
+    pub durable: String,
+    /// Internal: run as the cold-start probe.
+    #[arg(long, hide = true)]
+    pub probe: bool,
+}
+
+/// Runs a workload and prints its JSON line.
+pub async fn run(args: BenchArgs) -> anyhow::Result<serde_json::Value> {
+    let durable = match args.durable.as_str() {
+        "on" => true,
+        "off" => false,
+        other => anyhow::bail!("`--durable {other}`: say `on` or `off`"),
+    };
+    let mut result = match args.workload {
+        Workload::W1 => mailbox::in_memory(args.n.unwrap_or(50_000)).await?,
+        Workload::W1Durable => mailbox::durable(args.n.unwrap_or(20_000)).await?,
+        Workload::W2 => turns::sequential(args.n.unwrap_or(2_000), durable).await?,
+        Workload::W2Long => turns::long(args.n.unwrap_or(300), durable).await?,
+        Workload::W3 => turns::many(args.n.unwrap_or(1_000), durable).await?,
+        Workload::ColdStart if args.probe => turns::probe(durable).await?,
+        Workload::ColdStart => turns::cold_start(durable).await?,
+    };
+    if let serde_json::Value::Object(map) = &mut result {
+        map.insert("cores".into(), json!(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)));
+    }
+    Ok(result)
+}
+
+/// `lookup_weather(city)`: always "sunny, 21C".
+pub struct Weather {
+    spec: ToolSpec,
+}
+
+impl Weather {
+    /// The tool.
+    pub fn new() -> Arc<Self> {
+        let schema = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["city"],
+            "properties": {"city": {"type": "string", "description": "The city."}}
+        });
+        Arc::new(Self { spec: ToolSpec::new("lookup_weather", "The weather in a city.", schema).read_only() })
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for Weather {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, _args: serde_json::Value, _ctx: &ToolContext) -> ToolResult {
+        ToolResult::ok("sunny, 21C")
+    }
+}
+
+/// Percentiles of durations, in microseconds.
+pub fn percentiles(mut samples: Vec<Duration>) -> serde_json::Value {
+    samples.sort_unstable();
+    let at = |p: f64| {
+        if samples.is_empty() {
+            return 0.0;
+        }
+        let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
+        samples[i].as_secs_f64() * 1e6
+    };
+    json!({"p50_us": round(at(0.5)), "p99_us": round(at(0.99)), "max_us": round(at(1.0))})
+}
+
+fn round(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// The process's resident memory, in bytes.
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .map(|pages| pages * 4096)
+        .unwrap_or(0)
+}
+
+/// The process's peak resident memory, in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}

@@ -1,0 +1,155 @@
+//! The command line: `troupe init | run | chat | demo | serve | bots | …`.
+//!
+//! Every command takes `--home DIR` (or `TROUPE_HOME`) and creates the home
+//! on first use. Results go to stdout, progress and errors to stderr; an
+//! error is one paragraph saying what was wrong and what to do.
+
+mod chat;
+mod info;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::api::{Runtime, RuntimeBuilder};
+
+/// troupe: an actor runtime for LLM agents that work together.
+#[derive(Debug, Parser)]
+#[command(name = "troupe", version, about, long_about = None)]
+pub struct Cli {
+    /// The home folder (default: $TROUPE_HOME, else ~/.troupe).
+    #[arg(long, global = true, env = "TROUPE_HOME")]
+    pub home: Option<PathBuf>,
+    /// A config override, `section.key=value` (repeatable).
+    #[arg(long = "set", short = 'c', global = true, value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a commented default home (config.toml, models.toml, folders).
+    Init {
+        /// Rewrite files that exist.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Run one turn and print the answer.
+    Run(run::RunArgs),
+    /// Talk with a bot in the terminal.
+    Chat(chat::ChatArgs),
+    /// List the bots.
+    Bots,
+    /// List the latest conversations.
+    Conversations {
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Search past conversations (all words, accents ignored).
+    Search {
+        /// The words.
+        query: String,
+        /// How many hits.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// Tokens and cost by bot and day.
+    Usage,
+    /// Every tool, its flags, and which actor kinds have it.
+    Tools {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Host the home's bots and fire its routines until stopped (SIGINT/SIGTERM).
+    Serve,
+    /// Measure a workload with a zero-latency model; prints one JSON line.
+    Bench(crate::bench::BenchArgs),
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let filter = std::env::var("TROUPE_LOG").unwrap_or_else(|_| "warn".into());
+    let _ = troupe_runtime::telemetry::init(&filter, false);
+    let home = cli.home.clone();
+    let overrides = parse_overrides(&cli.overrides)?;
+    let builder = move || {
+        let mut b = Runtime::builder();
+        if let Some(h) = &home {
+            b = b.home(h.clone());
+        }
+        for (k, v) in &overrides {
+            b = b.set(k.clone(), v.clone());
+        }
+        b
+    };
+    match cli.command {
+        Command::Init { force } => info::init(cli.home, force),
+        Command::Run(args) => run::run(builder(), args).await,
+        Command::Chat(args) => chat::chat(builder(), args).await,
+        Command::Bots => info::bots(builder()).await,
+        Command::Conversations { limit } => info::conversations(builder(), limit).await,
+        Command::Search { query, limit } => info::search(builder(), &query, limit).await,
+        Command::Usage => info::usage(builder()).await,
+        Command::Tools { json } => info::tools(json),
+        Command::Serve => serve(builder()).await,
+        Command::Bench(args) => {
+            let probe = args.probe;
+            let line = crate::bench::run(args).await?;
+            if !probe {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `troupe serve`: runs until SIGINT or SIGTERM, then stops in order.
+async fn serve(builder: Builder) -> anyhow::Result<ExitCode> {
+    let runtime = builder.build().await?;
+    eprintln!(
+        "troupe serving {} bot(s) from {}; Ctrl-C or SIGTERM stops it",
+        runtime.node().bots().len(),
+        runtime.node().context().home.root().display()
+    );
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("troupe: stopping");
+    runtime.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_overrides(raw: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    raw.iter()
+        .map(|s| {
+            s.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| anyhow::anyhow!("`--set {s}` needs the form section.key=value, e.g. --set agent.max_steps_per_turn=20"))
+        })
+        .collect()
+}
+
+/// One paragraph for an error and its causes.
+pub fn describe(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+    }
+    text
+}
+
+/// The builder type the commands receive.
+pub(crate) type Builder = RuntimeBuilder;

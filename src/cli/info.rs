@@ -1,0 +1,125 @@
+//! The listing commands: `init`, `bots`, `conversations`, `search`, `usage`, `tools`.
+
+use std::process::ExitCode;
+
+use troupe_runtime::home::Home;
+use troupe_runtime::protocol::ActorKind;
+use troupe_runtime::store::{conversations, usage};
+use troupe_tools::table;
+
+use super::Builder;
+
+/// `troupe init`.
+pub fn init(home: Option<std::path::PathBuf>, force: bool) -> anyhow::Result<ExitCode> {
+    let home = home.map(Home::new).unwrap_or_else(Home::from_env);
+    let report = troupe_runtime::config::init_home(&home, force)?;
+    println!("{report}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `troupe bots`.
+pub async fn bots(builder: Builder) -> anyhow::Result<ExitCode> {
+    let runtime = builder.build().await?;
+    for bot in runtime.node().bots() {
+        let model = if bot.spec.model.is_empty() { "(default model)" } else { &bot.spec.model };
+        println!("{:<16} {:<24} {model}  {}", bot.spec.name, bot.spec.title, bot.spec.description);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `troupe conversations`.
+pub async fn conversations(builder: Builder, limit: usize) -> anyhow::Result<ExitCode> {
+    let runtime = builder.build().await?;
+    let names: std::collections::HashMap<_, _> =
+        runtime.node().bots().into_iter().map(|b| (b.id, b.spec.name)).collect();
+    let rows = runtime.node().store().read(move |c| conversations::list_conversations(c, None, limit)).await?;
+    for row in rows {
+        let bot = names.get(&row.bot).map(String::as_str).unwrap_or("?");
+        println!("{}  {:<12} {:<12} {}  {}", row.id, bot, row.kind, row.updated_at.format("%Y-%m-%d %H:%M"), row.title);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `troupe search QUERY`.
+pub async fn search(builder: Builder, query: &str, limit: usize) -> anyhow::Result<ExitCode> {
+    let runtime = builder.build().await?;
+    let q = query.to_string();
+    let hits = runtime.node().store().read(move |c| conversations::search_messages(c, &q, limit)).await?;
+    if hits.is_empty() {
+        println!("no message matches `{query}`");
+    }
+    for hit in hits {
+        println!("{}  {:<9} {}  {}", hit.conversation, hit.role, hit.created_at.format("%Y-%m-%d %H:%M"), hit.snippet);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `troupe usage`.
+pub async fn usage(builder: Builder) -> anyhow::Result<ExitCode> {
+    let runtime = builder.build().await?;
+    let rows = runtime.node().store().read(usage::by_bot_and_day).await?;
+    let names: std::collections::HashMap<_, _> =
+        runtime.node().bots().into_iter().map(|b| (b.id, b.spec.name)).collect();
+    println!("{:<12} {:<16} {:>6} {:>10} {:>10} {:>10}", "day", "bot", "calls", "input", "output", "cost $");
+    for row in rows {
+        let bot = names.get(&row.bot).map(String::as_str).unwrap_or("?");
+        println!(
+            "{:<12} {:<16} {:>6} {:>10} {:>10} {:>10.4}",
+            row.day, bot, row.total.calls, row.total.usage.input_tokens, row.total.usage.output_tokens, row.total.cost_usd
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `troupe tools`.
+pub fn tools(json: bool) -> anyhow::Result<ExitCode> {
+    let registry = troupe_tools::builtin();
+    let mut rows = Vec::new();
+    for tool in registry.iter() {
+        let spec = tool.spec();
+        let kinds: Vec<serde_json::Value> = ActorKind::ALL
+            .iter()
+            .map(|k| serde_json::json!({"kind": k.as_str(), "offer": table::offer(&spec.name, *k)}))
+            .collect();
+        rows.push(serde_json::json!({
+            "name": spec.name,
+            "exposure": spec.exposure,
+            "flags": spec.flags,
+            "kinds": kinds,
+            "description": spec.description,
+        }));
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{:<20} {:<10} {:<44} conv/bot/routine/subagent", "tool", "exposure", "flags");
+    for tool in registry.iter() {
+        let spec = tool.spec();
+        let f = &spec.flags;
+        let flags: Vec<&str> = [
+            (f.read_only, "read-only"),
+            (f.failure_tolerant, "failure-tolerant"),
+            (f.carried, "carried"),
+            (f.pages_own_output, "pages-own-output"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, n)| *n)
+        .collect();
+        let offers: Vec<&str> = ActorKind::ALL
+            .iter()
+            .map(|k| match table::offer(&spec.name, *k) {
+                table::Offer::Yes => "yes",
+                table::Offer::No => "no",
+                table::Offer::WithBots => "bots",
+            })
+            .collect();
+        let exposure = match spec.exposure {
+            troupe_runtime::tool::Exposure::AlwaysOn => "always-on",
+            troupe_runtime::tool::Exposure::Deferred => "deferred",
+        };
+        println!("{:<20} {:<10} {:<44} {}", spec.name, exposure, flags.join(", "), offers.join("/"));
+    }
+    Ok(ExitCode::SUCCESS)
+}

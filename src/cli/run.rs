@@ -1,0 +1,126 @@
+//! `troupe run`: one turn, non-interactive.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use troupe_actors::toolset::Narrowing;
+use troupe_runtime::home::MAIN_AGENT;
+use troupe_runtime::protocol::{AgentEvent, TurnOutcome};
+
+use super::Builder;
+
+/// Arguments of `troupe run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The bot (default: the main agent, `assistant`).
+    #[arg(long)]
+    pub bot: Option<String>,
+    /// The model spec for this run (`openai:gpt-4o-mini`, `script:turns.json`, …).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Only these tools (comma-separated), or `none`.
+    #[arg(long)]
+    pub tools: Option<String>,
+    /// Auto mode: the guardian is skipped (hardline rules and outside-the-machine asks still apply).
+    #[arg(long)]
+    pub auto: bool,
+    /// Print the event stream as JSON lines on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// The most model calls in this turn.
+    #[arg(long)]
+    pub max_steps: Option<u32>,
+    /// The prompt.
+    #[arg(required = true, num_args = 1..)]
+    pub prompt: Vec<String>,
+}
+
+/// The exit status of a turn's outcome.
+pub fn exit_code(outcome: &TurnOutcome) -> u8 {
+    match outcome {
+        TurnOutcome::Finished => 0,
+        TurnOutcome::Failed { .. } => 1,
+        TurnOutcome::Guard { .. } => 3,
+        TurnOutcome::Budget { .. } => 4,
+        TurnOutcome::Refused { .. } => 5,
+        TurnOutcome::Stopped => 130,
+    }
+}
+
+/// Why a turn did not finish, in one line.
+pub fn outcome_text(outcome: &TurnOutcome) -> Option<String> {
+    match outcome {
+        TurnOutcome::Finished => None,
+        TurnOutcome::Stopped => Some("the turn was stopped".into()),
+        TurnOutcome::Guard { reason } => Some(format!("stopped by a guard: {reason}")),
+        TurnOutcome::Budget { budget, detail } => Some(format!("stopped by the `{budget}` budget: {detail}")),
+        TurnOutcome::Refused { detail } => Some(format!("the model refused: {detail}")),
+        TurnOutcome::Failed { error } => Some(format!("the turn failed: {error}")),
+    }
+}
+
+/// One line of progress for an event, if it is worth one.
+pub fn progress_line(event: &AgentEvent) -> Option<String> {
+    match event {
+        AgentEvent::ToolCallStarted { call } => {
+            let args = call.arguments.to_string();
+            let short: String = args.chars().take(100).collect();
+            Some(format!("→ {} {short}", call.name))
+        }
+        AgentEvent::ToolCallFinished { name, result, elapsed_ms, .. } => {
+            let mark = if result.is_error() { "✗" } else { "✓" };
+            let first = result.text.lines().next().unwrap_or_default();
+            let first: String = first.chars().take(100).collect();
+            Some(format!("{mark} {name} ({elapsed_ms} ms) {first}"))
+        }
+        AgentEvent::Compacted { before, after } => Some(format!("… history compacted: {before} → {after} messages")),
+        AgentEvent::Notice { topic, text } => Some(format!("[{topic}] {text}")),
+        AgentEvent::Warning { message } => Some(format!("warning: {message}")),
+        _ => None,
+    }
+}
+
+/// Runs `troupe run`.
+pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(model) = &args.model {
+        builder = builder.model(model.clone());
+    }
+    if args.auto {
+        builder = builder.set("trust.mode", "auto");
+    }
+    if let Some(n) = args.max_steps {
+        builder = builder.set("agent.max_steps_per_turn", n.to_string());
+    }
+    let runtime = builder.build().await?;
+    let node = runtime.node();
+    let bot = args.bot.as_deref().unwrap_or(MAIN_AGENT);
+    let narrowing = Narrowing {
+        only: args.tools.as_deref().map(|t| {
+            if t.trim() == "none" {
+                Vec::new()
+            } else {
+                t.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+            }
+        }),
+        parent: None,
+    };
+    let conversation = node.new_conversation(bot, narrowing).await?;
+    let (mut events, done) = node.send(conversation, args.prompt.join(" ")).await?;
+    let mut stdout = std::io::stdout();
+    while let Some(event) = events.recv().await {
+        if args.json {
+            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
+        } else if let Some(line) = progress_line(&event) {
+            eprintln!("{line}");
+        }
+    }
+    let report = done.await.map_err(|_| anyhow::anyhow!("the conversation stopped before the turn ended"))?;
+    if !args.json && !report.text.is_empty() {
+        writeln!(stdout, "{}", report.text)?;
+    }
+    if let Some(reason) = outcome_text(&report.outcome) {
+        eprintln!("troupe: {reason}");
+    }
+    runtime.shutdown().await;
+    Ok(ExitCode::from(exit_code(&report.outcome)))
+}
