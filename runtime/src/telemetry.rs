@@ -1,1 +1,140 @@
-//! telemetry (being built).
+//! Diagnostics: one `tracing` subscriber for the process, writing to stderr.
+//!
+//! stdout belongs to the program's output (answers, JSON for scripts), so logs
+//! go to stderr, as text or as one JSON object per line. The filter comes from
+//! `[log] filter` after layering, so `TROUPE_LOG` or a flag overrides it
+//! through [`Config::load`](crate::config::Config::load); this module takes
+//! the final string.
+//!
+//! # Conventions
+//!
+//! - **A span per actor message.** An actor enters [`actor_span`] while it
+//!   handles one message and records the message's variant in its `msg`
+//!   field, so every event logged while handling it (model calls, tool
+//!   calls, store writes) carries the actor's kind and id.
+//! - **Structured fields**, not formatted text: `bot = %id, call_id = %id`.
+//! - A span per turn and per tool call, nested in the actor's span.
+//!
+//! # Examples
+//!
+//! ```
+//! use troupe_runtime::telemetry;
+//!
+//! telemetry::init("info,troupe_runtime=debug", false)?;
+//! let span = telemetry::actor_span("conversation", &"conv-1");
+//! let _entered = span.enter();
+//! span.record("msg", "UserMessage");
+//! tracing::info!(chars = 42, "message received");
+//! # Ok::<(), telemetry::TelemetryError>(())
+//! ```
+
+use std::fmt::Display;
+use std::sync::OnceLock;
+
+use tracing_subscriber::EnvFilter;
+
+/// A telemetry failure.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// The filter is not one `tracing` understands.
+    #[error("log filter `{filter}` is not valid ({message}); use a level (error, warn, info, debug, trace) or directives such as \"info,troupe_runtime=debug\"")]
+    Filter {
+        /// The filter given.
+        filter: String,
+        /// What the parser said.
+        message: String,
+    },
+    /// Another subscriber was installed before troupe's.
+    #[error("another tracing subscriber is already installed: {0}")]
+    Install(String),
+}
+
+/// Set once the subscriber is installed.
+static INSTALLED: OnceLock<()> = OnceLock::new();
+
+/// Installs the process's subscriber: `filter` (an `EnvFilter` directive
+/// string such as `info` or `info,troupe_runtime=debug`), JSON lines when
+/// `json`, written to stderr. A second call does nothing.
+///
+/// # Errors
+///
+/// [`TelemetryError::Filter`] if `filter` does not parse (checked on every
+/// call); [`TelemetryError::Install`] if another subscriber was installed
+/// first by someone else.
+pub fn init(filter: &str, json: bool) -> Result<(), TelemetryError> {
+    let env_filter = EnvFilter::try_new(filter).map_err(|error| TelemetryError::Filter {
+        filter: filter.to_owned(),
+        message: error.to_string(),
+    })?;
+    let mut result = Ok(());
+    INSTALLED.get_or_init(|| {
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(env_filter)
+            .with_writer(std::io::stderr);
+        let installed = if json {
+            builder.json().try_init()
+        } else {
+            builder.try_init()
+        };
+        if let Err(error) = installed {
+            result = Err(TelemetryError::Install(error.to_string()));
+        }
+    });
+    result
+}
+
+/// The span an actor enters while it handles one message: `kind` names the
+/// actor (`conversation`, `bot`, `router`, …), `id` is its id; `msg` is left
+/// empty for the handler to record the message's variant.
+pub fn actor_span(kind: &str, id: &dyn Display) -> tracing::Span {
+    tracing::info_span!(
+        "actor",
+        actor.kind = kind,
+        actor.id = %id,
+        msg = tracing::field::Empty
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_filter_is_refused_with_what_to_write() {
+        let error = init("info,troupe=loud", false).err();
+        let text = error.map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            text.starts_with("log filter `info,troupe=loud` is not valid"),
+            "{text}"
+        );
+        assert!(text.contains("use a level"), "{text}");
+    }
+
+    #[test]
+    fn init_twice_is_a_no_op() {
+        assert!(init("warn", false).is_ok());
+        assert!(init("debug", true).is_ok());
+    }
+
+    #[test]
+    fn actor_span_carries_kind_id_and_a_msg_slot() {
+        let subscriber = tracing_subscriber::registry();
+        let fields = tracing::subscriber::with_default(subscriber, || {
+            let span = actor_span("bot", &"scout");
+            span.metadata().map(|m| {
+                m.fields()
+                    .iter()
+                    .map(|f| f.name().to_owned())
+                    .collect::<Vec<_>>()
+            })
+        });
+        assert_eq!(
+            fields,
+            Some(vec![
+                "actor.kind".to_owned(),
+                "actor.id".to_owned(),
+                "msg".to_owned()
+            ])
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! `troupe init`: a new home with commented settings files and its folders.
+//!
+//! The files written are documentation as much as settings: every key is
+//! present, commented out, with its default and a line of explanation, so a
+//! user edits by uncommenting. A file already there is the user's and is kept;
+//! with `force` it is moved aside to `<name>.bak` rather than lost.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::ConfigError;
+use crate::home::{Home, MAIN_AGENT};
+
+/// The commented default `config.toml`. Parsed as it is, it gives
+/// [`Config::default`](super::Config::default); so does every key uncommented.
+pub const DEFAULT_CONFIG: &str = include_str!("default_config.toml");
+
+/// The commented example `models.toml`. The model registry owns its format;
+/// this only shows it.
+pub const MODELS_EXAMPLE: &str = r#"# troupe models.
+#
+# Name a model here to use it as `agent.model = "NAME"` in config.toml or in a
+# bot's definition. Without an entry, a model is named "provider:model", e.g.
+# "openai:gpt-4o-mini", with the provider's defaults.
+#
+# Each entry is a [models.NAME] table:
+#   api             "openai" (chat completions, also for compatible servers) or "anthropic"
+#   base_url        the API's address
+#   key_env         the environment variable holding the API key (never the key itself)
+#   model           the provider's name of the model
+#   context_window  the model's context window, in tokens
+#   [models.NAME.prices]  US dollars per million tokens: input, output, cache_read, cache_write
+
+# [models.fast]
+# api = "openai"
+# base_url = "https://api.openai.com/v1"
+# key_env = "OPENAI_API_KEY"
+# model = "gpt-4o-mini"
+# context_window = 128000
+#
+# [models.fast.prices]
+# input = 0.15
+# output = 0.60
+# cache_read = 0.075
+# cache_write = 0.0
+
+# [models.deep]
+# api = "anthropic"
+# base_url = "https://api.anthropic.com"
+# key_env = "ANTHROPIC_API_KEY"
+# model = "claude-sonnet-4-5"
+# context_window = 200000
+#
+# [models.deep.prices]
+# input = 3.0
+# output = 15.0
+# cache_read = 0.30
+# cache_write = 3.75
+
+# [models.local]
+# api = "openai"
+# base_url = "http://127.0.0.1:11434/v1"
+# key_env = "OLLAMA_API_KEY"
+# model = "qwen2.5:7b"
+# context_window = 32768
+"#;
+
+/// What [`init_home`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InitReport {
+    /// Files and folders that were created.
+    pub created: Vec<PathBuf>,
+    /// Files that were already there and were left as they are.
+    pub kept: Vec<PathBuf>,
+    /// Files that were replaced (with `force`), each with where the old one
+    /// was moved.
+    pub replaced: Vec<(PathBuf, PathBuf)>,
+}
+
+/// Creates `home` with a commented `config.toml`, an example `models.toml`
+/// and the folders `memory/`, `skills/`, `bots/`, `spill/` and `commands/`.
+///
+/// A file already there is kept (and listed in [`InitReport::kept`]); with
+/// `force` it is moved to `<name>.bak` and written anew.
+///
+/// # Errors
+///
+/// [`ConfigError::Write`] if a folder or file cannot be created.
+pub fn init_home(home: &Home, force: bool) -> Result<InitReport, ConfigError> {
+    let mut report = InitReport::default();
+    let folders = [
+        home.root().to_owned(),
+        home.memory_dir(MAIN_AGENT),
+        home.skills_dir(MAIN_AGENT),
+        home.root().join("bots"),
+        home.spill_dir(),
+        home.commands_dir(),
+    ];
+    for folder in folders {
+        if !folder.is_dir() {
+            std::fs::create_dir_all(&folder).map_err(|source| ConfigError::Write {
+                path: folder.clone(),
+                source,
+            })?;
+            report.created.push(folder);
+        }
+    }
+    for (path, text) in [
+        (home.config_file(), DEFAULT_CONFIG),
+        (home.models_file(), MODELS_EXAMPLE),
+    ] {
+        write_file(&path, text, force, &mut report)?;
+    }
+    Ok(report)
+}
+
+/// Initializes `home` if it does not exist yet: every command that needs a
+/// home creates it on first use. Returns what was done, or `None` when the
+/// home was already there.
+///
+/// # Errors
+///
+/// As [`init_home`].
+pub fn ensure_home(home: &Home) -> Result<Option<InitReport>, ConfigError> {
+    if home.root().exists() {
+        return Ok(None);
+    }
+    init_home(home, false).map(Some)
+}
+
+/// Writes `text` to a new file at `path`, keeping or moving aside one that is
+/// already there.
+fn write_file(
+    path: &Path,
+    text: &str,
+    force: bool,
+    report: &mut InitReport,
+) -> Result<(), ConfigError> {
+    let write_error = |source| ConfigError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let mut backup = None;
+    if path.exists() {
+        if !force {
+            report.kept.push(path.to_owned());
+            return Ok(());
+        }
+        let mut name = path.file_name().unwrap_or_default().to_owned();
+        name.push(".bak");
+        let aside = path.with_file_name(name);
+        std::fs::rename(path, &aside).map_err(write_error)?;
+        backup = Some(aside);
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(write_error)?;
+    file.write_all(text.as_bytes()).map_err(write_error)?;
+    file.sync_all().map_err(write_error)?;
+    match backup {
+        Some(aside) => report.replaced.push((path.to_owned(), aside)),
+        None => report.created.push(path.to_owned()),
+    }
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! The list of every key of `config.toml`, as dotted paths.
+//!
+//! Environment variables can only be looked up by name, so the loader needs
+//! to know every key to find `TROUPE_<SECTION>__<KEY>`. The list is checked
+//! against the structs by a test (a config with every optional value set
+//! serializes to exactly these keys), and against `default_config.toml` and
+//! `docs/configuration.md`.
+
+/// Every key of `config.toml`, as `section.key` (or `section.sub.key`), in the
+/// order of the structs.
+pub const KEYS: &[&str] = &[
+    "agent.model",
+    "agent.working_dir",
+    "agent.max_steps_per_turn",
+    "agent.tool_timeout_secs",
+    "agent.spill_limit_chars",
+    "agent.repeated_failure_limit",
+    "agent.timezone",
+    "budgets.per_turn.tokens",
+    "budgets.per_turn.cost_usd",
+    "budgets.per_turn.tool_calls",
+    "budgets.per_turn.wall_time_secs",
+    "budgets.per_bot_day.tokens",
+    "budgets.per_bot_day.cost_usd",
+    "budgets.per_bot_day.tool_calls",
+    "budgets.per_bot_day.wall_time_secs",
+    "budgets.per_delegation.tokens",
+    "budgets.per_delegation.cost_usd",
+    "budgets.per_delegation.tool_calls",
+    "budgets.per_delegation.wall_time_secs",
+    "compaction.threshold",
+    "compaction.keep_recent_messages",
+    "trust.mode",
+    "trust.deny",
+    "trust.allow",
+    "delegation.max_depth",
+    "delegation.max_children",
+    "delegation.max_concurrent_per_bot",
+    "delegation.max_concurrent_per_node",
+    "delegation.child_timeout_secs",
+    "messaging.max_message_chars",
+    "messaging.loop_max_exchanges",
+    "messaging.loop_window_secs",
+    "messaging.loop_cooldown_secs",
+    "routines.catch_up",
+    "routines.lease_secs",
+    "review.enabled",
+    "review.every_n_turns",
+    "providers.max_concurrent_requests",
+    "providers.connect_timeout_secs",
+    "providers.first_byte_timeout_secs",
+    "providers.chunk_timeout_secs",
+    "providers.max_retries",
+    "store.synchronous",
+    "log.filter",
+    "log.json",
+    "router.idle_secs",
+];
+
+/// Short environment variables and the key each one sets. The long form
+/// (`TROUPE_AGENT__MODEL`) wins over the short one when both are set.
+pub const SHORT_ENV: &[(&str, &str)] = &[
+    ("TROUPE_MODEL", "agent.model"),
+    ("TROUPE_LOG", "log.filter"),
+];
+
+/// The environment variable of a key: `agent.model` → `TROUPE_AGENT__MODEL`.
+pub fn env_var(key: &str) -> String {
+    format!("TROUPE_{}", key.replace('.', "__").to_ascii_uppercase())
+}
+
+/// The section a bare key belongs in, if exactly one section has it.
+pub(crate) fn home_of(key: &str) -> Option<&'static str> {
+    let mut found = KEYS.iter().filter_map(|path| {
+        let (section, last) = path.rsplit_once('.')?;
+        (last == key).then_some(section)
+    });
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
+}
