@@ -4,4 +4,6 @@
 //! its description, its flags and its handler, with its tests.
 
 pub mod file_lock;
+pub mod memory;
 pub mod scan;
+pub mod skills;
