@@ -6,4 +6,5 @@
 pub mod file_lock;
 pub mod memory;
 pub mod scan;
+pub mod skill_manage;
 pub mod skills;
