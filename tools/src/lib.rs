@@ -8,3 +8,4 @@ pub mod memory;
 pub mod scan;
 pub mod skill_manage;
 pub mod skills;
+pub mod use_skill;
