@@ -107,7 +107,10 @@ impl RuntimeBuilder {
 
     /// Publishes every conversation's events on `bus`, from the start
     /// (turns resumed after a crash included).
-    pub fn event_bus(mut self, bus: tokio::sync::broadcast::Sender<troupe_actors::events::NodeEvent>) -> Self {
+    pub fn event_bus(
+        mut self,
+        bus: tokio::sync::broadcast::Sender<troupe_actors::events::NodeEvent>,
+    ) -> Self {
         self.bus = Some(bus);
         self
     }
@@ -226,7 +229,11 @@ impl Runtime {
 
     async fn open(&self, record: BotRecord) -> Result<Bot, RuntimeError> {
         let conversation = self.node.latest_conversation(&record.spec.name).await?;
-        Ok(Bot { node: self.node.clone(), record, conversation })
+        Ok(Bot {
+            node: self.node.clone(),
+            record,
+            conversation,
+        })
     }
 
     /// Stops every actor; what they did is committed.
@@ -256,8 +263,14 @@ impl Bot {
 
     /// The same bot in a new conversation.
     pub async fn new_conversation(&self) -> Result<Bot, RuntimeError> {
-        let conversation = self.node.new_conversation(&self.record.spec.name, Narrowing::default()).await?;
-        Ok(Bot { conversation, ..self.clone() })
+        let conversation = self
+            .node
+            .new_conversation(&self.record.spec.name, Narrowing::default())
+            .await?;
+        Ok(Bot {
+            conversation,
+            ..self.clone()
+        })
     }
 
     /// Sends a user message; the handle streams the turn's events and
@@ -297,7 +310,12 @@ impl Turn {
     }
 
     /// Splits into the event stream and the report.
-    pub fn into_parts(self) -> (mpsc::UnboundedReceiver<AgentEvent>, oneshot::Receiver<TurnReport>) {
+    pub fn into_parts(
+        self,
+    ) -> (
+        mpsc::UnboundedReceiver<AgentEvent>,
+        oneshot::Receiver<TurnReport>,
+    ) {
         (self.events, self.done)
     }
 }

@@ -68,7 +68,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<serde_json::Value> {
         Workload::ColdStart => turns::cold_start(durable).await?,
     };
     if let serde_json::Value::Object(map) = &mut result {
-        map.insert("cores".into(), json!(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)));
+        map.insert(
+            "cores".into(),
+            json!(std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)),
+        );
     }
     Ok(result)
 }
@@ -87,7 +92,9 @@ impl Weather {
             "required": ["city"],
             "properties": {"city": {"type": "string", "description": "The city."}}
         });
-        Arc::new(Self { spec: ToolSpec::new("lookup_weather", "The weather in a city.", schema).read_only() })
+        Arc::new(Self {
+            spec: ToolSpec::new("lookup_weather", "The weather in a city.", schema).read_only(),
+        })
     }
 }
 
@@ -123,7 +130,11 @@ fn round(x: f64) -> f64 {
 pub fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
         .map(|pages| pages * 4096)
         .unwrap_or(0)
 }
@@ -133,9 +144,11 @@ pub fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
         })
         .map(|kb| kb * 1024)
         .unwrap_or(0)

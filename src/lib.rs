@@ -6,10 +6,10 @@
 //! [`tools`] (one file per tool) and [`actors`] (node, conversations, turn
 //! loop).
 
+mod api;
 pub mod bench;
 pub mod cli;
 pub mod gate;
-mod api;
 
 pub use api::{settings_from, Bot, Runtime, RuntimeBuilder, RuntimeError, Turn};
 pub use troupe_actors as actors;

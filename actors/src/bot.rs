@@ -62,7 +62,11 @@ pub enum BotError {
 
 impl BotSpec {
     /// A bot called `name` with a title and a one-line description.
-    pub fn new(name: impl Into<String>, title: impl Into<String>, description: impl Into<String>) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        title: impl Into<String>,
+        description: impl Into<String>,
+    ) -> Self {
         Self {
             name: name.into(),
             title: title.into(),
@@ -113,8 +117,13 @@ impl BotSpec {
 pub fn validate_name(name: &str) -> Result<(), BotError> {
     let ok = !name.is_empty()
         && name.len() <= 40
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric());
     if ok {
         Ok(())
     } else {
@@ -140,7 +149,15 @@ mod tests {
         for good in ["scout", "a1", "web-bot", "x_y", "9lives"] {
             assert_eq!(validate_name(good), Ok(()), "{good}");
         }
-        for bad in ["", "Scout", "has space", "-lead", "émile", "a/b", &"x".repeat(41)] {
+        for bad in [
+            "",
+            "Scout",
+            "has space",
+            "-lead",
+            "émile",
+            "a/b",
+            &"x".repeat(41),
+        ] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
     }
@@ -149,10 +166,19 @@ mod tests {
     fn a_mission_is_composed_when_left_out() {
         let bot = BotSpec::new("scout", "Research scout", "Finds sources on the web.");
         assert_eq!(bot.validate(), Ok(()));
-        assert!(bot.effective_mission().starts_with("You are scout, Research scout: Finds sources on the web."));
+        assert!(bot
+            .effective_mission()
+            .starts_with("You are scout, Research scout: Finds sources on the web."));
         let mut multi = bot.clone();
         multi.description = "one\ntwo".into();
         assert_eq!(multi.validate(), Err(BotError::MultilineDescription));
-        assert_eq!(BotSpec { title: " ".into(), ..bot }.validate(), Err(BotError::Missing("title")));
+        assert_eq!(
+            BotSpec {
+                title: " ".into(),
+                ..bot
+            }
+            .validate(),
+            Err(BotError::Missing("title"))
+        );
     }
 }

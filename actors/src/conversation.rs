@@ -23,9 +23,12 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::model::ResolvedModel;
-use troupe_runtime::protocol::{ActorKind, AgentEvent, Envelope, Message, StopReason, TurnOutcome, Usage};
+use troupe_runtime::protocol::{
+    ActorKind, AgentEvent, Envelope, Message, StopReason, TurnOutcome, Usage,
+};
 use troupe_runtime::tool::dispatch::CallOutcome;
 use troupe_runtime::tool::{Services, ToolContext};
 
@@ -215,66 +218,101 @@ impl Actor for Conversation {
     type State = State;
     type Arguments = ConversationArgs;
 
-    async fn pre_start(&self, myself: ActorRef<Self::Msg>, args: ConversationArgs) -> Result<State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: ConversationArgs,
+    ) -> Result<State, ActorProcessingErr> {
         let mut state = turn::open(args).await?;
         if history::awaits_model(&state.history) && state.active.is_none() {
             // The last run ended mid-turn: go on with it.
-            myself.send_message(ConversationMsg::Turn(TurnRequest { input: Input::Continue, events: None, done: None }))?;
+            myself.send_message(ConversationMsg::Turn(TurnRequest {
+                input: Input::Continue,
+                events: None,
+                done: None,
+            }))?;
         }
         state.refresh_tools();
         Ok(state)
     }
 
-    async fn handle(&self, myself: ActorRef<Self::Msg>, msg: Self::Msg, state: &mut State) -> Result<(), ActorProcessingErr> {
-        let _span = tracing::debug_span!("conversation", id = %state.args.id, bot = %state.args.bot.spec.name).entered();
-        match msg {
-            ConversationMsg::Turn(request) => {
-                if state.active.is_some() {
-                    state.queue.push_back(request);
-                } else {
-                    turn::begin(&myself, state, request).await;
-                }
-            }
-            ConversationMsg::Steer(text) => match &mut state.active {
-                Some(active) => active.steers.push(text),
-                None => {
-                    turn::begin(&myself, state, TurnRequest { input: Input::User(text), events: None, done: None }).await;
-                }
-            },
-            ConversationMsg::Stop => {
-                if let Some(active) = &state.active {
-                    active.cancel.cancel();
-                }
-            }
-            ConversationMsg::Status(reply) => {
-                let _ = reply.send(Status {
-                    conversation: state.args.id,
-                    busy: state.active.is_some(),
-                    turns: state.turns,
-                    steps: state.guard.steps(),
-                    queued: state.queue.len(),
-                    history_len: state.history.len(),
-                });
-            }
-            ConversationMsg::ModelDone { turn, output } => {
-                if state.active.as_ref().is_some_and(|a| a.number == turn) {
-                    turn::model_done(&myself, state, output).await;
-                }
-            }
-            ConversationMsg::ToolsDone { turn, outcomes, error } => {
-                if state.active.as_ref().is_some_and(|a| a.number == turn) {
-                    turn::tools_done(&myself, state, outcomes, error).await;
-                }
-            }
-        }
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
+        let span = tracing::debug_span!("conversation", id = %state.args.id, bot = %state.args.bot.spec.name);
+        handle(myself, msg, state).instrument(span).await;
         Ok(())
     }
 
-    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut State) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
         if let Some(active) = state.active.take() {
             active.cancel.cancel();
         }
         state.args.node.conversation_stopped(state.args.id);
         Ok(())
+    }
+}
+
+/// Handles one message; every arm is short, slow work runs in step tasks.
+async fn handle(myself: ActorRef<ConversationMsg>, msg: ConversationMsg, state: &mut State) {
+    match msg {
+        ConversationMsg::Turn(request) => {
+            if state.active.is_some() {
+                state.queue.push_back(request);
+            } else {
+                turn::begin(&myself, state, request).await;
+            }
+        }
+        ConversationMsg::Steer(text) => match &mut state.active {
+            Some(active) => active.steers.push(text),
+            None => {
+                turn::begin(
+                    &myself,
+                    state,
+                    TurnRequest {
+                        input: Input::User(text),
+                        events: None,
+                        done: None,
+                    },
+                )
+                .await;
+            }
+        },
+        ConversationMsg::Stop => {
+            if let Some(active) = &state.active {
+                active.cancel.cancel();
+            }
+        }
+        ConversationMsg::Status(reply) => {
+            let _ = reply.send(Status {
+                conversation: state.args.id,
+                busy: state.active.is_some(),
+                turns: state.turns,
+                steps: state.guard.steps(),
+                queued: state.queue.len(),
+                history_len: state.history.len(),
+            });
+        }
+        ConversationMsg::ModelDone { turn, output } => {
+            if state.active.as_ref().is_some_and(|a| a.number == turn) {
+                turn::model_done(&myself, state, output).await;
+            }
+        }
+        ConversationMsg::ToolsDone {
+            turn,
+            outcomes,
+            error,
+        } => {
+            if state.active.as_ref().is_some_and(|a| a.number == turn) {
+                turn::tools_done(&myself, state, outcomes, error).await;
+            }
+        }
     }
 }

@@ -30,7 +30,11 @@ impl Emitter {
         sink: Option<mpsc::UnboundedSender<AgentEvent>>,
         bus: broadcast::Sender<NodeEvent>,
     ) -> Self {
-        Self { conversation, sink, bus }
+        Self {
+            conversation,
+            sink,
+            bus,
+        }
     }
 
     /// Sends one event. Nobody listening is fine: events are a view, the
@@ -40,7 +44,10 @@ impl Emitter {
             let _ = sink.send(event.clone());
         }
         if self.bus.receiver_count() > 0 {
-            let _ = self.bus.send(NodeEvent { conversation: self.conversation, event });
+            let _ = self.bus.send(NodeEvent {
+                conversation: self.conversation,
+                event,
+            });
         }
     }
 }

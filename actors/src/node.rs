@@ -28,7 +28,9 @@ use troupe_runtime::tool::Services;
 use crate::bot::{BotError, BotRecord, BotSpec};
 use crate::budget::Scope;
 use crate::conversation::prompt::PromptParts;
-use crate::conversation::{Conversation, ConversationArgs, ConversationMsg, Input, TurnReport, TurnRequest};
+use crate::conversation::{
+    Conversation, ConversationArgs, ConversationMsg, Input, TurnReport, TurnRequest,
+};
 use crate::events::NodeEvent;
 use crate::settings::Settings;
 use crate::toolset::Narrowing;
@@ -85,7 +87,9 @@ pub struct NodeContext {
 
 impl std::fmt::Debug for NodeContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeContext").field("home", &self.home).finish_non_exhaustive()
+        f.debug_struct("NodeContext")
+            .field("home", &self.home)
+            .finish_non_exhaustive()
     }
 }
 
@@ -127,14 +131,25 @@ impl NodeContext {
         if let Some(m) = &self.model_override {
             return Ok(m.clone());
         }
-        let spec = if spec.is_empty() { self.settings.default_model.as_str() } else { spec };
+        let spec = if spec.is_empty() {
+            self.settings.default_model.as_str()
+        } else {
+            spec
+        };
         if let Some(m) = self.resolved.lock().get(spec) {
             return Ok(m.clone());
         }
         let env = |k: &str| (self.env)(k);
-        let resolved =
-            troupe_runtime::model::resolve_with(spec, &self.models, &env, &self.settings.cwd, &ResolveOptions::default())?;
-        self.resolved.lock().insert(spec.to_string(), resolved.clone());
+        let resolved = troupe_runtime::model::resolve_with(
+            spec,
+            &self.models,
+            &env,
+            &self.settings.cwd,
+            &ResolveOptions::default(),
+        )?;
+        self.resolved
+            .lock()
+            .insert(spec.to_string(), resolved.clone());
         Ok(resolved)
     }
 
@@ -218,10 +233,18 @@ impl Node {
         if self.ctx.bots.contains_key(MAIN_AGENT) {
             return Ok(());
         }
-        let record = BotRecord { id: BotId::new(), spec: BotSpec::default() };
+        let record = BotRecord {
+            id: BotId::new(),
+            spec: BotSpec::default(),
+        };
         let r = record.clone();
         self.ctx.store.write(move |tx| bots::insert(tx, &r)).await?;
-        let stored = self.ctx.store.read(|c| bots::by_name(c, MAIN_AGENT)).await?.unwrap_or(record);
+        let stored = self
+            .ctx
+            .store
+            .read(|c| bots::by_name(c, MAIN_AGENT))
+            .await?
+            .unwrap_or(record);
         self.ctx.bots.insert(MAIN_AGENT.into(), stored);
         Ok(())
     }
@@ -259,17 +282,26 @@ impl Node {
     /// Creates a bot and persists it.
     pub async fn create_bot(&self, spec: BotSpec) -> Result<BotRecord, NodeError> {
         spec.validate()?;
-        let record = BotRecord { id: BotId::new(), spec };
+        let record = BotRecord {
+            id: BotId::new(),
+            spec,
+        };
         let r = record.clone();
         if !self.ctx.store.write(move |tx| bots::insert(tx, &r)).await? {
             return Err(NodeError::BotExists(record.spec.name));
         }
-        self.ctx.bots.insert(record.spec.name.clone(), record.clone());
+        self.ctx
+            .bots
+            .insert(record.spec.name.clone(), record.clone());
         Ok(record)
     }
 
     /// Starts a new conversation of `bot` and returns its id.
-    pub async fn new_conversation(&self, bot: &str, narrowing: Narrowing) -> Result<ConversationId, NodeError> {
+    pub async fn new_conversation(
+        &self,
+        bot: &str,
+        narrowing: Narrowing,
+    ) -> Result<ConversationId, NodeError> {
         let record = self.bot(bot)?;
         let id = ConversationId::new();
         self.spawn(id, record, narrowing, None).await?;
@@ -315,7 +347,10 @@ impl Node {
             model,
             node: Arc::clone(&self.ctx),
             narrowing,
-            budget: Scope::root(format!("bot:{}", bot.spec.name), self.ctx.settings.bot_budget),
+            budget: Scope::root(
+                format!("bot:{}", bot.spec.name),
+                self.ctx.settings.bot_budget,
+            ),
             parent: None,
             services: self.ctx.services.fork(),
             title: title.unwrap_or_default(),
@@ -355,7 +390,13 @@ impl Node {
         &self,
         conversation: ConversationId,
         text: impl Into<String>,
-    ) -> Result<(mpsc::UnboundedReceiver<AgentEvent>, oneshot::Receiver<TurnReport>), NodeError> {
+    ) -> Result<
+        (
+            mpsc::UnboundedReceiver<AgentEvent>,
+            oneshot::Receiver<TurnReport>,
+        ),
+        NodeError,
+    > {
         self.request(conversation, Input::User(text.into())).await
     }
 
@@ -364,12 +405,22 @@ impl Node {
         &self,
         conversation: ConversationId,
         input: Input,
-    ) -> Result<(mpsc::UnboundedReceiver<AgentEvent>, oneshot::Receiver<TurnReport>), NodeError> {
+    ) -> Result<
+        (
+            mpsc::UnboundedReceiver<AgentEvent>,
+            oneshot::Receiver<TurnReport>,
+        ),
+        NodeError,
+    > {
         let actor = self.activate(conversation).await?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = oneshot::channel();
         actor
-            .send_message(ConversationMsg::Turn(TurnRequest { input, events: Some(events_tx), done: Some(done_tx) }))
+            .send_message(ConversationMsg::Turn(TurnRequest {
+                input,
+                events: Some(events_tx),
+                done: Some(done_tx),
+            }))
             .map_err(|e| NodeError::Actor(format!("conversation {conversation} is gone: {e}")))?;
         Ok((events_rx, done_rx))
     }
@@ -383,7 +434,11 @@ impl Node {
     }
 
     /// Adds a message to the running turn.
-    pub async fn steer(&self, conversation: ConversationId, text: impl Into<String>) -> Result<(), NodeError> {
+    pub async fn steer(
+        &self,
+        conversation: ConversationId,
+        text: impl Into<String>,
+    ) -> Result<(), NodeError> {
         let actor = self.activate(conversation).await?;
         actor
             .send_message(ConversationMsg::Steer(text.into()))
@@ -391,7 +446,10 @@ impl Node {
     }
 
     /// The conversation's status.
-    pub async fn status(&self, conversation: ConversationId) -> Result<crate::conversation::Status, NodeError> {
+    pub async fn status(
+        &self,
+        conversation: ConversationId,
+    ) -> Result<crate::conversation::Status, NodeError> {
         let actor = self.activate(conversation).await?;
         ractor::call!(actor, ConversationMsg::Status).map_err(|e| NodeError::Actor(e.to_string()))
     }
@@ -418,22 +476,38 @@ impl Node {
                 self.latest_conversation(&name).await?
             }
             Address::Service(name) => {
-                return Err(NodeError::Actor(format!("no service `{name}` takes messages on this node")));
+                return Err(NodeError::Actor(format!(
+                    "no service `{name}` takes messages on this node"
+                )));
             }
         };
         let actor = self.activate(conversation).await?;
         actor
-            .send_message(ConversationMsg::Turn(TurnRequest { input: Input::Delivered(envelope), events: None, done: None }))
+            .send_message(ConversationMsg::Turn(TurnRequest {
+                input: Input::Delivered(envelope),
+                events: None,
+                done: None,
+            }))
             .map_err(|e| NodeError::Actor(e.to_string()))
     }
 
     /// Stops every conversation; turns in progress are stopped and their
     /// state is already committed.
     pub async fn shutdown(&self) {
-        let actors: Vec<ActorRef<ConversationMsg>> = self.ctx.conversations.iter().map(|a| a.value().clone()).collect();
+        let actors: Vec<ActorRef<ConversationMsg>> = self
+            .ctx
+            .conversations
+            .iter()
+            .map(|a| a.value().clone())
+            .collect();
         for actor in actors {
             let _ = actor.send_message(ConversationMsg::Stop);
-            let _ = actor.stop_and_wait(Some("shutdown".into()), Some(std::time::Duration::from_secs(5))).await;
+            let _ = actor
+                .stop_and_wait(
+                    Some("shutdown".into()),
+                    Some(std::time::Duration::from_secs(5)),
+                )
+                .await;
         }
     }
 
@@ -447,4 +521,3 @@ impl Node {
         bot.kind()
     }
 }
-

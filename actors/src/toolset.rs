@@ -33,7 +33,9 @@ impl Toolset {
 
     /// Whether `name` is failure-tolerant.
     pub fn is_failure_tolerant(&self, name: &str) -> bool {
-        self.specs.iter().any(|s| s.name == name && s.flags.failure_tolerant)
+        self.specs
+            .iter()
+            .any(|s| s.name == name && s.flags.failure_tolerant)
     }
 }
 
@@ -58,8 +60,14 @@ pub fn compute(
     let offered = |spec: &ToolSpec| {
         table::is_offered(&spec.name, ctx.kind, has_bots)
             && table::allowed_by_lists(&spec.name, &bot.tools, &bot.deny_tools)
-            && narrowing.only.as_ref().is_none_or(|only| only.iter().any(|n| *n == spec.name))
-            && narrowing.parent.as_ref().is_none_or(|p| p.contains(&spec.name) || spec.name == TOOL_SEARCH)
+            && narrowing
+                .only
+                .as_ref()
+                .is_none_or(|only| only.iter().any(|n| *n == spec.name))
+            && narrowing
+                .parent
+                .as_ref()
+                .is_none_or(|p| p.contains(&spec.name) || spec.name == TOOL_SEARCH)
     };
     let mut deferred = Vec::new();
     let mut chosen: Vec<Option<ToolSpec>> = Vec::with_capacity(registry.len());
@@ -82,7 +90,8 @@ pub fn compute(
             }
         }
     }
-    ctx.services.insert(Arc::new(DeferredCatalog { specs: deferred }));
+    ctx.services
+        .insert(Arc::new(DeferredCatalog { specs: deferred }));
     let mut specs = Vec::new();
     for (tool, spec) in registry.iter().zip(chosen) {
         if tool.spec().name == TOOL_SEARCH {

@@ -6,6 +6,7 @@
 //! trust gate, configuration and the home on disk. Dependencies point one way:
 //! `troupe-runtime` ← `troupe-tools` ← `troupe-actors` ← `troupe`.
 
+pub mod agents;
 pub mod config;
 pub mod error;
 pub mod home;

@@ -25,11 +25,20 @@ impl Actor for EchoActor {
     type State = Option<Store>;
     type Arguments = Option<Store>;
 
-    async fn pre_start(&self, _: ActorRef<Echo>, store: Option<Store>) -> Result<Self::State, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _: ActorRef<Echo>,
+        store: Option<Store>,
+    ) -> Result<Self::State, ActorProcessingErr> {
         Ok(store)
     }
 
-    async fn handle(&self, _: ActorRef<Echo>, msg: Echo, store: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _: ActorRef<Echo>,
+        msg: Echo,
+        store: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             Echo::Ping(n, reply) => {
                 let _ = reply.send(n + 1);
@@ -43,7 +52,11 @@ impl Actor for EchoActor {
                     id: MsgId::new(),
                     from: envelope.to.clone(),
                     to: envelope.from.clone(),
-                    body: Payload::Text { sender: "b".into(), text: "pong".into(), expects_reply: false },
+                    body: Payload::Text {
+                        sender: "b".into(),
+                        text: "pong".into(),
+                        expects_reply: false,
+                    },
                     sent_at: chrono::Utc::now(),
                 };
                 let a = answer.clone();
@@ -88,7 +101,10 @@ pub async fn durable(n: usize) -> anyhow::Result<serde_json::Value> {
     let home = tempfile::tempdir()?;
     let store = Store::open(&home.path().join("troupe.db"))?;
     let (b, handle) = Actor::spawn(None, EchoActor, Some(store.clone())).await?;
-    let (a_addr, b_addr) = (Address::Conversation(ConversationId::new()), Address::Conversation(ConversationId::new()));
+    let (a_addr, b_addr) = (
+        Address::Conversation(ConversationId::new()),
+        Address::Conversation(ConversationId::new()),
+    );
     let mut samples: Vec<Duration> = Vec::with_capacity(n);
     let started = Instant::now();
     for i in 0..n {
@@ -97,12 +113,18 @@ pub async fn durable(n: usize) -> anyhow::Result<serde_json::Value> {
             id: MsgId::new(),
             from: a_addr.clone(),
             to: b_addr.clone(),
-            body: Payload::Text { sender: "a".into(), text: format!("ping {i}"), expects_reply: true },
+            body: Payload::Text {
+                sender: "a".into(),
+                text: format!("ping {i}"),
+                expects_reply: true,
+            },
             sent_at: chrono::Utc::now(),
         };
         store.send(ping.clone()).await?;
         let answer = ractor::call!(b, Echo::Mail, ping)?.map_err(|e| anyhow::anyhow!(e))?;
-        store.write(move |tx| mailbox::consume(tx, answer.id).map(|_| ())).await?;
+        store
+            .write(move |tx| mailbox::consume(tx, answer.id).map(|_| ()))
+            .await?;
         samples.push(t.elapsed());
     }
     let wall = started.elapsed();

@@ -23,11 +23,21 @@ async fn runtime(home: &std::path::Path, durable: bool) -> anyhow::Result<Runtim
         .await?)
 }
 
-async fn one_turn(runtime: &Runtime, conversation: troupe_runtime::id::ConversationId) -> anyhow::Result<Duration> {
+async fn one_turn(
+    runtime: &Runtime,
+    conversation: troupe_runtime::id::ConversationId,
+) -> anyhow::Result<Duration> {
     let started = Instant::now();
-    let (_events, done) = runtime.node().send(conversation, "What is the weather in Paris?").await?;
+    let (_events, done) = runtime
+        .node()
+        .send(conversation, "What is the weather in Paris?")
+        .await?;
     let report = done.await?;
-    anyhow::ensure!(report.outcome == TurnOutcome::Finished, "turn ended with {:?}", report.outcome);
+    anyhow::ensure!(
+        report.outcome == TurnOutcome::Finished,
+        "turn ended with {:?}",
+        report.outcome
+    );
     Ok(started.elapsed())
 }
 
@@ -39,7 +49,9 @@ pub async fn sequential(n: usize, durable: bool) -> anyhow::Result<serde_json::V
     let mut samples = Vec::with_capacity(n);
     let started = Instant::now();
     for _ in 0..n {
-        let conversation = node.new_conversation("assistant", Narrowing::default()).await?;
+        let conversation = node
+            .new_conversation("assistant", Narrowing::default())
+            .await?;
         samples.push(one_turn(&runtime, conversation).await?);
     }
     let wall = started.elapsed();
@@ -55,7 +67,10 @@ pub async fn sequential(n: usize, durable: bool) -> anyhow::Result<serde_json::V
 pub async fn long(n: usize, durable: bool) -> anyhow::Result<serde_json::Value> {
     let home = tempfile::tempdir()?;
     let runtime = runtime(home.path(), durable).await?;
-    let conversation = runtime.node().new_conversation("assistant", Narrowing::default()).await?;
+    let conversation = runtime
+        .node()
+        .new_conversation("assistant", Narrowing::default())
+        .await?;
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         samples.push(one_turn(&runtime, conversation).await?);
@@ -63,8 +78,12 @@ pub async fn long(n: usize, durable: bool) -> anyhow::Result<serde_json::Value> 
     let window = 20.min(n);
     let first = percentiles(samples[..window].to_vec());
     let last = percentiles(samples[n - window..].to_vec());
-    let db = std::fs::metadata(home.path().join("troupe.db")).map(|m| m.len()).unwrap_or(0)
-        + std::fs::metadata(home.path().join("troupe.db-wal")).map(|m| m.len()).unwrap_or(0);
+    let db = std::fs::metadata(home.path().join("troupe.db"))
+        .map(|m| m.len())
+        .unwrap_or(0)
+        + std::fs::metadata(home.path().join("troupe.db-wal"))
+            .map(|m| m.len())
+            .unwrap_or(0);
     runtime.shutdown().await;
     Ok(json!({
         "workload": "w2-long", "durable": durable, "turns": n,
@@ -85,7 +104,9 @@ pub async fn many(n: usize, durable: bool) -> anyhow::Result<serde_json::Value> 
         let runtime = runtime.clone();
         let node = node.clone();
         tasks.spawn(async move {
-            let conversation = node.new_conversation("assistant", Narrowing::default()).await?;
+            let conversation = node
+                .new_conversation("assistant", Narrowing::default())
+                .await?;
             one_turn(&runtime, conversation).await
         });
     }
@@ -109,7 +130,10 @@ pub async fn probe(durable: bool) -> anyhow::Result<serde_json::Value> {
     let dir = tempfile::tempdir()?;
     let home = home.unwrap_or_else(|| dir.path().to_path_buf());
     let runtime = runtime(&home, durable).await?;
-    let conversation = runtime.node().new_conversation("assistant", Narrowing::default()).await?;
+    let conversation = runtime
+        .node()
+        .new_conversation("assistant", Narrowing::default())
+        .await?;
     println!("ready");
     one_turn(&runtime, conversation).await?;
     println!("turn");
@@ -127,13 +151,22 @@ pub async fn cold_start(durable: bool) -> anyhow::Result<serde_json::Value> {
         let home = tempfile::tempdir()?;
         let started = Instant::now();
         let mut child = tokio::process::Command::new(&exe)
-            .args(["bench", "cold-start", "--probe", "--durable", if durable { "on" } else { "off" }])
+            .args([
+                "bench",
+                "cold-start",
+                "--probe",
+                "--durable",
+                if durable { "on" } else { "off" },
+            ])
             .env("TROUPE_BENCH_HOME", home.path())
             .env("TROUPE_HOME", home.path())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()?;
-        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         while let Some(line) = lines.next_line().await? {
             match line.as_str() {

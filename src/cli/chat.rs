@@ -43,13 +43,17 @@ pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCo
     } else {
         node.latest_conversation(bot).await?
     };
-    eprintln!("troupe chat with `{bot}` ({conversation}). Ctrl-C stops a turn; Ctrl-D or /quit leaves.");
+    eprintln!(
+        "troupe chat with `{bot}` ({conversation}). Ctrl-C stops a turn; Ctrl-D or /quit leaves."
+    );
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = std::io::stdout();
     loop {
         write!(stdout, "\n> ")?;
         stdout.flush()?;
-        let Some(line) = lines.next_line().await? else { break };
+        let Some(line) = lines.next_line().await? else {
+            break;
+        };
         let line = line.trim();
         if line.is_empty() {
             continue;

@@ -21,8 +21,15 @@ pub fn init(home: Option<std::path::PathBuf>, force: bool) -> anyhow::Result<Exi
 pub async fn bots(builder: Builder) -> anyhow::Result<ExitCode> {
     let runtime = builder.build().await?;
     for bot in runtime.node().bots() {
-        let model = if bot.spec.model.is_empty() { "(default model)" } else { &bot.spec.model };
-        println!("{:<16} {:<24} {model}  {}", bot.spec.name, bot.spec.title, bot.spec.description);
+        let model = if bot.spec.model.is_empty() {
+            "(default model)"
+        } else {
+            &bot.spec.model
+        };
+        println!(
+            "{:<16} {:<24} {model}  {}",
+            bot.spec.name, bot.spec.title, bot.spec.description
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -30,12 +37,27 @@ pub async fn bots(builder: Builder) -> anyhow::Result<ExitCode> {
 /// `troupe conversations`.
 pub async fn conversations(builder: Builder, limit: usize) -> anyhow::Result<ExitCode> {
     let runtime = builder.build().await?;
-    let names: std::collections::HashMap<_, _> =
-        runtime.node().bots().into_iter().map(|b| (b.id, b.spec.name)).collect();
-    let rows = runtime.node().store().read(move |c| conversations::list_conversations(c, None, limit)).await?;
+    let names: std::collections::HashMap<_, _> = runtime
+        .node()
+        .bots()
+        .into_iter()
+        .map(|b| (b.id, b.spec.name))
+        .collect();
+    let rows = runtime
+        .node()
+        .store()
+        .read(move |c| conversations::list_conversations(c, None, limit))
+        .await?;
     for row in rows {
         let bot = names.get(&row.bot).map(String::as_str).unwrap_or("?");
-        println!("{}  {:<12} {:<12} {}  {}", row.id, bot, row.kind, row.updated_at.format("%Y-%m-%d %H:%M"), row.title);
+        println!(
+            "{}  {:<12} {:<12} {}  {}",
+            row.id,
+            bot,
+            row.kind,
+            row.updated_at.format("%Y-%m-%d %H:%M"),
+            row.title
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -44,12 +66,22 @@ pub async fn conversations(builder: Builder, limit: usize) -> anyhow::Result<Exi
 pub async fn search(builder: Builder, query: &str, limit: usize) -> anyhow::Result<ExitCode> {
     let runtime = builder.build().await?;
     let q = query.to_string();
-    let hits = runtime.node().store().read(move |c| conversations::search_messages(c, &q, limit)).await?;
+    let hits = runtime
+        .node()
+        .store()
+        .read(move |c| conversations::search_messages(c, &q, limit))
+        .await?;
     if hits.is_empty() {
         println!("no message matches `{query}`");
     }
     for hit in hits {
-        println!("{}  {:<9} {}  {}", hit.conversation, hit.role, hit.created_at.format("%Y-%m-%d %H:%M"), hit.snippet);
+        println!(
+            "{}  {:<9} {}  {}",
+            hit.conversation,
+            hit.role,
+            hit.created_at.format("%Y-%m-%d %H:%M"),
+            hit.snippet
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -58,14 +90,26 @@ pub async fn search(builder: Builder, query: &str, limit: usize) -> anyhow::Resu
 pub async fn usage(builder: Builder) -> anyhow::Result<ExitCode> {
     let runtime = builder.build().await?;
     let rows = runtime.node().store().read(usage::by_bot_and_day).await?;
-    let names: std::collections::HashMap<_, _> =
-        runtime.node().bots().into_iter().map(|b| (b.id, b.spec.name)).collect();
-    println!("{:<12} {:<16} {:>6} {:>10} {:>10} {:>10}", "day", "bot", "calls", "input", "output", "cost $");
+    let names: std::collections::HashMap<_, _> = runtime
+        .node()
+        .bots()
+        .into_iter()
+        .map(|b| (b.id, b.spec.name))
+        .collect();
+    println!(
+        "{:<12} {:<16} {:>6} {:>10} {:>10} {:>10}",
+        "day", "bot", "calls", "input", "output", "cost $"
+    );
     for row in rows {
         let bot = names.get(&row.bot).map(String::as_str).unwrap_or("?");
         println!(
             "{:<12} {:<16} {:>6} {:>10} {:>10} {:>10.4}",
-            row.day, bot, row.total.calls, row.total.usage.input_tokens, row.total.usage.output_tokens, row.total.cost_usd
+            row.day,
+            bot,
+            row.total.calls,
+            row.total.usage.input_tokens,
+            row.total.usage.output_tokens,
+            row.total.cost_usd
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -93,7 +137,10 @@ pub fn tools(json: bool) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:<20} {:<10} {:<44} conv/bot/routine/subagent", "tool", "exposure", "flags");
+    println!(
+        "{:<20} {:<10} {:<44} conv/bot/routine/subagent",
+        "tool", "exposure", "flags"
+    );
     for tool in registry.iter() {
         let spec = tool.spec();
         let f = &spec.flags;
@@ -119,7 +166,13 @@ pub fn tools(json: bool) -> anyhow::Result<ExitCode> {
             troupe_runtime::tool::Exposure::AlwaysOn => "always-on",
             troupe_runtime::tool::Exposure::Deferred => "deferred",
         };
-        println!("{:<20} {:<10} {:<44} {}", spec.name, exposure, flags.join(", "), offers.join("/"));
+        println!(
+            "{:<20} {:<10} {:<44} {}",
+            spec.name,
+            exposure,
+            flags.join(", "),
+            offers.join("/")
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

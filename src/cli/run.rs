@@ -53,7 +53,9 @@ pub fn outcome_text(outcome: &TurnOutcome) -> Option<String> {
         TurnOutcome::Finished => None,
         TurnOutcome::Stopped => Some("the turn was stopped".into()),
         TurnOutcome::Guard { reason } => Some(format!("stopped by a guard: {reason}")),
-        TurnOutcome::Budget { budget, detail } => Some(format!("stopped by the `{budget}` budget: {detail}")),
+        TurnOutcome::Budget { budget, detail } => {
+            Some(format!("stopped by the `{budget}` budget: {detail}"))
+        }
         TurnOutcome::Refused { detail } => Some(format!("the model refused: {detail}")),
         TurnOutcome::Failed { error } => Some(format!("the turn failed: {error}")),
     }
@@ -67,13 +69,20 @@ pub fn progress_line(event: &AgentEvent) -> Option<String> {
             let short: String = args.chars().take(100).collect();
             Some(format!("→ {} {short}", call.name))
         }
-        AgentEvent::ToolCallFinished { name, result, elapsed_ms, .. } => {
+        AgentEvent::ToolCallFinished {
+            name,
+            result,
+            elapsed_ms,
+            ..
+        } => {
             let mark = if result.is_error() { "✗" } else { "✓" };
             let first = result.text.lines().next().unwrap_or_default();
             let first: String = first.chars().take(100).collect();
             Some(format!("{mark} {name} ({elapsed_ms} ms) {first}"))
         }
-        AgentEvent::Compacted { before, after } => Some(format!("… history compacted: {before} → {after} messages")),
+        AgentEvent::Compacted { before, after } => {
+            Some(format!("… history compacted: {before} → {after} messages"))
+        }
         AgentEvent::Notice { topic, text } => Some(format!("[{topic}] {text}")),
         AgentEvent::Warning { message } => Some(format!("warning: {message}")),
         _ => None,
@@ -99,7 +108,10 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
             if t.trim() == "none" {
                 Vec::new()
             } else {
-                t.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+                t.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
             }
         }),
         parent: None,
@@ -114,7 +126,9 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
             eprintln!("{line}");
         }
     }
-    let report = done.await.map_err(|_| anyhow::anyhow!("the conversation stopped before the turn ended"))?;
+    let report = done
+        .await
+        .map_err(|_| anyhow::anyhow!("the conversation stopped before the turn ended"))?;
     if !args.json && !report.text.is_empty() {
         writeln!(stdout, "{}", report.text)?;
     }

@@ -22,7 +22,9 @@ pub struct TestHome {
 
 impl TestHome {
     pub fn new() -> Self {
-        Self { dir: tempfile::tempdir().unwrap() }
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
 
     pub fn path(&self) -> &std::path::Path {
@@ -31,7 +33,10 @@ impl TestHome {
 
     /// A builder on this home, working in it, with the given model.
     pub fn builder(&self, model: Arc<ScriptedProvider>) -> RuntimeBuilder {
-        Runtime::builder().home(self.path()).cwd(self.path()).provider(model)
+        Runtime::builder()
+            .home(self.path())
+            .cwd(self.path())
+            .provider(model)
     }
 }
 
@@ -53,7 +58,9 @@ impl Weather {
             "required": ["city"],
             "properties": {"city": {"type": "string", "description": "The city."}}
         });
-        Arc::new(Self { spec: ToolSpec::new("lookup_weather", "The weather in a city.", schema).read_only() })
+        Arc::new(Self {
+            spec: ToolSpec::new("lookup_weather", "The weather in a city.", schema).read_only(),
+        })
     }
 }
 
@@ -80,7 +87,8 @@ impl Gate {
     pub fn new(name: &str) -> Arc<Self> {
         let schema = json!({"type": "object", "additionalProperties": false, "properties": {}});
         Arc::new(Self {
-            spec: ToolSpec::new(name, "Waits until released.", schema).timeout(Duration::from_secs(60)),
+            spec: ToolSpec::new(name, "Waits until released.", schema)
+                .timeout(Duration::from_secs(60)),
             entered: Arc::new(Notify::new()),
             release: Arc::new(Notify::new()),
             calls: Arc::new(Mutex::new(0)),
@@ -112,7 +120,9 @@ pub struct Panics {
 impl Panics {
     pub fn new() -> Arc<Self> {
         let schema = json!({"type": "object", "additionalProperties": false, "properties": {}});
-        Arc::new(Self { spec: ToolSpec::new("explode", "Panics.", schema) })
+        Arc::new(Self {
+            spec: ToolSpec::new("explode", "Panics.", schema),
+        })
     }
 }
 
@@ -128,10 +138,16 @@ impl Tool for Panics {
 }
 
 /// Waits for the first event of `turn` that `pick` accepts.
-pub async fn wait_for<T>(turn: &mut troupe::Turn, mut pick: impl FnMut(&AgentEvent) -> Option<T>) -> T {
+pub async fn wait_for<T>(
+    turn: &mut troupe::Turn,
+    mut pick: impl FnMut(&AgentEvent) -> Option<T>,
+) -> T {
     tokio::time::timeout(WAIT, async {
         loop {
-            let event = turn.next_event().await.expect("the event stream ended first");
+            let event = turn
+                .next_event()
+                .await
+                .expect("the event stream ended first");
             if let Some(t) = pick(&event) {
                 return t;
             }
@@ -150,16 +166,25 @@ pub fn check_invariants(requests: &[ModelRequest]) {
         for message in &request.messages {
             match message {
                 Message::Assistant { tool_calls, .. } => {
-                    assert!(open.is_empty(), "request {n}: calls {open:?} unanswered before the next assistant message");
+                    assert!(
+                        open.is_empty(),
+                        "request {n}: calls {open:?} unanswered before the next assistant message"
+                    );
                     open = tool_calls.iter().map(|c| c.id.clone()).collect();
                 }
                 Message::Tool { call_id, .. } => {
                     let at = open.iter().position(|id| id == call_id);
-                    assert!(at.is_some(), "request {n}: result {call_id} answers no open call");
+                    assert!(
+                        at.is_some(),
+                        "request {n}: result {call_id} answers no open call"
+                    );
                     open.remove(at.unwrap());
                 }
                 Message::User { .. } => {
-                    assert!(open.is_empty(), "request {n}: calls {open:?} unanswered before a user message")
+                    assert!(
+                        open.is_empty(),
+                        "request {n}: calls {open:?} unanswered before a user message"
+                    )
                 }
             }
         }

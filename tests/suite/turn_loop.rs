@@ -31,7 +31,12 @@ async fn a_turn_calls_a_tool_and_answers() {
         Turn::tool_call("lookup_weather", json!({"city": "Paris"})),
         Turn::text("It is sunny in Paris.").expecting("sunny, 21C"),
     ]);
-    let runtime = home.builder(Arc::clone(&model)).tool(Weather::new()).build().await.unwrap();
+    let runtime = home
+        .builder(Arc::clone(&model))
+        .tool(Weather::new())
+        .build()
+        .await
+        .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
     let mut turn = bot.send("Weather in Paris?").await.unwrap();
     let started = wait_for(&mut turn, |e| match e {
@@ -48,7 +53,10 @@ async fn a_turn_calls_a_tool_and_answers() {
     assert_eq!(requests.len(), 2);
     check_invariants(&requests);
     assert!(requests[0].tools.iter().any(|t| t.name == "lookup_weather"));
-    assert_eq!(requests[0].tools, requests[1].tools, "the same tools, in the same order");
+    assert_eq!(
+        requests[0].tools, requests[1].tools,
+        "the same tools, in the same order"
+    );
     runtime.shutdown().await;
 }
 
@@ -57,16 +65,24 @@ async fn unknown_tools_and_bad_arguments_go_back_to_the_model() {
     let home = TestHome::new();
     let model = script(vec![
         Turn::tool_call("no_such_tool", json!({})),
-        Turn::tool_call("lookup_weather", json!({"town": "Paris"})).expecting("unknown tool `no_such_tool`"),
+        Turn::tool_call("lookup_weather", json!({"town": "Paris"}))
+            .expecting("unknown tool `no_such_tool`"),
         Turn::text("Sorry.").expecting("missing required argument `city`"),
     ]);
-    let runtime = home.builder(Arc::clone(&model)).tool(Weather::new()).build().await.unwrap();
+    let runtime = home
+        .builder(Arc::clone(&model))
+        .tool(Weather::new())
+        .build()
+        .await
+        .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
     let report = bot.send("go").await.unwrap().result().await.unwrap();
     assert_eq!(report.outcome, TurnOutcome::Finished, "{report:?}");
     let requests = model.requests();
     check_invariants(&requests);
-    assert!(last_tool_result(&requests[2].messages).text.contains("unknown argument `town`"));
+    assert!(last_tool_result(&requests[2].messages)
+        .text
+        .contains("unknown argument `town`"));
 }
 
 #[tokio::test]
@@ -77,11 +93,22 @@ async fn a_panicking_tool_is_reported_and_the_conversation_lives_on() {
         Turn::text("It broke.").expecting("crashed (the tool blew up)"),
         Turn::text("Still here."),
     ]);
-    let runtime = home.builder(Arc::clone(&model)).tool(Panics::new()).build().await.unwrap();
+    let runtime = home
+        .builder(Arc::clone(&model))
+        .tool(Panics::new())
+        .build()
+        .await
+        .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
     let report = bot.send("try it").await.unwrap().result().await.unwrap();
     assert_eq!(report.text, "It broke.");
-    let again = bot.send("are you alive?").await.unwrap().result().await.unwrap();
+    let again = bot
+        .send("are you alive?")
+        .await
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
     assert_eq!(again.text, "Still here.");
 }
 
@@ -97,10 +124,23 @@ async fn the_step_cap_ends_the_turn_with_a_guard_status() {
         .build()
         .await
         .unwrap();
-    let report = runtime.bot("assistant").await.unwrap().send("loop").await.unwrap().result().await.unwrap();
+    let report = runtime
+        .bot("assistant")
+        .await
+        .unwrap()
+        .send("loop")
+        .await
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
     assert_eq!(
         report.outcome,
-        TurnOutcome::Guard { reason: "the turn reached its cap of 2 model calls; send another message to let it go on".into() }
+        TurnOutcome::Guard {
+            reason:
+                "the turn reached its cap of 2 model calls; send another message to let it go on"
+                    .into()
+        }
     );
 }
 
@@ -109,12 +149,28 @@ async fn the_same_failing_call_repeated_halts_the_turn() {
     let home = TestHome::new();
     let bad = || Turn::tool_call("lookup_weather", json!({}));
     let model = script(vec![bad(), bad(), bad(), Turn::text("never")]);
-    let runtime = home.builder(model).tool(Weather::new()).build().await.unwrap();
-    let report = runtime.bot("assistant").await.unwrap().send("go").await.unwrap().result().await.unwrap();
+    let runtime = home
+        .builder(model)
+        .tool(Weather::new())
+        .build()
+        .await
+        .unwrap();
+    let report = runtime
+        .bot("assistant")
+        .await
+        .unwrap()
+        .send("go")
+        .await
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
     assert_eq!(
         report.outcome,
         TurnOutcome::Guard {
-            reason: "the same call to `lookup_weather` failed 3 times in a row with the same arguments".into()
+            reason:
+                "the same call to `lookup_weather` failed 3 times in a row with the same arguments"
+                    .into()
         }
     );
 }
@@ -131,10 +187,22 @@ async fn a_budget_stops_the_work_and_names_itself() {
         .build()
         .await
         .unwrap();
-    let report = runtime.bot("assistant").await.unwrap().send("go").await.unwrap().result().await.unwrap();
+    let report = runtime
+        .bot("assistant")
+        .await
+        .unwrap()
+        .send("go")
+        .await
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
     assert_eq!(
         report.outcome,
-        TurnOutcome::Budget { budget: "turn.tool_calls".into(), detail: "1 of 1 tool calls made".into() }
+        TurnOutcome::Budget {
+            budget: "turn.tool_calls".into(),
+            detail: "1 of 1 tool calls made".into()
+        }
     );
 }
 
@@ -156,9 +224,14 @@ impl Tool for Big {
 #[tokio::test]
 async fn an_oversized_result_is_spilled_and_the_model_gets_its_head_and_path() {
     let home = TestHome::new();
-    let model = script(vec![Turn::tool_call("big", json!({})), Turn::text("ok").expecting("the whole output is in")]);
+    let model = script(vec![
+        Turn::tool_call("big", json!({})),
+        Turn::text("ok").expecting("the whole output is in"),
+    ]);
     let schema = json!({"type": "object", "additionalProperties": false, "properties": {}});
-    let big = Arc::new(Big { spec: ToolSpec::new("big", "Big output.", schema) });
+    let big = Arc::new(Big {
+        spec: ToolSpec::new("big", "Big output.", schema),
+    });
     let runtime = home
         .builder(Arc::clone(&model))
         .tool(big)
@@ -166,11 +239,23 @@ async fn an_oversized_result_is_spilled_and_the_model_gets_its_head_and_path() {
         .build()
         .await
         .unwrap();
-    let report = runtime.bot("assistant").await.unwrap().send("go").await.unwrap().result().await.unwrap();
+    let report = runtime
+        .bot("assistant")
+        .await
+        .unwrap()
+        .send("go")
+        .await
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
     assert_eq!(report.outcome, TurnOutcome::Finished, "{report:?}");
     let result = last_tool_result(&model.requests()[1].messages);
     let path = result.data["spill_path"].as_str().unwrap();
-    assert!(path.starts_with(home.path().join("spill").to_str().unwrap()), "{path}");
+    assert!(
+        path.starts_with(home.path().join("spill").to_str().unwrap()),
+        "{path}"
+    );
     assert_eq!(std::fs::read_to_string(path).unwrap().lines().count(), 5000);
     assert!(result.text.starts_with("line 0\nline 1\n"));
     assert!(result.text.len() < 1300);
@@ -196,39 +281,85 @@ async fn a_deferred_tool_is_loaded_by_tool_search_and_then_called() {
     let home = TestHome::new();
     let model = script(vec![
         Turn::tool_call("find_treasure", json!({})),
-        Turn::tool_call("tool_search", json!({"query": "treasure"})).expecting("call `tool_search` with its name first"),
+        Turn::tool_call("tool_search", json!({"query": "treasure"}))
+            .expecting("call `tool_search` with its name first"),
         Turn::tool_call("find_treasure", json!({})).expecting("find_treasure"),
         Turn::text("Under the oak.").expecting("under the oak"),
     ]);
     let schema = json!({"type": "object", "additionalProperties": false, "properties": {}});
-    let tool = Arc::new(Deferred { spec: ToolSpec::new("find_treasure", "Finds the hidden treasure.", schema).deferred() });
-    let runtime = home.builder(Arc::clone(&model)).tool(tool).build().await.unwrap();
-    let report = runtime.bot("assistant").await.unwrap().send("where?").await.unwrap().result().await.unwrap();
+    let tool = Arc::new(Deferred {
+        spec: ToolSpec::new("find_treasure", "Finds the hidden treasure.", schema).deferred(),
+    });
+    let runtime = home
+        .builder(Arc::clone(&model))
+        .tool(tool)
+        .build()
+        .await
+        .unwrap();
+    let report = runtime
+        .bot("assistant")
+        .await
+        .unwrap()
+        .send("where?")
+        .await
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
     assert_eq!(report.text, "Under the oak.", "{report:?}");
     let requests = model.requests();
     check_invariants(&requests);
-    let names = |i: usize| requests[i].tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    let names = |i: usize| {
+        requests[i]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .collect::<Vec<_>>()
+    };
     assert!(!names(0).contains(&"find_treasure".to_string()));
     assert!(names(0).contains(&"tool_search".to_string()));
-    let search = requests[0].tools.iter().find(|t| t.name == "tool_search").unwrap();
-    assert!(search.description.contains("find_treasure"), "the search lists deferred tools by name");
-    assert!(names(2).contains(&"find_treasure".to_string()), "loaded from the next call on");
+    let search = requests[0]
+        .tools
+        .iter()
+        .find(|t| t.name == "tool_search")
+        .unwrap();
+    assert!(
+        search.description.contains("find_treasure"),
+        "the search lists deferred tools by name"
+    );
+    assert!(
+        names(2).contains(&"find_treasure".to_string()),
+        "loaded from the next call on"
+    );
 }
 
 #[tokio::test]
 async fn stop_mid_turn_ends_it_and_status_answers_meanwhile() {
     let home = TestHome::new();
     let hold = Gate::new("hold");
-    let model = script(vec![Turn::tool_call("hold", json!({})), Turn::text("after")]);
-    let runtime = home.builder(Arc::clone(&model)).tool(hold.clone()).build().await.unwrap();
+    let model = script(vec![
+        Turn::tool_call("hold", json!({})),
+        Turn::text("after"),
+    ]);
+    let runtime = home
+        .builder(Arc::clone(&model))
+        .tool(hold.clone())
+        .build()
+        .await
+        .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
     let turn = bot.send("wait for it").await.unwrap();
-    tokio::time::timeout(WAIT, hold.entered.notified()).await.unwrap();
+    tokio::time::timeout(WAIT, hold.entered.notified())
+        .await
+        .unwrap();
     let status = runtime.node().status(bot.conversation()).await.unwrap();
     assert!(status.busy);
     assert_eq!(status.steps, 1);
     bot.stop().await.unwrap();
-    let report = tokio::time::timeout(WAIT, turn.result()).await.unwrap().unwrap();
+    let report = tokio::time::timeout(WAIT, turn.result())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(report.outcome, TurnOutcome::Stopped);
     assert_eq!(model.requests().len(), 1, "no model call after the stop");
     // The next turn sees the call answered.
@@ -241,16 +372,29 @@ async fn stop_mid_turn_ends_it_and_status_answers_meanwhile() {
 async fn steer_adds_a_message_before_the_next_model_call() {
     let home = TestHome::new();
     let hold = Gate::new("hold");
-    let model = script(vec![Turn::tool_call("hold", json!({})), Turn::text("Rome too.").expecting("also check Rome")]);
-    let runtime = home.builder(Arc::clone(&model)).tool(hold.clone()).build().await.unwrap();
+    let model = script(vec![
+        Turn::tool_call("hold", json!({})),
+        Turn::text("Rome too.").expecting("also check Rome"),
+    ]);
+    let runtime = home
+        .builder(Arc::clone(&model))
+        .tool(hold.clone())
+        .build()
+        .await
+        .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
     let turn = bot.send("check Paris").await.unwrap();
-    tokio::time::timeout(WAIT, hold.entered.notified()).await.unwrap();
+    tokio::time::timeout(WAIT, hold.entered.notified())
+        .await
+        .unwrap();
     bot.steer("also check Rome").await.unwrap();
     // The steer is queued in the actor before the release reaches the tool.
     runtime.node().status(bot.conversation()).await.unwrap();
     hold.release.notify_one();
-    let report = tokio::time::timeout(WAIT, turn.result()).await.unwrap().unwrap();
+    let report = tokio::time::timeout(WAIT, turn.result())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(report.text, "Rome too.", "{report:?}");
 }
 
@@ -261,7 +405,8 @@ async fn a_long_history_is_compacted_with_the_tail_kept_verbatim() {
     let model = script(vec![
         Turn::text("a1"),
         Turn::text("a2"),
-        Turn::text("The user sent three long notes; nothing is pending.").expecting("Summarize this part"),
+        Turn::text("The user sent three long notes; nothing is pending.")
+            .expecting("Summarize this part"),
         Turn::text("a3"),
         Turn::text("a4"),
     ]);
@@ -285,7 +430,13 @@ async fn a_long_history_is_compacted_with_the_tail_kept_verbatim() {
     assert_eq!(turn.result().await.unwrap().text, "a3");
     let requests = model.requests();
     check_invariants(&requests);
-    let visible = |i: usize| requests[i].messages.iter().map(|m| format!("{}: {:.40}", m.role(), m.text())).collect::<Vec<_>>();
+    let visible = |i: usize| {
+        requests[i]
+            .messages
+            .iter()
+            .map(|m| format!("{}: {:.40}", m.role(), m.text()))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(
         visible(3),
         vec![
@@ -302,7 +453,9 @@ async fn a_long_history_is_compacted_with_the_tail_kept_verbatim() {
     let bot = runtime.bot("assistant").await.unwrap();
     bot.send("four").await.unwrap().result().await.unwrap();
     let first = &again.requests()[0].messages[0];
-    assert!(first.text().starts_with("[Summary of the earlier part of this conversation]\nThe user sent three long notes"));
+    assert!(first.text().starts_with(
+        "[Summary of the earlier part of this conversation]\nThe user sent three long notes"
+    ));
     assert_eq!(again.requests()[0].messages.len(), 5);
 }
 
@@ -317,13 +470,25 @@ fn a_crash_mid_turn_resumes_without_running_a_completed_tool_twice() {
     .unwrap();
     // First life: the turn stops inside `hold`, and the process "crashes":
     // its async runtime is torn down with every task in flight.
-    let first = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let first = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let conversation = first.block_on(async {
         let model = script(vec![two_calls]);
-        let runtime = home.builder(model).tool(Weather::new()).tool(hold.clone()).build().await.unwrap();
+        let runtime = home
+            .builder(model)
+            .tool(Weather::new())
+            .tool(hold.clone())
+            .build()
+            .await
+            .unwrap();
         let bot = runtime.bot("assistant").await.unwrap();
         let _turn = bot.send("go").await.unwrap();
-        tokio::time::timeout(WAIT, hold.entered.notified()).await.unwrap();
+        tokio::time::timeout(WAIT, hold.entered.notified())
+            .await
+            .unwrap();
         bot.conversation()
     });
     first.shutdown_background();
@@ -356,7 +521,11 @@ fn a_crash_mid_turn_resumes_without_running_a_completed_tool_twice() {
         .await
         .unwrap();
         assert_eq!(outcome, (TurnOutcome::Finished, "Recovered.".to_string()));
-        assert_eq!(*hold_again.calls.lock(), 0, "the interrupted call was not run again");
+        assert_eq!(
+            *hold_again.calls.lock(),
+            0,
+            "the interrupted call was not run again"
+        );
         let request = &model.requests()[0];
         check_invariants(&model.requests());
         let results: Vec<ToolResult> = request
@@ -367,8 +536,13 @@ fn a_crash_mid_turn_resumes_without_running_a_completed_tool_twice() {
                 _ => None,
             })
             .collect();
-        assert!(results[0].text.starts_with("outcome unknown: troupe stopped while `hold` was running"));
-        assert_eq!(results[1].text, "sunny, 21C", "the read-only call ran again");
+        assert!(results[0]
+            .text
+            .starts_with("outcome unknown: troupe stopped while `hold` was running"));
+        assert_eq!(
+            results[1].text, "sunny, 21C",
+            "the read-only call ran again"
+        );
         runtime.shutdown().await;
     });
 }

@@ -2,7 +2,12 @@
 //!
 //! Each file holds a tool's params type (its JSON schema is derived from it),
 //! its description, its flags and its handler, with its tests.
+pub mod ask_user;
+pub mod bot_create;
+pub mod cronjob_manage;
+pub mod delegate;
 pub mod file_lock;
+pub mod message_agent;
 pub mod memory;
 pub mod scan;
 pub mod skill_manage;
@@ -17,7 +22,8 @@ use troupe_runtime::tool::registry::Registry;
 
 /// Every built-in tool, in the table's order (the order the model sees).
 pub fn builtin() -> Registry {
-    let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> = vec![Arc::new(tool_search::ToolSearch::new())];
+    let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> =
+        vec![Arc::new(tool_search::ToolSearch::new())];
     let mut registry = Registry::new();
     for tool in tools {
         // Built-in names are unique and valid; a clash is a bug caught by the tests.

@@ -18,8 +18,15 @@ pub fn estimate_tokens(system: &str, history: &[Message]) -> u64 {
     let chars: usize = history
         .iter()
         .map(|m| match m {
-            Message::Assistant { content, tool_calls } => {
-                content.len() + tool_calls.iter().map(|c| c.name.len() + c.arguments.to_string().len()).sum::<usize>()
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                content.len()
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.to_string().len())
+                        .sum::<usize>()
             }
             other => other.text().len(),
         })
@@ -43,17 +50,26 @@ pub fn summary_request(model: &str, head: &[Message]) -> ModelRequest {
     for message in head {
         match message {
             Message::User { content } => transcript.push_str(&format!("USER: {content}\n\n")),
-            Message::Assistant { content, tool_calls } => {
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
                 if !content.is_empty() {
                     transcript.push_str(&format!("ASSISTANT: {content}\n\n"));
                 }
                 for call in tool_calls {
-                    transcript.push_str(&format!("ASSISTANT called {}({})\n\n", call.name, call.arguments));
+                    transcript.push_str(&format!(
+                        "ASSISTANT called {}({})\n\n",
+                        call.name, call.arguments
+                    ));
                 }
             }
             Message::Tool { name, result, .. } => {
                 let text: String = result.text.chars().take(2_000).collect();
-                transcript.push_str(&format!("RESULT of {name} ({:?}): {text}\n\n", result.status));
+                transcript.push_str(&format!(
+                    "RESULT of {name} ({:?}): {text}\n\n",
+                    result.status
+                ));
             }
         }
     }
@@ -92,9 +108,17 @@ mod tests {
         vec![
             Message::Assistant {
                 content: String::new(),
-                tool_calls: vec![ToolCall { id: format!("c{i}"), name: "t".into(), arguments: serde_json::json!({}) }],
+                tool_calls: vec![ToolCall {
+                    id: format!("c{i}"),
+                    name: "t".into(),
+                    arguments: serde_json::json!({}),
+                }],
             },
-            Message::Tool { call_id: format!("c{i}"), name: "t".into(), result: ToolResult::ok("r") },
+            Message::Tool {
+                call_id: format!("c{i}"),
+                name: "t".into(),
+                result: ToolResult::ok("r"),
+            },
         ]
     }
 
@@ -114,6 +138,9 @@ mod tests {
     #[test]
     fn the_summary_carries_items() {
         let m = summary_message("We fixed the build.", &["Plan:\n- [ ] ship".into()]);
-        assert_eq!(m.text(), format!("{SUMMARY_HEADER}\nWe fixed the build.\n\nPlan:\n- [ ] ship"));
+        assert_eq!(
+            m.text(),
+            format!("{SUMMARY_HEADER}\nWe fixed the build.\n\nPlan:\n- [ ] ship")
+        );
     }
 }

@@ -11,7 +11,10 @@ use troupe_runtime::protocol::{Message, ToolCall, ToolResult};
 
 /// The calls of the last assistant message that no tool result answers.
 pub fn unanswered_calls(history: &[Message]) -> Vec<ToolCall> {
-    let Some(pos) = history.iter().rposition(|m| matches!(m, Message::Assistant { .. })) else {
+    let Some(pos) = history
+        .iter()
+        .rposition(|m| matches!(m, Message::Assistant { .. }))
+    else {
         return Vec::new();
     };
     let Message::Assistant { tool_calls, .. } = &history[pos] else {
@@ -43,7 +46,10 @@ pub fn outcome_unknown(call: &ToolCall) -> ToolResult {
 /// Whether the history ends mid-turn: a message or results the model has
 /// not answered yet.
 pub fn awaits_model(history: &[Message]) -> bool {
-    matches!(history.last(), Some(Message::User { .. } | Message::Tool { .. }))
+    matches!(
+        history.last(),
+        Some(Message::User { .. } | Message::Tool { .. })
+    )
 }
 
 /// The final text of the turn: the last assistant message's text.
@@ -64,19 +70,32 @@ mod tests {
     use serde_json::json;
 
     fn call(id: &str) -> ToolCall {
-        ToolCall { id: id.into(), name: "run_command".into(), arguments: json!({}) }
+        ToolCall {
+            id: id.into(),
+            name: "run_command".into(),
+            arguments: json!({}),
+        }
     }
 
     #[test]
     fn unanswered_calls_are_found_after_the_last_assistant_message() {
         let history = vec![
             Message::user("go"),
-            Message::Assistant { content: String::new(), tool_calls: vec![call("a"), call("b")] },
-            Message::Tool { call_id: "a".into(), name: "run_command".into(), result: ToolResult::ok("done") },
+            Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![call("a"), call("b")],
+            },
+            Message::Tool {
+                call_id: "a".into(),
+                name: "run_command".into(),
+                result: ToolResult::ok("done"),
+            },
         ];
         assert_eq!(unanswered_calls(&history), vec![call("b")]);
         assert!(awaits_model(&history));
         assert!(unanswered_calls(&history[..1]).is_empty());
-        assert!(outcome_unknown(&call("b")).text.starts_with("outcome unknown: troupe stopped while `run_command`"));
+        assert!(outcome_unknown(&call("b"))
+            .text
+            .starts_with("outcome unknown: troupe stopped while `run_command`"));
     }
 }

@@ -23,12 +23,23 @@ type Result<T> = std::result::Result<T, StoreError>;
 impl Journal {
     /// The journal of `conversation`.
     pub fn new(store: Option<Store>, conversation: ConversationId, bot: BotId) -> Self {
-        Self { store, conversation, bot }
+        Self {
+            store,
+            conversation,
+            bot,
+        }
     }
 
     /// Creates the conversation's row if it has none.
-    pub async fn ensure(&self, kind: &str, parent: Option<ConversationId>, title: &str) -> Result<()> {
-        let Some(store) = &self.store else { return Ok(()) };
+    pub async fn ensure(
+        &self,
+        kind: &str,
+        parent: Option<ConversationId>,
+        title: &str,
+    ) -> Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
         let mut new = conversations::NewConversation::new(self.conversation, self.bot, kind);
         new.parent = parent;
         new.title = title.chars().take(80).collect();
@@ -45,7 +56,9 @@ impl Journal {
     /// The model-visible history: the latest segment's summary, the messages
     /// it kept verbatim, and everything after it.
     pub async fn load(&self) -> Result<Vec<Message>> {
-        let Some(store) = &self.store else { return Ok(Vec::new()) };
+        let Some(store) = &self.store else {
+            return Ok(Vec::new());
+        };
         let conv = self.conversation.to_string();
         store
             .read(move |conn| {
@@ -99,7 +112,9 @@ impl Journal {
 
     /// Appends messages in one transaction.
     pub async fn append(&self, messages: Vec<Message>) -> Result<()> {
-        let Some(store) = &self.store else { return Ok(()) };
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
         let (conv, bot) = (self.conversation, self.bot);
         store
             .write(move |tx| {
@@ -112,8 +127,16 @@ impl Journal {
     }
 
     /// Appends an assistant message and the usage of the call that made it.
-    pub async fn append_assistant(&self, message: Message, model: String, usage: Usage, cost_usd: f64) -> Result<()> {
-        let Some(store) = &self.store else { return Ok(()) };
+    pub async fn append_assistant(
+        &self,
+        message: Message,
+        model: String,
+        usage: Usage,
+        cost_usd: f64,
+    ) -> Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
         let (conv, bot) = (self.conversation, self.bot);
         store
             .write(move |tx| {
@@ -128,7 +151,9 @@ impl Journal {
     /// transaction. `false` when it was applied before (a redelivery).
     pub async fn apply_delivery(&self, envelope: Envelope, message: Message) -> Result<bool> {
         let (conv, bot) = (self.conversation, self.bot);
-        let Some(store) = &self.store else { return Ok(true) };
+        let Some(store) = &self.store else {
+            return Ok(true);
+        };
         store
             .write(move |tx| {
                 if !mailbox::consume(tx, envelope.id)? {
@@ -142,7 +167,9 @@ impl Journal {
 
     /// Marks the conversation as mid-turn (or not), so a restart resumes it.
     pub async fn set_turn_open(&self, open: bool, first: Option<Message>) -> Result<()> {
-        let Some(store) = &self.store else { return Ok(()) };
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
         let (conv, bot) = (self.conversation, self.bot);
         let key = format!("open_turn:{conv}");
         store
@@ -154,7 +181,8 @@ impl Journal {
                     tx.prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")?
                         .execute(params![key, store::now()])?;
                 } else {
-                    tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?.execute(params![key])?;
+                    tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?
+                        .execute(params![key])?;
                 }
                 Ok(())
             })
@@ -164,7 +192,9 @@ impl Journal {
     /// Records a compaction: the summary message and how many messages
     /// before it stay verbatim.
     pub async fn record_compaction(&self, summary: Message, tail_count: usize) -> Result<()> {
-        let Some(store) = &self.store else { return Ok(()) };
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
         let (conv, bot) = (self.conversation, self.bot);
         store
             .write(move |tx| {
@@ -183,8 +213,11 @@ impl Journal {
 pub async fn open_turns(store: &Store) -> Result<Vec<ConversationId>> {
     store
         .read(|conn| {
-            let mut stmt = conn.prepare_cached("SELECT key FROM kv WHERE key LIKE 'open_turn:%' ORDER BY key")?;
-            let keys = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<std::result::Result<Vec<_>, _>>()?;
+            let mut stmt = conn
+                .prepare_cached("SELECT key FROM kv WHERE key LIKE 'open_turn:%' ORDER BY key")?;
+            let keys = stmt
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<std::result::Result<Vec<_>, _>>()?;
             Ok(keys
                 .iter()
                 .filter_map(|k| k.strip_prefix("open_turn:")?.parse().ok())

@@ -75,7 +75,10 @@ impl ModelStep {
             self.request.messages = history.clone();
         }
         let mut output = self.call().await;
-        if let ModelOutput::Answered { compacted: slot, .. } = &mut output {
+        if let ModelOutput::Answered {
+            compacted: slot, ..
+        } = &mut output
+        {
             *slot = compacted;
         }
         let _ = actor.send_message(ConversationMsg::ModelDone { turn, output });
@@ -105,13 +108,22 @@ impl ModelStep {
         };
         let message = compaction::summary_message(&summary, &c.carried);
         let tail = history[c.split..].to_vec();
-        if let Err(e) = self.journal.record_compaction(message.clone(), tail.len()).await {
-            self.emitter.emit(AgentEvent::Warning { message: format!("the compaction could not be saved: {e}") });
+        if let Err(e) = self
+            .journal
+            .record_compaction(message.clone(), tail.len())
+            .await
+        {
+            self.emitter.emit(AgentEvent::Warning {
+                message: format!("the compaction could not be saved: {e}"),
+            });
             return None;
         }
         let mut compacted = vec![message];
         compacted.extend(tail);
-        self.emitter.emit(AgentEvent::Compacted { before, after: compacted.len() });
+        self.emitter.emit(AgentEvent::Compacted {
+            before,
+            after: compacted.len(),
+        });
         Some(compacted)
     }
 
@@ -122,7 +134,11 @@ impl ModelStep {
         };
         let mut stream = match stream {
             Ok(s) => s,
-            Err(e) => return ModelOutput::Failed { error: e.to_string() },
+            Err(e) => {
+                return ModelOutput::Failed {
+                    error: e.to_string(),
+                }
+            }
         };
         let mut text = String::new();
         let mut calls: Vec<(usize, ToolCall)> = Vec::new();
@@ -144,10 +160,16 @@ impl ModelStep {
             };
             match next {
                 None => break,
-                Some(Err(e)) => return ModelOutput::Failed { error: e.to_string() },
+                Some(Err(e)) => {
+                    return ModelOutput::Failed {
+                        error: e.to_string(),
+                    }
+                }
                 Some(Ok(event)) => match event {
                     ModelEvent::TextDelta { text: delta } => {
-                        self.emitter.emit(AgentEvent::TextDelta { text: delta.clone() });
+                        self.emitter.emit(AgentEvent::TextDelta {
+                            text: delta.clone(),
+                        });
                         text.push_str(&delta);
                     }
                     ModelEvent::ToolCallCompleted { index, call } => calls.push((index, call)),
@@ -159,23 +181,42 @@ impl ModelStep {
         }
         calls.sort_by_key(|(i, _)| *i);
         let tool_calls: Vec<ToolCall> = calls.into_iter().map(|(_, c)| c).collect();
-        let stop = stop.unwrap_or(if tool_calls.is_empty() { StopReason::EndTurn } else { StopReason::ToolUse });
-        let message = Message::Assistant { content: text, tool_calls };
+        let stop = stop.unwrap_or(if tool_calls.is_empty() {
+            StopReason::EndTurn
+        } else {
+            StopReason::ToolUse
+        });
+        let message = Message::Assistant {
+            content: text,
+            tool_calls,
+        };
         let cost_usd = self.model.pricing.cost(&usage);
         if let Err(e) = self
             .journal
             .append_assistant(message.clone(), self.model.model.clone(), usage, cost_usd)
             .await
         {
-            return ModelOutput::Failed { error: format!("the answer could not be saved: {e}") };
+            return ModelOutput::Failed {
+                error: format!("the answer could not be saved: {e}"),
+            };
         }
-        ModelOutput::Answered { message, stop, usage, cost_usd, compacted: None }
+        ModelOutput::Answered {
+            message,
+            stop,
+            usage,
+            cost_usd,
+            compacted: None,
+        }
     }
 }
 
 /// Runs a request to its end and returns the text.
 async fn collect_text(model: &ResolvedModel, request: ModelRequest) -> Result<String, String> {
-    let mut stream = model.provider.stream(request).await.map_err(|e| e.to_string())?;
+    let mut stream = model
+        .provider
+        .stream(request)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut text = String::new();
     while let Some(event) = stream.next().await {
         if let ModelEvent::TextDelta { text: delta } = event.map_err(|e| e.to_string())? {
@@ -200,7 +241,8 @@ impl ToolStep {
     /// Runs the calls, commits their results together and reports to `actor`.
     pub async fn run(self, actor: ActorRef<ConversationMsg>) {
         let emitter = &self.emitter;
-        let on_start = |call: &ToolCall| emitter.emit(AgentEvent::ToolCallStarted { call: call.clone() });
+        let on_start =
+            |call: &ToolCall| emitter.emit(AgentEvent::ToolCallStarted { call: call.clone() });
         let on_finish = |o: &CallOutcome| {
             emitter.emit(AgentEvent::ToolCallFinished {
                 call_id: o.call.id.clone(),
@@ -209,14 +251,30 @@ impl ToolStep {
                 elapsed_ms: o.elapsed.as_millis() as u64,
             })
         };
-        let outcomes = self.dispatcher.run_step(&self.calls, &self.visible, &self.ctx, &on_start, &on_finish).await;
+        let outcomes = self
+            .dispatcher
+            .run_step(&self.calls, &self.visible, &self.ctx, &on_start, &on_finish)
+            .await;
         let messages = outcomes.iter().map(result_message).collect();
-        let error = self.journal.append(messages).await.err().map(|e| e.to_string());
-        let _ = actor.send_message(ConversationMsg::ToolsDone { turn: self.turn, outcomes, error });
+        let error = self
+            .journal
+            .append(messages)
+            .await
+            .err()
+            .map(|e| e.to_string());
+        let _ = actor.send_message(ConversationMsg::ToolsDone {
+            turn: self.turn,
+            outcomes,
+            error,
+        });
     }
 }
 
 /// The history message of a call's outcome.
 pub fn result_message(outcome: &CallOutcome) -> Message {
-    Message::Tool { call_id: outcome.call.id.clone(), name: outcome.call.name.clone(), result: outcome.result.clone() }
+    Message::Tool {
+        call_id: outcome.call.id.clone(),
+        name: outcome.call.name.clone(),
+        result: outcome.result.clone(),
+    }
 }

@@ -26,7 +26,9 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     let node = Arc::clone(&args.node);
     let durable = node.settings.durable;
     let journal = Journal::new(durable.then(|| node.store.clone()), args.id, args.bot.id);
-    journal.ensure(args.kind.as_str(), args.parent, &args.title).await?;
+    journal
+        .ensure(args.kind.as_str(), args.parent, &args.title)
+        .await?;
     let mut history = journal.load().await?;
     let services = args.services.fork();
     let mut state = State {
@@ -45,13 +47,20 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     // Carried tools rebuild what they held from their latest results.
     let ctx = state.tool_context(CancellationToken::new());
     for (i, m) in history.iter().enumerate() {
-        if let Message::Tool { call_id, name, result } = m {
+        if let Message::Tool {
+            call_id,
+            name,
+            result,
+        } = m
+        {
             if let Some(tool) = node.tools.get(name).filter(|t| t.spec().flags.carried) {
                 let args = history[..i]
                     .iter()
                     .rev()
                     .find_map(|m| match m {
-                        Message::Assistant { tool_calls, .. } => tool_calls.iter().find(|c| c.id == *call_id),
+                        Message::Assistant { tool_calls, .. } => {
+                            tool_calls.iter().find(|c| c.id == *call_id)
+                        }
                         _ => None,
                     })
                     .map(|c| c.arguments.clone())
@@ -72,7 +81,11 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
             } else {
                 history::outcome_unknown(call)
             };
-            repaired.push(Message::Tool { call_id: call.id.clone(), name: call.name.clone(), result });
+            repaired.push(Message::Tool {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                result,
+            });
         }
         state.journal.append(repaired.clone()).await?;
         history.extend(repaired);
@@ -81,14 +94,21 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     Ok(state)
 }
 
-
 fn dispatcher(state: &State) -> Dispatcher {
     let node = &state.args.node;
-    Dispatcher::new(Arc::clone(&node.tools), Arc::clone(&node.gate), node.dispatch_settings())
+    Dispatcher::new(
+        Arc::clone(&node.tools),
+        Arc::clone(&node.gate),
+        node.dispatch_settings(),
+    )
 }
 
 /// Starts a turn.
-pub(super) async fn begin(myself: &ActorRef<ConversationMsg>, state: &mut State, request: TurnRequest) {
+pub(super) async fn begin(
+    myself: &ActorRef<ConversationMsg>,
+    state: &mut State,
+    request: TurnRequest,
+) {
     state.turns += 1;
     state.guard.start_turn();
     let node = Arc::clone(&state.args.node);
@@ -112,10 +132,20 @@ pub(super) async fn begin(myself: &ActorRef<ConversationMsg>, state: &mut State,
         Input::Continue => None,
         Input::Delivered(envelope) => {
             let message = delivered_message(&envelope.body);
-            match state.journal.apply_delivery(envelope, message.clone()).await {
+            match state
+                .journal
+                .apply_delivery(envelope, message.clone())
+                .await
+            {
                 Ok(true) => {
                     if let Payload::Notice { topic, text, .. } = &message_payload(&message) {
-                        emit(state, AgentEvent::Notice { topic: topic.clone(), text: text.clone() });
+                        emit(
+                            state,
+                            AgentEvent::Notice {
+                                topic: topic.clone(),
+                                text: text.clone(),
+                            },
+                        );
                     }
                     state.history.push(message);
                     None
@@ -126,27 +156,55 @@ pub(super) async fn begin(myself: &ActorRef<ConversationMsg>, state: &mut State,
                     return;
                 }
                 Err(e) => {
-                    finish(myself, state, TurnOutcome::Failed { error: format!("the message could not be saved: {e}") }).await;
+                    finish(
+                        myself,
+                        state,
+                        TurnOutcome::Failed {
+                            error: format!("the message could not be saved: {e}"),
+                        },
+                    )
+                    .await;
                     return;
                 }
             }
         }
     };
     if let Err(e) = state.journal.set_turn_open(true, first.clone()).await {
-        finish(myself, state, TurnOutcome::Failed { error: format!("the message could not be saved: {e}") }).await;
+        finish(
+            myself,
+            state,
+            TurnOutcome::Failed {
+                error: format!("the message could not be saved: {e}"),
+            },
+        )
+        .await;
         return;
     }
     state.history.extend(first);
     let number = state.turns;
-    emit(state, AgentEvent::TurnStarted { conversation: state.args.id, turn: number });
+    emit(
+        state,
+        AgentEvent::TurnStarted {
+            conversation: state.args.id,
+            turn: number,
+        },
+    );
     next_step(myself, state).await;
 }
 
 /// The text a delivered message adds to the history.
 fn delivered_message(payload: &Payload) -> Message {
     match payload {
-        Payload::Text { sender, text, expects_reply } => {
-            let reply = if *expects_reply { " (they expect a reply: answer with message_agent)" } else { "" };
+        Payload::Text {
+            sender,
+            text,
+            expects_reply,
+        } => {
+            let reply = if *expects_reply {
+                " (they expect a reply: answer with message_agent)"
+            } else {
+                ""
+            };
             Message::user(format!("[message from {sender}{reply}]\n{text}"))
         }
         Payload::Notice { topic, text, .. } => Message::user(format!("[notice: {topic}]\n{text}")),
@@ -156,9 +214,19 @@ fn delivered_message(payload: &Payload) -> Message {
 
 fn message_payload(message: &Message) -> Payload {
     let text = message.text();
-    match text.strip_prefix("[notice: ").and_then(|r| r.split_once("]\n")) {
-        Some((topic, body)) => Payload::Notice { topic: topic.into(), text: body.into(), data: serde_json::Value::Null },
-        None => Payload::Custom { name: String::new(), data: serde_json::Value::Null },
+    match text
+        .strip_prefix("[notice: ")
+        .and_then(|r| r.split_once("]\n"))
+    {
+        Some((topic, body)) => Payload::Notice {
+            topic: topic.into(),
+            text: body.into(),
+            data: serde_json::Value::Null,
+        },
+        None => Payload::Custom {
+            name: String::new(),
+            data: serde_json::Value::Null,
+        },
     }
 }
 
@@ -170,20 +238,37 @@ fn emit(state: &State, event: AgentEvent) {
 
 /// Decides and starts the next model step.
 async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
-    let Some(active) = state.active.as_mut() else { return };
+    let Some(active) = state.active.as_mut() else {
+        return;
+    };
     if active.cancel.is_cancelled() {
         finish(myself, state, TurnOutcome::Stopped).await;
         return;
     }
     if let Some(exceeded) = active.scope.check() {
-        finish(myself, state, TurnOutcome::Budget { budget: exceeded.budget, detail: exceeded.detail }).await;
+        finish(
+            myself,
+            state,
+            TurnOutcome::Budget {
+                budget: exceeded.budget,
+                detail: exceeded.detail,
+            },
+        )
+        .await;
         return;
     }
     let mut injected: Vec<Message> = active.notes.drain(..).map(Message::user).collect();
     injected.extend(active.steers.drain(..).map(Message::user));
     if !injected.is_empty() {
         if let Err(e) = state.journal.append(injected.clone()).await {
-            finish(myself, state, TurnOutcome::Failed { error: format!("a message could not be saved: {e}") }).await;
+            finish(
+                myself,
+                state,
+                TurnOutcome::Failed {
+                    error: format!("a message could not be saved: {e}"),
+                },
+            )
+            .await;
             return;
         }
         state.history.extend(injected);
@@ -195,7 +280,9 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     let node = Arc::clone(&state.args.node);
     let model = state.args.model.clone();
     let compaction = needs_compaction(state);
-    let Some(active) = state.active.as_ref() else { return };
+    let Some(active) = state.active.as_ref() else {
+        return;
+    };
     let request = ModelRequest {
         model: model.model.clone(),
         system: state.system.clone(),
@@ -239,14 +326,24 @@ fn needs_compaction(state: &State) -> Option<Compaction> {
 }
 
 /// A model step ended.
-pub(super) async fn model_done(myself: &ActorRef<ConversationMsg>, state: &mut State, output: ModelOutput) {
+pub(super) async fn model_done(
+    myself: &ActorRef<ConversationMsg>,
+    state: &mut State,
+    output: ModelOutput,
+) {
     match output {
         ModelOutput::Failed { error } => finish(myself, state, TurnOutcome::Failed { error }).await,
         ModelOutput::Stopped { partial } => {
             state.history.extend(partial);
             finish(myself, state, TurnOutcome::Stopped).await;
         }
-        ModelOutput::Answered { message, stop, usage, cost_usd, compacted } => {
+        ModelOutput::Answered {
+            message,
+            stop,
+            usage,
+            cost_usd,
+            compacted,
+        } => {
             if let Some(history) = compacted {
                 state.history = history;
                 if let Some(active) = state.active.as_mut() {
@@ -254,16 +351,29 @@ pub(super) async fn model_done(myself: &ActorRef<ConversationMsg>, state: &mut S
                 }
                 state.refresh_tools();
             }
-            let Some(active) = state.active.as_mut() else { return };
+            let Some(active) = state.active.as_mut() else {
+                return;
+            };
             active.usage.add(&usage);
             active.cost_usd += cost_usd;
             active.scope.charge_model(usage.total(), cost_usd);
             active.last_stop = Some(stop.clone());
-            let Message::Assistant { content, tool_calls } = &message else { return };
+            let Message::Assistant {
+                content,
+                tool_calls,
+            } = &message
+            else {
+                return;
+            };
             let (content, calls) = (content.clone(), tool_calls.clone());
             state.history.push(message);
             if !content.is_empty() {
-                emit(state, AgentEvent::AssistantMessage { text: content.clone() });
+                emit(
+                    state,
+                    AgentEvent::AssistantMessage {
+                        text: content.clone(),
+                    },
+                );
             }
             if stop == StopReason::Refusal {
                 finish(myself, state, TurnOutcome::Refused { detail: content }).await;
@@ -274,20 +384,29 @@ pub(super) async fn model_done(myself: &ActorRef<ConversationMsg>, state: &mut S
                     next_step(myself, state).await;
                 } else {
                     if stop == StopReason::MaxTokens {
-                        emit(state, AgentEvent::Warning { message: "the answer was cut at the output token limit".into() });
+                        emit(
+                            state,
+                            AgentEvent::Warning {
+                                message: "the answer was cut at the output token limit".into(),
+                            },
+                        );
                     }
                     finish(myself, state, TurnOutcome::Finished).await;
                 }
                 return;
             }
-            let Some(active) = state.active.as_ref() else { return };
+            let Some(active) = state.active.as_ref() else {
+                return;
+            };
             if active.cancel.is_cancelled() {
                 // Stopped before the calls ran: answer them so the history stays whole.
                 let stopped: Vec<CallOutcome> = calls
                     .into_iter()
                     .map(|call| CallOutcome {
                         call,
-                        result: troupe_runtime::protocol::ToolResult::error("not run: the turn was stopped"),
+                        result: troupe_runtime::protocol::ToolResult::error(
+                            "not run: the turn was stopped",
+                        ),
                         elapsed: std::time::Duration::ZERO,
                     })
                     .collect();
@@ -319,7 +438,14 @@ pub(super) async fn tools_done(
     error: Option<String>,
 ) {
     if let Some(error) = error {
-        finish(myself, state, TurnOutcome::Failed { error: format!("tool results could not be saved: {error}") }).await;
+        finish(
+            myself,
+            state,
+            TurnOutcome::Failed {
+                error: format!("tool results could not be saved: {error}"),
+            },
+        )
+        .await;
         return;
     }
     let mut halt = None;
@@ -328,8 +454,12 @@ pub(super) async fn tools_done(
         state.history.push(step::result_message(outcome));
         loads |= outcome.call.name == troupe_runtime::tool::catalog::TOOL_SEARCH;
         let tolerant = state.tools.is_failure_tolerant(&outcome.call.name);
-        let verdict = state.guard.after_call(&outcome.call, &outcome.result, tolerant);
-        let Some(active) = state.active.as_mut() else { return };
+        let verdict = state
+            .guard
+            .after_call(&outcome.call, &outcome.result, tolerant);
+        let Some(active) = state.active.as_mut() else {
+            return;
+        };
         active.scope.charge_tool_call();
         match verdict {
             Verdict::Continue => {}
@@ -348,8 +478,14 @@ pub(super) async fn tools_done(
 }
 
 /// Ends the turn, reports it, and starts the next queued one.
-pub(super) async fn finish(myself: &ActorRef<ConversationMsg>, state: &mut State, outcome: TurnOutcome) {
-    let Some(active) = state.active.take() else { return };
+pub(super) async fn finish(
+    myself: &ActorRef<ConversationMsg>,
+    state: &mut State,
+    outcome: TurnOutcome,
+) {
+    let Some(active) = state.active.take() else {
+        return;
+    };
     if let Err(e) = state.journal.set_turn_open(false, None).await {
         tracing::error!(error = %e, "could not close the turn in the store");
     }
@@ -363,7 +499,12 @@ pub(super) async fn finish(myself: &ActorRef<ConversationMsg>, state: &mut State
         cost_usd: active.cost_usd,
         steps: state.guard.steps(),
     };
-    active.emitter.emit(AgentEvent::TurnFinished { outcome, text, usage: active.usage, cost_usd: active.cost_usd });
+    active.emitter.emit(AgentEvent::TurnFinished {
+        outcome,
+        text,
+        usage: active.usage,
+        cost_usd: active.cost_usd,
+    });
     if let Some(done) = active.done {
         let _ = done.send(report);
     }

@@ -7,10 +7,14 @@ use troupe_runtime::store::{self, StoreError};
 use crate::bot::{BotRecord, BotSpec};
 
 fn decode(id: String, spec: String) -> Result<BotRecord, StoreError> {
-    let id = id
-        .parse::<BotId>()
-        .map_err(|e| StoreError::Codec { what: "bot id", detail: e.to_string() })?;
-    let spec = serde_json::from_str::<BotSpec>(&spec).map_err(|e| StoreError::Codec { what: "bot", detail: e.to_string() })?;
+    let id = id.parse::<BotId>().map_err(|e| StoreError::Codec {
+        what: "bot id",
+        detail: e.to_string(),
+    })?;
+    let spec = serde_json::from_str::<BotSpec>(&spec).map_err(|e| StoreError::Codec {
+        what: "bot",
+        detail: e.to_string(),
+    })?;
     Ok(BotRecord { id, spec })
 }
 
@@ -34,16 +38,22 @@ pub fn by_id(conn: &Connection, id: BotId) -> Result<Option<BotRecord>, StoreErr
 
 /// Every live bot, by name.
 pub fn list(conn: &Connection) -> Result<Vec<BotRecord>, StoreError> {
-    let mut stmt = conn.prepare_cached("SELECT id, spec FROM bots WHERE archived_at IS NULL ORDER BY name")?;
+    let mut stmt =
+        conn.prepare_cached("SELECT id, spec FROM bots WHERE archived_at IS NULL ORDER BY name")?;
     let rows = stmt
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
         .collect::<Result<Vec<_>, _>>()?;
-    rows.into_iter().map(|(id, spec)| decode(id, spec)).collect()
+    rows.into_iter()
+        .map(|(id, spec)| decode(id, spec))
+        .collect()
 }
 
 /// Inserts a bot; `false` when one with its name exists.
 pub fn insert(tx: &Transaction<'_>, record: &BotRecord) -> Result<bool, StoreError> {
-    let spec = serde_json::to_string(&record.spec).map_err(|e| StoreError::Codec { what: "bot", detail: e.to_string() })?;
+    let spec = serde_json::to_string(&record.spec).map_err(|e| StoreError::Codec {
+        what: "bot",
+        detail: e.to_string(),
+    })?;
     let n = tx
         .prepare_cached(
             "INSERT INTO bots (id, name, title, description, mission, model, spec, created_at)

@@ -1,0 +1,114 @@
+//! The handle through which tools reach other agents.
+//!
+//! `delegate`, `message_agent`, `bot_create`, `ask_user` and
+//! `cronjob_manage` act on actors, which live above the tools in the
+//! dependency order. The tools check their arguments and hand the request to
+//! the [`AgentServices`] the node puts into every conversation's services;
+//! the actors implement it.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::ToolResult;
+use crate::tool::ToolContext;
+
+/// One task for a subagent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    /// What the subagent must achieve, as a standalone instruction.
+    pub goal: String,
+    /// Everything it needs to know: it sees nothing of this conversation.
+    #[serde(default)]
+    pub context: String,
+}
+
+/// What `delegate` asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum DelegateRequest {
+    /// Start subagents.
+    Spawn {
+        /// Their tasks.
+        tasks: Vec<Task>,
+    },
+    /// List this conversation's subagents.
+    List,
+    /// Add a message to a running subagent.
+    Steer {
+        /// The subagent.
+        subagent_id: String,
+        /// The message.
+        message: String,
+    },
+    /// Stop a subagent.
+    Stop {
+        /// The subagent.
+        subagent_id: String,
+    },
+}
+
+/// A bot to create.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BotDraft {
+    /// Its name.
+    pub name: String,
+    /// Its title.
+    pub title: String,
+    /// One line: its role.
+    pub description: String,
+    /// Its standing rules, if given.
+    pub mission: Option<String>,
+}
+
+/// What `cronjob_manage` asks for, as the tool parsed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutineRequest {
+    /// `create`, `list`, `update`, `pause`, `resume`, `remove` or `run`.
+    pub action: String,
+    /// The routine's id or name.
+    pub job_id: Option<String>,
+    /// Its name.
+    pub name: Option<String>,
+    /// Its prompt.
+    pub prompt: Option<String>,
+    /// Its schedule.
+    pub schedule: Option<String>,
+}
+
+/// What the actors do for tools.
+#[async_trait::async_trait]
+pub trait AgentServices: Send + Sync + 'static {
+    /// Runs a `delegate` request.
+    async fn delegate(&self, ctx: &ToolContext, request: DelegateRequest) -> ToolResult;
+    /// Sends a message to another agent of the home.
+    async fn message_agent(&self, ctx: &ToolContext, target: &str, message: &str) -> ToolResult;
+    /// Creates a bot.
+    async fn create_bot(&self, ctx: &ToolContext, draft: BotDraft) -> ToolResult;
+    /// Asks the user questions and waits for the answer.
+    async fn ask_user(&self, ctx: &ToolContext, questions: serde_json::Value) -> ToolResult;
+    /// Manages routines.
+    async fn routines(&self, ctx: &ToolContext, request: RoutineRequest) -> ToolResult;
+}
+
+/// The services as stored in a conversation's [`crate::tool::Services`].
+#[derive(Clone)]
+pub struct Agents(pub Arc<dyn AgentServices>);
+
+impl std::fmt::Debug for Agents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Agents")
+    }
+}
+
+impl Agents {
+    /// The agents of `ctx`, or the error result a tool returns when it runs
+    /// outside a node.
+    pub fn of(ctx: &ToolContext) -> Result<Arc<dyn AgentServices>, ToolResult> {
+        ctx.services
+            .get::<Agents>()
+            .map(|a| Arc::clone(&a.0))
+            .ok_or_else(|| ToolResult::error("this tool needs a running troupe node; it is not available here."))
+    }
+}

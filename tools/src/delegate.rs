@@ -1,0 +1,159 @@
+//! `delegate`: hands tasks to subagents.
+//!
+//! Each task runs as a subagent with a clean context, the parent's model and
+//! the parent's tools minus those subagents never get. In a conversation the
+//! call returns at once and the summaries come back in one message when the
+//! last subagent ends; in a routine run it waits for them.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use troupe_runtime::agents::{Agents, DelegateRequest, Task};
+use troupe_runtime::protocol::ToolResult;
+use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+
+/// The most tasks one call may hand out.
+pub const MAX_TASKS: usize = 10;
+
+/// What to do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Start subagents for `tasks` (the default).
+    #[default]
+    Spawn,
+    /// List this conversation's subagents and their states.
+    List,
+    /// Send `message` to the running subagent `subagent_id`.
+    Steer,
+    /// Stop the subagent `subagent_id`.
+    Stop,
+}
+
+/// Arguments of `delegate`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Up to 10 tasks, each a `goal` and the `context` it needs (the subagent knows nothing of this conversation).
+    #[serde(default)]
+    pub tasks: Vec<Task>,
+    /// `spawn` (default), `list`, `steer` or `stop`.
+    #[serde(default)]
+    pub action: Action,
+    /// The subagent to steer or stop.
+    pub subagent_id: Option<String>,
+    /// The message for `steer`.
+    pub message: Option<String>,
+}
+
+/// The `delegate` tool.
+#[derive(Debug)]
+pub struct Delegate {
+    spec: ToolSpec,
+}
+
+impl Default for Delegate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Delegate {
+    /// The tool.
+    pub fn new() -> Self {
+        Self {
+            spec: ToolSpec::new(
+                "delegate",
+                "Hand tasks to subagents that work in parallel, each with a clean context, your model and \
+                 your tools (minus memory, ask_user, delegate and messaging). Give each task a standalone \
+                 `goal` and all the `context` it needs. Up to 10 tasks. In a conversation the call returns \
+                 at once and the summaries arrive together in one message when the last subagent ends; \
+                 in a routine run it waits for them. `action`: spawn (default), list, steer, stop.",
+                schema_for::<Params>(),
+            ),
+        }
+    }
+}
+
+/// Checks the arguments and turns them into a request.
+pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
+    let need_id = |p: &Params| {
+        p.subagent_id
+            .clone()
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| ToolResult::error("this action needs `subagent_id`; `action: list` shows them."))
+    };
+    match params.action {
+        Action::Spawn => {
+            if params.tasks.is_empty() {
+                return Err(ToolResult::error("`tasks` is empty: give at least one task with a `goal`."));
+            }
+            if params.tasks.len() > MAX_TASKS {
+                return Err(ToolResult::error(format!(
+                    "{} tasks is more than the {MAX_TASKS} one call may hand out: group them, or delegate in several calls.",
+                    params.tasks.len()
+                )));
+            }
+            if let Some(i) = params.tasks.iter().position(|t| t.goal.trim().is_empty()) {
+                return Err(ToolResult::error(format!("task {} has no `goal`.", i + 1)));
+            }
+            Ok(DelegateRequest::Spawn { tasks: params.tasks })
+        }
+        Action::List => Ok(DelegateRequest::List),
+        Action::Steer => {
+            let subagent_id = need_id(&params)?;
+            let message = params
+                .message
+                .filter(|m| !m.trim().is_empty())
+                .ok_or_else(|| ToolResult::error("`action: steer` needs a `message`."))?;
+            Ok(DelegateRequest::Steer { subagent_id, message })
+        }
+        Action::Stop => Ok(DelegateRequest::Stop { subagent_id: need_id(&params)? }),
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for Delegate {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
+        let request = match parse_args::<Params>("delegate", args).and_then(request) {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        match Agents::of(ctx) {
+            Ok(agents) => agents.delegate(ctx, request).await,
+            Err(e) => e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: serde_json::Value) -> Result<DelegateRequest, ToolResult> {
+        request(serde_json::from_value(v).unwrap())
+    }
+
+    #[test]
+    fn tasks_are_checked() {
+        let eleven: Vec<_> = (0..11).map(|i| json!({"goal": format!("g{i}")})).collect();
+        assert!(parse(json!({"tasks": eleven})).unwrap_err().text.starts_with("11 tasks is more than the 10"));
+        assert_eq!(parse(json!({"tasks": []})).unwrap_err().text, "`tasks` is empty: give at least one task with a `goal`.");
+        assert_eq!(parse(json!({"tasks": [{"goal": " "}]})).unwrap_err().text, "task 1 has no `goal`.");
+        assert_eq!(
+            parse(json!({"tasks": [{"goal": "a", "context": "b"}]})).unwrap(),
+            DelegateRequest::Spawn { tasks: vec![Task { goal: "a".into(), context: "b".into() }] }
+        );
+    }
+
+    #[test]
+    fn steer_and_stop_need_their_arguments() {
+        assert!(parse(json!({"action": "steer", "subagent_id": "s"})).unwrap_err().text.contains("needs a `message`"));
+        assert!(parse(json!({"action": "stop"})).unwrap_err().text.contains("needs `subagent_id`"));
+        assert_eq!(parse(json!({"action": "list"})).unwrap(), DelegateRequest::List);
+    }
+}

@@ -1,0 +1,81 @@
+//! `message_agent`: a message into another agent's own conversation.
+//!
+//! It returns at once with a delivery id; the message is committed before
+//! that. The reply, or the failure, arrives later as a notice in the
+//! sender's conversation.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use troupe_runtime::agents::Agents;
+use troupe_runtime::protocol::ToolResult;
+use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+
+/// The longest message, in characters.
+pub const MAX_CHARS: usize = 16_000;
+
+/// Arguments of `message_agent`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// The agent's name, from the roster in your instructions.
+    pub target: String,
+    /// The message, at most 16,000 characters.
+    pub message: String,
+}
+
+/// The `message_agent` tool.
+#[derive(Debug)]
+pub struct MessageAgent {
+    spec: ToolSpec,
+}
+
+impl Default for MessageAgent {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MessageAgent {
+    /// The tool.
+    pub fn new() -> Self {
+        Self {
+            spec: ToolSpec::new(
+                "message_agent",
+                "Send a message to another agent of this home, into its own conversation. Returns at once \
+                 with a delivery id; its reply (or a failure) arrives later as a notice. `target` is a name \
+                 from the roster; `message` at most 16,000 characters.",
+                schema_for::<Params>(),
+            ),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for MessageAgent {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
+        let params: Params = match parse_args("message_agent", args) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let chars = params.message.chars().count();
+        if chars > MAX_CHARS {
+            return ToolResult::error(format!(
+                "the message is {chars} characters; the limit is {MAX_CHARS}. Shorten it, or put the details in a file and send its path."
+            ));
+        }
+        if params.message.trim().is_empty() {
+            return ToolResult::error("the message is empty.");
+        }
+        if params.target == ctx.agent {
+            return ToolResult::error("you cannot message yourself; pick another agent from the roster.");
+        }
+        match Agents::of(ctx) {
+            Ok(agents) => agents.message_agent(ctx, params.target.trim(), &params.message).await,
+            Err(e) => e,
+        }
+    }
+}
