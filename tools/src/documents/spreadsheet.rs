@@ -1,0 +1,111 @@
+//! Spreadsheets (XLSX, XLSM, XLSB, XLS, ODS) to Markdown through calamine:
+//! one `## Sheet` section per sheet, holding its used range as a table.
+//!
+//! The reader is chosen by extension so its own error reaches the user.
+//! Cells show their value (not their formula); dates come out as ISO dates,
+//! whole numbers without a trailing `.0`.
+
+use std::io::Cursor;
+use std::path::Path;
+
+use calamine::{open_workbook_from_rs, Data, Ods, Reader, Xls, Xlsb, Xlsx};
+
+use super::markdown::Markdown;
+use super::Failure;
+
+/// Converts a spreadsheet file's bytes; `path` picks the reader.
+pub(crate) fn convert(path: &Path, bytes: &[u8], md: &mut Markdown) -> Result<(), Failure> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let cursor = Cursor::new(bytes);
+    match ext.as_str() {
+        "xls" => write_book(open::<Xls<_>>(cursor)?, md),
+        "xlsb" => write_book(open::<Xlsb<_>>(cursor)?, md),
+        "ods" => write_book(open::<Ods<_>>(cursor)?, md),
+        _ => {
+            if bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0]) {
+                // An OOXML workbook inside an OLE file is an encrypted one.
+                return Err(Failure::Encrypted);
+            }
+            write_book(open::<Xlsx<_>>(cursor)?, md)
+        }
+    }
+}
+
+fn open<'a, R>(cursor: Cursor<&'a [u8]>) -> Result<R, Failure>
+where
+    R: Reader<Cursor<&'a [u8]>>,
+    R::Error: std::fmt::Display,
+{
+    open_workbook_from_rs::<R, _>(cursor).map_err(|e| classify(&e.to_string()))
+}
+
+fn classify(message: &str) -> Failure {
+    let lower = message.to_ascii_lowercase();
+    if lower.contains("password") || lower.contains("encrypt") {
+        Failure::Encrypted
+    } else {
+        Failure::Corrupt(message.to_string())
+    }
+}
+
+fn write_book<RS, R>(mut book: R, md: &mut Markdown) -> Result<(), Failure>
+where
+    RS: std::io::Read + std::io::Seek,
+    R: Reader<RS>,
+    R::Error: std::fmt::Display,
+{
+    for name in book.sheet_names() {
+        if md.is_full() {
+            break;
+        }
+        md.heading(2, &name);
+        let range = book
+            .worksheet_range(&name)
+            .map_err(|e| classify(&format!("sheet {name}: {e}")))?;
+        let mut rows: Vec<Vec<String>> = range
+            .rows()
+            .map(|row| row.iter().map(cell_text).collect())
+            .collect();
+        while rows
+            .last()
+            .is_some_and(|row| row.iter().all(|c| c.trim().is_empty()))
+        {
+            rows.pop();
+        }
+        if rows.is_empty() {
+            md.paragraph("(empty sheet)");
+        } else {
+            md.table(&rows);
+        }
+    }
+    Ok(())
+}
+
+/// A cell's value as text.
+fn cell_text(cell: &Data) -> String {
+    match cell {
+        Data::Empty => String::new(),
+        Data::Bool(b) => if *b { "TRUE" } else { "FALSE" }.to_string(),
+        Data::DateTime(dt) if dt.is_duration() => match dt.as_duration() {
+            Some(duration) => {
+                let secs = duration.num_seconds();
+                format!("{}:{:02}:{:02}", secs / 3600, (secs / 60) % 60, secs % 60)
+            }
+            None => dt.to_string(),
+        },
+        Data::DateTime(dt) => match dt.as_datetime() {
+            Some(value) => {
+                let text = value.format("%Y-%m-%d %H:%M:%S").to_string();
+                text.strip_suffix(" 00:00:00")
+                    .map(str::to_string)
+                    .unwrap_or(text)
+            }
+            None => dt.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
