@@ -5,6 +5,7 @@
 
 pub mod file_lock;
 pub mod memory;
+pub mod plan;
 pub mod scan;
 pub mod skill_manage;
 pub mod skills;
