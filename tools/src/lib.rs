@@ -10,6 +10,7 @@ pub mod documents;
 pub mod file_lock;
 pub mod memory;
 pub mod message_agent;
+pub mod plan;
 pub mod scan;
 pub mod skill_manage;
 pub mod skills;

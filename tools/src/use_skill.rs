@@ -159,9 +159,9 @@ pub fn carried_text(skills: &[InUse]) -> Option<String> {
         let header = format!("\n\n## {}\n", skill.name);
         let room = left.saturating_sub(header.chars().count());
         if room <= TRUNCATED.chars().count() {
-            out.push_str(&format!(
-                "\n\n[… more skills were in use; load them again with use_skill if needed]"
-            ));
+            out.push_str(
+                "\n\n[… more skills were in use; load them again with use_skill if needed]",
+            );
             break;
         }
         let body = truncate_chars(&skill.instructions, each.min(room));
