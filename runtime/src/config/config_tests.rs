@@ -208,6 +208,9 @@ fn file_then_env_then_flags() {
     assert_eq!(config.agent.model, "short:model");
     let config = Config::load(&home, &no_env, &[]).unwrap();
     assert_eq!(config.agent.model, "file:model");
+    // An empty variable counts as unset.
+    let config = Config::load(&home, &env_of(&[("TROUPE_AGENT__MODEL", "")]), &[]).unwrap();
+    assert_eq!(config.agent.model, "file:model");
 }
 
 #[test]
