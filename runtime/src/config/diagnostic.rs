@@ -61,10 +61,11 @@ fn rephrase(keys: &[String], message: &str) -> String {
         let (name, expected) = split_expected(rest);
         return unknown_key(keys, &name, &expected);
     }
-    let (key, section) = match keys.split_last() {
-        Some((key, section)) => (format!("`{key}`"), section.join(".")),
-        None => ("the file".to_owned(), String::new()),
+    // With no key to blame, the text itself did not parse.
+    let Some((key, section)) = keys.split_last() else {
+        return format!("invalid TOML: {message}");
     };
+    let (key, section) = (format!("`{key}`"), section.join("."));
     let subject = if section.is_empty() {
         key
     } else {

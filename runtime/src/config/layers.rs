@@ -34,7 +34,7 @@ impl Source {
 }
 
 /// The values the environment sets, as (key, value, source), short forms
-/// first so the long forms win.
+/// first so the long forms win. Empty variables are skipped.
 pub(crate) fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String, Source)> {
     let short = SHORT_ENV
         .iter()
@@ -43,7 +43,8 @@ pub(crate) fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, Str
     short
         .chain(long)
         .filter_map(|(var, key)| {
-            let value = env(&var)?;
+            // An empty variable counts as unset, as for `TROUPE_HOME`.
+            let value = env(&var).filter(|value| !value.is_empty())?;
             Some((key, value, Source::Env(var)))
         })
         .collect()
