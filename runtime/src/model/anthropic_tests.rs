@@ -417,3 +417,48 @@ async fn a_drop_before_any_text_is_retried_and_after_a_tool_call_is_not() {
     );
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn an_overloaded_error_event_before_any_text_is_retried() {
+    let stream = concat!(
+        "event: message_start\n",
+        "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
+        "event: error\n",
+        "data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+    );
+    let server = TestServer::start(vec![Reply::sse(stream, 13), Reply::sse(TEXT_ONLY, 13)]).await;
+    let (events, error) = collect(client(&server).stream(request()).await.unwrap()).await;
+    assert_eq!(error, None);
+    assert_eq!(events[1..].to_vec(), text_events());
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn the_permit_is_held_for_the_stream_life() {
+    let head = &TEXT_ONLY[..TEXT_ONLY.find("event: content_block_stop").unwrap()];
+    let server = TestServer::start(vec![
+        Reply::sse(head, 50).ending(End::Stall),
+        Reply::sse(TEXT_ONLY, 50),
+    ])
+    .await;
+    let mut http = fast_http();
+    http.limit = crate::model::ConcurrencyLimit::new(1);
+    http.timeouts.between_chunks = std::time::Duration::from_secs(30);
+    let client = AnthropicClient::new(config(server.url()), http.clone());
+    let mut first = client.stream(request()).await.unwrap();
+    // Read up to the text: the first call is streaming and holds the only permit.
+    use futures::StreamExt;
+    while !matches!(first.next().await, Some(Ok(ModelEvent::TextDelta { .. }))) {}
+    assert_eq!(http.limit.available(), 0);
+    let second = client.stream(request()).await.unwrap();
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the second call waits for the permit"
+    );
+    drop(first);
+    let (events, error) = collect(second).await;
+    assert_eq!(error, None);
+    assert_eq!(events, text_events());
+    assert_eq!(server.requests().len(), 2);
+}

@@ -89,39 +89,55 @@ pub(crate) struct Call {
 pub(crate) fn start<D, F>(http: HttpOptions, call: Call, decoder: F) -> ModelStream
 where
     D: Decoder,
-    F: Fn() -> D + Send + 'static,
+    F: Fn() -> D + Send + Sync + 'static,
 {
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
-        let _permit = match http.limit.acquire().await {
-            Ok(permit) => permit,
-            Err(err) => {
-                let _ = tx
-                    .send(Err(ModelError::Connection {
-                        provider: call.caller.provider.clone(),
-                        message: format!("concurrency cap closed: {err}"),
-                    }))
-                    .await;
-                return;
-            }
-        };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match attempt_once(&http, &call, decoder(), &tx, attempt).await {
-                Outcome::Finished => return,
-                Outcome::Retry(delay) => {
-                    tracing::debug!(provider = %call.caller.provider, attempt, ?delay, "retrying model call");
-                    tokio::time::sleep(delay).await;
-                }
-                Outcome::Fail(err) => {
-                    let _ = tx.send(Err(err)).await;
-                    return;
-                }
-            }
+        // Stop at once when the consumer drops the stream, even while
+        // waiting for a permit or on the network, so the permit goes back
+        // promptly.
+        tokio::select! {
+            () = tx.closed() => {}
+            () = run(&http, &call, &decoder, &tx) => {}
         }
     });
     Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+/// Takes a permit, then tries the call until it finishes, fails or runs out
+/// of attempts; the permit is held throughout.
+async fn run<D, F>(http: &HttpOptions, call: &Call, decoder: &F, tx: &Sender)
+where
+    D: Decoder,
+    F: Fn() -> D,
+{
+    let _permit = match http.limit.acquire().await {
+        Ok(permit) => permit,
+        Err(err) => {
+            let _ = tx
+                .send(Err(ModelError::Connection {
+                    provider: call.caller.provider.clone(),
+                    message: format!("concurrency cap closed: {err}"),
+                }))
+                .await;
+            return;
+        }
+    };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match attempt_once(http, call, decoder(), tx, attempt).await {
+            Outcome::Finished => return,
+            Outcome::Retry(delay) => {
+                tracing::debug!(provider = %call.caller.provider, attempt, ?delay, "retrying model call");
+                tokio::time::sleep(delay).await;
+            }
+            Outcome::Fail(err) => {
+                let _ = tx.send(Err(err)).await;
+                return;
+            }
+        }
+    }
 }
 
 enum Outcome {

@@ -394,3 +394,47 @@ async fn silence_between_chunks_times_out_after_text_and_is_not_retried() {
     );
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn an_error_object_mid_stream_is_an_api_error() {
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+        "data: {\"error\":{\"message\":\"Provider returned error\",\"code\":502}}\n\n",
+    );
+    let server = TestServer::start(vec![Reply::sse(stream, 7)]).await;
+    let (events, error) = collect(client(&server).stream(request()).await.unwrap()).await;
+    assert_eq!(events, vec![ModelEvent::TextDelta { text: "Hi".into() }]);
+    assert_eq!(
+        error,
+        Some(ModelError::Api {
+            provider: "openai".into(),
+            kind: "error".into(),
+            message: "Provider returned error".into(),
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_typed_error_after_the_retries() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    drop(listener);
+    let client = OpenAiClient::new(
+        OpenAiConfig {
+            name: "ollama".into(),
+            base_url: url,
+            api_key: None,
+            key_var: "(no key variable)".into(),
+            model: "qwen3".into(),
+            context_window: 32_768,
+            sees_images: false,
+        },
+        fast_http(),
+    );
+    let (events, error) = collect(client.stream(request()).await.unwrap()).await;
+    assert_eq!(events, vec![]);
+    assert!(
+        matches!(&error, Some(ModelError::Connection { provider, .. }) if provider == "ollama"),
+        "{error:?}"
+    );
+}

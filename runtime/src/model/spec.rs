@@ -230,6 +230,36 @@ impl Default for ResolveOptions {
 /// Resolves `spec` with default retries and timeouts and the process-wide
 /// endpoint caps. `env` looks variables up; `home_root` anchors a relative
 /// `script:PATH`.
+///
+/// # Examples
+///
+/// Resolves a defined model and streams one call (needs the server running):
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), troupe_runtime::model::ModelError> {
+/// use std::path::Path;
+/// use futures::StreamExt;
+/// use troupe_runtime::model::{resolve, ModelRequest, ModelsConfig};
+/// use troupe_runtime::protocol::Message;
+///
+/// let models = ModelsConfig::load(Path::new("/home/me/.troupe/models.toml"))?;
+/// let env = |name: &str| std::env::var(name).ok();
+/// let model = resolve("ollama:qwen3", &models, &env, Path::new("/home/me/.troupe"))?;
+/// let request = ModelRequest {
+///     model: model.model.clone(),
+///     system: "Be brief.".into(),
+///     messages: vec![Message::user("Hello")],
+///     tools: Vec::new(),
+///     max_tokens: model.max_output_tokens,
+///     temperature: None,
+/// };
+/// let mut events = model.provider.stream(request).await?;
+/// while let Some(event) = events.next().await {
+///     println!("{:?}", event?);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub fn resolve(
     spec: &str,
     models: &ModelsConfig,
