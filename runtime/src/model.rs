@@ -5,6 +5,23 @@
 //! messages over SSE, and a scripted provider serves canned turns from a JSON
 //! file for tests, demos and users' own bot tests. Tool-call arguments are
 //! assembled from their fragments and parsed only once complete.
+//!
+//! A spec (`openai:MODEL`, `anthropic:MODEL`, `ollama:MODEL`, `script:PATH`
+//! or a name from `models.toml`) becomes a ready provider with [`resolve`].
+//! Retries, timeouts and the per-endpoint concurrency cap are shared by both
+//! HTTP clients ([`retry`], [`limit`], [`http`]).
+
+pub mod anthropic;
+pub mod http;
+pub mod limit;
+pub mod openai;
+pub mod retry;
+pub mod scripted;
+pub mod spec;
+pub mod sse;
+
+#[cfg(test)]
+mod testkit;
 
 use std::pin::Pin;
 
@@ -13,6 +30,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::{Message, StopReason, ToolCall, Usage};
 use crate::tool::ToolDefinition;
+
+pub use anthropic::AnthropicClient;
+pub use http::HttpOptions;
+pub use limit::{ConcurrencyLimit, ConcurrencyLimits};
+pub use openai::OpenAiClient;
+pub use retry::{RetryPolicy, Timeouts};
+pub use scripted::{ScriptedCall, ScriptedProvider, Turn};
+pub use spec::{
+    resolve, resolve_with, ModelDef, ModelsConfig, Pricing, ResolveOptions, ResolvedModel, Spend,
+};
 
 /// One call to a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

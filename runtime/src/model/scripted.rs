@@ -1,0 +1,314 @@
+//! A scripted model for tests, demos and users' own bot tests.
+//!
+//! A script is a JSON file `{"turns": [...]}`; each model call is answered by
+//! the next turn, as text, tool calls or both, streamed as the same events a
+//! real provider yields. A turn may `expect` a substring in the latest user
+//! or tool message, so a test fails loudly, naming the turn, when the agent
+//! sent something else. Every request is recorded for assertions. For
+//! benchmarks, [`ScriptedProvider::from_fn`] answers from a function of the
+//! request with no file and no latency.
+
+use std::path::Path;
+
+use parking_lot::Mutex;
+use serde::Deserialize;
+
+use super::{ModelError, ModelEvent, ModelRequest, ModelStream, Provider};
+use crate::protocol::{Message, StopReason, ToolCall, Usage};
+
+/// One scripted answer.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    /// The text answered, if any.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// The tool calls made, if any.
+    #[serde(default)]
+    pub tool_calls: Vec<ScriptedCall>,
+    /// A substring the latest user or tool message must contain.
+    #[serde(default)]
+    pub expect: Option<String>,
+    /// The usage reported (missing fields are 0); none is reported if unset.
+    #[serde(default, deserialize_with = "partial_usage")]
+    pub usage: Option<Usage>,
+}
+
+impl Turn {
+    /// A turn answering with text.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: Some(text.into()),
+            ..Self::default()
+        }
+    }
+
+    /// A turn calling one tool.
+    pub fn tool_call(name: impl Into<String>, arguments: serde_json::Value) -> Self {
+        Self {
+            tool_calls: vec![ScriptedCall {
+                name: name.into(),
+                arguments,
+                id: None,
+            }],
+            ..Self::default()
+        }
+    }
+
+    /// This turn, requiring `substring` in the latest user or tool message.
+    pub fn expecting(mut self, substring: impl Into<String>) -> Self {
+        self.expect = Some(substring.into());
+        self
+    }
+
+    /// This turn, reporting `usage`.
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+}
+
+/// A scripted tool call.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedCall {
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments.
+    #[serde(default = "empty_object")]
+    pub arguments: serde_json::Value,
+    /// The call id (default `call_<call>_<position>`).
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+fn partial_usage<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Usage>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Partial {
+        #[serde(default)]
+        input_tokens: u64,
+        #[serde(default)]
+        output_tokens: u64,
+        #[serde(default)]
+        cache_read_tokens: u64,
+        #[serde(default)]
+        cache_write_tokens: u64,
+    }
+    Ok(Option::<Partial>::deserialize(de)?.map(|p| Usage {
+        input_tokens: p.input_tokens,
+        output_tokens: p.output_tokens,
+        cache_read_tokens: p.cache_read_tokens,
+        cache_write_tokens: p.cache_write_tokens,
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptFile {
+    turns: Vec<Turn>,
+}
+
+type Responder = dyn Fn(&ModelRequest) -> Turn + Send + Sync;
+
+enum Source {
+    Turns { label: String, turns: Vec<Turn> },
+    Function(Box<Responder>),
+}
+
+struct State {
+    calls: usize,
+    requests: Vec<ModelRequest>,
+}
+
+/// A provider answering from a script or a function.
+pub struct ScriptedProvider {
+    source: Source,
+    record: bool,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for ScriptedProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let source = match &self.source {
+            Source::Turns { label, turns } => format!("{label} ({} turns)", turns.len()),
+            Source::Function(_) => "function".to_string(),
+        };
+        f.debug_struct("ScriptedProvider")
+            .field("source", &source)
+            .field("calls", &self.state.lock().calls)
+            .finish()
+    }
+}
+
+impl ScriptedProvider {
+    /// A provider serving `turns` in order.
+    pub fn new(turns: Vec<Turn>) -> Self {
+        Self::with_source(Source::Turns {
+            label: "<inline>".to_string(),
+            turns,
+        })
+    }
+
+    /// A provider serving the script at `path` (`{"turns": [...]}`).
+    pub fn load(path: &Path) -> Result<Self, ModelError> {
+        let text = std::fs::read_to_string(path).map_err(|err| {
+            ModelError::Config(format!("cannot read script {}: {err}", path.display()))
+        })?;
+        let file: ScriptFile = serde_json::from_str(&text).map_err(|err| {
+            ModelError::Config(format!(
+                "script {} is not {{\"turns\": [...]}} with turns of text, tool_calls, expect, usage: {err}",
+                path.display()
+            ))
+        })?;
+        Ok(Self::with_source(Source::Turns {
+            label: path.display().to_string(),
+            turns: file.turns,
+        }))
+    }
+
+    /// A provider answering every call with `respond(request)`.
+    pub fn from_fn(respond: impl Fn(&ModelRequest) -> Turn + Send + Sync + 'static) -> Self {
+        Self::with_source(Source::Function(Box::new(respond)))
+    }
+
+    /// The benchmark's weather agent: unless the last message is a tool
+    /// result it calls `lookup_weather {"city": "Paris"}`, then it answers
+    /// with text.
+    pub fn weather() -> Self {
+        Self::from_fn(|request| match request.messages.last() {
+            Some(Message::Tool { result, .. }) => {
+                Turn::text(format!("The weather in Paris: {}", result.text))
+            }
+            _ => Turn::tool_call("lookup_weather", serde_json::json!({"city": "Paris"})),
+        })
+        .recording(false)
+    }
+
+    /// Whether to keep every request (on by default; off for benchmarks).
+    pub fn recording(mut self, record: bool) -> Self {
+        self.record = record;
+        self
+    }
+
+    fn with_source(source: Source) -> Self {
+        Self {
+            source,
+            record: true,
+            state: Mutex::new(State {
+                calls: 0,
+                requests: Vec::new(),
+            }),
+        }
+    }
+
+    /// Every request received, in order.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.state.lock().requests.clone()
+    }
+
+    /// How many calls were made.
+    pub fn calls(&self) -> usize {
+        self.state.lock().calls
+    }
+
+    /// The turn answering call `number` (from 1) with `request`.
+    fn turn(&self, number: usize, request: &ModelRequest) -> Result<Turn, ModelError> {
+        let (label, turn) = match &self.source {
+            Source::Function(respond) => return Ok(respond(request)),
+            Source::Turns { label, turns } => match turns.get(number - 1) {
+                Some(turn) => (label, turn.clone()),
+                None => {
+                    return Err(ModelError::Script(format!(
+                        "script {label} has {} turns; call {number} has none",
+                        turns.len()
+                    )))
+                }
+            },
+        };
+        if let Some(expected) = &turn.expect {
+            let latest = request
+                .messages
+                .iter()
+                .rev()
+                .find(|m| matches!(m, Message::User { .. } | Message::Tool { .. }));
+            let got = latest
+                .map(Message::text)
+                .unwrap_or("(no user or tool message)");
+            if !got.contains(expected.as_str()) {
+                return Err(ModelError::Script(format!(
+                    "script {label} turn {number} expected the latest user or tool message to contain {expected:?}, got {got:?}"
+                )));
+            }
+        }
+        Ok(turn)
+    }
+}
+
+/// The events a turn streams as, call ids made from the call's number.
+fn events(turn: Turn, number: usize) -> Vec<Result<ModelEvent, ModelError>> {
+    let mut out = Vec::new();
+    if let Some(text) = turn.text.filter(|t| !t.is_empty()) {
+        out.push(ModelEvent::TextDelta { text });
+    }
+    let calls = !turn.tool_calls.is_empty();
+    for (index, call) in turn.tool_calls.into_iter().enumerate() {
+        let id = call.id.unwrap_or_else(|| format!("call_{number}_{index}"));
+        out.push(ModelEvent::ToolCallStarted {
+            index,
+            id: id.clone(),
+            name: call.name.clone(),
+        });
+        out.push(ModelEvent::ToolCallDelta {
+            index,
+            fragment: call.arguments.to_string(),
+        });
+        out.push(ModelEvent::ToolCallCompleted {
+            index,
+            call: ToolCall {
+                id,
+                name: call.name,
+                arguments: call.arguments,
+            },
+        });
+    }
+    if let Some(usage) = turn.usage {
+        out.push(ModelEvent::Usage { usage });
+    }
+    out.push(ModelEvent::Stop {
+        reason: if calls {
+            StopReason::ToolUse
+        } else {
+            StopReason::EndTurn
+        },
+    });
+    out.into_iter().map(Ok).collect()
+}
+
+#[async_trait::async_trait]
+impl Provider for ScriptedProvider {
+    fn name(&self) -> &str {
+        "script"
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let number = {
+            let mut state = self.state.lock();
+            state.calls += 1;
+            if self.record {
+                state.requests.push(request.clone());
+            }
+            state.calls
+        };
+        let turn = self.turn(number, &request)?;
+        Ok(Box::pin(futures::stream::iter(events(turn, number))))
+    }
+}
+
+#[cfg(test)]
+#[path = "scripted_tests.rs"]
+mod tests;

@@ -1,0 +1,192 @@
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+use crate::model::testkit::collect;
+use crate::protocol::ToolResult;
+
+fn request(messages: Vec<Message>) -> ModelRequest {
+    ModelRequest {
+        model: "script".into(),
+        system: String::new(),
+        messages,
+        tools: Vec::new(),
+        max_tokens: None,
+        temperature: None,
+    }
+}
+
+fn write_script(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
+    let path = dir.path().join("script.json");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn a_script_file_serves_turns_in_order_and_records_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_script(
+        &dir,
+        r#"{"turns": [
+            {"text": "Looking.", "tool_calls": [{"name": "lookup_weather", "arguments": {"city": "Paris"}}], "expect": "weather", "usage": {"input_tokens": 10, "output_tokens": 3}},
+            {"text": "It is sunny.", "expect": "sunny"}
+        ]}"#,
+    );
+    let script = ScriptedProvider::load(&path).unwrap();
+    let first = request(vec![Message::user("What's the weather?")]);
+    let (events, error) = collect(script.stream(first.clone()).await.unwrap()).await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events,
+        vec![
+            ModelEvent::TextDelta {
+                text: "Looking.".into()
+            },
+            ModelEvent::ToolCallStarted {
+                index: 0,
+                id: "call_1_0".into(),
+                name: "lookup_weather".into()
+            },
+            ModelEvent::ToolCallDelta {
+                index: 0,
+                fragment: r#"{"city":"Paris"}"#.into()
+            },
+            ModelEvent::ToolCallCompleted {
+                index: 0,
+                call: ToolCall {
+                    id: "call_1_0".into(),
+                    name: "lookup_weather".into(),
+                    arguments: json!({"city": "Paris"})
+                }
+            },
+            ModelEvent::Usage {
+                usage: Usage {
+                    input_tokens: 10,
+                    output_tokens: 3,
+                    ..Usage::default()
+                }
+            },
+            ModelEvent::Stop {
+                reason: StopReason::ToolUse
+            },
+        ]
+    );
+    let mut second_messages = first.messages.clone();
+    second_messages.push(Message::Tool {
+        call_id: "call_1_0".into(),
+        name: "lookup_weather".into(),
+        result: ToolResult::ok("sunny, 21 C"),
+    });
+    let second = request(second_messages);
+    let (events, _) = collect(script.stream(second.clone()).await.unwrap()).await;
+    assert_eq!(
+        events,
+        vec![
+            ModelEvent::TextDelta {
+                text: "It is sunny.".into()
+            },
+            ModelEvent::Stop {
+                reason: StopReason::EndTurn
+            },
+        ]
+    );
+    assert_eq!(script.requests(), vec![first, second]);
+
+    let error = script
+        .stream(request(vec![Message::user("more?")]))
+        .await
+        .err();
+    assert_eq!(
+        error,
+        Some(ModelError::Script(format!(
+            "script {} has 2 turns; call 3 has none",
+            path.display()
+        )))
+    );
+}
+
+#[tokio::test]
+async fn an_expectation_that_fails_names_the_turn_and_what_came() {
+    let script = ScriptedProvider::new(vec![
+        Turn::text("ok"),
+        Turn::text("never").expecting("approved"),
+    ]);
+    let _first = script
+        .stream(request(vec![Message::user("hi")]))
+        .await
+        .unwrap();
+    let error = script
+        .stream(request(vec![
+            Message::user("hi"),
+            Message::assistant("ok"),
+            Message::user("denied"),
+        ]))
+        .await
+        .err();
+    assert_eq!(
+        error,
+        Some(ModelError::Script(
+            "script <inline> turn 2 expected the latest user or tool message to contain \"approved\", got \"denied\"".into()
+        ))
+    );
+}
+
+#[test]
+fn a_bad_script_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_script(&dir, r#"{"turns": [{"txt": "typo"}]}"#);
+    let error = ScriptedProvider::load(&path).unwrap_err().to_string();
+    assert!(
+        error.contains("script.json") && error.contains("txt"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn the_weather_function_calls_the_tool_then_answers() {
+    let weather = ScriptedProvider::weather();
+    let (events, _) = collect(
+        weather
+            .stream(request(vec![Message::user("weather?")]))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        events.last(),
+        Some(&ModelEvent::Stop {
+            reason: StopReason::ToolUse
+        })
+    );
+    let (events, _) = collect(
+        weather
+            .stream(request(vec![
+                Message::user("weather?"),
+                Message::Tool {
+                    call_id: "call_1_0".into(),
+                    name: "lookup_weather".into(),
+                    result: ToolResult::ok("sunny"),
+                },
+            ]))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        events,
+        vec![
+            ModelEvent::TextDelta {
+                text: "The weather in Paris: sunny".into()
+            },
+            ModelEvent::Stop {
+                reason: StopReason::EndTurn
+            }
+        ]
+    );
+    assert_eq!(weather.calls(), 2);
+    assert_eq!(
+        weather.requests(),
+        vec![],
+        "the benchmark provider keeps nothing"
+    );
+}

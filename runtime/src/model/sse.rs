@@ -1,0 +1,143 @@
+//! Server-sent events, parsed from bytes that arrive split anywhere.
+//!
+//! Both providers stream SSE. A network read can end in the middle of a line
+//! or even of a UTF-8 character, so the parser keeps raw bytes until a whole
+//! line is in, and an event until its blank line. It knows nothing of either
+//! provider's payloads.
+
+/// One server-sent event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` name, if the server gave one.
+    pub event: Option<String>,
+    /// The `data:` lines, joined by newlines.
+    pub data: String,
+}
+
+/// An incremental SSE parser: feed it bytes, take whole events out.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    pending: Vec<u8>,
+    event: Option<String>,
+    data: Vec<String>,
+}
+
+impl SseParser {
+    /// A parser with nothing buffered.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds bytes; returns the events they completed, in order.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+        self.pending.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        let mut start = 0;
+        while let Some(offset) = self.pending[start..].iter().position(|b| *b == b'\n') {
+            let end = start + offset;
+            let mut line = &self.pending[start..end];
+            if let [rest @ .., b'\r'] = line {
+                line = rest;
+            }
+            let line = String::from_utf8_lossy(line).into_owned();
+            start = end + 1;
+            if let Some(event) = self.line(&line) {
+                events.push(event);
+            }
+        }
+        self.pending.drain(..start);
+        events
+    }
+
+    /// Ends the input: an event not closed by a blank line is returned if it
+    /// has data (some servers close the connection right after the last line).
+    pub fn finish(&mut self) -> Option<SseEvent> {
+        if !self.pending.is_empty() {
+            let rest = std::mem::take(&mut self.pending);
+            let line = String::from_utf8_lossy(&rest).into_owned();
+            if let Some(event) = self.line(line.trim_end_matches('\r')) {
+                return Some(event);
+            }
+        }
+        self.dispatch()
+    }
+
+    fn line(&mut self, line: &str) -> Option<SseEvent> {
+        if line.is_empty() {
+            return self.dispatch();
+        }
+        if line.starts_with(':') {
+            return None;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        match field {
+            "event" => self.event = Some(value.to_string()),
+            "data" => self.data.push(value.to_string()),
+            _ => {}
+        }
+        None
+    }
+
+    fn dispatch(&mut self) -> Option<SseEvent> {
+        let event = self.event.take();
+        if self.data.is_empty() {
+            return None;
+        }
+        let data = std::mem::take(&mut self.data).join("\n");
+        Some(SseEvent { event, data })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn parse_in_pieces(input: &[u8], size: usize) -> Vec<SseEvent> {
+        let mut parser = SseParser::new();
+        let mut events = Vec::new();
+        for piece in input.chunks(size) {
+            events.extend(parser.push(piece));
+        }
+        events.extend(parser.finish());
+        events
+    }
+
+    #[test]
+    fn events_survive_any_split_including_inside_a_utf8_character() {
+        let input = "event: message_start\ndata: {\"a\":1}\n\n: keep-alive comment\n\r\ndata: caf\u{e9} \u{1f600}\r\ndata: second line\r\n\r\ndata:no-space\n\ndata: [DONE]";
+        let expected = vec![
+            SseEvent {
+                event: Some("message_start".into()),
+                data: "{\"a\":1}".into(),
+            },
+            SseEvent {
+                event: None,
+                data: "caf\u{e9} \u{1f600}\nsecond line".into(),
+            },
+            SseEvent {
+                event: None,
+                data: "no-space".into(),
+            },
+            SseEvent {
+                event: None,
+                data: "[DONE]".into(),
+            },
+        ];
+        for size in [1, 2, 3, 7, 13, input.len()] {
+            assert_eq!(
+                parse_in_pieces(input.as_bytes(), size),
+                expected,
+                "size {size}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_event_without_data_is_not_dispatched() {
+        assert_eq!(parse_in_pieces(b"event: ping\n\n", 4), vec![]);
+    }
+}
