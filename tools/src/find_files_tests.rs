@@ -52,7 +52,11 @@ async fn content_matches_come_in_path_order_skipping_hidden_ignored_and_binary()
         result.text,
         "src/a.rs:3:// TODO one\nsrc/b.rs:1:TODO two\nsrc/b.rs:2:TODO three"
     );
-    let folded = find(&f, json!({"pattern": "todo", "ignore_case": true, "file_glob": "*.md"})).await;
+    let folded = find(
+        &f,
+        json!({"pattern": "todo", "ignore_case": true, "file_glob": "*.md"}),
+    )
+    .await;
     assert_eq!(folded.text, "docs/readme.md:2:todo lower");
 }
 
@@ -73,12 +77,20 @@ async fn context_lines_use_dashes_and_groups_are_separated() {
         "l1\nl2\nMATCH\nl4\nl5\nl6\nl7\nMATCH\nl9\n",
     )
     .unwrap();
-    let result = find(&f, json!({"pattern": "MATCH", "context": 1, "path": "ctx.txt"})).await;
+    let result = find(
+        &f,
+        json!({"pattern": "MATCH", "context": 1, "path": "ctx.txt"}),
+    )
+    .await;
     assert_eq!(
         result.text,
         "ctx.txt-2-l2\nctx.txt:3:MATCH\nctx.txt-4-l4\n--\nctx.txt-7-l7\nctx.txt:8:MATCH\nctx.txt-9-l9"
     );
-    let wide = find(&f, json!({"pattern": "MATCH", "context": 50, "path": "ctx.txt", "limit": 1})).await;
+    let wide = find(
+        &f,
+        json!({"pattern": "MATCH", "context": 50, "path": "ctx.txt", "limit": 1}),
+    )
+    .await;
     assert_eq!(
         wide.text,
         "ctx.txt-1-l1\nctx.txt-2-l2\nctx.txt:3:MATCH\nctx.txt-4-l4\nctx.txt-5-l5\nctx.txt-6-l6\nctx.txt-7-l7\n[more results: call again with offset=1]"
@@ -131,7 +143,8 @@ async fn an_invalid_regex_is_an_error_with_the_reason() {
     let result = find(&f, json!({"pattern": "(unclosed"})).await;
     assert!(result.is_error());
     assert!(
-        result.text.starts_with("invalid regex `(unclosed`: ") && result.text.contains("unclosed group"),
+        result.text.starts_with("invalid regex `(unclosed`: ")
+            && result.text.contains("unclosed group"),
         "{}",
         result.text
     );
