@@ -35,3 +35,10 @@ pub fn builtin() -> Registry {
     }
     registry
 }
+pub mod edit_file;
+pub mod find_files;
+pub mod ledger;
+pub mod paths;
+pub mod read_file;
+pub mod run_command;
+pub mod write_file;

@@ -1,0 +1,271 @@
+use std::os::unix::fs::{symlink, PermissionsExt};
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+
+/// A temp folder holding a home (`.troupe`) and a working folder (`work`),
+/// with its real path (the temp dir itself may sit behind a link).
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: Home,
+    cwd: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let home = Home::new(root.join(".troupe"));
+    std::fs::create_dir_all(home.root()).unwrap();
+    let cwd = root.join("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    Fixture {
+        _dir: dir,
+        root,
+        home,
+        cwd,
+    }
+}
+
+fn refusal_text(f: &Fixture, raw: &str, access: Access) -> String {
+    confine_in(&f.home, &f.cwd, raw, access)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn parent_dirs_into_a_system_folder_are_refused_for_writing() {
+    let f = fixture();
+    let raw = "../../../../../../../../../../etc/passwd";
+    assert_eq!(
+        refusal_text(&f, raw, Access::Write),
+        format!("refused: `{raw}` (which resolves to `/etc/passwd`) is inside the system folder `/etc`, which the file tools never write")
+    );
+    // Reading a system file is fine.
+    assert_eq!(
+        confine_in(&f.home, &f.cwd, raw, Access::Read).unwrap(),
+        PathBuf::from("/etc/passwd")
+    );
+}
+
+#[test]
+fn a_symlink_out_to_a_system_folder_is_judged_by_its_target() {
+    let f = fixture();
+    symlink("/etc", f.cwd.join("out")).unwrap();
+    assert_eq!(
+        refusal_text(&f, "out/hosts", Access::Write),
+        "refused: `out/hosts` (which resolves to `/etc/hosts`) is inside the system folder `/etc`, which the file tools never write"
+    );
+}
+
+#[test]
+fn a_symlink_into_the_homes_settings_is_refused_for_writing() {
+    let f = fixture();
+    std::fs::write(f.home.config_file(), "x = 1\n").unwrap();
+    symlink(f.home.config_file(), f.cwd.join("cfg")).unwrap();
+    assert_eq!(
+        refusal_text(&f, "cfg", Access::Write),
+        format!(
+            "refused: `cfg` (which resolves to `{}`) is troupe's own `config.toml`, which the file tools never write; ask the user to change it",
+            f.home.config_file().display()
+        )
+    );
+}
+
+#[test]
+fn proc_self_root_does_not_hide_a_protected_path() {
+    let f = fixture();
+    let raw = format!("/proc/self/root{}", f.home.models_file().display());
+    let models = f.home.models_file().display().to_string();
+    assert_eq!(
+        refusal_text(&f, &raw, Access::Write),
+        format!("refused: `{raw}` (which resolves to `{models}`) is troupe's own `models.toml`, which the file tools never write; ask the user to change it")
+    );
+    assert_eq!(
+        refusal_text(&f, &raw, Access::Read),
+        format!("refused: `{raw}` (which resolves to `{models}`) is troupe's `models.toml`, which can hold keys and tokens, so the file tools do not read it")
+    );
+    assert_eq!(
+        refusal_text(&f, "/proc/self/root/etc/shadow", Access::Write),
+        "refused: `/proc/self/root/etc/shadow` (which resolves to `/etc/shadow`) is inside the system folder `/etc`, which the file tools never write"
+    );
+}
+
+#[test]
+fn proc_is_refused_for_reading() {
+    let f = fixture();
+    let text = refusal_text(&f, "/proc/self/environ", Access::Read);
+    assert!(
+        text.starts_with("refused: `/proc/self/environ` (which resolves to `/proc/")
+            && text.ends_with("/environ`) is inside `/proc`, which exposes processes' environment and memory; use run_command to inspect processes"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_prefix_sibling_of_the_home_is_not_inside_it() {
+    let f = fixture();
+    let sibling = f.root.join(".troupe-evil").join("config.toml");
+    let raw = sibling.display().to_string();
+    assert_eq!(
+        confine_in(&f.home, &f.cwd, &raw, Access::Write).unwrap(),
+        sibling
+    );
+    assert!(confine_in(
+        &f.home,
+        &f.cwd,
+        &f.home.config_file().display().to_string(),
+        Access::Write
+    )
+    .is_err());
+}
+
+#[test]
+fn nul_bytes_and_empty_paths_are_refused() {
+    let f = fixture();
+    assert_eq!(
+        refusal_text(&f, "a\0/etc/passwd", Access::Write),
+        "refused: the path contains a NUL byte, which no file name can hold; give the path without it"
+    );
+    assert_eq!(
+        refusal_text(&f, "", Access::Read),
+        "the path is empty: give a file's path, absolute or relative to the working folder"
+    );
+}
+
+#[test]
+fn every_protected_home_file_is_refused_for_writing() {
+    let f = fixture();
+    for (rel, name) in [
+        ("config.toml", "config.toml"),
+        ("models.toml", "models.toml"),
+        ("mcp.json", "mcp.json"),
+        ("plugins/x/plugin.toml", "plugins"),
+        ("plugin-data/x/token", "plugin-data"),
+        ("troupe.db", "troupe.db"),
+        ("troupe.db-wal", "troupe.db-wal"),
+        ("troupe.db-shm", "troupe.db-shm"),
+    ] {
+        let path = f.home.root().join(rel);
+        let raw = path.display().to_string();
+        assert_eq!(
+            refusal_text(&f, &raw, Access::Write),
+            format!("refused: `{raw}` is troupe's own `{name}`, which the file tools never write; ask the user to change it")
+        );
+    }
+    // The agent's own files in the home stay writable, and config.toml readable.
+    let notes = f.home.agent_notes("main");
+    assert_eq!(
+        confine_in(&f.home, &f.cwd, &notes.display().to_string(), Access::Write).unwrap(),
+        notes
+    );
+    let config = f.home.config_file();
+    assert_eq!(
+        confine_in(&f.home, &f.cwd, &config.display().to_string(), Access::Read).unwrap(),
+        config
+    );
+    let secret = f.home.mcp_file().display().to_string();
+    assert_eq!(
+        refusal_text(&f, &secret, Access::Read),
+        format!("refused: `{secret}` is troupe's `mcp.json`, which can hold keys and tokens, so the file tools do not read it")
+    );
+}
+
+#[test]
+fn a_dangling_symlink_says_where_it_points() {
+    let f = fixture();
+    symlink(f.root.join("nowhere"), f.cwd.join("dead")).unwrap();
+    assert_eq!(
+        refusal_text(&f, "dead", Access::Write),
+        format!(
+            "`{}` is a symbolic link to `{}`, which does not exist; give the path of a real file",
+            f.cwd.join("dead").display(),
+            f.root.join("nowhere").display()
+        )
+    );
+}
+
+#[test]
+fn parent_dirs_after_a_symlink_follow_the_kernel_not_the_string() {
+    let f = fixture();
+    // work/link -> root/a/b, so work/link/../c is root/a/c (not work/c).
+    std::fs::create_dir_all(f.root.join("a/b")).unwrap();
+    symlink(f.root.join("a/b"), f.cwd.join("link")).unwrap();
+    assert_eq!(
+        confine_in(&f.home, &f.cwd, "link/../c/new.txt", Access::Write).unwrap(),
+        f.root.join("a/c/new.txt")
+    );
+}
+
+#[test]
+fn a_file_swapped_for_a_symlink_after_the_check_is_refused() {
+    let f = fixture();
+    std::fs::write(f.cwd.join("a.txt"), "mine").unwrap();
+    std::fs::create_dir_all(f.root.join("elsewhere")).unwrap();
+    std::fs::write(f.root.join("elsewhere/secret.txt"), "theirs").unwrap();
+    let real = confine_in(&f.home, &f.cwd, "a.txt", Access::Write).unwrap();
+    std::fs::remove_file(&real).unwrap();
+    symlink(f.root.join("elsewhere/secret.txt"), &real).unwrap();
+    assert_eq!(
+        open_checked(&real).unwrap_err().to_string(),
+        format!(
+            "refused: `{}` was replaced by a symbolic link or moved while it was being opened (it now leads to `{}`); check the path and try again",
+            real.display(),
+            f.root.join("elsewhere/secret.txt").display()
+        )
+    );
+}
+
+#[test]
+fn a_folder_swapped_for_a_symlink_after_the_check_is_refused() {
+    let f = fixture();
+    std::fs::create_dir_all(f.cwd.join("dir")).unwrap();
+    std::fs::write(f.cwd.join("dir/f.txt"), "mine").unwrap();
+    let real = confine_in(&f.home, &f.cwd, "dir/f.txt", Access::Write).unwrap();
+    std::fs::rename(f.cwd.join("dir"), f.cwd.join("dir2")).unwrap();
+    symlink(f.cwd.join("dir2"), f.cwd.join("dir")).unwrap();
+    assert_eq!(
+        open_checked(&real).unwrap_err().to_string(),
+        format!(
+            "refused: `{}` was replaced by a symbolic link or moved while it was being opened (it now leads to `{}`); check the path and try again",
+            real.display(),
+            f.cwd.join("dir2/f.txt").display()
+        )
+    );
+    // A write through the swapped folder is refused too, and leaves nothing behind.
+    let err = write_atomic(&real, b"new", None).unwrap_err();
+    assert!(matches!(err, PathError::Swapped { .. }), "{err}");
+    let left: Vec<_> = std::fs::read_dir(f.cwd.join("dir2"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("f.txt")]);
+    assert_eq!(
+        std::fs::read_to_string(f.cwd.join("dir2/f.txt")).unwrap(),
+        "mine"
+    );
+}
+
+#[test]
+fn atomic_writes_create_folders_keep_permissions_and_leave_no_temp_file() {
+    let f = fixture();
+    let target = f.cwd.join("deep/er/file.sh");
+    write_atomic(&target, b"#!/bin/sh\n", None).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let perms = std::fs::metadata(&target).unwrap().permissions();
+    write_atomic(&target, b"#!/bin/sh\necho hi\n", Some(perms)).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "#!/bin/sh\necho hi\n"
+    );
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+        0o750
+    );
+    let names: Vec<_> = std::fs::read_dir(f.cwd.join("deep/er"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("file.sh")]);
+}

@@ -1,0 +1,270 @@
+//! `run_command`: runs a shell command and answers with its output and how
+//! it ended.
+//!
+//! The command runs under `bash -c` with standard input closed (a command
+//! that waits for input ends at once instead of hanging the turn), pagers and
+//! colors off, and standard output and error on one pipe so they interleave
+//! as they were written. It leads its own process group, so a timeout, a
+//! stop or a stopped turn ends the whole tree ([`process`]). Output is kept
+//! within [`HEAD_BYTES`] + [`TAIL_BYTES`] while it is read ([`output`]). In
+//! the background, output goes to a log file instead ([`background`]).
+
+pub mod background;
+pub mod output;
+pub mod process;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::io::AsyncReadExt;
+use troupe_runtime::protocol::ToolResult;
+use troupe_runtime::tool::{parse_args, schema_for, GateSubject, Tool, ToolContext, ToolSpec};
+
+use background::{BackgroundCommands, CommandNotifications, Launch};
+use output::BoundedOutput;
+use process::{end_tree, shell, Ending};
+
+/// The timeout when none is given.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest timeout allowed.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// Output bytes kept from the start.
+pub const HEAD_BYTES: usize = 15_000;
+/// Output bytes kept from the end.
+pub const TAIL_BYTES: usize = 15_000;
+/// How long output is still read after the shell exits while something it
+/// started keeps the pipe open.
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
+/// The longest output is read after the shell exits.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// The arguments of `run_command`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCommandParams {
+    /// The command, run by `bash -c`. Required unless `stop` is given.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// The folder to run it in (default: the working folder).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Seconds before the command and everything it started are killed (default 120, at most 600).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 600))]
+    pub timeout: Option<u64>,
+    /// Return at once with an id; the output goes to a log file read with read_file.
+    #[serde(default)]
+    pub background: bool,
+    /// With `background`: be told when the command ends.
+    #[serde(default)]
+    pub notify_on_complete: bool,
+    /// The id of a background command to stop, instead of running one.
+    #[serde(default)]
+    pub stop: Option<String>,
+}
+
+/// The `run_command` tool.
+pub struct RunCommand {
+    spec: ToolSpec,
+}
+
+impl RunCommand {
+    /// The tool with its spec.
+    pub fn new() -> Self {
+        Self {
+            spec: ToolSpec::new(
+                "run_command",
+                "Run a bash command and get its output (stdout and stderr together) and exit \
+                 code. Standard input is closed; pagers and colors are off. `timeout` (default \
+                 120 s, at most 600) kills the command and everything it started. Output over \
+                 30,000 bytes keeps its start and end. `background: true` returns at once with \
+                 an id; the output goes to a log file whose last line says how it ended; \
+                 `notify_on_complete` tells you when it ends; `stop: <id>` ends it.",
+                schema_for::<RunCommandParams>(),
+            )
+            .failure_tolerant()
+            .timeout(MAX_TIMEOUT + process::TERM_GRACE + Duration::from_secs(30))
+            .gated_by(GateSubject::Command("command".into())),
+        }
+    }
+}
+
+impl Default for RunCommand {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for RunCommand {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
+        let params: RunCommandParams = match parse_args("run_command", args) {
+            Ok(p) => p,
+            Err(result) => return result,
+        };
+        let registry = BackgroundCommands::of(&ctx.services);
+        let command = match (&params.stop, &params.command) {
+            (Some(_), Some(_)) => {
+                return ToolResult::error(
+                    "give either `command` (to run one) or `stop` (to stop one), not both",
+                )
+            }
+            (Some(id), None) => {
+                return match registry.stop(id).await {
+                    Ok(text) => ToolResult::ok(text),
+                    Err(text) => ToolResult::error(text),
+                }
+            }
+            (None, None) => {
+                return ToolResult::error("`command` is required: give the command to run")
+            }
+            (None, Some(command)) => command.clone(),
+        };
+        let timeout = match params.timeout {
+            None => None,
+            Some(0) => return ToolResult::error("`timeout` must be at least 1 second"),
+            Some(secs) if Duration::from_secs(secs) > MAX_TIMEOUT => {
+                return ToolResult::error(format!(
+                    "`timeout` is at most {} seconds; for longer commands use background: true",
+                    MAX_TIMEOUT.as_secs()
+                ))
+            }
+            Some(secs) => Some(Duration::from_secs(secs)),
+        };
+        let cwd = ctx.resolve(params.cwd.as_deref().unwrap_or("."));
+        if !cwd.is_dir() {
+            return ToolResult::error(format!(
+                "`cwd` {} is not an existing folder; give a folder to run the command in",
+                cwd.display()
+            ));
+        }
+        if params.notify_on_complete && !params.background {
+            return ToolResult::error("`notify_on_complete` applies only with background: true");
+        }
+        if params.background {
+            let notifier = ctx.services.get::<CommandNotifications>();
+            let notify = match (params.notify_on_complete, notifier) {
+                (true, Some(n)) => Some((CommandNotifications::clone(&n), ctx.conversation)),
+                _ => None,
+            };
+            let missing_notifier = params.notify_on_complete && notify.is_none();
+            let dir = ctx.home.commands_dir();
+            return match registry.start(Launch {
+                command: &command,
+                cwd: &cwd,
+                dir: &dir,
+                timeout,
+                notify,
+            }) {
+                Ok(started) => {
+                    let mut text = format!(
+                        "Started background command {id}. Its output goes to {log}, whose last \
+                         line will say how it ended; stop it with stop: \"{id}\".",
+                        id = started.id,
+                        log = started.log.display()
+                    );
+                    if missing_notifier {
+                        text.push_str(" No notifier is available here, so check the log instead of waiting to be told.");
+                    }
+                    ToolResult::ok_with(
+                        text,
+                        serde_json::json!({"id": started.id, "log": started.log}),
+                    )
+                }
+                Err(e) => ToolResult::error(format!("could not start the command: {e}")),
+            };
+        }
+        run(&command, &cwd, timeout.unwrap_or(DEFAULT_TIMEOUT), ctx).await
+    }
+}
+
+/// Runs a command in the foreground.
+async fn run(
+    command: &str,
+    cwd: &std::path::Path,
+    timeout: Duration,
+    ctx: &ToolContext,
+) -> ToolResult {
+    let spawned = (|| {
+        let (sender, receiver) = tokio::net::unix::pipe::pipe()?;
+        let out = sender.into_blocking_fd()?;
+        let err = out.try_clone()?;
+        let mut cmd = shell(command, cwd);
+        cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
+        // The command holds the pipe's write end: dropping it here leaves
+        // only the child's, so the read ends when the child's tree is done.
+        let child = cmd.spawn()?;
+        Ok::<_, std::io::Error>((child, receiver))
+    })();
+    let (mut child, mut pipe) = match spawned {
+        Ok(spawned) => spawned,
+        Err(e) => return ToolResult::error(format!("could not start bash: {e}")),
+    };
+    let pgid = child.id();
+    let mut output = BoundedOutput::new(HEAD_BYTES, TAIL_BYTES);
+    let mut buf = vec![0_u8; 64 * 1024];
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut ending: Option<Ending> = None;
+    let mut pipe_open = true;
+    while ending.is_none() {
+        tokio::select! {
+            read = pipe.read(&mut buf), if pipe_open => match read {
+                Ok(0) | Err(_) => pipe_open = false,
+                Ok(n) => output.push(&buf[..n]),
+            },
+            status = child.wait() => {
+                ending = Some(match status {
+                    Ok(status) => Ending::of(status),
+                    Err(_) => Ending::Exit(-1),
+                });
+            }
+            () = &mut deadline => {
+                end_tree(&mut child, pgid).await;
+                ending = Some(Ending::Timeout(timeout));
+            }
+            () = ctx.cancel.cancelled() => {
+                end_tree(&mut child, pgid).await;
+                ending = Some(Ending::TurnStopped);
+            }
+        }
+    }
+    // What was written before the end is still in the pipe; something the
+    // command left running may keep it open, so stop reading once it idles.
+    let drain_until = tokio::time::Instant::now() + DRAIN_LIMIT;
+    while pipe_open && tokio::time::Instant::now() < drain_until {
+        match tokio::time::timeout(DRAIN_GRACE, pipe.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => output.push(&buf[..n]),
+            _ => pipe_open = false,
+        }
+    }
+    let ending = ending.unwrap_or(Ending::Exit(-1));
+    let mut text = output.text();
+    if text.is_empty() {
+        text.push_str("(no output)");
+    }
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&ending.to_string());
+    let data = serde_json::json!({
+        "exit_code": ending.code(),
+        "ending": ending.to_string(),
+        "output_bytes": output.total(),
+        "cut_bytes": output.cut(),
+    });
+    if ending.success() {
+        ToolResult::ok_with(text, data)
+    } else {
+        ToolResult::error_with(text, data)
+    }
+}
+
+#[cfg(test)]
+#[path = "run_command_tests.rs"]
+mod tests;

@@ -1,0 +1,283 @@
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use tokio::sync::mpsc;
+use troupe_runtime::home::Home;
+use troupe_runtime::id::ConversationId;
+
+use super::background::CommandNotifier;
+use super::*;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    ctx: ToolContext,
+    cwd: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let cwd = root.join("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let ctx = ToolContext::standalone(Home::new(root.join(".troupe")), cwd.clone());
+    Fixture {
+        _dir: dir,
+        ctx,
+        cwd,
+    }
+}
+
+async fn run_cmd(f: &Fixture, args: serde_json::Value) -> ToolResult {
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        RunCommand::new().call(args, &f.ctx),
+    )
+    .await
+    .expect("run_command returned within a minute")
+}
+
+/// Waits (up to 10 s) until `done` holds, checking every few milliseconds:
+/// for states only the file system or /proc shows.
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Whether a process is gone (or a zombie: dead, waiting to be reaped).
+fn is_dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+fn pids(file: &Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn output_and_errors_come_together_with_the_exit_code() {
+    let f = fixture();
+    let result = run_cmd(
+        &f,
+        json!({"command": "echo out; echo err >&2; echo again; exit 3"}),
+    )
+    .await;
+    assert!(result.is_error());
+    assert_eq!(result.text, "out\nerr\nagain\n[exit 3]");
+    assert_eq!(result.data["exit_code"], 3);
+    let ok = run_cmd(
+        &f,
+        json!({"command": "pwd; echo $PAGER $GIT_PAGER $NO_COLOR $TERM"}),
+    )
+    .await;
+    assert!(!ok.is_error());
+    assert_eq!(
+        ok.text,
+        format!("{}\ncat cat 1 dumb\n[exit 0]", f.cwd.display())
+    );
+}
+
+#[tokio::test]
+async fn standard_input_is_closed() {
+    let f = fixture();
+    let result = run_cmd(&f, json!({"command": "cat; read line; echo \"read=$?\""})).await;
+    assert_eq!(result.text, "read=1\n[exit 0]");
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_whole_tree() {
+    let f = fixture();
+    let command = "echo $$ >> pids; sleep 1000 & echo $! >> pids; \
+                   (sleep 1000 & echo $! >> pids; wait) & echo $! >> pids; sleep 1000";
+    let result = run_cmd(&f, json!({"command": command, "timeout": 1})).await;
+    assert!(result.is_error());
+    assert_eq!(result.text, "(no output)\n[killed: timeout after 1 s]");
+    let pids = pids(&f.cwd.join("pids"));
+    assert_eq!(pids.len(), 4, "{pids:?}");
+    wait_until("every process of the tree to end", || {
+        pids.iter().all(|&p| is_dead(p))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn stopping_the_turn_kills_the_whole_tree() {
+    let f = fixture();
+    let pid_file = f.cwd.join("pids");
+    let cancel = f.ctx.cancel.clone();
+    let call = run_cmd(
+        &f,
+        json!({"command": "sleep 1000 & echo $! >> pids; echo $$ >> pids; wait"}),
+    );
+    let stopper = async {
+        wait_until("the command to start", || pids(&pid_file).len() == 2).await;
+        cancel.cancel();
+    };
+    let (result, ()) = tokio::join!(call, stopper);
+    assert_eq!(result.text, "(no output)\n[stopped: the turn was stopped]");
+    let pids = pids(&pid_file);
+    wait_until("every process of the tree to end", || {
+        pids.iter().all(|&p| is_dead(p))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn huge_output_keeps_a_bounded_head_and_tail() {
+    let f = fixture();
+    let result = run_cmd(&f, json!({"command": "yes | head -c 50000000; echo END"})).await;
+    assert!(!result.is_error(), "{}", &result.text[..200]);
+    assert_eq!(result.data["output_bytes"], 50_000_004);
+    assert_eq!(result.data["cut_bytes"], 50_000_004 - 30_000);
+    assert!(result.text.len() < 31_000, "{}", result.text.len());
+    assert!(result.text.starts_with("y\ny\ny\n"));
+    assert!(result
+        .text
+        .contains("\n[… 49970004 bytes of output cut here;"));
+    assert!(result.text.ends_with("y\ny\nEND\n[exit 0]"));
+}
+
+#[tokio::test]
+async fn bad_arguments_are_errors() {
+    let f = fixture();
+    let long = run_cmd(&f, json!({"command": "true", "timeout": 601})).await;
+    assert_eq!(
+        long.text,
+        "`timeout` is at most 600 seconds; for longer commands use background: true"
+    );
+    let neither = run_cmd(&f, json!({})).await;
+    assert_eq!(
+        neither.text,
+        "`command` is required: give the command to run"
+    );
+    let unknown = run_cmd(&f, json!({"stop": "cmd_nope"})).await;
+    assert!(unknown.is_error());
+    assert_eq!(
+        unknown.text,
+        "there is no background command `cmd_nope`; use the id that starting it returned (cmd_…)"
+    );
+}
+
+#[tokio::test]
+async fn a_background_command_is_logged_and_stopped() {
+    let f = fixture();
+    let started = run_cmd(
+        &f,
+        json!({"command": "echo begin; echo $$ >> pids; sleep 1000 & echo $! >> pids; wait", "background": true}),
+    )
+    .await;
+    assert!(!started.is_error(), "{}", started.text);
+    let id = started.data["id"].as_str().unwrap().to_string();
+    let log = PathBuf::from(started.data["log"].as_str().unwrap());
+    assert_eq!(log, f.ctx.home.commands_dir().join(format!("{id}.log")));
+    let pid_file = f.cwd.join("pids");
+    wait_until("the command to start", || pids(&pid_file).len() == 2).await;
+    let stopped = run_cmd(&f, json!({"stop": id})).await;
+    assert!(!stopped.is_error(), "{}", stopped.text);
+    assert_eq!(
+        stopped.text,
+        format!(
+            "Stopped `{id}`: [stopped]. Its output is in {}.",
+            log.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "begin\n[stopped]\n");
+    let pids = pids(&pid_file);
+    wait_until("every process of the tree to end", || {
+        pids.iter().all(|&p| is_dead(p))
+    })
+    .await;
+    let again = run_cmd(&f, json!({"stop": id})).await;
+    assert_eq!(
+        again.text,
+        format!(
+            "`{id}` had already ended: [stopped]. Its output is in {}.",
+            log.display()
+        )
+    );
+}
+
+/// A notifier that hands what it is told to a channel.
+struct Forward(mpsc::UnboundedSender<(ConversationId, String, String)>);
+
+#[async_trait::async_trait]
+impl CommandNotifier for Forward {
+    async fn command_finished(&self, conversation: ConversationId, id: &str, summary: &str) {
+        let _ = self
+            .0
+            .send((conversation, id.to_string(), summary.to_string()));
+    }
+}
+
+#[tokio::test]
+async fn notify_on_complete_reaches_the_notifier() {
+    let f = fixture();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    f.ctx
+        .services
+        .insert(Arc::new(CommandNotifications(Arc::new(Forward(tx)))));
+    let started = run_cmd(
+        &f,
+        json!({"command": "echo done-here", "background": true, "notify_on_complete": true}),
+    )
+    .await;
+    let id = started.data["id"].as_str().unwrap().to_string();
+    let log = f.ctx.home.commands_dir().join(format!("{id}.log"));
+    let (conversation, told_id, summary) = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (conversation, told_id.as_str()),
+        (f.ctx.conversation, id.as_str())
+    );
+    assert_eq!(
+        summary,
+        format!(
+            "Background command {id} (`echo done-here`) ended: [exit 0]. Its output is in {}; it ends with:\ndone-here\n[exit 0]\n",
+            log.display()
+        )
+    );
+
+    // A background timeout ends it too, and its log's last line says so.
+    let timed = run_cmd(
+        &f,
+        json!({"command": "printf partial; sleep 1000", "background": true, "notify_on_complete": true, "timeout": 1}),
+    )
+    .await;
+    let id = timed.data["id"].as_str().unwrap().to_string();
+    let (_, told_id, _) = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(told_id, id);
+    let log = f.ctx.home.commands_dir().join(format!("{id}.log"));
+    assert_eq!(
+        std::fs::read_to_string(log).unwrap(),
+        "partial\n[killed: timeout after 1 s]\n"
+    );
+}
+
+#[test]
+fn the_spec_is_failure_tolerant_and_gated_by_the_command() {
+    let spec = RunCommand::new().spec().clone();
+    assert!(spec.flags.failure_tolerant && !spec.flags.read_only);
+    assert_eq!(spec.gate, GateSubject::Command("command".into()));
+    assert_eq!(spec.parameters["properties"]["timeout"]["maximum"], 600);
+}

@@ -1,0 +1,142 @@
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use troupe_runtime::home::Home;
+
+use super::*;
+use crate::read_file::ReadFile;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    ctx: ToolContext,
+    cwd: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let cwd = root.join("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let ctx = ToolContext::standalone(Home::new(root.join(".troupe")), cwd.clone());
+    Fixture {
+        _dir: dir,
+        ctx,
+        cwd,
+    }
+}
+
+async fn write(ctx: &ToolContext, path: &str, content: &str) -> ToolResult {
+    WriteFile::new()
+        .call(json!({"path": path, "content": content}), ctx)
+        .await
+}
+
+async fn read(ctx: &ToolContext, path: &str) {
+    let result = ReadFile::new().call(json!({"path": path}), ctx).await;
+    assert!(!result.is_error(), "{}", result.text);
+}
+
+#[tokio::test]
+async fn a_new_file_is_created_with_its_folders() {
+    let f = fixture();
+    let result = write(&f.ctx, "a/b/c.txt", "one\ntwo\n").await;
+    assert!(!result.is_error(), "{}", result.text);
+    assert_eq!(result.text, "Created `a/b/c.txt` (2 lines, 8 bytes).");
+    assert_eq!(
+        std::fs::read_to_string(f.cwd.join("a/b/c.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    // What it wrote counts as read: it may write again.
+    let again = write(&f.ctx, "a/b/c.txt", "three\n").await;
+    assert_eq!(again.text, "Replaced `a/b/c.txt` (1 lines, 6 bytes).");
+}
+
+#[tokio::test]
+async fn an_existing_file_not_read_is_refused() {
+    let f = fixture();
+    std::fs::write(f.cwd.join("x.txt"), "theirs").unwrap();
+    let result = write(&f.ctx, "x.txt", "mine").await;
+    assert!(result.is_error());
+    assert_eq!(
+        result.text,
+        format!(
+            "`{}` already exists and has not been read in this conversation; read it with read_file first, then write",
+            f.cwd.join("x.txt").display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.cwd.join("x.txt")).unwrap(),
+        "theirs"
+    );
+    // Another conversation's read does not count for this one.
+    let mut other = f.ctx.clone();
+    other.conversation = troupe_runtime::id::ConversationId::new();
+    read(&other, "x.txt").await;
+    assert!(write(&f.ctx, "x.txt", "mine").await.is_error());
+    read(&f.ctx, "x.txt").await;
+    assert!(!write(&f.ctx, "x.txt", "mine").await.is_error());
+}
+
+#[tokio::test]
+async fn a_file_changed_after_it_was_read_is_refused() {
+    let f = fixture();
+    std::fs::write(f.cwd.join("x.txt"), "v1").unwrap();
+    read(&f.ctx, "x.txt").await;
+    std::fs::write(f.cwd.join("x.txt"), "v2 by the user").unwrap();
+    let result = write(&f.ctx, "x.txt", "mine").await;
+    assert!(result.is_error());
+    assert_eq!(
+        result.text,
+        format!(
+            "`{}` has changed since it was last read in this conversation; read it again with read_file before changing it",
+            f.cwd.join("x.txt").display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.cwd.join("x.txt")).unwrap(),
+        "v2 by the user"
+    );
+}
+
+#[tokio::test]
+async fn a_replacement_is_atomic_and_keeps_permissions() {
+    let f = fixture();
+    let path = f.cwd.join("run.sh");
+    std::fs::write(&path, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o751)).unwrap();
+    let inode_before = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
+    read(&f.ctx, "run.sh").await;
+    let result = write(&f.ctx, "run.sh", "#!/bin/sh\necho ok\n").await;
+    assert!(!result.is_error(), "{}", result.text);
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o751);
+    // Renamed into place: a new inode, never the old file rewritten in place.
+    assert_ne!(std::os::unix::fs::MetadataExt::ino(&meta), inode_before);
+    let names: Vec<_> = std::fs::read_dir(&f.cwd)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("run.sh")]);
+}
+
+#[tokio::test]
+async fn protected_paths_are_refused_with_the_rule() {
+    let f = fixture();
+    let config = f.ctx.home.config_file().display().to_string();
+    let result = write(&f.ctx, &config, "x = 1").await;
+    assert!(result.is_error());
+    assert_eq!(
+        result.text,
+        format!("refused: `{config}` is troupe's own `config.toml`, which the file tools never write; ask the user to change it")
+    );
+    assert!(!f.ctx.home.config_file().exists());
+}
+
+#[test]
+fn the_spec_is_gated_by_the_path() {
+    let spec = WriteFile::new().spec().clone();
+    assert_eq!(spec.gate, GateSubject::WritePath("path".into()));
+    assert_eq!(spec.parameters["required"], json!(["path", "content"]));
+}
