@@ -184,6 +184,9 @@ async fn every_spelling_of_rm_rf_root_is_blocked_and_near_misses_pass() {
         "find . -exec rm -rf / \\;",
         "$'rm' -rf /",
         "rm -rf ..",
+        "cd / && rm -rf *",
+        "cd ~; rm -rf ./*",
+        "cd /tmp && cd .. && rm -rf .",
     ];
     for text in blocked {
         match check(&gate, &f.ctx, text).await {
@@ -207,6 +210,8 @@ async fn every_spelling_of_rm_rf_root_is_blocked_and_near_misses_pass() {
         "cat <<'EOF'\nrm -rf /\nEOF",
         "echo '$(rm -rf /)'",
         "# rm -rf /",
+        "cd /tmp && rm -rf *",
+        "cd \"$BUILD\" && rm -rf ..",
     ];
     for text in pass {
         assert_eq!(check(&gate, &f.ctx, text).await, Verdict::Allow, "{text}");
@@ -848,7 +853,7 @@ async fn scripts_are_judged_on_their_content() {
         "source clean.sh",
         ". ./clean.sh",
         "sudo bash ./clean.sh --fast",
-        "cd x; bash clean.sh",
+        "cd tools && bash ../clean.sh",
     ] {
         match check(&gate, &f.ctx, text).await {
             Verdict::Deny { rule, .. } => assert_eq!(rule, "rm-root", "{text}"),
@@ -987,6 +992,7 @@ fn analysing_a_long_command_is_fast() {
         analyse(&text, &Env::example(), &Limits::default()).unwrap();
     }
     let per_call = start.elapsed() / 100;
+    eprintln!("analyse: {per_call:?} per call for {} chars", text.len());
     // Generous bound for a loaded debug build; the figure is in the report.
     assert!(
         per_call < std::time::Duration::from_millis(50),

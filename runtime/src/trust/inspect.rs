@@ -22,7 +22,8 @@ use super::shell::{self, FunctionDef, Parsed, Redirect, RedirectKind, SimpleComm
 pub struct Env {
     /// The user's home folder (`~`, `$HOME`), as the gate's context gives it.
     pub home: PathBuf,
-    /// The folder the command runs in.
+    /// The folder the command runs in; empty when it is not known (after
+    /// `cd "$DIR"`), and then relative paths do not resolve.
     pub cwd: PathBuf,
     /// The troupe home (its database, plugins, settings).
     pub troupe_home: PathBuf,
@@ -54,6 +55,8 @@ impl Env {
             return None;
         } else if text.starts_with('/') {
             PathBuf::from(text)
+        } else if self.cwd.as_os_str().is_empty() {
+            return None;
         } else {
             self.cwd.join(text)
         };
@@ -98,9 +101,20 @@ pub struct Invocation {
     pub script: Option<PathBuf>,
     /// Every word of the simple command, wrappers included, space-joined.
     pub full_text: String,
+    /// The folder it runs in, as far as `cd` earlier in the command shows
+    /// (empty when not known).
+    pub cwd: PathBuf,
 }
 
 impl Invocation {
+    /// `env` with this invocation's working folder.
+    pub fn env_in(&self, env: &Env) -> Env {
+        Env {
+            cwd: self.cwd.clone(),
+            ..env.clone()
+        }
+    }
+
     /// The program and its arguments, space-joined (`rm -rf /tmp/x`): what
     /// text rules and the user's patterns match.
     pub fn text(&self) -> String {
@@ -233,6 +247,7 @@ pub fn analyse(text: &str, env: &Env, limits: &Limits) -> Result<Analysis, Analy
     }
     let mut walker = Walker {
         env,
+        here: env.clone(),
         limits,
         out: Analysis::default(),
         scripts: Vec::new(),
@@ -266,6 +281,8 @@ fn option_takes_value(wrapper: &str, option: &str) -> bool {
 
 struct Walker<'a> {
     env: &'a Env,
+    /// `env` with the working folder `cd` has moved to so far.
+    here: Env,
     limits: &'a Limits,
     out: Analysis,
     scripts: Vec<PathBuf>,
@@ -318,6 +335,7 @@ impl Walker<'_> {
                     runs_unknown_code: false,
                     script: script.map(Path::to_path_buf),
                     full_text,
+                    cwd: self.here.cwd.clone(),
                 });
             }
             return Ok(());
@@ -335,6 +353,7 @@ impl Walker<'_> {
             runs_unknown_code: false,
             script: script.map(Path::to_path_buf),
             full_text,
+            cwd: self.here.cwd.clone(),
         };
         let depth = cmd.depth + 1;
         let mut nested: Vec<(String, bool)> = Vec::new();
@@ -393,11 +412,19 @@ impl Walker<'_> {
                 }
             }
         } else if inv.path.contains('/') && !program_word.dynamic {
-            if let Some(p) = self.env.resolve(&inv.path) {
+            if let Some(p) = self.here.resolve(&inv.path) {
                 if !is_system_program(&p) {
                     scripts.push((inv.path.clone(), false));
                 }
             }
+        }
+        if matches!(inv.program.as_str(), "cd" | "pushd") {
+            let target = inv.operands().first().map(|t| self.here.resolve(t));
+            self.here.cwd = match target {
+                None => self.env.home.clone(),
+                Some(Some(dir)) => dir,
+                Some(None) => PathBuf::new(),
+            };
         }
         self.out.invocations.push(inv);
         for (text, elevated) in nested {
@@ -502,8 +529,11 @@ impl Walker<'_> {
         if !self.limits.read_scripts {
             return Ok(());
         }
-        let Some(path) = self.env.resolve(written) else {
-            return Ok(());
+        let Some(path) = self.here.resolve(written) else {
+            return Err(AnalysisError::Script {
+                path: PathBuf::from(written),
+                problem: "cannot be located (its name or folder depends on a variable)".into(),
+            });
         };
         self.scripts.push(path.clone());
         let problem = |p: String| AnalysisError::Script {
@@ -561,7 +591,7 @@ impl Walker<'_> {
                     } else {
                         inv.operands()
                     })
-                    .filter_map(|t| self.env.resolve(t))
+                    .filter_map(|t| inv.env_in(self.env).resolve(t))
                     .any(|p| &p == script);
                 if writes_it && inv.script.as_deref() != Some(script.as_path()) {
                     return Err(AnalysisError::Script {

@@ -109,7 +109,7 @@ impl Rule {
             Matcher::Invocation(test) => analysis
                 .invocations
                 .iter()
-                .find(|inv| test(inv, env))
+                .find(|inv| test(inv, &inv.env_in(env)))
                 .map(snippet),
             Matcher::Text(regex) => analysis
                 .invocations
