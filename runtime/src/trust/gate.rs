@@ -1,0 +1,522 @@
+//! The gate itself: the four steps, the guardian call, remembering answers.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::approvals::{ApprovalAnswer, ApprovalStore, GateSession, MemoryApprovals};
+use super::guardian::{Flag, Guardian, GuardianAnswer, GuardianRequest};
+use super::hardline;
+use super::inspect::{analyse, normalize, Analysis, Env, Limits};
+use super::rules::{shorten, Hit, PatternList, RuleSet, Tier};
+use super::{GateLimits, GateMode, GatePolicy, TrustError, Verdict};
+use crate::home::Home;
+use crate::protocol::ToolCall;
+use crate::tool::{GateSubject, ToolSpec};
+
+/// Where a call is judged: whose home, which folder, who can answer.
+#[derive(Debug, Clone)]
+pub struct GateContext {
+    /// The troupe home.
+    pub home: Home,
+    /// The user's own home folder (`~`, `$HOME` in commands and paths).
+    pub user_home: PathBuf,
+    /// The working folder.
+    pub cwd: PathBuf,
+    /// Whether nobody is there to approve (a routine run, a subagent).
+    pub unattended: bool,
+    /// The conversation's approvals and guardian record.
+    pub session: Arc<GateSession>,
+}
+
+impl GateContext {
+    /// An attended context with a fresh session.
+    pub fn new(home: Home, user_home: impl Into<PathBuf>, cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            home,
+            user_home: user_home.into(),
+            cwd: cwd.into(),
+            unattended: false,
+            session: Arc::new(GateSession::new()),
+        }
+    }
+
+    /// Marks it unattended (or not).
+    pub fn unattended(mut self, unattended: bool) -> Self {
+        self.unattended = unattended;
+        self
+    }
+
+    /// Shares a conversation's session.
+    pub fn with_session(mut self, session: Arc<GateSession>) -> Self {
+        self.session = session;
+        self
+    }
+}
+
+/// A decision before it meets the context: asks carry their rule so an
+/// unattended run can refuse by it.
+enum Outcome {
+    Allow,
+    Deny { rule: String, reason: String },
+    Ask { rule: String, reason: String },
+}
+
+/// What steps 1 to 3 found in a command.
+enum Screened {
+    /// Decided already (hardline, deny list, outside, unanalysable).
+    Decided(Outcome),
+    /// Dangerous patterns for step 4 (empty: nothing risky).
+    Risky(Vec<Hit>),
+}
+
+/// The trust gate.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    mode: GateMode,
+    rules: Arc<RuleSet>,
+    deny: PatternList,
+    allow: PatternList,
+    limits: GateLimits,
+    guardian: Option<Arc<dyn Guardian>>,
+    always: Arc<dyn ApprovalStore>,
+}
+
+impl Gate {
+    /// A gate with troupe's rules and the user's policy; no guardian, and
+    /// "always" approvals in memory. Fails when a rule's examples or a
+    /// pattern are wrong.
+    pub fn new(policy: &GatePolicy) -> Result<Self, TrustError> {
+        Self::with_rules(policy, RuleSet::builtin()?)
+    }
+
+    /// A gate with its own rule set.
+    pub fn with_rules(policy: &GatePolicy, rules: RuleSet) -> Result<Self, TrustError> {
+        Ok(Self {
+            mode: policy.mode,
+            rules: Arc::new(rules),
+            deny: PatternList::new(&policy.deny)?,
+            allow: PatternList::new(&policy.allow)?,
+            limits: policy.limits,
+            guardian: None,
+            always: Arc::new(MemoryApprovals::default()),
+        })
+    }
+
+    /// Sets the guardian that judges dangerous commands.
+    pub fn with_guardian(mut self, guardian: Arc<dyn Guardian>) -> Self {
+        self.guardian = Some(guardian);
+        self
+    }
+
+    /// Sets where "always" approvals are kept.
+    pub fn with_approvals(mut self, store: Arc<dyn ApprovalStore>) -> Self {
+        self.always = store;
+        self
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> GateMode {
+        self.mode
+    }
+
+    /// Judges one call.
+    pub async fn check(&self, spec: &ToolSpec, call: &ToolCall, ctx: &GateContext) -> Verdict {
+        let outcome = self.judge(spec, call, ctx).await;
+        match outcome {
+            Outcome::Allow => Verdict::Allow,
+            Outcome::Deny { rule, reason } => Verdict::Deny { rule, reason },
+            Outcome::Ask { rule, reason } if ctx.unattended => Verdict::Deny {
+                rule,
+                reason: format!(
+                    "{reason} Nobody is here to approve it: this run is unattended (a routine or \
+                     a subagent), so it is refused. Do the task without it, or leave it for a \
+                     conversation with the user."
+                ),
+            },
+            Outcome::Ask { reason, .. } => Verdict::Ask { reason },
+        }
+    }
+
+    /// Records the user's answer to an [`Verdict::Ask`] about this call.
+    /// `Session` and `Always` are refused for what must be asked every time
+    /// (outside the machine, unanalysable) or never runs (hardline, deny list).
+    pub fn remember(
+        &self,
+        spec: &ToolSpec,
+        call: &ToolCall,
+        ctx: &GateContext,
+        answer: ApprovalAnswer,
+    ) -> Result<(), TrustError> {
+        match answer {
+            ApprovalAnswer::Deny => return Ok(()),
+            ApprovalAnswer::Once => {
+                ctx.session.reset_denials();
+                return Ok(());
+            }
+            ApprovalAnswer::Session | ApprovalAnswer::Always => {}
+        }
+        let key = match &spec.gate {
+            GateSubject::Call => None,
+            GateSubject::Command(arg) => match string_arg(call, arg) {
+                Some(text) => {
+                    let env = self.env(call, ctx);
+                    match self.screen(text, &env) {
+                        Screened::Risky(_) => Some(command_key(text)),
+                        Screened::Decided(_) => None,
+                    }
+                }
+                None => None,
+            },
+            GateSubject::WritePath(arg) => string_arg(call, arg).and_then(|text| {
+                let path = resolve_path(text, ctx)?;
+                matches!(self.write_outcome(&path, ctx), Outcome::Ask { .. })
+                    .then(|| write_key(&path))
+            }),
+        };
+        let Some(key) = key else {
+            return Err(TrustError::NotRememberable(format!(
+                "`{}` cannot be approved beyond this once: commands that act outside the machine \
+                 or cannot be analysed are asked every time, and blocked ones never run",
+                spec.name
+            )));
+        };
+        ctx.session.reset_denials();
+        ctx.session.approve(key.clone());
+        if answer == ApprovalAnswer::Always {
+            self.always.add(&key)?;
+        }
+        Ok(())
+    }
+
+    async fn judge(&self, spec: &ToolSpec, call: &ToolCall, ctx: &GateContext) -> Outcome {
+        if let Some(pattern) = self.deny.tool_match(&spec.name) {
+            return Outcome::Deny {
+                rule: "deny-list".into(),
+                reason: format!(
+                    "Blocked the tool `{}`: it matches `{pattern}` on the user's deny list. Do \
+                     without it, or ask the user to remove the pattern from the deny list.",
+                    spec.name
+                ),
+            };
+        }
+        match &spec.gate {
+            GateSubject::Call => Outcome::Allow,
+            GateSubject::Command(arg) => match call.arguments.get(arg) {
+                None | Some(serde_json::Value::Null) => Outcome::Allow,
+                Some(serde_json::Value::String(text)) => {
+                    self.judge_command(spec, text, call, ctx).await
+                }
+                Some(_) => bad_argument(spec, arg),
+            },
+            GateSubject::WritePath(arg) => match call.arguments.get(arg) {
+                None | Some(serde_json::Value::Null) => Outcome::Allow,
+                Some(serde_json::Value::String(text)) => match resolve_path(text, ctx) {
+                    Some(path) => self.write_outcome(&path, ctx),
+                    None => Outcome::Ask {
+                        rule: "unanalysable".into(),
+                        reason: format!(
+                            "The path `{text}` depends on a variable, so the gate cannot tell \
+                             what it writes; the user decides. Give the path written out in full."
+                        ),
+                    },
+                },
+                Some(_) => bad_argument(spec, arg),
+            },
+        }
+    }
+
+    fn env(&self, call: &ToolCall, ctx: &GateContext) -> Env {
+        let cwd = call
+            .arguments
+            .get("cwd")
+            .and_then(|v| v.as_str())
+            .and_then(|c| resolve_path(c, ctx))
+            .unwrap_or_else(|| ctx.cwd.clone());
+        Env {
+            home: ctx.user_home.clone(),
+            cwd,
+            troupe_home: ctx.home.root().to_path_buf(),
+        }
+    }
+
+    fn analysis_limits(&self) -> Limits {
+        Limits {
+            max_chars: self.limits.max_command_chars,
+            max_depth: self.limits.max_depth,
+            max_script_bytes: self.limits.max_script_bytes,
+            read_scripts: true,
+        }
+    }
+
+    /// Steps 1 to 3, and the dangerous hits for step 4.
+    fn screen(&self, text: &str, env: &Env) -> Screened {
+        let analysis = match analyse(text, env, &self.analysis_limits()) {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some(pattern) = self.deny.raw_match(text) {
+                    return Screened::Decided(deny_listed(&shorten(text, 120), pattern));
+                }
+                return Screened::Decided(Outcome::Ask {
+                    rule: "unanalysable".into(),
+                    reason: format!(
+                        "The gate cannot analyse this command: {e}. It is never run unchecked, \
+                         so the user decides; to avoid the question, run simpler commands \
+                         (shorter, quotes closed, less nesting, scripts that exist)."
+                    ),
+                });
+            }
+        };
+        if let Some(hit) = self
+            .rules
+            .hits(Tier::Hardline, &analysis, env)
+            .into_iter()
+            .next()
+        {
+            return Screened::Decided(Outcome::Deny {
+                reason: format!(
+                    "Blocked `{}`: it {}. This is a hardline rule (`{}`): it is blocked in every \
+                     mode and no approval or allow pattern lifts it. Do the task another way (name \
+                     the exact files or folders); if the user truly wants this, they run it \
+                     themselves.",
+                    hit.snippet, hit.reason, hit.rule
+                ),
+                rule: hit.rule,
+            });
+        }
+        for inv in &analysis.invocations {
+            if let Some(pattern) = self.deny.invocation_match(inv) {
+                return Screened::Decided(deny_listed(&shorten(&inv.text(), 120), pattern));
+            }
+        }
+        if let Some(hit) = self
+            .rules
+            .hits(Tier::Outside, &analysis, env)
+            .into_iter()
+            .next()
+        {
+            return Screened::Decided(Outcome::Ask {
+                reason: format!(
+                    "`{}` {}. Commands that act outside this machine need the user's approval \
+                     every time, even in auto mode (rule `{}`).",
+                    hit.snippet, hit.reason, hit.rule
+                ),
+                rule: hit.rule,
+            });
+        }
+        let unallowed = Analysis {
+            invocations: analysis
+                .invocations
+                .into_iter()
+                .filter(|inv| self.allow.invocation_match(inv).is_none())
+                .collect(),
+            functions: analysis.functions,
+        };
+        Screened::Risky(self.rules.hits(Tier::Dangerous, &unallowed, env))
+    }
+
+    async fn judge_command(
+        &self,
+        spec: &ToolSpec,
+        text: &str,
+        call: &ToolCall,
+        ctx: &GateContext,
+    ) -> Outcome {
+        let env = self.env(call, ctx);
+        let hits = match self.screen(text, &env) {
+            Screened::Decided(outcome) => return outcome,
+            Screened::Risky(hits) => hits,
+        };
+        let Some(first) = hits.first() else {
+            return Outcome::Allow;
+        };
+        if self.mode == GateMode::Auto {
+            return Outcome::Allow;
+        }
+        let key = command_key(text);
+        if ctx.session.is_approved(&key) || self.always.contains(&key) {
+            return Outcome::Allow;
+        }
+        let what = format!("`{}` (it {})", first.snippet, first.reason);
+        let rule = first.rule.clone();
+        let Some(guardian) = &self.guardian else {
+            return Outcome::Ask {
+                reason: format!(
+                    "{what} matches the dangerous pattern `{rule}`. The user decides; auto mode \
+                     or an allow pattern would let such commands run without asking."
+                ),
+                rule,
+            };
+        };
+        let limit = self.limits.guardian_denials;
+        if ctx.session.guardian_denials() >= limit {
+            return Outcome::Deny {
+                rule: "guardian-streak".into(),
+                reason: format!(
+                    "Blocked {what}: the guardian refused the last {limit} risky commands in a \
+                     row, so risky commands are refused without asking it for the rest of this \
+                     session. Change approach; the user can allow such commands with an allow \
+                     pattern or auto mode."
+                ),
+            };
+        }
+        let request = GuardianRequest {
+            tool: spec.name.clone(),
+            command: text.to_string(),
+            cwd: env.cwd.clone(),
+            flagged: hits
+                .iter()
+                .map(|h| Flag {
+                    rule: h.rule.clone(),
+                    reason: h.reason.clone(),
+                    snippet: h.snippet.clone(),
+                })
+                .collect(),
+            unattended: ctx.unattended,
+        };
+        let secs = self.limits.guardian_timeout_secs.max(1);
+        let answer = tokio::time::timeout(Duration::from_secs(secs), guardian.judge(&request))
+            .await
+            .unwrap_or_else(|_| Err(format!("it did not answer within {secs} s")));
+        match answer {
+            Ok(GuardianAnswer::Approve) => {
+                ctx.session.reset_denials();
+                Outcome::Allow
+            }
+            Ok(GuardianAnswer::Deny { reason }) => {
+                ctx.session.guardian_denied();
+                Outcome::Deny {
+                    rule: "guardian".into(),
+                    reason: format!(
+                        "The guardian refused {what}: {reason}. Do it another way; the user can \
+                         allow such commands with an allow pattern or auto mode."
+                    ),
+                }
+            }
+            Ok(GuardianAnswer::Ask { reason }) => Outcome::Ask {
+                rule: "guardian".into(),
+                reason: format!("The guardian wants the user to decide on {what}: {reason}."),
+            },
+            Err(error) => Outcome::Ask {
+                rule: "guardian-failed".into(),
+                reason: format!(
+                    "The guardian could not judge {what}: {error}. The user decides instead."
+                ),
+            },
+        }
+    }
+
+    fn write_outcome(&self, path: &Path, ctx: &GateContext) -> Outcome {
+        let real = real_path(path);
+        let paths = [path, real.as_path()];
+        let home = &ctx.home;
+        let protected = home.protected_paths();
+        let in_settings = paths.iter().any(|p| {
+            protected.iter().any(|prot| p.starts_with(prot))
+                || p.strip_prefix(home.root())
+                    .ok()
+                    .and_then(|rest| rest.to_str())
+                    .is_some_and(|rest| rest.starts_with("troupe.db"))
+        });
+        if in_settings {
+            return Outcome::Deny {
+                rule: "home-settings".into(),
+                reason: format!(
+                    "Blocked writing {}: it is one of troupe's own settings, plugin or database \
+                     files, which tools never write. The user changes these themselves.",
+                    path.display()
+                ),
+            };
+        }
+        if paths.iter().any(|p| hardline::is_account_file(p)) {
+            return Outcome::Deny {
+                rule: "account-files".into(),
+                reason: format!(
+                    "Blocked writing {}: it is one of the machine's account or privilege files. \
+                     This is a hardline rule: no mode or approval lifts it.",
+                    path.display()
+                ),
+            };
+        }
+        let ssh = normalize(&ctx.user_home.join(".ssh"));
+        if paths.iter().any(|p| p.starts_with(&ssh)) {
+            let key = write_key(path);
+            if ctx.session.is_approved(&key) || self.always.contains(&key) {
+                return Outcome::Allow;
+            }
+            return Outcome::Ask {
+                rule: "ssh-folder".into(),
+                reason: format!(
+                    "Writing {} changes the user's SSH keys or settings, so the user approves it.",
+                    path.display()
+                ),
+            };
+        }
+        Outcome::Allow
+    }
+}
+
+fn deny_listed(snippet: &str, pattern: &str) -> Outcome {
+    Outcome::Deny {
+        rule: "deny-list".into(),
+        reason: format!(
+            "Blocked `{snippet}`: it matches `{pattern}` on the user's deny list. Do without it, \
+             or ask the user to remove the pattern from the deny list."
+        ),
+    }
+}
+
+fn bad_argument(spec: &ToolSpec, arg: &str) -> Outcome {
+    Outcome::Deny {
+        rule: "gate-argument".into(),
+        reason: format!(
+            "Blocked the call of `{}`: its `{arg}` argument is not a string, so the gate cannot \
+             judge it. Call it again with `{arg}` as a string.",
+            spec.name
+        ),
+    }
+}
+
+fn string_arg<'a>(call: &'a ToolCall, arg: &str) -> Option<&'a str> {
+    call.arguments.get(arg).and_then(|v| v.as_str())
+}
+
+fn command_key(text: &str) -> String {
+    format!("command:{}", text.trim())
+}
+
+fn write_key(path: &Path) -> String {
+    format!("write:{}", path.display())
+}
+
+/// Resolves a path argument: `~` against the context's user home, relative
+/// paths against its working folder.
+fn resolve_path(text: &str, ctx: &GateContext) -> Option<PathBuf> {
+    Env {
+        home: ctx.user_home.clone(),
+        cwd: ctx.cwd.clone(),
+        troupe_home: ctx.home.root().to_path_buf(),
+    }
+    .resolve(text)
+}
+
+/// The path with its existing ancestors' symlinks resolved, so a link into
+/// the home's settings is seen for what it is.
+fn real_path(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+    let mut real = std::fs::canonicalize(&existing).unwrap_or(existing);
+    for part in rest.into_iter().rev() {
+        real.push(part);
+    }
+    real
+}

@@ -1,0 +1,743 @@
+//! From a parsed command line to the programs it actually runs.
+//!
+//! [`shell`](super::shell) finds the simple commands; this module sees
+//! through what stands in front of the program (`sudo`, `env X=1`, `command`,
+//! `nohup`, `timeout 5`, `xargs`, `/bin/` in `/bin/rm`) and follows what runs
+//! more code: `sh -c '…'`, `bash -c "…"`, `eval`, `su -c`, `watch '…'`,
+//! `find -exec …`, a shell fed by a here-document or by `echo … |`, and the
+//! scripts a command runs (`bash x.sh`, `sh x.sh`, `./x.sh`, `source x.sh`,
+//! `. x.sh`), which are read and judged on their content. The result is a flat
+//! list of [`Invocation`]s every rule is matched against.
+//!
+//! It fails closed: a command too long, nested too deep, a script that
+//! cannot be read, or a script the same command writes before running it is an
+//! [`AnalysisError`], never a pass.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::shell::{self, FunctionDef, Parsed, Redirect, RedirectKind, SimpleCommand, Word};
+
+/// Where a command runs: the paths rules resolve words against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Env {
+    /// The user's home folder (`~`, `$HOME`), as the gate's context gives it.
+    pub home: PathBuf,
+    /// The folder the command runs in; empty when it is not known (after
+    /// `cd "$DIR"`), and then relative paths do not resolve.
+    pub cwd: PathBuf,
+    /// The troupe home (its database, plugins, settings).
+    pub troupe_home: PathBuf,
+}
+
+impl Env {
+    /// The fixed place rule examples are checked in.
+    pub fn example() -> Self {
+        Self {
+            home: PathBuf::from("/home/user"),
+            cwd: PathBuf::from("/home/user/project"),
+            troupe_home: PathBuf::from("/home/user/.troupe"),
+        }
+    }
+
+    /// Resolves a word to an absolute, lexically normal path: `~` and
+    /// `$HOME` become the home, relative paths join the working folder.
+    /// `None` when the word depends on something only known when it runs.
+    pub fn resolve(&self, text: &str) -> Option<PathBuf> {
+        let expanded: PathBuf = if text == "~" || text == "$HOME" || text == "${HOME}" {
+            self.home.clone()
+        } else if let Some(rest) = text
+            .strip_prefix("~/")
+            .or_else(|| text.strip_prefix("$HOME/"))
+            .or_else(|| text.strip_prefix("${HOME}/"))
+        {
+            self.home.join(rest)
+        } else if text.starts_with('~') || text.contains('$') || text.contains('`') {
+            return None;
+        } else if text.starts_with('/') {
+            PathBuf::from(text)
+        } else if self.cwd.as_os_str().is_empty() {
+            return None;
+        } else {
+            self.cwd.join(text)
+        };
+        Some(normalize(&expanded))
+    }
+}
+
+/// Removes `.`, `..` and repeated separators without touching the disk.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for part in path.components() {
+        match part {
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(p) => out.push(p),
+        }
+    }
+    out
+}
+
+/// One program a command line runs, with what stood in front of it removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The program's file name (`rm` for `/bin/rm` or `\rm`).
+    pub program: String,
+    /// The program as written (`/bin/rm`, `./x.sh`).
+    pub path: String,
+    /// Its arguments.
+    pub args: Vec<Word>,
+    /// Its redirections.
+    pub redirects: Vec<Redirect>,
+    /// Whether it runs through `sudo`, `doas` or `su`.
+    pub elevated: bool,
+    /// The program of the command piped into it, if any.
+    pub piped_from: Option<String>,
+    /// Whether it runs code only known when it runs: a shell reading a pipe,
+    /// `sh -c "$x"`, `eval "$x"`, `source <(…)`.
+    pub runs_unknown_code: bool,
+    /// The script file it was read from, if any.
+    pub script: Option<PathBuf>,
+    /// Every word of the simple command, wrappers included, space-joined.
+    pub full_text: String,
+    /// The folder it runs in, as far as `cd` earlier in the command shows
+    /// (empty when not known).
+    pub cwd: PathBuf,
+}
+
+impl Invocation {
+    /// `env` with this invocation's working folder.
+    pub fn env_in(&self, env: &Env) -> Env {
+        Env {
+            cwd: self.cwd.clone(),
+            ..env.clone()
+        }
+    }
+
+    /// The program and its arguments, space-joined (`rm -rf /tmp/x`): what
+    /// text rules and the user's patterns match.
+    pub fn text(&self) -> String {
+        let mut out = self.program.clone();
+        for a in &self.args {
+            out.push(' ');
+            out.push_str(&a.text);
+        }
+        out
+    }
+
+    /// The arguments' texts.
+    pub fn arg_texts(&self) -> impl Iterator<Item = &str> {
+        self.args.iter().map(|w| w.text.as_str())
+    }
+
+    /// The arguments that are not options (after `--`, everything).
+    pub fn operands(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut ended = false;
+        for a in self.arg_texts() {
+            if ended {
+                out.push(a);
+            } else if a == "--" {
+                ended = true;
+            } else if !(a.starts_with('-') && a.len() > 1) {
+                out.push(a);
+            }
+        }
+        out
+    }
+
+    /// Whether a short flag letter or a long option is given
+    /// (`has_flag('r', "--recursive")` is true for `-rf`, `-R`? no: letters
+    /// are case-sensitive).
+    pub fn has_flag(&self, letter: char, long: &str) -> bool {
+        for a in self.arg_texts() {
+            if a == "--" {
+                return false;
+            }
+            if a == long || (a.starts_with(long) && a[long.len()..].starts_with('=')) {
+                return true;
+            }
+            if a.starts_with('-') && !a.starts_with("--") && a[1..].contains(letter) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The files its redirections write (truncate, append or read-write).
+    pub fn redirect_writes(&self) -> impl Iterator<Item = &str> {
+        self.redirects
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.kind,
+                    RedirectKind::Write | RedirectKind::Append | RedirectKind::ReadWrite
+                )
+            })
+            .map(|r| r.target.text.as_str())
+    }
+}
+
+/// Everything a command line runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Analysis {
+    /// Every program run, nested ones and those in scripts included.
+    pub invocations: Vec<Invocation>,
+    /// The functions defined.
+    pub functions: Vec<FunctionDef>,
+}
+
+/// How far analysis goes before it gives up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The longest command analysed, in characters.
+    pub max_chars: usize,
+    /// How deep commands may nest (substitutions, `sh -c`, scripts).
+    pub max_depth: u32,
+    /// The largest script file read, in bytes.
+    pub max_script_bytes: u64,
+    /// Whether scripts are read from disk (off when rule examples are checked).
+    pub read_scripts: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_chars: 10_000,
+            max_depth: 8,
+            max_script_bytes: 256 * 1024,
+            read_scripts: true,
+        }
+    }
+}
+
+/// Why a command could not be analysed; the gate never allows such a command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnalysisError {
+    /// Longer than the limit.
+    #[error("it is {chars} characters long, more than the {max} the gate analyses")]
+    TooLong {
+        /// Its length.
+        chars: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The shell syntax could not be followed.
+    #[error("{0}")]
+    Parse(#[from] shell::ParseError),
+    /// A script it runs could not be judged.
+    #[error("it runs the script {path}, which {problem}")]
+    Script {
+        /// The script.
+        path: PathBuf,
+        /// What was wrong.
+        problem: String,
+    },
+}
+
+/// Analyses a command line run in `env`.
+pub fn analyse(text: &str, env: &Env, limits: &Limits) -> Result<Analysis, AnalysisError> {
+    let chars = text.chars().count();
+    if chars > limits.max_chars {
+        return Err(AnalysisError::TooLong {
+            chars,
+            max: limits.max_chars,
+        });
+    }
+    let mut walker = Walker {
+        env,
+        here: env.clone(),
+        limits,
+        out: Analysis::default(),
+        scripts: Vec::new(),
+    };
+    walker.text(text, 0, false, None)?;
+    walker.check_self_written_scripts()?;
+    Ok(walker.out)
+}
+
+const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "yash"];
+
+/// Options of wrappers that take a value, by wrapper.
+fn option_takes_value(wrapper: &str, option: &str) -> bool {
+    let list: &[&str] = match wrapper {
+        "sudo" => &[
+            "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "-R",
+        ],
+        "doas" => &["-u", "-C"],
+        "env" => &["-u", "-C", "--unset", "--chdir"],
+        "exec" => &["-a"],
+        "nice" => &["-n", "--adjustment"],
+        "ionice" => &["-c", "-n", "-p", "-t"],
+        "stdbuf" => &["-i", "-o", "-e"],
+        "timeout" => &["-s", "-k", "--signal", "--kill-after"],
+        "xargs" => &["-I", "-n", "-P", "-d", "-a", "-E", "-L", "-s", "-e", "-l"],
+        "watch" => &["-n", "-d", "--interval"],
+        _ => &[],
+    };
+    list.contains(&option)
+}
+
+struct Walker<'a> {
+    env: &'a Env,
+    /// `env` with the working folder `cd` has moved to so far.
+    here: Env,
+    limits: &'a Limits,
+    out: Analysis,
+    scripts: Vec<PathBuf>,
+}
+
+impl Walker<'_> {
+    fn text(
+        &mut self,
+        text: &str,
+        depth: u32,
+        elevated: bool,
+        script: Option<&Path>,
+    ) -> Result<(), AnalysisError> {
+        let mut parsed = Parsed::default();
+        shell::parse_into(text, depth, self.limits.max_depth, &mut parsed)?;
+        self.out.functions.append(&mut parsed.functions);
+        for cmd in &parsed.commands {
+            let source = cmd.piped_from.and_then(|i| parsed.commands.get(i));
+            self.command(cmd, source, elevated, script)?;
+        }
+        Ok(())
+    }
+
+    fn command(
+        &mut self,
+        cmd: &SimpleCommand,
+        source: Option<&SimpleCommand>,
+        elevated: bool,
+        script: Option<&Path>,
+    ) -> Result<(), AnalysisError> {
+        let (start, elevated) = self.strip_wrappers(&cmd.words, cmd.depth, elevated, script)?;
+        let full_text = join(&cmd.words);
+        let words = &cmd.words[start..];
+        let words = if words.is_empty() {
+            // Only wrappers (`sudo -i`): the first of them is the program.
+            let first = cmd.words.iter().position(|w| !is_assignment(&w.text));
+            first.map_or(words, |i| &cmd.words[i..])
+        } else {
+            words
+        };
+        let Some((program_word, args)) = words.split_first() else {
+            if !cmd.redirects.is_empty() {
+                self.out.invocations.push(Invocation {
+                    program: String::new(),
+                    path: String::new(),
+                    args: Vec::new(),
+                    redirects: cmd.redirects.clone(),
+                    elevated,
+                    piped_from: None,
+                    runs_unknown_code: false,
+                    script: script.map(Path::to_path_buf),
+                    full_text,
+                    cwd: self.here.cwd.clone(),
+                });
+            }
+            return Ok(());
+        };
+        let path = program_word.text.clone();
+        let program = path.rsplit('/').next().unwrap_or(&path).to_string();
+        let piped_from = source.map(program_of);
+        let mut inv = Invocation {
+            program,
+            path,
+            args: args.to_vec(),
+            redirects: cmd.redirects.clone(),
+            elevated,
+            piped_from,
+            runs_unknown_code: false,
+            script: script.map(Path::to_path_buf),
+            full_text,
+            cwd: self.here.cwd.clone(),
+        };
+        let depth = cmd.depth + 1;
+        let mut nested: Vec<(String, bool)> = Vec::new();
+        let mut scripts: Vec<(String, bool)> = Vec::new();
+        let program = inv.program.as_str();
+        if SHELLS.contains(&program) {
+            match shell_input(&inv.args) {
+                ShellInput::Command(w) => {
+                    inv.runs_unknown_code |= w.dynamic;
+                    nested.push((w.text.clone(), elevated));
+                }
+                ShellInput::Script(w) => {
+                    if w.dynamic {
+                        inv.runs_unknown_code = true;
+                    } else {
+                        scripts.push((w.text.clone(), true));
+                    }
+                }
+                ShellInput::Stdin => {
+                    if let Some(text) = &cmd.stdin_text {
+                        nested.push((text.clone(), elevated));
+                    } else if let Some(src) = source {
+                        match echoed_text(src) {
+                            Some(text) => nested.push((text, elevated)),
+                            None => inv.runs_unknown_code = true,
+                        }
+                    }
+                }
+            }
+        } else if program == "eval" {
+            inv.runs_unknown_code |= inv.args.iter().any(|w| w.dynamic);
+            nested.push((join(&inv.args), elevated));
+        } else if program == "source" || program == "." {
+            if let Some(w) = inv.args.first() {
+                if w.dynamic {
+                    inv.runs_unknown_code = true;
+                } else {
+                    scripts.push((w.text.clone(), true));
+                }
+            }
+        } else if program == "find" {
+            let mut rest = inv.args.iter();
+            while let Some(w) = rest.next() {
+                if matches!(w.text.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+                    let inner: Vec<Word> = rest
+                        .by_ref()
+                        .take_while(|w| w.text != ";" && w.text != "+")
+                        .cloned()
+                        .collect();
+                    let sub = SimpleCommand {
+                        words: inner,
+                        depth,
+                        ..SimpleCommand::default()
+                    };
+                    self.command(&sub, None, elevated, script)?;
+                }
+            }
+        } else if inv.path.contains('/') && !program_word.dynamic {
+            if let Some(p) = self.here.resolve(&inv.path) {
+                if !is_system_program(&p) {
+                    scripts.push((inv.path.clone(), false));
+                }
+            }
+        }
+        if matches!(inv.program.as_str(), "cd" | "pushd") {
+            let target = inv.operands().first().map(|t| self.here.resolve(t));
+            self.here.cwd = match target {
+                None => self.env.home.clone(),
+                Some(Some(dir)) => dir,
+                Some(None) => PathBuf::new(),
+            };
+        }
+        self.out.invocations.push(inv);
+        for (text, elevated) in nested {
+            self.text(&text, depth, elevated, script)?;
+        }
+        for (path, by_interpreter) in scripts {
+            self.script(&path, depth, elevated, by_interpreter)?;
+        }
+        Ok(())
+    }
+
+    /// Skips assignments and wrappers; returns the index of the program and
+    /// whether a wrapper elevated it. Wrappers that run a command string
+    /// (`su -c`, `watch`, `env -S`) have it analysed here.
+    fn strip_wrappers(
+        &mut self,
+        words: &[Word],
+        depth: u32,
+        mut elevated: bool,
+        script: Option<&Path>,
+    ) -> Result<(usize, bool), AnalysisError> {
+        let mut i = 0;
+        loop {
+            let Some(word) = words.get(i) else {
+                return Ok((i, elevated));
+            };
+            if is_assignment(&word.text) && !word.text.starts_with('=') {
+                i += 1;
+                continue;
+            }
+            let name = word.text.rsplit('/').next().unwrap_or(&word.text);
+            let wrapper = match name {
+                "sudo" | "doas" => {
+                    elevated = true;
+                    name
+                }
+                "su" => {
+                    let rest = &words[i + 1..];
+                    if let Some(pos) = rest
+                        .iter()
+                        .position(|w| w.text == "-c" || w.text == "--command")
+                    {
+                        if let Some(cmd) = rest.get(pos + 1) {
+                            self.text(&cmd.text, depth + 1, true, script)?;
+                        }
+                    }
+                    return Ok((i, true));
+                }
+                "command" | "builtin" => {
+                    if words
+                        .get(i + 1)
+                        .is_some_and(|w| w.text == "-v" || w.text == "-V")
+                    {
+                        return Ok((i, elevated));
+                    }
+                    name
+                }
+                "env" | "exec" | "nohup" | "setsid" | "time" | "nice" | "ionice" | "stdbuf"
+                | "timeout" | "unbuffer" | "chronic" | "xargs" | "watch" => name,
+                _ => return Ok((i, elevated)),
+            };
+            i += 1;
+            // The wrapper's options.
+            while let Some(w) = words.get(i) {
+                let t = w.text.as_str();
+                if t == "--" {
+                    i += 1;
+                    break;
+                }
+                if wrapper == "env" && (t == "-S" || t == "--split-string") {
+                    if let Some(cmd) = words.get(i + 1) {
+                        self.text(&cmd.text, depth + 1, elevated, script)?;
+                    }
+                    return Ok((words.len(), elevated));
+                }
+                if t.starts_with('-') && t.len() > 1 {
+                    i += if option_takes_value(wrapper, t) { 2 } else { 1 };
+                } else if wrapper == "env" && is_assignment(t) {
+                    i += 1;
+                } else {
+                    break;
+                }
+            }
+            if wrapper == "timeout" && words.get(i).is_some() {
+                i += 1; // the duration
+            }
+            if wrapper == "watch" {
+                let rest = join(&words[i.min(words.len())..]);
+                self.text(&rest, depth + 1, elevated, script)?;
+                return Ok((words.len(), elevated));
+            }
+        }
+    }
+
+    fn script(
+        &mut self,
+        written: &str,
+        depth: u32,
+        elevated: bool,
+        by_interpreter: bool,
+    ) -> Result<(), AnalysisError> {
+        if !self.limits.read_scripts {
+            return Ok(());
+        }
+        let Some(path) = self.here.resolve(written) else {
+            return Err(AnalysisError::Script {
+                path: PathBuf::from(written),
+                problem: "cannot be located (its name or folder depends on a variable)".into(),
+            });
+        };
+        self.scripts.push(path.clone());
+        let problem = |p: String| AnalysisError::Script {
+            path: path.clone(),
+            problem: p,
+        };
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(problem(
+                    "does not exist, so the gate cannot read what it would run".into(),
+                ))
+            }
+            Err(e) => return Err(problem(format!("cannot be read ({e})"))),
+        };
+        if meta.is_dir() {
+            return Ok(());
+        }
+        let head = read_head(&path).map_err(|e| problem(format!("cannot be read ({e})")))?;
+        if head.contains(&0) || head.starts_with(b"\x7fELF") {
+            return Ok(()); // a binary program, not a script
+        }
+        if !by_interpreter && head.starts_with(b"#!") {
+            // Run by its path, the `#!` line names what runs it.
+            let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+            let line = String::from_utf8_lossy(line);
+            let is_shell = line
+                .split(|c: char| c == '/' || c.is_whitespace())
+                .any(|part| SHELLS.contains(&part));
+            if !is_shell {
+                return Ok(()); // another language: its interpreter is what runs
+            }
+        }
+        if meta.len() > self.limits.max_script_bytes {
+            return Err(problem(format!(
+                "is {} bytes, more than the {} the gate reads",
+                meta.len(),
+                self.limits.max_script_bytes
+            )));
+        }
+        let content =
+            std::fs::read_to_string(&path).map_err(|e| problem(format!("cannot be read ({e})")))?;
+        self.text(&content, depth, elevated, Some(&path))
+    }
+
+    /// A command that writes a script and runs it is judged before the
+    /// script has its new content: such a command cannot be allowed.
+    fn check_self_written_scripts(&self) -> Result<(), AnalysisError> {
+        for script in &self.scripts {
+            for inv in &self.out.invocations {
+                let writes_it = inv
+                    .redirect_writes()
+                    .chain(if read_only_program(&inv.program) {
+                        Vec::new()
+                    } else {
+                        inv.operands()
+                    })
+                    .filter_map(|t| inv.env_in(self.env).resolve(t))
+                    .any(|p| &p == script);
+                if writes_it && inv.script.as_deref() != Some(script.as_path()) {
+                    return Err(AnalysisError::Script {
+                        path: script.clone(),
+                        problem: format!(
+                            "the same command also changes (`{}`), so its content is not known yet",
+                            inv.text()
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+enum ShellInput<'a> {
+    Command(&'a Word),
+    Script(&'a Word),
+    Stdin,
+}
+
+/// What a shell invocation runs: `-c STRING`, a script, or its input.
+fn shell_input(args: &[Word]) -> ShellInput<'_> {
+    let mut wants_command = false;
+    let mut iter = args.iter();
+    while let Some(w) = iter.next() {
+        let t = w.text.as_str();
+        if t == "--" {
+            break;
+        }
+        if t == "-o" || t == "+o" || t == "--rcfile" || t == "--init-file" {
+            iter.next();
+            continue;
+        }
+        if t.starts_with("--") {
+            continue;
+        }
+        if (t.starts_with('-') || t.starts_with('+')) && t.len() > 1 {
+            if t[1..].contains('c') {
+                wants_command = true;
+            }
+            if t[1..].contains('s') {
+                return ShellInput::Stdin;
+            }
+            continue;
+        }
+        return if wants_command {
+            ShellInput::Command(w)
+        } else {
+            ShellInput::Script(w)
+        };
+    }
+    match iter.next() {
+        Some(w) if wants_command => ShellInput::Command(w),
+        Some(w) => ShellInput::Script(w),
+        None => ShellInput::Stdin,
+    }
+}
+
+/// The text `echo …` or `printf …` prints, when that is all it does.
+fn echoed_text(cmd: &SimpleCommand) -> Option<String> {
+    let (first, rest) = cmd.words.split_first()?;
+    match first.text.as_str() {
+        "echo" | "printf" => {
+            let args: Vec<Word> = rest
+                .iter()
+                .filter(|w| !(w.text.starts_with('-') && w.text.len() == 2))
+                .cloned()
+                .collect();
+            Some(join(&args).replace("\\n", "\n"))
+        }
+        _ => None,
+    }
+}
+
+fn program_of(cmd: &SimpleCommand) -> String {
+    cmd.words
+        .iter()
+        .find(|w| !is_assignment(&w.text))
+        .map(|w| w.text.rsplit('/').next().unwrap_or(&w.text).to_string())
+        .unwrap_or_default()
+}
+
+fn is_assignment(text: &str) -> bool {
+    match text.split_once('=') {
+        Some((name, _)) => {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '+')
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+fn join(words: &[Word]) -> String {
+    let mut out = String::new();
+    for (i, w) in words.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(&w.text);
+    }
+    out
+}
+
+fn is_system_program(path: &Path) -> bool {
+    ["/bin", "/sbin", "/usr", "/lib", "/opt", "/snap", "/nix"]
+        .iter()
+        .any(|dir| path.starts_with(dir))
+}
+
+fn read_only_program(program: &str) -> bool {
+    matches!(
+        program,
+        "cat"
+            | "chmod"
+            | "ls"
+            | "head"
+            | "tail"
+            | "wc"
+            | "file"
+            | "stat"
+            | "test"
+            | "["
+            | "echo"
+            | "less"
+            | "grep"
+            | "bash"
+            | "sh"
+            | "zsh"
+            | "dash"
+            | "source"
+            | "."
+            | "shellcheck"
+            | "diff"
+    )
+}
+
+fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 256];
+    let mut file = std::fs::File::open(path)?;
+    let n = file.read(&mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
+}
