@@ -13,7 +13,7 @@
 //! - **Readers off the async threads.** Reads run on a small pool of threads
 //!   with their own connections; WAL lets them read while the writer writes.
 //! - **Domain functions take a transaction or a connection**
-//!   ([`conversations`], [`mailbox`], [`usage`]), so a caller composes several
+//!   ([`conversations`], [`mailbox`], [`usage`], [`kv`]), so a caller composes several
 //!   in one job — e.g. consuming a mailbox message and appending it to a
 //!   conversation atomically.
 //!
@@ -50,6 +50,7 @@
 
 pub mod conversations;
 mod error;
+pub mod kv;
 pub mod mailbox;
 pub mod migrations;
 mod reader;

@@ -133,10 +133,13 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
                 known,
             });
         }
-        let Some(sql) = usize::try_from(version)
-            .ok()
-            .and_then(|v| MIGRATIONS.get(v))
-        else {
+        let Ok(applied) = usize::try_from(version) else {
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("its schema version is {version}, below zero"),
+            });
+        };
+        let Some(sql) = MIGRATIONS.get(applied) else {
             return Ok(());
         };
         let next = version + 1;

@@ -434,3 +434,21 @@ fn usage_adds_up_per_conversation_and_day() {
     assert_eq!(day, expected);
     assert_eq!(other_day, usage::UsageTotal::default());
 }
+
+#[test]
+fn kv_values_are_set_replaced_and_removed() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    store
+        .write_blocking(|tx| {
+            kv::set(tx, "lease", "node-a")?;
+            kv::set(tx, "lease", "node-b")?;
+            kv::set(tx, "gone", "x")?;
+            kv::remove(tx, "gone")
+        })
+        .unwrap();
+    let values = store
+        .read_blocking(|conn| Ok((kv::get(conn, "lease")?, kv::get(conn, "gone")?)))
+        .unwrap();
+    assert_eq!(values, (Some("node-b".to_string()), None));
+}
