@@ -1,9 +1,345 @@
-//! The SQLite store (being built: see issue 2).
+//! The durable store: one SQLite file per home, written by one thread.
+//!
+//! Everything troupe must not lose — conversations and their messages, the
+//! durable mailbox between agents, usage — lives in `troupe.db`. SQLite is
+//! blocking and allows one writer at a time, so the store is shaped around
+//! that instead of fighting it:
+//!
+//! - **One writer.** A dedicated OS thread owns the write connection. Write
+//!   jobs queue on a channel and the thread commits whatever is queued in ONE
+//!   transaction (group commit), each job in its own savepoint so a failing
+//!   job rolls back only itself. A job's result comes back only after
+//!   `COMMIT`: an answered write is durable.
+//! - **Readers off the async threads.** Reads run on a small pool of threads
+//!   with their own connections; WAL lets them read while the writer writes.
+//! - **Domain functions take a transaction or a connection**
+//!   ([`conversations`], [`mailbox`], [`usage`], [`kv`]), so a caller composes several
+//!   in one job — e.g. consuming a mailbox message and appending it to a
+//!   conversation atomically.
+//!
+//! Opening never takes an exclusive lock (two processes may share a home),
+//! never overwrites a file that is not a database, and refuses a schema
+//! newer than this binary.
+//!
+//! # Examples
+//!
+//! ```
+//! use troupe_runtime::id::{BotId, ConversationId};
+//! use troupe_runtime::protocol::Message;
+//! use troupe_runtime::store::{conversations, Store};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(&dir.path().join("troupe.db"))?;
+//!
+//! let (bot, conv) = (BotId::new(), ConversationId::new());
+//! // One write job: both statements commit together, or neither does.
+//! store
+//!     .write(move |tx| {
+//!         conversations::create_conversation(tx, &conversations::NewConversation::new(conv, bot, "main"))?;
+//!         conversations::append_message(tx, conv, bot, &Message::user("hello"))
+//!     })
+//!     .await?;
+//!
+//! let history = store.read(move |conn| conversations::load_messages(conn, conv)).await?;
+//! assert_eq!(history[0].message, Message::user("hello"));
+//! # Ok(())
+//! # }
+//! ```
 
-/// A store failure.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// SQLite failed.
-    #[error("database: {0}")]
-    Sqlite(String),
+pub mod conversations;
+mod error;
+pub mod kv;
+pub mod mailbox;
+pub mod migrations;
+mod reader;
+pub mod usage;
+mod writer;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, Transaction};
+use tokio::sync::mpsc;
+
+pub use error::{Result, StoreError};
+
+/// How long a connection waits for another's lock before failing, by default.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Write jobs that may wait in the writer's queue before senders wait.
+const WRITE_QUEUE: usize = 16 * 1024;
+
+/// Read jobs that may wait for a reader before senders wait.
+const READ_QUEUE: usize = 1024;
+
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// `synchronous = FULL` (survives power loss, slower commits) instead of
+    /// `NORMAL` (survives a process crash; the default).
+    pub synchronous_full: bool,
+    /// Reader threads, at least one.
+    pub readers: usize,
+    /// How long to wait for another process's write lock before failing
+    /// with [`StoreError::Locked`].
+    pub busy_timeout: Duration,
 }
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self {
+            synchronous_full: false,
+            readers: 2,
+            busy_timeout: BUSY_TIMEOUT,
+        }
+    }
+}
+
+/// A handle to the store; cheap to clone, share it freely.
+///
+/// The writer and reader threads stop once the last handle is dropped,
+/// after committing the writes already queued.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writes: mpsc::Sender<Box<dyn writer::Job>>,
+    reads: mpsc::Sender<reader::ReadJob>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating if missing) the database at `path` with the default
+    /// options, migrating its schema to the latest version.
+    ///
+    /// Blocking: from async code call it in `spawn_blocking`.
+    pub fn open(path: &Path) -> Result<Store> {
+        Self::open_with(path, OpenOptions::default())
+    }
+
+    /// Opens the database at `path` with `options`.
+    pub fn open_with(path: &Path, options: OpenOptions) -> Result<Store> {
+        check_header(path)?;
+        let mut conn = connect(path, &options, false)?;
+        migrations::migrate(&mut conn, path)?;
+        let readers = (0..options.readers.max(1))
+            .map(|_| connect(path, &options, true))
+            .collect::<Result<Vec<_>>>()?;
+
+        let io = |source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let (writes, write_rx) = mpsc::channel(WRITE_QUEUE);
+        writer::spawn(conn, path.to_path_buf(), write_rx).map_err(io)?;
+        let (reads, read_rx) = mpsc::channel(READ_QUEUE);
+        reader::spawn(readers, read_rx).map_err(io)?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                writes,
+                reads,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` in a write transaction and returns its result once committed.
+    ///
+    /// `f` runs on the writer thread, batched with other jobs; if it returns
+    /// an error its changes (only its own) are rolled back. Keep it short: it
+    /// holds up every other write. If the caller stops waiting, the write
+    /// still happens.
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        let (job, rx) = writer::TypedJob::boxed(f);
+        self.inner
+            .writes
+            .send(job)
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// [`Store::write`] for code outside an async runtime (it blocks; it
+    /// panics if called on an async worker thread, like any blocking wait).
+    pub fn write_blocking<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        let (job, rx) = writer::TypedJob::boxed(f);
+        self.inner
+            .writes
+            .blocking_send(job)
+            .map_err(|_| StoreError::Closed)?;
+        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Runs `f` on a reader thread; it sees every write committed before it
+    /// started.
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (job, rx) = reader::job(f);
+        self.inner
+            .reads
+            .send(job)
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// [`Store::read`] for code outside an async runtime.
+    pub fn read_blocking<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (job, rx) = reader::job(f);
+        self.inner
+            .reads
+            .blocking_send(job)
+            .map_err(|_| StoreError::Closed)?;
+        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+}
+
+/// The 16 bytes every SQLite database file starts with.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Refuses an existing, non-empty file that is not a SQLite database before
+/// SQLite touches it, so it is never rewritten.
+fn check_header(path: &Path) -> Result<()> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut head = Vec::with_capacity(16);
+    file.by_ref()
+        .take(16)
+        .read_to_end(&mut head)
+        .map_err(|source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if head.is_empty() || head == SQLITE_HEADER {
+        return Ok(());
+    }
+    Err(StoreError::Corrupt {
+        path: path.to_path_buf(),
+        detail: "the file does not start with the SQLite header".into(),
+    })
+}
+
+/// Opens one connection, applies the settings and checks they took effect.
+fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connection> {
+    let at = |e: rusqlite::Error| StoreError::from(e).at(path);
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(at)?;
+    conn.busy_timeout(options.busy_timeout).map_err(at)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    // Read before any write: a damaged file fails here, untouched.
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_err(at)?;
+
+    let journal: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(at)?;
+    expect(path, "journal_mode", "wal", &journal.to_ascii_lowercase())?;
+    conn.pragma_update(None, "foreign_keys", true).map_err(at)?;
+    let sync = if options.synchronous_full { 2 } else { 1 };
+    conn.pragma_update(None, "synchronous", sync).map_err(at)?;
+    if reader {
+        conn.pragma_update(None, "query_only", true).map_err(at)?;
+    }
+
+    let get = |name: &str| -> Result<i64> {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .map_err(at)
+    };
+    expect(path, "foreign_keys", "1", &get("foreign_keys")?.to_string())?;
+    expect(
+        path,
+        "synchronous",
+        &sync.to_string(),
+        &get("synchronous")?.to_string(),
+    )?;
+    expect(
+        path,
+        "busy_timeout",
+        &options.busy_timeout.as_millis().to_string(),
+        &get("busy_timeout")?.to_string(),
+    )?;
+    Ok(conn)
+}
+
+fn expect(path: &Path, name: &'static str, wanted: &str, got: &str) -> Result<()> {
+    if wanted == got {
+        return Ok(());
+    }
+    Err(StoreError::Setting {
+        path: path.to_path_buf(),
+        name,
+        wanted: wanted.to_string(),
+        got: got.to_string(),
+    })
+}
+
+/// The current time as stored: RFC 3339, UTC, microseconds (sorts as text).
+pub fn now() -> String {
+    timestamp(chrono::Utc::now())
+}
+
+/// A time as stored: RFC 3339, UTC, microseconds (sorts as text).
+pub fn timestamp(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// Parses a stored time.
+pub(crate) fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| StoreError::Codec {
+            what: "timestamp",
+            detail: format!("`{text}`: {e}"),
+        })
+}
+
+#[cfg(test)]
+#[path = "store/store_tests.rs"]
+mod tests;

@@ -1,0 +1,152 @@
+//! The schema, as an ordered list of migrations.
+//!
+//! The database's `PRAGMA user_version` is the number of migrations applied.
+//! At open, each migration past it runs in its own transaction together with
+//! the version bump, so a crash leaves the schema at one version or the
+//! next, never between. A database with a version past the end of this list
+//! was written by a newer troupe and is refused rather than guessed at.
+//! Never edit a released migration: append a new one.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::error::StoreError;
+
+/// The migrations, oldest first; migration `i` brings the schema to version `i + 1`.
+pub const MIGRATIONS: &[&str] = &[MIGRATION_1];
+
+/// The newest schema version this binary knows.
+pub fn latest() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Migration 1: bots, conversations, messages with their full-text index,
+/// the durable mailbox, usage and a key-value table.
+const MIGRATION_1: &str = r#"
+CREATE TABLE bots (
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL UNIQUE,
+    title       TEXT NOT NULL DEFAULT '',
+    description TEXT NOT NULL DEFAULT '',
+    mission     TEXT NOT NULL DEFAULT '',
+    model       TEXT,
+    spec        TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(spec)),
+    created_at  TEXT NOT NULL,
+    archived_at TEXT
+);
+
+CREATE TABLE conversations (
+    id               TEXT PRIMARY KEY,
+    bot_id           TEXT NOT NULL,
+    kind             TEXT NOT NULL,
+    parent_id        TEXT REFERENCES conversations(id) ON DELETE SET NULL,
+    title            TEXT NOT NULL DEFAULT '',
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL,
+    previous_segment TEXT REFERENCES conversations(id) ON DELETE SET NULL
+);
+CREATE INDEX conversations_by_bot ON conversations(bot_id, updated_at);
+CREATE INDEX conversations_by_parent ON conversations(parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX conversations_by_previous ON conversations(previous_segment)
+    WHERE previous_segment IS NOT NULL;
+
+CREATE TABLE messages (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              TEXT NOT NULL UNIQUE,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    bot_id          TEXT NOT NULL,
+    role            TEXT NOT NULL,
+    body            TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    created_at      TEXT NOT NULL
+);
+CREATE INDEX messages_by_conversation ON messages(conversation_id, seq);
+CREATE INDEX messages_by_bot ON messages(bot_id, seq);
+
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    text,
+    content = 'messages',
+    content_rowid = 'seq',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF text ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+    INSERT INTO messages_fts(rowid, text) VALUES (new.seq, new.text);
+END;
+
+CREATE TABLE mailbox (
+    id          TEXT PRIMARY KEY,
+    to_addr     TEXT NOT NULL,
+    from_addr   TEXT NOT NULL,
+    envelope    TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    consumed_at TEXT
+);
+CREATE INDEX mailbox_pending ON mailbox(to_addr) WHERE consumed_at IS NULL;
+
+CREATE TABLE usage (
+    conversation_id    TEXT NOT NULL,
+    bot_id             TEXT NOT NULL,
+    day                TEXT NOT NULL,
+    model              TEXT NOT NULL,
+    calls              INTEGER NOT NULL DEFAULT 0,
+    input_tokens       INTEGER NOT NULL DEFAULT 0,
+    output_tokens      INTEGER NOT NULL DEFAULT 0,
+    cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+    cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd           REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (conversation_id, day, model)
+);
+CREATE INDEX usage_by_day ON usage(day);
+CREATE INDEX usage_by_bot ON usage(bot_id, day);
+
+CREATE TABLE kv (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+"#;
+
+/// Brings the schema to [`latest`], one transaction per migration.
+///
+/// Safe against another process migrating at the same moment: the version
+/// is read again inside each write transaction.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let known = latest();
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| StoreError::from(e).at(path))?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| StoreError::from(e).at(path))?;
+        if version > known {
+            return Err(StoreError::NewerSchema {
+                path: path.to_path_buf(),
+                found: version,
+                known,
+            });
+        }
+        let Ok(applied) = usize::try_from(version) else {
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("its schema version is {version}, below zero"),
+            });
+        };
+        let Some(sql) = MIGRATIONS.get(applied) else {
+            return Ok(());
+        };
+        let next = version + 1;
+        tx.execute_batch(sql)
+            .and_then(|()| tx.execute_batch(&format!("PRAGMA user_version = {next}")))
+            .and_then(|()| tx.commit())
+            .map_err(|e| StoreError::from(e).at(path))?;
+        tracing::info!(path = %path.display(), version = next, "store schema migrated");
+    }
+}

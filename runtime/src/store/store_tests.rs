@@ -1,0 +1,454 @@
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+
+use super::conversations::{self, NewConversation};
+use super::*;
+use crate::id::{BotId, ConversationId};
+use crate::protocol::Message;
+
+fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("troupe.db");
+    (dir, path)
+}
+
+fn tables(store: &Store) -> Vec<String> {
+    store
+        .read_blocking(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
+                 AND name NOT LIKE 'messages_fts_%' ORDER BY name",
+            )?;
+            let names = stmt
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(names)
+        })
+        .unwrap()
+}
+
+fn user_version(store: &Store) -> i64 {
+    store
+        .read_blocking(|conn| Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?))
+        .unwrap()
+}
+
+fn new_conversation(store: &Store) -> (BotId, ConversationId) {
+    let (bot, conv) = (BotId::new(), ConversationId::new());
+    store
+        .write_blocking(move |tx| {
+            conversations::create_conversation(tx, &NewConversation::new(conv, bot, "main"))
+        })
+        .unwrap();
+    (bot, conv)
+}
+
+async fn new_conversation_async(store: &Store) -> (BotId, ConversationId) {
+    let (bot, conv) = (BotId::new(), ConversationId::new());
+    store
+        .write(move |tx| {
+            conversations::create_conversation(tx, &NewConversation::new(conv, bot, "main"))
+        })
+        .await
+        .unwrap();
+    (bot, conv)
+}
+
+fn texts(store: &Store, conv: ConversationId) -> Vec<String> {
+    store
+        .read_blocking(move |conn| conversations::load_messages(conn, conv))
+        .unwrap()
+        .into_iter()
+        .map(|m| m.message.text().to_string())
+        .collect()
+}
+
+#[test]
+fn migrates_an_empty_file_and_reopens_it_unchanged() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    assert_eq!(user_version(&store), migrations::latest());
+    assert_eq!(
+        tables(&store),
+        [
+            "bots",
+            "conversations",
+            "kv",
+            "mailbox",
+            "messages",
+            "messages_fts",
+            "usage"
+        ]
+    );
+    let (_, conv) = new_conversation(&store);
+    store
+        .write_blocking(move |tx| {
+            conversations::append_message(tx, conv, BotId::new(), &Message::user("kept"))
+        })
+        .unwrap();
+    drop(store);
+
+    let store = Store::open(&path).unwrap();
+    assert_eq!(user_version(&store), migrations::latest());
+    assert_eq!(texts(&store, conv), ["kept"]);
+    let settings = store
+        .read_blocking(|conn| {
+            let get = |p: &str| {
+                conn.query_row(&format!("PRAGMA {p}"), [], |r| {
+                    r.get_ref(0)?.as_str().map_or_else(
+                        |_| r.get::<_, i64>(0).map(|n| n.to_string()),
+                        |s| Ok(s.to_string()),
+                    )
+                })
+            };
+            Ok([
+                get("journal_mode")?,
+                get("foreign_keys")?,
+                get("synchronous")?,
+            ])
+        })
+        .unwrap();
+    assert_eq!(settings, ["wal", "1", "1"]);
+}
+
+#[test]
+fn synchronous_full_is_applied_when_asked() {
+    let (_dir, path) = temp_db();
+    let options = OpenOptions {
+        synchronous_full: true,
+        ..OpenOptions::default()
+    };
+    let store = Store::open_with(&path, options).unwrap();
+    let sync: i64 = store
+        .read_blocking(|conn| Ok(conn.query_row("PRAGMA synchronous", [], |r| r.get(0))?))
+        .unwrap();
+    assert_eq!(sync, 2);
+}
+
+#[test]
+fn a_newer_schema_is_refused_with_upgrade_advice() {
+    let (_dir, path) = temp_db();
+    drop(Store::open(&path).unwrap());
+    let newer = migrations::latest() + 3;
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!("PRAGMA user_version = {newer}"))
+        .unwrap();
+
+    let err = Store::open(&path).unwrap_err();
+    match &err {
+        StoreError::NewerSchema {
+            path: p,
+            found,
+            known,
+        } => {
+            assert_eq!((p, *found, *known), (&path, newer, migrations::latest()));
+        }
+        other => panic!("expected NewerSchema, got {other:?}"),
+    }
+    assert!(err.to_string().contains("upgrade troupe"), "{err}");
+}
+
+fn assert_refused_untouched(bytes: &[u8]) {
+    let (dir, path) = temp_db();
+    std::fs::write(&path, bytes).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    match &err {
+        StoreError::Corrupt { path: p, .. } => assert_eq!(p, &path),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains(&path.display().to_string()), "{text}");
+    assert!(text.contains("left it untouched"), "{text}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "the file was changed");
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["troupe.db"]);
+}
+
+#[test]
+fn a_garbage_file_is_refused_and_left_untouched() {
+    let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 31 % 251) as u8).collect();
+    assert_refused_untouched(&garbage);
+    assert_refused_untouched(b"short");
+}
+
+#[test]
+fn a_damaged_database_behind_a_valid_header_is_refused_and_left_untouched() {
+    let mut bytes = b"SQLite format 3\0".to_vec();
+    bytes.extend((0..4080u32).map(|i| (i * 17 % 253) as u8));
+    assert_refused_untouched(&bytes);
+}
+
+#[test]
+fn a_writer_held_past_the_busy_timeout_is_a_clear_error() {
+    let (_dir, path) = temp_db();
+    let options = OpenOptions {
+        busy_timeout: Duration::from_millis(50),
+        ..OpenOptions::default()
+    };
+    let store = Store::open_with(&path, options).unwrap();
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+    let err = store
+        .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('a', 'b')", [])?))
+        .unwrap_err();
+    match &err {
+        StoreError::Locked { path: p } => assert_eq!(p, &path),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    assert!(err.to_string().contains("another writer"), "{err}");
+
+    other.execute_batch("COMMIT").unwrap();
+    let n = store
+        .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('a', 'b')", [])?))
+        .unwrap();
+    assert_eq!(n, 1, "the store works again once the lock is released");
+}
+
+#[test]
+fn two_stores_may_open_the_same_file() {
+    let (_dir, path) = temp_db();
+    let first = Store::open(&path).unwrap();
+    let second = Store::open(&path).unwrap();
+    let (_, conv) = new_conversation(&first);
+    second
+        .write_blocking(move |tx| {
+            conversations::append_message(tx, conv, BotId::new(), &Message::user("from two"))
+        })
+        .unwrap();
+    assert_eq!(texts(&first, conv), ["from two"]);
+}
+
+fn kv_keys(conn: &rusqlite::Connection) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare("SELECT key FROM kv ORDER BY key")?;
+    let keys = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(keys)
+}
+
+#[test]
+fn a_failing_job_rolls_back_only_itself_within_its_batch() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+
+    // Hold the writer inside a first batch so the next jobs queue up and
+    // are drained together into one transaction.
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let (blocker, blocker_done) = writer::TypedJob::boxed(move |_tx| {
+        started_tx.send(()).unwrap();
+        release_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        Ok(())
+    });
+    store.inner.writes.try_send(blocker).unwrap();
+    started_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+
+    let (a, a_done) =
+        writer::TypedJob::boxed(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('a', '1')", [])?));
+    let (b, b_done) = writer::TypedJob::boxed(|tx| -> Result<usize> {
+        tx.execute("INSERT INTO kv VALUES ('b', '1')", [])?;
+        Err(StoreError::Invalid("b refuses".into()))
+    });
+    let (c, c_done) = writer::TypedJob::boxed(|tx| {
+        tx.execute("INSERT INTO kv VALUES ('c', '1')", [])?;
+        // Same transaction: a's row is visible, b's was rolled back.
+        kv_keys(tx)
+    });
+    let (d, d_done) = writer::TypedJob::boxed(|_tx| -> Result<()> { panic!("d panics") });
+    for job in [a, b, c, d] {
+        store.inner.writes.try_send(job).unwrap();
+    }
+    release_tx.send(()).unwrap();
+
+    blocker_done.blocking_recv().unwrap().unwrap();
+    assert_eq!(a_done.blocking_recv().unwrap().unwrap(), 1);
+    let b_err = b_done.blocking_recv().unwrap().unwrap_err();
+    assert_eq!(b_err.to_string(), "b refuses");
+    assert_eq!(c_done.blocking_recv().unwrap().unwrap(), ["a", "c"]);
+    let d_err = d_done.blocking_recv().unwrap().unwrap_err();
+    assert!(
+        matches!(&d_err, StoreError::Panicked(m) if m == "d panics"),
+        "{d_err:?}"
+    );
+
+    assert_eq!(store.read_blocking(kv_keys).unwrap(), ["a", "c"]);
+    // The writer survived the panic.
+    store
+        .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('e', '1')", [])?))
+        .unwrap();
+    assert_eq!(store.read_blocking(kv_keys).unwrap(), ["a", "c", "e"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_see_committed_writes() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    let (bot, conv) = new_conversation_async(&store).await;
+    for i in 0..5 {
+        let text = format!("message {i}");
+        let seq = store
+            .write(move |tx| conversations::append_message(tx, conv, bot, &Message::user(text)))
+            .await
+            .unwrap();
+        let last = store
+            .read(move |conn| conversations::load_messages(conn, conv))
+            .await
+            .unwrap();
+        assert_eq!(last.len(), i + 1);
+        assert_eq!(last[i].seq, seq);
+        assert_eq!(last[i].message, Message::user(format!("message {i}")));
+    }
+    let listed = store
+        .read(move |conn| conversations::list_conversations(conn, Some(bot), 10))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].id, listed[0].bot, listed[0].kind.as_str()),
+        (conv, bot, "main")
+    );
+    assert!(listed[0].updated_at >= listed[0].created_at);
+}
+
+#[test]
+fn search_ignores_accents_and_case() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    let (bot, conv) = new_conversation(&store);
+    store
+        .write_blocking(move |tx| {
+            conversations::append_message(tx, conv, bot, &Message::user("Un café à Paris"))?;
+            conversations::append_message(tx, conv, bot, &Message::assistant("tea in London"))
+        })
+        .unwrap();
+    for query in ["cafe", "CAFÉ", "paris cafe", "a"] {
+        let hits = store
+            .read_blocking(move |conn| conversations::search_messages(conn, query, 10))
+            .unwrap();
+        assert_eq!(hits.len(), 1, "{query}");
+        assert_eq!(
+            (hits[0].conversation, hits[0].role.as_str()),
+            (conv, "user")
+        );
+    }
+    assert_eq!(
+        store
+            .read_blocking(|conn| conversations::search_messages(conn, "\"cafe\" OR NEAR(", 10))
+            .unwrap()
+            .len(),
+        0,
+        "operators are taken as words"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_writers_all_land() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    let (bot, conv) = new_conversation_async(&store).await;
+    let tasks: Vec<_> = (0..64)
+        .map(|t| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut seqs = Vec::new();
+                for i in 0..25 {
+                    let text = format!("{t}:{i}");
+                    let seq = store
+                        .write(move |tx| {
+                            conversations::append_message(tx, conv, bot, &Message::user(text))
+                        })
+                        .await
+                        .unwrap();
+                    seqs.push(seq);
+                }
+                seqs
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        let seqs = task.await.unwrap();
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "a task's writes land in order"
+        );
+        all.extend(seqs);
+    }
+    let stored = store
+        .read(move |conn| conversations::load_messages(conn, conv))
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 64 * 25);
+    all.sort_unstable();
+    assert_eq!(stored.iter().map(|m| m.seq).collect::<Vec<_>>(), all);
+}
+
+#[test]
+fn usage_adds_up_per_conversation_and_day() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    let (bot, conv) = (BotId::new(), ConversationId::new());
+    let at = chrono::DateTime::parse_from_rfc3339("2026-03-01T10:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let call = crate::protocol::Usage {
+        input_tokens: 100,
+        output_tokens: 10,
+        cache_read_tokens: 5,
+        cache_write_tokens: 1,
+    };
+    store
+        .write_blocking(move |tx| {
+            usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
+            usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
+            usage::add(tx, conv, bot, "m2", &call, 1.0, at)
+        })
+        .unwrap();
+    let (total, day, other_day) = store
+        .read_blocking(move |conn| {
+            Ok((
+                usage::for_conversation(conn, conv)?,
+                usage::for_bot_on(conn, bot, "2026-03-01")?,
+                usage::for_day(conn, "2026-03-02")?,
+            ))
+        })
+        .unwrap();
+    let expected = usage::UsageTotal {
+        calls: 3,
+        usage: crate::protocol::Usage {
+            input_tokens: 300,
+            output_tokens: 30,
+            cache_read_tokens: 15,
+            cache_write_tokens: 3,
+        },
+        cost_usd: 1.5,
+    };
+    assert_eq!(total, expected);
+    assert_eq!(day, expected);
+    assert_eq!(other_day, usage::UsageTotal::default());
+}
+
+#[test]
+fn kv_values_are_set_replaced_and_removed() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    store
+        .write_blocking(|tx| {
+            kv::set(tx, "lease", "node-a")?;
+            kv::set(tx, "lease", "node-b")?;
+            kv::set(tx, "gone", "x")?;
+            kv::remove(tx, "gone")
+        })
+        .unwrap();
+    let values = store
+        .read_blocking(|conn| Ok((kv::get(conn, "lease")?, kv::get(conn, "gone")?)))
+        .unwrap();
+    assert_eq!(values, (Some("node-b".to_string()), None));
+}

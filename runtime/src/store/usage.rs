@@ -1,0 +1,103 @@
+//! Token usage and cost, summed per conversation, day and model.
+//!
+//! Every model call adds to one row (an upsert), so totals for a day, a bot
+//! or a conversation are a small `SUM` rather than a scan of every call.
+
+use rusqlite::{params, Connection, Transaction};
+
+use super::error::StoreError;
+use crate::id::{BotId, ConversationId};
+use crate::protocol::Usage;
+
+/// Usage summed over some calls.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageTotal {
+    /// Model calls.
+    pub calls: u64,
+    /// Tokens.
+    pub usage: Usage,
+    /// Cost in US dollars.
+    pub cost_usd: f64,
+}
+
+/// Adds one model call's usage, dated `at` (UTC day), in the caller's transaction.
+pub fn add(
+    tx: &Transaction<'_>,
+    conversation: ConversationId,
+    bot: BotId,
+    model: &str,
+    usage: &Usage,
+    cost_usd: f64,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<(), StoreError> {
+    let day = at.format("%Y-%m-%d").to_string();
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    tx.prepare_cached(
+        "INSERT INTO usage (conversation_id, bot_id, day, model, calls, input_tokens, output_tokens,
+                            cache_read_tokens, cache_write_tokens, cost_usd)
+         VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (conversation_id, day, model) DO UPDATE SET
+            calls = calls + 1,
+            input_tokens = input_tokens + excluded.input_tokens,
+            output_tokens = output_tokens + excluded.output_tokens,
+            cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+            cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+            cost_usd = cost_usd + excluded.cost_usd",
+    )?
+    .execute(params![
+        conversation.to_string(),
+        bot.to_string(),
+        day,
+        model,
+        n(usage.input_tokens),
+        n(usage.output_tokens),
+        n(usage.cache_read_tokens),
+        n(usage.cache_write_tokens),
+        cost_usd,
+    ])?;
+    Ok(())
+}
+
+/// What one conversation used, all days and models together.
+pub fn for_conversation(
+    conn: &Connection,
+    conversation: ConversationId,
+) -> Result<UsageTotal, StoreError> {
+    total(conn, "conversation_id = ?1", &conversation.to_string())
+}
+
+/// What one bot used on `day` (`YYYY-MM-DD`, UTC), all conversations together.
+pub fn for_bot_on(conn: &Connection, bot: BotId, day: &str) -> Result<UsageTotal, StoreError> {
+    let mut stmt =
+        conn.prepare_cached(&format!("{SUM} FROM usage WHERE bot_id = ?1 AND day = ?2"))?;
+    Ok(stmt.query_row(params![bot.to_string(), day], read_total)?)
+}
+
+/// What everything used on `day` (`YYYY-MM-DD`, UTC).
+pub fn for_day(conn: &Connection, day: &str) -> Result<UsageTotal, StoreError> {
+    total(conn, "day = ?1", day)
+}
+
+const SUM: &str = "SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(input_tokens), 0),
+    COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read_tokens), 0),
+    COALESCE(SUM(cache_write_tokens), 0), COALESCE(SUM(cost_usd), 0.0)";
+
+fn total(conn: &Connection, filter: &str, value: &str) -> Result<UsageTotal, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!("{SUM} FROM usage WHERE {filter}"))?;
+    Ok(stmt.query_row([value], read_total)?)
+}
+
+fn read_total(r: &rusqlite::Row<'_>) -> rusqlite::Result<UsageTotal> {
+    let n =
+        |i: usize| -> rusqlite::Result<u64> { Ok(u64::try_from(r.get::<_, i64>(i)?).unwrap_or(0)) };
+    Ok(UsageTotal {
+        calls: n(0)?,
+        usage: Usage {
+            input_tokens: n(1)?,
+            output_tokens: n(2)?,
+            cache_read_tokens: n(3)?,
+            cache_write_tokens: n(4)?,
+        },
+        cost_usd: r.get(5)?,
+    })
+}

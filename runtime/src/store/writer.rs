@@ -1,0 +1,177 @@
+//! The one writer: an OS thread that owns the write connection.
+//!
+//! SQLite allows one writer at a time, and an fsync per transaction is what
+//! bounds write throughput. So every write goes through one thread: jobs
+//! queue on a channel, and the thread drains whatever is queued (up to
+//! [`MAX_BATCH`]) into ONE transaction — group commit. Each job runs inside
+//! its own `SAVEPOINT`, so a job that fails rolls back only itself. Results
+//! are sent back only after `COMMIT`, so "answered" means "durable".
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+use tokio::sync::{mpsc, oneshot};
+
+use super::error::StoreError;
+
+/// The most jobs committed in one transaction.
+pub(crate) const MAX_BATCH: usize = 1024;
+
+/// One queued write, type-erased so the writer can hold many kinds.
+pub(crate) trait Job: Send {
+    /// Runs the job inside the open transaction; true if it succeeded.
+    fn run(&mut self, tx: &Transaction<'_>) -> bool;
+    /// Answers the caller once the batch's fate is known.
+    fn finish(self: Box<Self>, batch: Result<(), &StoreError>);
+}
+
+/// A write job with its reply channel.
+pub(crate) struct TypedJob<T, F> {
+    f: Option<F>,
+    result: Option<Result<T, StoreError>>,
+    reply: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, F> TypedJob<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
+{
+    /// A job and the receiver its result arrives on.
+    pub(crate) fn boxed(f: F) -> (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>) {
+        let (reply, rx) = oneshot::channel();
+        let job = Self {
+            f: Some(f),
+            result: None,
+            reply,
+        };
+        (Box::new(job), rx)
+    }
+}
+
+impl<T, F> Job for TypedJob<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
+{
+    fn run(&mut self, tx: &Transaction<'_>) -> bool {
+        let Some(f) = self.f.take() else {
+            return false;
+        };
+        let result = catch_unwind(AssertUnwindSafe(|| f(tx)))
+            .unwrap_or_else(|panic| Err(StoreError::Panicked(panic_text(&*panic))));
+        let ok = result.is_ok();
+        self.result = Some(result);
+        ok
+    }
+
+    fn finish(self: Box<Self>, batch: Result<(), &StoreError>) {
+        let answer = match (self.result, batch) {
+            (Some(Err(e)), _) => Err(e),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (_, Err(e)) => Err(e.replicate()),
+            (None, Ok(())) => Err(StoreError::Aborted("the job was not run".into())),
+        };
+        // The caller may have stopped waiting; the write stands either way.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// The text of a caught panic.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+/// Starts the writer thread; it stops when every sender is dropped, after
+/// committing what was queued.
+pub(crate) fn spawn(
+    conn: Connection,
+    path: PathBuf,
+    jobs: mpsc::Receiver<Box<dyn Job>>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("troupe-store-writer".into())
+        .spawn(move || run(conn, &path, jobs))
+        .map(drop)
+}
+
+fn run(mut conn: Connection, path: &std::path::Path, mut jobs: mpsc::Receiver<Box<dyn Job>>) {
+    let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = jobs.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&mut conn, path, &mut batch);
+    }
+    tracing::debug!(path = %path.display(), "store writer stopped");
+}
+
+/// Runs a batch in one transaction, each job in a savepoint, then answers
+/// every job with the batch's fate.
+fn commit_batch(conn: &mut Connection, path: &std::path::Path, batch: &mut Vec<Box<dyn Job>>) {
+    let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(e) => {
+            let err = StoreError::from(e).at(path);
+            tracing::warn!(path = %path.display(), error = %err, "store batch could not begin");
+            batch.drain(..).for_each(|job| job.finish(Err(&err)));
+            return;
+        }
+    };
+    let mut aborted: Option<StoreError> = None;
+    for job in batch.iter_mut() {
+        if let Err(e) = savepoint(&tx, "SAVEPOINT job") {
+            aborted = Some(e.at(path));
+            break;
+        }
+        let ok = job.run(&tx);
+        let end = if ok { "RELEASE job" } else { "ROLLBACK TO job" };
+        // A fatal error (disk full, I/O) makes SQLite roll back the whole
+        // transaction: then nothing of the batch stands.
+        if tx.is_autocommit() {
+            aborted = Some(StoreError::Aborted(
+                "SQLite rolled the transaction back".into(),
+            ));
+            break;
+        }
+        let ended = savepoint(&tx, end).and_then(|()| {
+            if ok {
+                Ok(())
+            } else {
+                savepoint(&tx, "RELEASE job")
+            }
+        });
+        if let Err(e) = ended {
+            aborted = Some(e.at(path));
+            break;
+        }
+    }
+    let outcome = match aborted {
+        Some(err) => {
+            drop(tx);
+            Err(err)
+        }
+        None => tx.commit().map_err(|e| StoreError::from(e).at(path)),
+    };
+    if let Err(err) = &outcome {
+        tracing::warn!(path = %path.display(), error = %err, jobs = batch.len(), "store batch failed");
+    }
+    let fate = outcome.as_ref().map(|_| ());
+    batch.drain(..).for_each(|job| job.finish(fate));
+}
+
+fn savepoint(tx: &Transaction<'_>, sql: &str) -> Result<(), StoreError> {
+    tx.prepare_cached(sql)?.execute([])?;
+    Ok(())
+}
