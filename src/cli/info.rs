@@ -13,7 +13,16 @@ use super::Builder;
 pub fn init(home: Option<std::path::PathBuf>, force: bool) -> anyhow::Result<ExitCode> {
     let home = home.map(Home::new).unwrap_or_else(Home::from_env);
     let report = troupe_runtime::config::init_home(&home, force)?;
-    println!("{report}");
+    println!("troupe home: {}", home.root().display());
+    for path in &report.created {
+        println!("  created  {}", path.display());
+    }
+    for path in &report.kept {
+        println!("  kept     {} (already there; --force rewrites it)", path.display());
+    }
+    for (path, old) in &report.replaced {
+        println!("  replaced {} (the old one is {})", path.display(), old.display());
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -111,6 +111,16 @@ CREATE TABLE kv (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 ) WITHOUT ROWID;
+
+-- A compaction: the summary message and how many messages before it stay
+-- verbatim. A conversation's model-visible history is its latest segment.
+CREATE TABLE segments (
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    summary_seq     INTEGER NOT NULL,
+    tail_count      INTEGER NOT NULL,
+    created_at      TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, summary_seq)
+);
 "#;
 
 /// Brings the schema to [`latest`], one transaction per migration.

@@ -101,3 +101,54 @@ fn read_total(r: &rusqlite::Row<'_>) -> rusqlite::Result<UsageTotal> {
         cost_usd: r.get(5)?,
     })
 }
+/// One bot's usage on one day.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DailyUsage {
+    /// The day, `YYYY-MM-DD` (UTC).
+    pub day: String,
+    /// The bot.
+    pub bot: BotId,
+    /// What it used.
+    pub total: UsageTotal,
+}
+
+/// Usage summed by bot and day, the latest day first.
+pub fn by_bot_and_day(conn: &Connection) -> Result<Vec<DailyUsage>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT day, bot_id, SUM(calls), SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens),
+                SUM(cache_write_tokens), SUM(cost_usd)
+         FROM usage GROUP BY day, bot_id ORDER BY day DESC, bot_id",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            [r.get::<_, i64>(2)?, r.get::<_, i64>(3)?, r.get::<_, i64>(4)?, r.get::<_, i64>(5)?, r.get::<_, i64>(6)?],
+            r.get::<_, f64>(7)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (day, bot, n, cost_usd) = row?;
+        let bot = bot
+            .parse::<BotId>()
+            .map_err(|e| StoreError::Codec { what: "bot id", detail: e.to_string() })?;
+        let u = |v: i64| u64::try_from(v).unwrap_or(0);
+        out.push(DailyUsage {
+            day,
+            bot,
+            total: UsageTotal {
+                calls: u(n[0]),
+                usage: Usage {
+                    input_tokens: u(n[1]),
+                    output_tokens: u(n[2]),
+                    cache_read_tokens: u(n[3]),
+                    cache_write_tokens: u(n[4]),
+                },
+                cost_usd,
+            },
+        });
+    }
+    Ok(out)
+}
+
