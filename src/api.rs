@@ -48,6 +48,9 @@ pub enum RuntimeError {
     Gone,
 }
 
+/// A change to the actors' settings, applied after the configuration is read.
+type AdjustSettings = Box<dyn FnOnce(&mut Settings) + Send>;
+
 /// Builds a [`Runtime`].
 #[derive(Default)]
 pub struct RuntimeBuilder {
@@ -57,7 +60,7 @@ pub struct RuntimeBuilder {
     tools: Vec<Arc<dyn Tool>>,
     overrides: Vec<(String, String)>,
     durable: Option<bool>,
-    settings: Option<Box<dyn FnOnce(&mut Settings) + Send>>,
+    settings: Option<AdjustSettings>,
     cwd: Option<PathBuf>,
     bus: Option<tokio::sync::broadcast::Sender<troupe_actors::events::NodeEvent>>,
 }

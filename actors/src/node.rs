@@ -61,6 +61,9 @@ pub enum NodeError {
     Actor(String),
 }
 
+/// Looks environment variables up (injectable, so tests never touch the process's).
+pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// What the node's actors share.
 pub struct NodeContext {
     /// The home.
@@ -79,7 +82,7 @@ pub struct NodeContext {
     pub services: Services,
     models: ModelsConfig,
     model_override: Option<ResolvedModel>,
-    env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    env: EnvLookup,
     resolved: Mutex<HashMap<String, ResolvedModel>>,
     conversations: DashMap<ConversationId, ActorRef<ConversationMsg>>,
     bots: DashMap<String, BotRecord>,
@@ -173,7 +176,7 @@ pub struct NodeOptions {
     /// The gate; everything passes when `None`.
     pub gate: Option<Arc<dyn CallGate>>,
     /// Looks environment variables up (keys, base URLs).
-    pub env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    pub env: EnvLookup,
     /// Where events are published; a new bus when `None`.
     pub bus: Option<broadcast::Sender<NodeEvent>>,
 }
@@ -206,7 +209,7 @@ impl Node {
             bots: DashMap::new(),
         });
         let node = Node { ctx };
-        for bot in node.ctx.store.read(|c| bots::list(c)).await? {
+        for bot in node.ctx.store.read(bots::list).await? {
             node.ctx.bots.insert(bot.spec.name.clone(), bot);
         }
         node.ensure_main().await?;
@@ -255,7 +258,7 @@ impl Node {
                 tracing::error!(conversation = %id, error = %e, "could not resume an interrupted turn");
             }
         }
-        for envelope in self.ctx.store.read(|c| mailbox::pending_all(c)).await? {
+        for envelope in self.ctx.store.read(mailbox::pending_all).await? {
             if let Err(e) = self.route(envelope).await {
                 tracing::error!(error = %e, "could not redeliver a message");
             }

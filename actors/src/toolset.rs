@@ -63,7 +63,7 @@ pub fn compute(
             && narrowing
                 .only
                 .as_ref()
-                .is_none_or(|only| only.iter().any(|n| *n == spec.name))
+                .is_none_or(|only| only.contains(&spec.name))
             && narrowing
                 .parent
                 .as_ref()

@@ -109,6 +109,10 @@ impl Agents {
         ctx.services
             .get::<Agents>()
             .map(|a| Arc::clone(&a.0))
-            .ok_or_else(|| ToolResult::error("this tool needs a running troupe node; it is not available here."))
+            .ok_or_else(|| {
+                ToolResult::error(
+                    "this tool needs a running troupe node; it is not available here.",
+                )
+            })
     }
 }

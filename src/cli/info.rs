@@ -18,10 +18,17 @@ pub fn init(home: Option<std::path::PathBuf>, force: bool) -> anyhow::Result<Exi
         println!("  created  {}", path.display());
     }
     for path in &report.kept {
-        println!("  kept     {} (already there; --force rewrites it)", path.display());
+        println!(
+            "  kept     {} (already there; --force rewrites it)",
+            path.display()
+        );
     }
     for (path, old) in &report.replaced {
-        println!("  replaced {} (the old one is {})", path.display(), old.display());
+        println!(
+            "  replaced {} (the old one is {})",
+            path.display(),
+            old.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

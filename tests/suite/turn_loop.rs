@@ -440,7 +440,7 @@ async fn a_long_history_is_compacted_with_the_tail_kept_verbatim() {
     assert_eq!(
         visible(3),
         vec![
-            "user: [Summary of the earlier part of this".to_string(),
+            "user: [Summary of the earlier part of this con".to_string(),
             "assistant: a2".to_string(),
             format!("user: {:.40}", long("three")),
         ],

@@ -115,12 +115,20 @@ mod tests {
 
     #[test]
     fn questions_are_counted_and_other_is_added() {
-        assert_eq!(run(json!({"questions": []})).unwrap_err().text, "ask 1 to 5 questions, not 0.");
+        assert_eq!(
+            run(json!({"questions": []})).unwrap_err().text,
+            "ask 1 to 5 questions, not 0."
+        );
         let six: Vec<_> = (0..6).map(|_| json!({"question": "q"})).collect();
-        assert_eq!(run(json!({"questions": six})).unwrap_err().text, "ask 1 to 5 questions, not 6.");
-        let five = run(json!({"questions": [{"question": "q", "choices": ["a", "b", "c", "d", "e"]}]}));
+        assert_eq!(
+            run(json!({"questions": six})).unwrap_err().text,
+            "ask 1 to 5 questions, not 6."
+        );
+        let five =
+            run(json!({"questions": [{"question": "q", "choices": ["a", "b", "c", "d", "e"]}]}));
         assert!(five.unwrap_err().text.contains("give at most 4"));
-        let ok = run(json!({"questions": [{"question": "Which?", "choices": ["a", "b"]}]})).unwrap();
+        let ok =
+            run(json!({"questions": [{"question": "Which?", "choices": ["a", "b"]}]})).unwrap();
         assert_eq!(ok[0].choices, vec!["a", "b", "Other"]);
     }
 }

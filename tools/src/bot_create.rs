@@ -60,7 +60,12 @@ impl Tool for BotCreate {
             Ok(p) => p,
             Err(e) => return e,
         };
-        let draft = BotDraft { name: p.name, title: p.title, description: p.description, mission: p.mission };
+        let draft = BotDraft {
+            name: p.name,
+            title: p.title,
+            description: p.description,
+            mission: p.mission,
+        };
         match Agents::of(ctx) {
             Ok(agents) => agents.create_bot(ctx, draft).await,
             Err(e) => e,

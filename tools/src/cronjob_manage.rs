@@ -102,10 +102,17 @@ impl Tool for CronjobManage {
         };
         let needs_job = !matches!(p.action, Action::Create | Action::List);
         if needs_job && p.job_id.as_deref().is_none_or(|j| j.trim().is_empty()) {
-            return ToolResult::error(format!("`{}` needs `job_id`: the routine's id or name.", p.action.as_str()));
+            return ToolResult::error(format!(
+                "`{}` needs `job_id`: the routine's id or name.",
+                p.action.as_str()
+            ));
         }
         if p.action == Action::Create {
-            for (field, value) in [("name", &p.name), ("prompt", &p.prompt), ("schedule", &p.schedule)] {
+            for (field, value) in [
+                ("name", &p.name),
+                ("prompt", &p.prompt),
+                ("schedule", &p.schedule),
+            ] {
                 if value.as_deref().is_none_or(|v| v.trim().is_empty()) {
                     return ToolResult::error(format!("`create` needs `{field}`."));
                 }

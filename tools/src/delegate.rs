@@ -80,12 +80,16 @@ pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
         p.subagent_id
             .clone()
             .filter(|s| !s.trim().is_empty())
-            .ok_or_else(|| ToolResult::error("this action needs `subagent_id`; `action: list` shows them."))
+            .ok_or_else(|| {
+                ToolResult::error("this action needs `subagent_id`; `action: list` shows them.")
+            })
     };
     match params.action {
         Action::Spawn => {
             if params.tasks.is_empty() {
-                return Err(ToolResult::error("`tasks` is empty: give at least one task with a `goal`."));
+                return Err(ToolResult::error(
+                    "`tasks` is empty: give at least one task with a `goal`.",
+                ));
             }
             if params.tasks.len() > MAX_TASKS {
                 return Err(ToolResult::error(format!(
@@ -96,7 +100,9 @@ pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
             if let Some(i) = params.tasks.iter().position(|t| t.goal.trim().is_empty()) {
                 return Err(ToolResult::error(format!("task {} has no `goal`.", i + 1)));
             }
-            Ok(DelegateRequest::Spawn { tasks: params.tasks })
+            Ok(DelegateRequest::Spawn {
+                tasks: params.tasks,
+            })
         }
         Action::List => Ok(DelegateRequest::List),
         Action::Steer => {
@@ -105,9 +111,14 @@ pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
                 .message
                 .filter(|m| !m.trim().is_empty())
                 .ok_or_else(|| ToolResult::error("`action: steer` needs a `message`."))?;
-            Ok(DelegateRequest::Steer { subagent_id, message })
+            Ok(DelegateRequest::Steer {
+                subagent_id,
+                message,
+            })
         }
-        Action::Stop => Ok(DelegateRequest::Stop { subagent_id: need_id(&params)? }),
+        Action::Stop => Ok(DelegateRequest::Stop {
+            subagent_id: need_id(&params)?,
+        }),
     }
 }
 
@@ -141,19 +152,42 @@ mod tests {
     #[test]
     fn tasks_are_checked() {
         let eleven: Vec<_> = (0..11).map(|i| json!({"goal": format!("g{i}")})).collect();
-        assert!(parse(json!({"tasks": eleven})).unwrap_err().text.starts_with("11 tasks is more than the 10"));
-        assert_eq!(parse(json!({"tasks": []})).unwrap_err().text, "`tasks` is empty: give at least one task with a `goal`.");
-        assert_eq!(parse(json!({"tasks": [{"goal": " "}]})).unwrap_err().text, "task 1 has no `goal`.");
+        assert!(parse(json!({"tasks": eleven}))
+            .unwrap_err()
+            .text
+            .starts_with("11 tasks is more than the 10"));
+        assert_eq!(
+            parse(json!({"tasks": []})).unwrap_err().text,
+            "`tasks` is empty: give at least one task with a `goal`."
+        );
+        assert_eq!(
+            parse(json!({"tasks": [{"goal": " "}]})).unwrap_err().text,
+            "task 1 has no `goal`."
+        );
         assert_eq!(
             parse(json!({"tasks": [{"goal": "a", "context": "b"}]})).unwrap(),
-            DelegateRequest::Spawn { tasks: vec![Task { goal: "a".into(), context: "b".into() }] }
+            DelegateRequest::Spawn {
+                tasks: vec![Task {
+                    goal: "a".into(),
+                    context: "b".into()
+                }]
+            }
         );
     }
 
     #[test]
     fn steer_and_stop_need_their_arguments() {
-        assert!(parse(json!({"action": "steer", "subagent_id": "s"})).unwrap_err().text.contains("needs a `message`"));
-        assert!(parse(json!({"action": "stop"})).unwrap_err().text.contains("needs `subagent_id`"));
-        assert_eq!(parse(json!({"action": "list"})).unwrap(), DelegateRequest::List);
+        assert!(parse(json!({"action": "steer", "subagent_id": "s"}))
+            .unwrap_err()
+            .text
+            .contains("needs a `message`"));
+        assert!(parse(json!({"action": "stop"}))
+            .unwrap_err()
+            .text
+            .contains("needs `subagent_id`"));
+        assert_eq!(
+            parse(json!({"action": "list"})).unwrap(),
+            DelegateRequest::List
+        );
     }
 }

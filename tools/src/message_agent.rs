@@ -71,10 +71,16 @@ impl Tool for MessageAgent {
             return ToolResult::error("the message is empty.");
         }
         if params.target == ctx.agent {
-            return ToolResult::error("you cannot message yourself; pick another agent from the roster.");
+            return ToolResult::error(
+                "you cannot message yourself; pick another agent from the roster.",
+            );
         }
         match Agents::of(ctx) {
-            Ok(agents) => agents.message_agent(ctx, params.target.trim(), &params.message).await,
+            Ok(agents) => {
+                agents
+                    .message_agent(ctx, params.target.trim(), &params.message)
+                    .await
+            }
             Err(e) => e,
         }
     }

@@ -155,7 +155,7 @@ fn every_protected_home_file_is_refused_for_writing() {
         );
     }
     // The agent's own files in the home stay writable, and config.toml readable.
-    let notes = f.home.agent_notes("main");
+    let notes = f.home.agent_notes(troupe_runtime::home::MAIN_AGENT);
     assert_eq!(
         confine_in(&f.home, &f.cwd, &notes.display().to_string(), Access::Write).unwrap(),
         notes

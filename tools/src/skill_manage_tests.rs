@@ -96,9 +96,16 @@ async fn a_failing_operation_changes_nothing() {
         "operations[2] (patch \"a\"): `old_string` is not in SKILL.md; copy it exactly from the file. Nothing was changed."
     );
     assert_eq!(read(&ctx, "a/SKILL.md"), md("a", "alpha"));
-    assert!(!ctx.home.skills_dir("main").join("b").exists());
-    assert_eq!(skills::versions(&ctx.home, "main", "a"), Vec::<u32>::new());
-    let names: Vec<String> = skills::list(&ctx.home, "main")
+    assert!(!ctx
+        .home
+        .skills_dir(troupe_runtime::home::MAIN_AGENT)
+        .join("b")
+        .exists());
+    assert_eq!(
+        skills::versions(&ctx.home, troupe_runtime::home::MAIN_AGENT, "a"),
+        Vec::<u32>::new()
+    );
+    let names: Vec<String> = skills::list(&ctx.home, troupe_runtime::home::MAIN_AGENT)
         .into_iter()
         .map(|s| s.name)
         .collect();
@@ -194,11 +201,14 @@ async fn delete_stands_alone_and_archives() {
     assert!(r.text.starts_with("`delete` must be alone"), "{}", r.text);
     let r = call(&ctx, json!([{"name": "a", "action": "delete"}])).await;
     assert!(!r.is_error(), "{}", r.text);
-    assert!(skills::list(&ctx.home, "main").is_empty());
-    let archived: Vec<String> = std::fs::read_dir(skills::archive_dir(&ctx.home, "main"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    assert!(skills::list(&ctx.home, troupe_runtime::home::MAIN_AGENT).is_empty());
+    let archived: Vec<String> = std::fs::read_dir(skills::archive_dir(
+        &ctx.home,
+        troupe_runtime::home::MAIN_AGENT,
+    ))
+    .unwrap()
+    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    .collect();
     assert_eq!(archived.len(), 1);
     assert!(archived[0].starts_with("a-"), "{archived:?}");
     let r = call(&ctx, json!([{"name": "a", "action": "delete"}])).await;
@@ -247,7 +257,7 @@ async fn only_the_last_versions_are_kept() {
         .await;
         assert!(!r.is_error(), "{}", r.text);
     }
-    let kept = skills::versions(&ctx.home, "main", "a");
+    let kept = skills::versions(&ctx.home, troupe_runtime::home::MAIN_AGENT, "a");
     assert_eq!(kept, (3..=12).collect::<Vec<u32>>());
     assert_eq!(read(&ctx, ".versions/a/12/SKILL.md"), md("a", "v11"));
 }
@@ -262,6 +272,6 @@ async fn a_bot_manages_only_its_own_skills() {
         json!([{"name": "a", "action": "create", "content": md("a", "x")}]),
     )
     .await;
-    assert!(skills::list(&ctx.home, "main").is_empty());
+    assert!(skills::list(&ctx.home, troupe_runtime::home::MAIN_AGENT).is_empty());
     assert_eq!(skills::list(&ctx.home, "scout").len(), 1);
 }

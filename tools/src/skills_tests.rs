@@ -67,7 +67,7 @@ fn file_paths_stay_inside_the_allowed_folders() {
 fn listing_skips_hidden_and_mismatched_folders() {
     let dir = tempfile::tempdir().unwrap();
     let home = Home::new(dir.path());
-    let skills = home.skills_dir("main");
+    let skills = home.skills_dir(troupe_runtime::home::MAIN_AGENT);
     for (folder, name) in [
         ("good", "good"),
         ("wrong", "other"),
@@ -82,9 +82,12 @@ fn listing_skips_hidden_and_mismatched_folders() {
     }
     std::fs::create_dir_all(skills.join("good/scripts")).unwrap();
     std::fs::write(skills.join("good/scripts/run.sh"), "echo").unwrap();
-    let listed: Vec<String> = list(&home, "main").into_iter().map(|s| s.name).collect();
+    let listed: Vec<String> = list(&home, troupe_runtime::home::MAIN_AGENT)
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
     assert_eq!(listed, vec!["good".to_string()]);
-    let skill = load(&home, "main", "good").unwrap();
+    let skill = load(&home, troupe_runtime::home::MAIN_AGENT, "good").unwrap();
     assert_eq!(
         skill.files,
         vec!["SKILL.md".to_string(), "scripts/run.sh".to_string()]

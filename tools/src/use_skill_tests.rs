@@ -91,7 +91,10 @@ async fn loading_answers_instructions_folder_and_files_and_is_carried() {
         )
         .await;
     assert!(!r.is_error(), "{}", r.text);
-    let dir = ctx.home.skills_dir("main").join("tea");
+    let dir = ctx
+        .home
+        .skills_dir(troupe_runtime::home::MAIN_AGENT)
+        .join("tea");
     assert_eq!(
         r.text,
         format!(

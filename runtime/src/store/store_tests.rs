@@ -78,6 +78,7 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "mailbox",
             "messages",
             "messages_fts",
+            "segments",
             "usage"
         ]
     );

@@ -123,16 +123,23 @@ pub fn by_bot_and_day(conn: &Connection) -> Result<Vec<DailyUsage>, StoreError> 
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, String>(1)?,
-            [r.get::<_, i64>(2)?, r.get::<_, i64>(3)?, r.get::<_, i64>(4)?, r.get::<_, i64>(5)?, r.get::<_, i64>(6)?],
+            [
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+            ],
             r.get::<_, f64>(7)?,
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
         let (day, bot, n, cost_usd) = row?;
-        let bot = bot
-            .parse::<BotId>()
-            .map_err(|e| StoreError::Codec { what: "bot id", detail: e.to_string() })?;
+        let bot = bot.parse::<BotId>().map_err(|e| StoreError::Codec {
+            what: "bot id",
+            detail: e.to_string(),
+        })?;
         let u = |v: i64| u64::try_from(v).unwrap_or(0);
         out.push(DailyUsage {
             day,
@@ -151,4 +158,3 @@ pub fn by_bot_and_day(conn: &Connection) -> Result<Vec<DailyUsage>, StoreError> 
     }
     Ok(out)
 }
-
