@@ -3,3 +3,4 @@
 
 pub mod budget;
 pub mod guard;
+pub mod routine;
