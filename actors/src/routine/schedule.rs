@@ -260,7 +260,8 @@ impl TryFrom<Stored> for Schedule {
             ("once", None) => return Err(bad("a once-schedule without its instant".into())),
             (_, _) => {
                 // Interval, weekly and cron forms do not depend on `now`.
-                let kind = parse_kind(&s.text, Utc::now(), tz).map_err(|e| bad(e.to_string()))?;
+                let kind = parse_kind(&s.text, DateTime::UNIX_EPOCH, tz)
+                    .map_err(|e| bad(e.to_string()))?;
                 if matches!(kind, ScheduleKind::Once(_)) {
                     return Err(bad("the text reads as a once-schedule".into()));
                 }

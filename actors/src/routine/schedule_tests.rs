@@ -256,6 +256,11 @@ fn cron_is_read_in_the_users_time_zone() {
         Some(utc(2026, 3, 29, 1, 0)),
         "a cron time in the spring gap fires when the gap ends"
     );
+    assert_eq!(
+        fires(&s, utc(2026, 10, 24, 12, 0), 2),
+        vec![utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)],
+        "a cron time that happens twice at fall back fires once"
+    );
 }
 
 #[test]

@@ -813,7 +813,8 @@ fn fire(
         } else {
             "missed: the scheduler was not running then (catch-up: skip)".to_string()
         };
-        for at in span.recent.iter().filter(|at| Some(**at) != run_at) {
+        let to_record = span.recent.iter().filter(|at| Some(**at) != run_at);
+        for at in to_record.rev().take(MAX_SKIPPED_ROWS) {
             skipped_won |= insert_skipped(tx, &r, *at, holder, now, &reason)?;
         }
         // Only occurrences that were late count as missed: an on-time run

@@ -597,3 +597,25 @@ fn run_now_claims_outside_the_schedule() {
     assert_eq!(next_fire(&conn).unwrap(), Some(t0 + TimeDelta::hours(1)));
     assert_eq!(history(&conn, r.id).len(), 2);
 }
+
+#[test]
+fn a_long_outage_of_a_frequent_routine_is_counted_but_recorded_in_part() {
+    let (_dir, _path, mut conn) = db();
+    let t0 = utc(2026, 1, 10, 12, 0);
+    let r = create(&conn, new("ada", "tick", "every 1m", t0, Tz::UTC), t0).unwrap();
+    let now = t0 + TimeDelta::days(3);
+    let due = restart(&mut conn, now, "node-1");
+    let missed = &due.missed[0];
+    assert_eq!(
+        (missed.count, missed.first, missed.last),
+        (3 * 24 * 60, t0 + TimeDelta::minutes(1), now)
+    );
+    let recorded = history(&conn, r.id);
+    assert_eq!(recorded.len(), MAX_SKIPPED_ROWS);
+    assert_eq!(
+        recorded.last(),
+        Some(&(RunStatus::Skipped, now)),
+        "the latest are kept"
+    );
+    assert_eq!(next_fire(&conn).unwrap(), Some(now + TimeDelta::minutes(1)));
+}
