@@ -101,9 +101,8 @@ fn fire(
         for at in to_record.rev().take(MAX_SKIPPED_ROWS) {
             skipped_won |= insert_skipped(tx, &r, *at, holder, now, &reason)?;
         }
-        // Only occurrences that were late count as missed: an on-time run
-        // that superseded earlier on-time ones (a very short interval)
-        // is reported with them.
+        // Every occurrence not run is reported, whether it was late or was
+        // superseded by a later on-time one; by whoever recorded it.
         if skipped_count > 0 && skipped_won {
             due.missed.push(Missed {
                 routine_id: r.id,
