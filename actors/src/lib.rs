@@ -15,3 +15,4 @@ pub mod guard;
 pub mod node;
 pub mod settings;
 pub mod toolset;
+pub mod routine;
