@@ -13,6 +13,6 @@ pub mod conversation;
 pub mod events;
 pub mod guard;
 pub mod node;
+pub mod routine;
 pub mod settings;
 pub mod toolset;
-pub mod routine;

@@ -9,7 +9,6 @@
 mod bots;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -112,7 +111,7 @@ impl NodeContext {
 
     /// What a bot's system prompt is made of, read now.
     pub fn prompt_parts(&self, bot: &BotSpec) -> PromptParts {
-        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        let memory = troupe_tools::memory::snapshot(&self.home, &bot.name);
         let roster = self
             .bots
             .iter()
@@ -121,8 +120,8 @@ impl NodeContext {
             .collect();
         PromptParts {
             mission: bot.effective_mission(),
-            user_profile: read(self.home.user_profile()),
-            notes: read(self.home.agent_notes(&bot.name)),
+            user_profile: memory.user,
+            notes: memory.notes,
             cwd: self.settings.cwd.display().to_string(),
             date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
             roster,

@@ -2,21 +2,29 @@
 //!
 //! Each file holds a tool's params type (its JSON schema is derived from it),
 //! its description, its flags and its handler, with its tests.
+
 pub mod ask_user;
 pub mod bot_create;
 pub mod cronjob_manage;
 pub mod delegate;
 pub mod documents;
+pub mod edit_file;
 pub mod file_lock;
+pub mod find_files;
+pub mod ledger;
 pub mod memory;
 pub mod message_agent;
+pub mod paths;
 pub mod plan;
+pub mod read_file;
+pub mod run_command;
 pub mod scan;
 pub mod skill_manage;
 pub mod skills;
 pub mod table;
 pub mod tool_search;
 pub mod use_skill;
+pub mod write_file;
 
 use std::sync::Arc;
 
@@ -24,8 +32,23 @@ use troupe_runtime::tool::registry::Registry;
 
 /// Every built-in tool, in the table's order (the order the model sees).
 pub fn builtin() -> Registry {
-    let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> =
-        vec![Arc::new(tool_search::ToolSearch::new())];
+    let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> = vec![
+        Arc::new(read_file::ReadFile::new()),
+        Arc::new(write_file::WriteFile::new()),
+        Arc::new(edit_file::EditFile::new()),
+        Arc::new(find_files::FindFiles::new()),
+        Arc::new(run_command::RunCommand::new()),
+        Arc::new(memory::MemoryTool::new()),
+        Arc::new(ask_user::AskUser::new()),
+        Arc::new(delegate::Delegate::new()),
+        Arc::new(skill_manage::SkillManageTool::new()),
+        Arc::new(use_skill::UseSkillTool::new()),
+        Arc::new(plan::PlanTool::new()),
+        Arc::new(cronjob_manage::CronjobManage::new()),
+        Arc::new(message_agent::MessageAgent::new()),
+        Arc::new(bot_create::BotCreate::new()),
+        Arc::new(tool_search::ToolSearch::new()),
+    ];
     let mut registry = Registry::new();
     for tool in tools {
         // Built-in names are unique and valid; a clash is a bug caught by the tests.
@@ -35,10 +58,19 @@ pub fn builtin() -> Registry {
     }
     registry
 }
-pub mod edit_file;
-pub mod find_files;
-pub mod ledger;
-pub mod paths;
-pub mod read_file;
-pub mod run_command;
-pub mod write_file;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
+        let registry = super::builtin();
+        assert_eq!(registry.len(), 15, "{registry:?}");
+        for tool in registry.iter() {
+            let name = &tool.spec().name;
+            assert!(
+                super::table::row_of(name).is_some(),
+                "`{name}` has no row in the table"
+            );
+        }
+    }
+}

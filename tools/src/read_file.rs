@@ -8,7 +8,7 @@
 //! what lets `write_file` and `edit_file` change the file afterwards.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -31,9 +31,6 @@ pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 const SNIFF_BYTES: usize = 8192;
 
 /// Document formats the documents module reads as Markdown.
-// INTEGRATION(documents): once `crate::documents` exists, read_file calls it
-// for these extensions before reading the file as text; until then a binary
-// document gets "documents are not supported yet".
 pub const DOCUMENT_EXTENSIONS: &[&str] = &[
     "pdf", "doc", "docx", "ppt", "pptx", "xls", "xlsx", "odt", "ods", "odp", "rtf", "epub",
 ];
@@ -116,6 +113,9 @@ impl Tool for ReadFile {
                 .clamp(1, MAX_LINES as u64) as usize,
         };
         let shown = params.path.clone();
+        if crate::documents::is_document(&real) {
+            return read_document(ctx, real, shown, window).await;
+        }
         let read = {
             let real = real.clone();
             tokio::task::spawn_blocking(move || read(&real, &shown, window, sees_images)).await
@@ -128,6 +128,28 @@ impl Tool for ReadFile {
             Ok(Err(result)) => result,
             Err(e) => ToolResult::error(format!("reading `{}` failed: {e}", params.path)),
         }
+    }
+}
+
+/// Reads a document (PDF, Word, …) as Markdown: converted once into the
+/// home's `documents/` cache, then paged like any text file.
+async fn read_document(
+    ctx: &ToolContext,
+    real: PathBuf,
+    shown: String,
+    window: Window,
+) -> ToolResult {
+    let home = ctx.home.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let cached =
+            crate::documents::cached(&home, &real).map_err(|e| ToolResult::error(e.to_string()))?;
+        let label = format!("{shown} (as Markdown)");
+        read(&cached.markdown_path, &label, window, false).map(|(result, _)| result)
+    })
+    .await;
+    match done {
+        Ok(Ok(result)) | Ok(Err(result)) => result,
+        Err(e) => ToolResult::error(format!("converting the document failed: {e}")),
     }
 }
 
@@ -183,7 +205,7 @@ fn read(
             .map(|e| e.to_string_lossy().to_ascii_lowercase())
             .unwrap_or_default();
         let text = if DOCUMENT_EXTENSIONS.contains(&extension.as_str()) {
-            format!("`{shown}` is a {extension} document: documents are not supported yet")
+            format!("`{shown}` is a {extension} document in a format troupe does not convert (an old binary Office file?); save it as a newer format")
         } else {
             format!(
                 "`{shown}` is a binary file ({} bytes), not text; read_file shows text files and images",

@@ -33,40 +33,7 @@ use troupe_runtime::rusqlite::{self, params, Connection, Row};
 use super::schedule::{Schedule, ScheduleError};
 
 /// The routine tables; run once per database (part of the store's migrations).
-pub const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS routines (
-    id           TEXT PRIMARY KEY,
-    owner_bot    TEXT NOT NULL,
-    name         TEXT NOT NULL,
-    prompt       TEXT NOT NULL,
-    schedule     TEXT NOT NULL,
-    spec         TEXT NOT NULL,
-    tz           TEXT NOT NULL,
-    status       TEXT NOT NULL CHECK (status IN ('active', 'paused')),
-    catch_up     TEXT NOT NULL CHECK (catch_up IN ('skip', 'run_once')),
-    next_fire_at TEXT,
-    created_at   TEXT NOT NULL,
-    updated_at   TEXT NOT NULL,
-    UNIQUE (owner_bot, name)
-);
-CREATE INDEX IF NOT EXISTS routines_due ON routines (status, next_fire_at);
-CREATE TABLE IF NOT EXISTS routine_runs (
-    id              TEXT PRIMARY KEY,
-    routine_id      TEXT NOT NULL,
-    scheduled_for   TEXT NOT NULL,
-    claimed_by      TEXT NOT NULL,
-    lease_until     TEXT,
-    started_at      TEXT,
-    ended_at        TEXT,
-    status          TEXT NOT NULL
-                    CHECK (status IN ('claimed', 'running', 'done', 'failed', 'skipped')),
-    conversation_id TEXT,
-    summary         TEXT,
-    usage           TEXT,
-    UNIQUE (routine_id, scheduled_for)
-);
-CREATE INDEX IF NOT EXISTS routine_runs_open ON routine_runs (status, lease_until);
-";
+pub const SCHEMA: &str = troupe_runtime::store::migrations::ROUTINES;
 
 /// How late an occurrence may be found and still count as on time in
 /// [`claim_due`]; later than that it was missed and follows the catch-up policy.

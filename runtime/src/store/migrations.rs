@@ -14,7 +14,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::error::StoreError;
 
 /// The migrations, oldest first; migration `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&str] = &[MIGRATION_1];
+pub const MIGRATIONS: &[&[&str]] = &[&[MIGRATION_1, ROUTINES]];
 
 /// The newest schema version this binary knows.
 pub fn latest() -> i64 {
@@ -23,6 +23,42 @@ pub fn latest() -> i64 {
 
 /// Migration 1: bots, conversations, messages with their full-text index,
 /// the durable mailbox, usage and a key-value table.
+/// The routine tables (also run alone by the scheduler's own tests).
+pub const ROUTINES: &str = r#"
+CREATE TABLE routines (
+    id           TEXT PRIMARY KEY,
+    owner_bot    TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    prompt       TEXT NOT NULL,
+    schedule     TEXT NOT NULL,
+    spec         TEXT NOT NULL,
+    tz           TEXT NOT NULL,
+    status       TEXT NOT NULL CHECK (status IN ('active', 'paused')),
+    catch_up     TEXT NOT NULL CHECK (catch_up IN ('skip', 'run_once')),
+    next_fire_at TEXT,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL,
+    UNIQUE (owner_bot, name)
+);
+CREATE INDEX routines_due ON routines (status, next_fire_at);
+CREATE TABLE routine_runs (
+    id              TEXT PRIMARY KEY,
+    routine_id      TEXT NOT NULL,
+    scheduled_for   TEXT NOT NULL,
+    claimed_by      TEXT NOT NULL,
+    lease_until     TEXT,
+    started_at      TEXT,
+    ended_at        TEXT,
+    status          TEXT NOT NULL
+                    CHECK (status IN ('claimed', 'running', 'done', 'failed', 'skipped')),
+    conversation_id TEXT,
+    summary         TEXT,
+    usage           TEXT,
+    UNIQUE (routine_id, scheduled_for)
+);
+CREATE INDEX routine_runs_open ON routine_runs (status, lease_until);
+"#;
+
 const MIGRATION_1: &str = r#"
 CREATE TABLE bots (
     id          TEXT PRIMARY KEY,
@@ -149,11 +185,13 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
                 detail: format!("its schema version is {version}, below zero"),
             });
         };
-        let Some(sql) = MIGRATIONS.get(applied) else {
+        let Some(parts) = MIGRATIONS.get(applied) else {
             return Ok(());
         };
         let next = version + 1;
-        tx.execute_batch(sql)
+        parts
+            .iter()
+            .try_for_each(|sql| tx.execute_batch(sql))
             .and_then(|()| tx.execute_batch(&format!("PRAGMA user_version = {next}")))
             .and_then(|()| tx.commit())
             .map_err(|e| StoreError::from(e).at(path))?;

@@ -78,6 +78,8 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "mailbox",
             "messages",
             "messages_fts",
+            "routine_runs",
+            "routines",
             "segments",
             "usage"
         ]
