@@ -46,17 +46,18 @@ struct AccountState {
     id: i64,
     db: Db,
     value: i64,
+    stop_gate: Option<Arc<Semaphore>>,
 }
 
 impl Actor for Account {
     type Msg = AccountMsg;
     type State = AccountState;
-    type Arguments = (i64, Db);
+    type Arguments = (i64, Db, Option<Arc<Semaphore>>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<AccountMsg>,
-        (id, db): (i64, Db),
+        (id, db, stop_gate): Self::Arguments,
     ) -> Result<AccountState, ActorProcessingErr> {
         let conn = db.clone();
         let value = tokio::task::spawn_blocking(move || {
@@ -66,7 +67,23 @@ impl Actor for Account {
                 })
         })
         .await??;
-        Ok(AccountState { id, db, value })
+        Ok(AccountState {
+            id,
+            db,
+            value,
+            stop_gate,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<AccountMsg>,
+        state: &mut AccountState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(gate) = &state.stop_gate {
+            gate.acquire().await?.forget();
+        }
+        Ok(())
     }
 
     async fn handle(
@@ -100,6 +117,18 @@ impl Actor for Account {
 struct Accounts {
     db: Db,
     gate: Arc<Semaphore>,
+    /// Taken by each incarnation as it stops, so a test can hold a passivation.
+    stop_gate: Option<Arc<Semaphore>>,
+}
+
+impl Accounts {
+    fn new(path: &Path, gate: Arc<Semaphore>) -> Self {
+        Self {
+            db: Arc::new(parking_lot::Mutex::new(open(path))),
+            gate,
+            stop_gate: None,
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -110,8 +139,13 @@ impl Activator<i64, AccountMsg> for Accounts {
         supervisor: ActorCell,
     ) -> Result<ActorRef<AccountMsg>, ActorProcessingErr> {
         self.gate.acquire().await?.forget();
-        let (actor, _) =
-            Actor::spawn_linked(None, Account, (key, self.db.clone()), supervisor).await?;
+        let (actor, _) = Actor::spawn_linked(
+            None,
+            Account,
+            (key, self.db.clone(), self.stop_gate.clone()),
+            supervisor,
+        )
+        .await?;
         Ok(actor)
     }
 }
@@ -141,15 +175,9 @@ async fn panicking_actor_restarts_from_the_store_and_gets_messages_sent_during_r
         idle_after: None,
         ..RouterConfig::default()
     };
-    let router = Router::start(
-        Accounts {
-            db: Arc::new(parking_lot::Mutex::new(open(&path))),
-            gate: gate.clone(),
-        },
-        config,
-    )
-    .await
-    .expect("router starts");
+    let router = Router::start(Accounts::new(&path, gate.clone()), config)
+        .await
+        .expect("router starts");
     let mut events = router.subscribe();
 
     assert_eq!(add(&router, 7, 5).await, 5);
@@ -201,10 +229,7 @@ async fn only_messaged_ids_go_live_idle_ones_passivate_and_come_back() {
         ..RouterConfig::default()
     };
     let router = Router::start(
-        Accounts {
-            db: Arc::new(parking_lot::Mutex::new(open(&path))),
-            gate: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
-        },
+        Accounts::new(&path, Arc::new(Semaphore::new(Semaphore::MAX_PERMITS))),
         config,
     )
     .await
@@ -274,10 +299,7 @@ async fn restarts_past_the_intensity_give_up_on_the_key() {
         ..RouterConfig::default()
     };
     let router = Router::start(
-        Accounts {
-            db: Arc::new(parking_lot::Mutex::new(open(&path))),
-            gate: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
-        },
+        Accounts::new(&path, Arc::new(Semaphore::new(Semaphore::MAX_PERMITS))),
         config,
     )
     .await
@@ -328,5 +350,65 @@ async fn restarts_past_the_intensity_give_up_on_the_key() {
     assert_eq!(router.live_count(), 0);
     // The next message starts afresh.
     assert_eq!(router.call(1, AccountMsg::Get, WAIT).await, Ok(0));
+    router.stop().await;
+}
+
+#[tokio::test]
+async fn message_sent_while_passivating_reaches_the_next_incarnation() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("accounts.db");
+    create_accounts(&path, [3]);
+    let stop_gate = Arc::new(Semaphore::new(0));
+    let accounts = Accounts {
+        stop_gate: Some(stop_gate.clone()),
+        ..Accounts::new(&path, Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)))
+    };
+    let config = RouterConfig {
+        idle_after: Some(Duration::from_millis(100)),
+        ..RouterConfig::default()
+    };
+    let router = Router::start(accounts, config)
+        .await
+        .expect("router starts");
+    let mut events = router.subscribe();
+    assert_eq!(add(&router, 3, 1).await, 1);
+    // Wait (bounded) for the idle sweep to take the key off the live path;
+    // its actor is now stuck in post_stop until the gate opens.
+    tokio::time::timeout(WAIT, async {
+        while router.is_live(&3) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the key is passivated");
+    let during = {
+        let router = router.clone();
+        tokio::spawn(async move { add(&router, 3, 10).await })
+    };
+    stop_gate.add_permits(1);
+    assert_eq!(during.await.expect("joins"), 11);
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(next_event(&mut events).await);
+    }
+    assert_eq!(
+        seen,
+        vec![
+            RouterEvent::Activated {
+                key: 3,
+                restarted: false
+            },
+            RouterEvent::Exited {
+                key: 3,
+                reason: ExitReason::Shutdown
+            },
+            RouterEvent::Passivated { key: 3 },
+            RouterEvent::Activated {
+                key: 3,
+                restarted: false
+            },
+        ]
+    );
+    stop_gate.add_permits(1);
     router.stop().await;
 }
