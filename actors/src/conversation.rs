@@ -179,6 +179,7 @@ pub(crate) struct ActiveTurn {
     pub(crate) scope: Arc<Scope>,
     pub(crate) start_len: usize,
     pub(crate) last_stop: Option<StopReason>,
+    pub(crate) delivered: Option<Envelope>,
 }
 
 impl State {

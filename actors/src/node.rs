@@ -85,6 +85,33 @@ pub struct NodeContext {
     resolved: Mutex<HashMap<String, ResolvedModel>>,
     conversations: DashMap<ConversationId, ActorRef<ConversationMsg>>,
     bots: DashMap<String, BotRecord>,
+    hooks: parking_lot::RwLock<Vec<Arc<dyn TurnHook>>>,
+}
+
+/// Told when any turn ends (delegations collect their subagents' ends this
+/// way, routines their runs'), including turns resumed after a crash that
+/// nobody is waiting on.
+pub trait TurnHook: Send + Sync + 'static {
+    /// A turn of `conversation` ended. Runs on the conversation's actor:
+    /// spawn anything slow.
+    fn turn_finished(&self, turn: &FinishedTurn);
+}
+
+/// What a [`TurnHook`] is told.
+#[derive(Debug, Clone)]
+pub struct FinishedTurn {
+    /// The conversation.
+    pub conversation: ConversationId,
+    /// Its kind.
+    pub kind: ActorKind,
+    /// Its bot.
+    pub bot: BotRecord,
+    /// The conversation that spawned it.
+    pub parent: Option<ConversationId>,
+    /// How the turn ended.
+    pub report: TurnReport,
+    /// What started the turn, when it was a delivered message.
+    pub delivered: Option<Envelope>,
 }
 
 impl std::fmt::Debug for NodeContext {
@@ -155,8 +182,59 @@ impl NodeContext {
         Ok(resolved)
     }
 
+    /// Adds a hook told of every turn's end.
+    pub fn add_hook(&self, hook: Arc<dyn TurnHook>) {
+        self.hooks.write().push(hook);
+    }
+
+    pub(crate) fn turn_finished(&self, turn: &FinishedTurn) {
+        let hooks: Vec<Arc<dyn TurnHook>> = self.hooks.read().clone();
+        for hook in hooks {
+            hook.turn_finished(turn);
+        }
+    }
+
     pub(crate) fn conversation_stopped(&self, id: ConversationId) {
         self.conversations.remove(&id);
+    }
+}
+
+/// Adds a service to a conversation's tools when it opens.
+pub type ServiceHook = Box<dyn FnOnce(&Services) + Send>;
+
+/// How to open a conversation.
+pub struct Opening {
+    /// Its id (new or stored).
+    pub id: ConversationId,
+    /// Its bot.
+    pub bot: BotRecord,
+    /// The kind of actor it is.
+    pub kind: ActorKind,
+    /// Further narrowing of its tools.
+    pub narrowing: Narrowing,
+    /// The conversation that spawned it.
+    pub parent: Option<ConversationId>,
+    /// The budget scope it charges (the bot's day when `None`).
+    pub budget: Option<Arc<Scope>>,
+    /// Services added for its tools.
+    pub services: Vec<ServiceHook>,
+    /// Its title.
+    pub title: String,
+}
+
+impl Opening {
+    /// A new conversation of `bot`, of the bot's own kind.
+    pub fn new(bot: BotRecord) -> Self {
+        Self {
+            id: ConversationId::new(),
+            kind: bot.spec.kind(),
+            bot,
+            narrowing: Narrowing::default(),
+            parent: None,
+            budget: None,
+            services: Vec::new(),
+            title: String::new(),
+        }
     }
 }
 
@@ -206,6 +284,7 @@ impl Node {
             resolved: Mutex::new(HashMap::new()),
             conversations: DashMap::new(),
             bots: DashMap::new(),
+            hooks: parking_lot::RwLock::new(Vec::new()),
         });
         let node = Node { ctx };
         for bot in node.ctx.store.read(bots::list).await? {
@@ -338,25 +417,46 @@ impl Node {
         narrowing: Narrowing,
         title: Option<String>,
     ) -> Result<ActorRef<ConversationMsg>, NodeError> {
+        let kind = bot.spec.kind();
+        self.open(Opening {
+            id,
+            kind,
+            narrowing,
+            title: title.unwrap_or_default(),
+            ..Opening::new(bot)
+        })
+        .await
+    }
+
+    /// Starts (or finds) a conversation as `opening` describes it: a
+    /// subagent, a routine run, or a bot's own conversation.
+    pub async fn open(&self, opening: Opening) -> Result<ActorRef<ConversationMsg>, NodeError> {
+        let id = opening.id;
         if let Some(actor) = self.ctx.conversations.get(&id) {
             return Ok(actor.clone());
         }
-        let model = self.ctx.resolve_model(&bot.spec.model)?;
-        let kind = bot.spec.kind();
+        let model = self.ctx.resolve_model(&opening.bot.spec.model)?;
+        let budget = opening.budget.unwrap_or_else(|| {
+            Scope::root(
+                format!("bot:{}", opening.bot.spec.name),
+                self.ctx.settings.bot_budget,
+            )
+        });
+        let services = self.ctx.services.fork();
+        for extra in opening.services {
+            extra(&services);
+        }
         let args = ConversationArgs {
             id,
-            kind,
+            kind: opening.kind,
             model,
             node: Arc::clone(&self.ctx),
-            narrowing,
-            budget: Scope::root(
-                format!("bot:{}", bot.spec.name),
-                self.ctx.settings.bot_budget,
-            ),
-            parent: None,
-            services: self.ctx.services.fork(),
-            title: title.unwrap_or_default(),
-            bot,
+            narrowing: opening.narrowing,
+            budget,
+            parent: opening.parent,
+            services,
+            title: opening.title,
+            bot: opening.bot,
         };
         let (actor, _) = Actor::spawn(None, Conversation, args)
             .await

@@ -126,6 +126,10 @@ pub(super) async fn begin(
         scope,
         start_len: state.history.len(),
         last_stop: None,
+        delivered: match &request.input {
+            Input::Delivered(envelope) => Some(envelope.clone()),
+            _ => None,
+        },
     });
     let first = match request.input {
         Input::User(text) => Some(Message::user(text)),
@@ -152,6 +156,9 @@ pub(super) async fn begin(
                 }
                 Ok(false) => {
                     // Applied before: a redelivery after a crash. Nothing to do.
+                    if let Some(active) = state.active.as_mut() {
+                        active.delivered = None;
+                    }
                     finish(myself, state, TurnOutcome::Finished).await;
                     return;
                 }
@@ -504,6 +511,14 @@ pub(super) async fn finish(
         text,
         usage: active.usage,
         cost_usd: active.cost_usd,
+    });
+    state.args.node.turn_finished(&crate::node::FinishedTurn {
+        conversation: state.args.id,
+        kind: state.args.kind,
+        bot: state.args.bot.clone(),
+        parent: state.args.parent,
+        report: report.clone(),
+        delivered: active.delivered.clone(),
     });
     if let Some(done) = active.done {
         let _ = done.send(report);

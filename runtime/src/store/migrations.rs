@@ -14,7 +14,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::error::StoreError;
 
 /// The migrations, oldest first; migration `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&[&str]] = &[&[MIGRATION_1, ROUTINES]];
+pub const MIGRATIONS: &[&[&str]] = &[&[MIGRATION_1, ROUTINES, DELEGATIONS]];
 
 /// The newest schema version this binary knows.
 pub fn latest() -> i64 {
@@ -23,6 +23,56 @@ pub fn latest() -> i64 {
 
 /// Migration 1: bots, conversations, messages with their full-text index,
 /// the durable mailbox, usage and a key-value table.
+/// The delegation record: each `delegate` call, its subagents and what
+/// happened in them (tasks, steers, answers, final texts, changed files),
+/// searchable with FTS5.
+pub const DELEGATIONS: &str = r#"
+CREATE TABLE delegations (
+    id                  TEXT PRIMARY KEY,
+    parent_conversation TEXT NOT NULL,
+    bot_id              TEXT NOT NULL,
+    waits               INTEGER NOT NULL DEFAULT 0,
+    status              TEXT NOT NULL CHECK (status IN ('running', 'reported')),
+    created_at          TEXT NOT NULL,
+    ended_at            TEXT
+);
+CREATE INDEX delegations_by_parent ON delegations (parent_conversation, created_at);
+CREATE TABLE subagents (
+    id              TEXT PRIMARY KEY,
+    delegation_id   TEXT NOT NULL REFERENCES delegations(id) ON DELETE CASCADE,
+    conversation_id TEXT NOT NULL,
+    position        INTEGER NOT NULL,
+    goal            TEXT NOT NULL,
+    context         TEXT NOT NULL,
+    folder          TEXT NOT NULL DEFAULT '',
+    status          TEXT NOT NULL
+                    CHECK (status IN ('running', 'done', 'failed', 'stopped', 'timed_out')),
+    result          TEXT NOT NULL DEFAULT '',
+    created_at      TEXT NOT NULL,
+    ended_at        TEXT
+);
+CREATE INDEX subagents_by_delegation ON subagents (delegation_id, position);
+CREATE UNIQUE INDEX subagents_by_conversation ON subagents (conversation_id);
+CREATE TABLE delegation_events (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    delegation_id TEXT NOT NULL REFERENCES delegations(id) ON DELETE CASCADE,
+    subagent_id   TEXT,
+    kind          TEXT NOT NULL CHECK (kind IN ('task', 'steer', 'answer', 'final', 'files')),
+    text          TEXT NOT NULL,
+    created_at    TEXT NOT NULL
+);
+CREATE INDEX delegation_events_by_delegation ON delegation_events (delegation_id, seq);
+CREATE VIRTUAL TABLE delegation_fts USING fts5(
+    text, content='delegation_events', content_rowid='seq', tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER delegation_events_ai AFTER INSERT ON delegation_events BEGIN
+    INSERT INTO delegation_fts(rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TRIGGER delegation_events_ad AFTER DELETE ON delegation_events BEGIN
+    INSERT INTO delegation_fts(delegation_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;
+"#;
+
 /// The routine tables (also run alone by the scheduler's own tests).
 pub const ROUTINES: &str = r#"
 CREATE TABLE routines (

@@ -18,7 +18,7 @@ fn tables(store: &Store) -> Vec<String> {
         .read_blocking(|conn| {
             let mut stmt = conn.prepare(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
-                 AND name NOT LIKE 'messages_fts_%' ORDER BY name",
+                 AND name NOT LIKE 'messages_fts_%' AND name NOT LIKE 'delegation_fts_%' ORDER BY name",
             )?;
             let names = stmt
                 .query_map([], |r| r.get::<_, String>(0))?
@@ -74,6 +74,9 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
         [
             "bots",
             "conversations",
+            "delegation_events",
+            "delegation_fts",
+            "delegations",
             "kv",
             "mailbox",
             "messages",
@@ -81,6 +84,7 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "routine_runs",
             "routines",
             "segments",
+            "subagents",
             "usage"
         ]
     );
