@@ -40,6 +40,9 @@ pub enum RuntimeError {
     /// A model spec is wrong.
     #[error(transparent)]
     Model(#[from] troupe_runtime::model::ModelError),
+    /// The trust gate's rules or approvals file are wrong.
+    #[error(transparent)]
+    Trust(#[from] troupe_runtime::trust::TrustError),
     /// A tool could not be registered.
     #[error(transparent)]
     Registry(#[from] troupe_runtime::tool::registry::RegistryError),
@@ -154,14 +157,35 @@ impl RuntimeBuilder {
         for tool in self.tools {
             tools.register(tool)?;
         }
-        let gate = crate::gate::for_config(&config, &home);
+        let questions = Arc::new(troupe_actors::channel::Questions::default());
+        // The guardian is a call to the default model, when that is a real
+        // endpoint; otherwise risky commands are asked of the user.
+        let guardian = match &model_override {
+            Some(_) => None,
+            None => troupe_runtime::model::resolve(
+                &settings.default_model,
+                &models,
+                &env,
+                &settings.cwd,
+            )
+            .ok()
+            .filter(|m| m.provider.name() != "script"),
+        };
+        let gate = crate::gate::for_config(
+            &config,
+            &home,
+            Arc::clone(&questions),
+            guardian.as_ref(),
+            settings.ask_timeout,
+        )?;
         let node = Node::start(NodeOptions {
             home,
             settings,
             models,
             model_override,
             tools,
-            gate: Some(gate),
+            gate: Some(Arc::new(gate)),
+            questions,
             bus: self.bus,
             env: Arc::new(|k: &str| std::env::var(k).ok()),
         })
@@ -195,6 +219,14 @@ pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
         bot_budget: budget(&config.budgets.per_bot_day),
         delegation_budget: budget(&config.budgets.per_delegation),
         durable: true,
+        max_subagents_per_bot: config.delegation.max_concurrent_per_bot as usize,
+        max_subagents_per_node: config.delegation.max_concurrent_per_node as usize,
+        subagent_timeout: config.delegation.child_timeout(),
+        max_delegation_depth: config.delegation.max_depth,
+        loop_max_exchanges: config.messaging.loop_max_exchanges,
+        loop_window: std::time::Duration::from_secs(config.messaging.loop_window_secs),
+        loop_cooldown: std::time::Duration::from_secs(config.messaging.loop_cooldown_secs),
+        ask_timeout: std::time::Duration::from_secs(600),
     }
 }
 

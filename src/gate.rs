@@ -2,11 +2,40 @@
 
 use std::sync::Arc;
 
-use troupe_runtime::config::Config;
+use troupe_actors::channel::Questions;
+use troupe_actors::gate::TrustGate;
+use troupe_runtime::config::{Config, TrustMode};
 use troupe_runtime::home::Home;
-use troupe_runtime::tool::dispatch::{CallGate, OpenGate};
+use troupe_runtime::model::ResolvedModel;
+use troupe_runtime::trust::{FileApprovals, Gate, GateMode, GatePolicy, ModelGuardian, TrustError};
 
-/// The gate for `config`.
-pub fn for_config(_config: &Config, _home: &Home) -> Arc<dyn CallGate> {
-    Arc::new(OpenGate)
+/// The gate for `config`: its rules, the user's lists, the guardian (a call
+/// to `guardian_model` when there is one) and approvals kept in the home.
+pub fn for_config(
+    config: &Config,
+    home: &Home,
+    questions: Arc<Questions>,
+    guardian_model: Option<&ResolvedModel>,
+    ask_timeout: std::time::Duration,
+) -> Result<TrustGate, TrustError> {
+    let policy = GatePolicy {
+        mode: match config.trust.mode {
+            TrustMode::Ask => GateMode::Ask,
+            TrustMode::Auto => GateMode::Auto,
+        },
+        deny: config.trust.deny.clone(),
+        allow: config.trust.allow.clone(),
+        limits: Default::default(),
+    };
+    let mut gate = Gate::new(&policy)?.with_approvals(Arc::new(FileApprovals::open(home)?));
+    if let Some(model) = guardian_model {
+        gate = gate.with_guardian(Arc::new(ModelGuardian::new(
+            Arc::clone(&model.provider),
+            model.model.clone(),
+        )));
+    }
+    let user_home = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| home.root().to_path_buf());
+    Ok(TrustGate::new(gate, questions, ask_timeout, user_home))
 }

@@ -211,6 +211,10 @@ impl State {
             &ctx,
             &loaded,
         );
+        self.services
+            .insert(Arc::new(crate::delegation::VisibleTools(
+                self.tools.names.clone(),
+            )));
     }
 }
 

@@ -37,6 +37,11 @@ impl Emitter {
         }
     }
 
+    /// Whether anyone receives these events (the turn's caller or a bus subscriber).
+    pub fn has_listeners(&self) -> bool {
+        self.sink.as_ref().is_some_and(|s| !s.is_closed()) || self.bus.receiver_count() > 0
+    }
+
     /// Sends one event. Nobody listening is fine: events are a view, the
     /// store is the record.
     pub fn emit(&self, event: AgentEvent) {

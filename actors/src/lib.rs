@@ -7,11 +7,16 @@
 //! steps run in tasks so it can be stopped, steered and asked for its status
 //! mid-turn.
 
+pub mod agents;
 pub mod bot;
 pub mod budget;
+pub mod channel;
 pub mod conversation;
+pub mod delegation;
 pub mod events;
+pub mod gate;
 pub mod guard;
+pub mod messaging;
 pub mod node;
 pub mod routine;
 pub mod settings;

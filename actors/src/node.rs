@@ -24,15 +24,20 @@ use troupe_runtime::tool::dispatch::{CallGate, DispatchSettings, OpenGate};
 use troupe_runtime::tool::registry::Registry;
 use troupe_runtime::tool::Services;
 
+use crate::agents::NodeAgents;
 use crate::bot::{BotError, BotRecord, BotSpec};
 use crate::budget::Scope;
+use crate::channel::Questions;
 use crate::conversation::prompt::PromptParts;
 use crate::conversation::{
     Conversation, ConversationArgs, ConversationMsg, Input, TurnReport, TurnRequest,
 };
+use crate::delegation::{Delegations, DelegationsHandle};
 use crate::events::NodeEvent;
+use crate::messaging::ReplyHook;
 use crate::settings::Settings;
 use crate::toolset::Narrowing;
+use troupe_runtime::agents::Agents;
 
 /// Why the node could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +84,8 @@ pub struct NodeContext {
     pub bus: broadcast::Sender<NodeEvent>,
     /// Services every conversation's tools get.
     pub services: Services,
+    /// Questions and approvals waiting for the user.
+    pub questions: Arc<Questions>,
     models: ModelsConfig,
     model_override: Option<ResolvedModel>,
     env: EnvLookup,
@@ -256,6 +263,8 @@ pub struct NodeOptions {
     pub env: EnvLookup,
     /// Where events are published; a new bus when `None`.
     pub bus: Option<broadcast::Sender<NodeEvent>>,
+    /// Where questions and approvals wait (shared with the gate).
+    pub questions: Arc<Questions>,
 }
 
 /// A running node.
@@ -278,6 +287,7 @@ impl Node {
             gate: options.gate.unwrap_or_else(|| Arc::new(OpenGate)),
             bus,
             services: Services::default(),
+            questions: options.questions,
             models: options.models,
             model_override: options.model_override,
             env: options.env,
@@ -287,12 +297,33 @@ impl Node {
             hooks: parking_lot::RwLock::new(Vec::new()),
         });
         let node = Node { ctx };
+        let delegations = Delegations::new(&node);
+        node.ctx
+            .services
+            .insert(Arc::new(DelegationsHandle(Arc::clone(&delegations))));
+        node.ctx
+            .services
+            .insert(Arc::new(Agents(NodeAgents::new(&node))));
+        node.ctx.add_hook(delegations.clone());
+        node.ctx.add_hook(ReplyHook::new(&node));
         for bot in node.ctx.store.read(bots::list).await? {
             node.ctx.bots.insert(bot.spec.name.clone(), bot);
         }
         node.ensure_main().await?;
         node.recover().await?;
+        delegations.recover(&node).await;
         Ok(node)
+    }
+
+    /// The node of a shared context.
+    pub fn from_context(ctx: Arc<NodeContext>) -> Node {
+        Node { ctx }
+    }
+
+    /// Answers a question or an approval request (`None` cancels it);
+    /// `false` when nothing waits under that id.
+    pub fn answer(&self, request_id: &str, answer: Option<serde_json::Value>) -> bool {
+        self.ctx.questions.answer(request_id, answer)
     }
 
     /// What the node's actors share.
@@ -483,7 +514,15 @@ impl Node {
             .read(move |c| bots::by_id(c, bot_id))
             .await?
             .ok_or_else(|| NodeError::NoSuchBot(bot_id.to_string()))?;
-        self.spawn(id, bot, Narrowing::default(), None).await
+        let kind = ActorKind::parse(&row.kind).unwrap_or_else(|| bot.spec.kind());
+        self.open(Opening {
+            id,
+            kind,
+            parent: row.parent,
+            title: row.title,
+            ..Opening::new(bot)
+        })
+        .await
     }
 
     /// Sends a user message to a conversation and returns where its events
@@ -564,7 +603,7 @@ impl Node {
         Ok(id)
     }
 
-    async fn route(&self, envelope: Envelope) -> Result<(), NodeError> {
+    pub(crate) async fn route(&self, envelope: Envelope) -> Result<(), NodeError> {
         let conversation = match &envelope.to {
             Address::Conversation(id) => *id,
             Address::Bot(bot) => {

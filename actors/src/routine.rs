@@ -9,6 +9,7 @@
 
 pub mod clock;
 pub mod schedule;
+pub mod service;
 pub mod table;
 
 pub use clock::{Clock, SystemClock, VirtualClock};

@@ -35,6 +35,22 @@ pub struct Settings {
     /// Whether every message is committed to the store (off only for
     /// measuring the runtime without it).
     pub durable: bool,
+    /// Subagents running at once per bot.
+    pub max_subagents_per_bot: usize,
+    /// Subagents running at once on this node.
+    pub max_subagents_per_node: usize,
+    /// How long one subagent may run.
+    pub subagent_timeout: Duration,
+    /// How deep delegations may nest (1: subagents do not delegate).
+    pub max_delegation_depth: u32,
+    /// Exchanges between a pair of agents within `loop_window` before a cooldown.
+    pub loop_max_exchanges: u32,
+    /// The window of the loop guard.
+    pub loop_window: Duration,
+    /// How long a pair of agents that hit the cap must wait.
+    pub loop_cooldown: Duration,
+    /// How long `ask_user` and approvals wait for an answer.
+    pub ask_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -53,6 +69,14 @@ impl Default for Settings {
             bot_budget: Limits::default(),
             delegation_budget: Limits::default(),
             durable: true,
+            max_subagents_per_bot: 10,
+            max_subagents_per_node: 64,
+            subagent_timeout: Duration::from_secs(600),
+            max_delegation_depth: 1,
+            loop_max_exchanges: 10,
+            loop_window: Duration::from_secs(600),
+            loop_cooldown: Duration::from_secs(600),
+            ask_timeout: Duration::from_secs(600),
         }
     }
 }

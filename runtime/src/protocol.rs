@@ -209,6 +209,11 @@ impl ActorKind {
         }
     }
 
+    /// The kind named `name` (as [`ActorKind::as_str`] prints it).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     /// Whether runs of this kind have no user watching (hard stops on by default).
     pub fn is_unattended(self) -> bool {
         matches!(self, Self::RoutineRun | Self::Subagent)

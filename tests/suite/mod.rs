@@ -1,5 +1,6 @@
 //! The integration suite's modules.
 
+mod agents;
 mod smoke;
 mod support;
 mod turn_loop;

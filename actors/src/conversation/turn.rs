@@ -114,6 +114,12 @@ pub(super) async fn begin(
     let node = Arc::clone(&state.args.node);
     let emitter = Emitter::new(state.args.id, request.events, node.bus.clone());
     let scope = Scope::child(&state.args.budget, "turn", node.settings.turn_budget);
+    state
+        .services
+        .insert(Arc::new(crate::channel::TurnChannel(emitter.clone())));
+    state
+        .services
+        .insert(Arc::new(crate::delegation::TurnScope(Arc::clone(&scope))));
     state.active = Some(ActiveTurn {
         number: state.turns,
         cancel: CancellationToken::new(),

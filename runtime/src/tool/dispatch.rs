@@ -282,7 +282,14 @@ async fn run_isolated(
                 tracing::error!(tool = %name, %message, "tool panicked");
                 ToolResult::error(format!("the tool `{name}` crashed ({message}); nothing else was affected. Try other arguments or another way."))
             }
-            Ok(Err(_)) => ToolResult::error(format!("the tool `{name}` was cancelled.")),
+            Ok(Err(_)) => {
+                // Only the async runtime shutting down cancels the task (our
+                // own timeout aborts it below). Whoever awaits this is being
+                // dropped too: return nothing, so no made-up result is ever
+                // committed and the call is repaired as "outcome unknown".
+                std::future::pending::<()>().await;
+                ToolResult::error(format!("the tool `{name}` was cancelled."))
+            }
             Err(_) => {
                 abort.abort();
                 ToolResult::error(format!(

@@ -1,0 +1,125 @@
+//! What the actors do for tools: the node's implementation of
+//! [`AgentServices`], behind `delegate`, `message_agent`, `bot_create`,
+//! `ask_user` and `cronjob_manage`.
+
+use std::sync::{Arc, Weak};
+
+use troupe_runtime::agents::{AgentServices, BotDraft, DelegateRequest, RoutineRequest};
+use troupe_runtime::protocol::{AgentEvent, ToolResult};
+use troupe_runtime::tool::ToolContext;
+
+use crate::bot::BotSpec;
+use crate::channel::Reply;
+use crate::delegation::DelegationsHandle;
+use crate::messaging::LoopGuard;
+use crate::node::{Node, NodeContext};
+
+/// The node's agent services.
+pub struct NodeAgents {
+    node: Weak<NodeContext>,
+    loops: LoopGuard,
+}
+
+impl NodeAgents {
+    /// The services of `node`.
+    pub fn new(node: &Node) -> Arc<Self> {
+        let s = &node.context().settings;
+        Arc::new(Self {
+            node: Arc::downgrade(node.context()),
+            loops: LoopGuard::new(s.loop_max_exchanges, s.loop_window, s.loop_cooldown),
+        })
+    }
+
+    fn node(&self) -> Result<Node, ToolResult> {
+        self.node
+            .upgrade()
+            .map(Node::from_context)
+            .ok_or_else(|| ToolResult::error("the node is shutting down."))
+    }
+}
+
+#[async_trait::async_trait]
+impl AgentServices for NodeAgents {
+    async fn delegate(&self, ctx: &ToolContext, request: DelegateRequest) -> ToolResult {
+        let node = match self.node() {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        match node.context().services.get::<DelegationsHandle>() {
+            Some(d) => d.0.handle(ctx, request).await,
+            None => ToolResult::error("delegation is not available on this node."),
+        }
+    }
+
+    async fn message_agent(&self, ctx: &ToolContext, target: &str, message: &str) -> ToolResult {
+        match self.node() {
+            Ok(node) => crate::messaging::send(&node, &self.loops, ctx, target, message).await,
+            Err(e) => e,
+        }
+    }
+
+    async fn create_bot(&self, _ctx: &ToolContext, draft: BotDraft) -> ToolResult {
+        let node = match self.node() {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        let spec = BotSpec {
+            name: draft.name.trim().to_string(),
+            title: draft.title.trim().to_string(),
+            description: draft.description.trim().to_string(),
+            mission: draft.mission.unwrap_or_default(),
+            ..BotSpec::default()
+        };
+        match node.create_bot(spec).await {
+            Ok(bot) => ToolResult::ok_with(
+                format!(
+                    "Created the bot `{}` ({}). It has its own memory, skills and conversation; message it with message_agent.",
+                    bot.spec.name, bot.spec.title
+                ),
+                serde_json::json!({"bot_id": bot.id.to_string(), "name": bot.spec.name}),
+            ),
+            Err(e) => ToolResult::error(e.to_string()),
+        }
+    }
+
+    async fn ask_user(&self, ctx: &ToolContext, questions: serde_json::Value) -> ToolResult {
+        let node = match self.node() {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        let timeout = node.context().settings.ask_timeout;
+        let asked = questions.clone();
+        let reply = node
+            .context()
+            .questions
+            .ask(ctx, timeout, |request_id| AgentEvent::QuestionAsked {
+                request_id,
+                questions: asked,
+            })
+            .await;
+        let data = serde_json::to_value(&reply).unwrap_or_default();
+        match reply {
+            Reply::Submitted { answer } => {
+                ToolResult::ok_with(format!("The user answered:\n{answer}"), data)
+            }
+            Reply::Cancelled => {
+                ToolResult::error_with("The user cancelled the questions without answering.", data)
+            }
+            Reply::TimedOut => ToolResult::error_with(
+                "The user did not answer in time; go on with your best judgement or ask later.",
+                data,
+            ),
+            Reply::Undelivered { reason } => ToolResult::error_with(
+                format!("The questions could not be delivered: {reason}."),
+                data,
+            ),
+        }
+    }
+
+    async fn routines(&self, ctx: &ToolContext, request: RoutineRequest) -> ToolResult {
+        match self.node() {
+            Ok(node) => crate::routine::service::manage(&node, ctx, request).await,
+            Err(e) => e,
+        }
+    }
+}

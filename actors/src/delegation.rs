@@ -1,0 +1,508 @@
+//! Delegation: `delegate` hands tasks to subagents, each a conversation of
+//! its own under the delegating one, and every subagent's end state reaches
+//! the parent through the durable mailbox.
+//!
+//! A subagent is an agent actor of kind [`ActorKind::Subagent`]: a clean
+//! context, the parent's model and at most the parent's tools, minus what the
+//! table withholds from subagents. Its budget scope is a child of the
+//! delegation's, which is a child of the parent turn's. When its turn ends —
+//! done, failed, stopped or timed out — the end is recorded; the last one to
+//! end writes the report to the parent's mailbox in the same transaction, so
+//! the parent hears exactly once, across crashes. A routine run waits for the
+//! report instead.
+
+pub mod record;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use dashmap::{DashMap, DashSet};
+use tokio::sync::oneshot;
+use troupe_runtime::agents::{DelegateRequest, Task};
+use troupe_runtime::id::{ConversationId, DelegationId, MsgId, SubagentId};
+use troupe_runtime::protocol::{ActorKind, Address, Envelope, Payload, ToolResult, TurnOutcome};
+use troupe_runtime::tool::ToolContext;
+
+use crate::budget::{Limits, Scope};
+use crate::conversation::Input;
+use crate::node::{FinishedTurn, Node, NodeContext, Opening, TurnHook};
+use crate::toolset::Narrowing;
+
+/// The tools a conversation offers now (what its subagents may have at most).
+#[derive(Debug, Clone, Default)]
+pub struct VisibleTools(pub HashSet<String>);
+
+/// The budget scope of the turn in progress (what a delegation charges).
+#[derive(Debug, Clone)]
+pub struct TurnScope(pub Arc<Scope>);
+
+/// The node's delegations: limits, running counts, waiting routine runs.
+pub struct Delegations {
+    node: Weak<NodeContext>,
+    per_bot: DashMap<String, usize>,
+    on_node: AtomicUsize,
+    waiters: DashMap<DelegationId, oneshot::Sender<String>>,
+    timed_out: DashSet<ConversationId>,
+}
+
+impl std::fmt::Debug for Delegations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delegations")
+            .field("running", &self.on_node.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Delegations {
+    /// The delegations of `node`.
+    pub fn new(node: &Node) -> Arc<Self> {
+        Arc::new(Self {
+            node: Arc::downgrade(node.context()),
+            per_bot: DashMap::new(),
+            on_node: AtomicUsize::new(0),
+            waiters: DashMap::new(),
+            timed_out: DashSet::new(),
+        })
+    }
+
+    fn node(&self) -> Option<Node> {
+        self.node.upgrade().map(Node::from_context)
+    }
+
+    /// Runs a `delegate` request.
+    pub async fn handle(
+        self: &Arc<Self>,
+        ctx: &ToolContext,
+        request: DelegateRequest,
+    ) -> ToolResult {
+        let Some(node) = self.node() else {
+            return ToolResult::error("the node is shutting down");
+        };
+        match request {
+            DelegateRequest::Spawn { tasks } => self.spawn(&node, ctx, tasks).await,
+            DelegateRequest::List => list(&node, ctx).await,
+            DelegateRequest::Steer {
+                subagent_id,
+                message,
+            } => match find(&node, ctx, &subagent_id).await {
+                Ok(sub) if sub.status == "running" => {
+                    match node.steer(sub.conversation, message.clone()).await {
+                        Ok(()) => {
+                            let (d, s) = (sub.delegation, sub.id);
+                            let _ = node
+                                .store()
+                                .write(move |tx| record::event(tx, d, Some(s), "steer", &message))
+                                .await;
+                            ToolResult::ok(format!(
+                                "Sent to {subagent_id}; it reads it before its next step."
+                            ))
+                        }
+                        Err(e) => ToolResult::error(format!("could not reach {subagent_id}: {e}")),
+                    }
+                }
+                Ok(sub) => ToolResult::error(format!(
+                    "{subagent_id} has ended ({}); steer only reaches a running subagent.",
+                    sub.status
+                )),
+                Err(e) => e,
+            },
+            DelegateRequest::Stop { subagent_id } => match find(&node, ctx, &subagent_id).await {
+                Ok(sub) if sub.status == "running" => {
+                    let _ = node.stop(sub.conversation).await;
+                    ToolResult::ok(format!(
+                        "Stopping {subagent_id}; its state will be in the report."
+                    ))
+                }
+                Ok(sub) => {
+                    ToolResult::ok(format!("{subagent_id} had already ended ({}).", sub.status))
+                }
+                Err(e) => e,
+            },
+        }
+    }
+
+    async fn spawn(
+        self: &Arc<Self>,
+        node: &Node,
+        ctx: &ToolContext,
+        tasks: Vec<Task>,
+    ) -> ToolResult {
+        let settings = &node.context().settings;
+        if ctx.kind == ActorKind::Subagent && settings.max_delegation_depth <= 1 {
+            return ToolResult::error(format!(
+                "a subagent cannot delegate: the delegation depth limit is {} ([delegation] max_depth).",
+                settings.max_delegation_depth
+            ));
+        }
+        let n = tasks.len();
+        let on_bot = self.per_bot.get(&ctx.agent).map(|c| *c).unwrap_or(0);
+        if on_bot + n > settings.max_subagents_per_bot {
+            return ToolResult::error(format!(
+                "{on_bot} subagent(s) of `{}` are running and {n} more would pass its limit of {} \
+                 ([delegation] max_concurrent_per_bot); wait for them, stop some, or give fewer tasks.",
+                ctx.agent, settings.max_subagents_per_bot
+            ));
+        }
+        let on_node = self.on_node.load(Ordering::SeqCst);
+        if on_node + n > settings.max_subagents_per_node {
+            return ToolResult::error(format!(
+                "{on_node} subagent(s) are running on this node and {n} more would pass its limit of {} \
+                 ([delegation] max_concurrent_per_node); wait, or give fewer tasks.",
+                settings.max_subagents_per_node
+            ));
+        }
+        let bot = match node.bot(&ctx.agent) {
+            Ok(bot) => bot,
+            Err(e) => return ToolResult::error(e.to_string()),
+        };
+        let waits = ctx.kind == ActorKind::RoutineRun;
+        let delegation = DelegationId::new();
+        let subs: Vec<(SubagentId, ConversationId, String, String)> = tasks
+            .iter()
+            .map(|t| {
+                (
+                    SubagentId::new(),
+                    ConversationId::new(),
+                    t.goal.clone(),
+                    t.context.clone(),
+                )
+            })
+            .collect();
+        let rows = subs.clone();
+        let (parent, agent) = (ctx.conversation, ctx.agent.clone());
+        if let Err(e) = node
+            .store()
+            .write(move |tx| record::create(tx, delegation, parent, &agent, waits, &rows))
+            .await
+        {
+            return ToolResult::error(format!("the delegation could not be recorded: {e}"));
+        }
+        let waiter = waits.then(|| {
+            let (tx, rx) = oneshot::channel();
+            self.waiters.insert(delegation, tx);
+            rx
+        });
+        *self.per_bot.entry(ctx.agent.clone()).or_default() += n;
+        self.on_node.fetch_add(n, Ordering::SeqCst);
+        let parent_scope = ctx
+            .services
+            .get::<TurnScope>()
+            .map(|s| Arc::clone(&s.0))
+            .unwrap_or_else(|| Scope::root("turn", Limits::default()));
+        let scope = Scope::child(&parent_scope, "delegation", settings.delegation_budget);
+        let tools = ctx.services.get::<VisibleTools>().map(|v| v.0.clone());
+        let mut lines = Vec::new();
+        for (sub, conversation, goal, context) in &subs {
+            let opening = Opening {
+                id: *conversation,
+                kind: ActorKind::Subagent,
+                narrowing: Narrowing {
+                    only: None,
+                    parent: tools.clone(),
+                },
+                parent: Some(ctx.conversation),
+                budget: Some(Scope::child(&scope, "subagent", Limits::default())),
+                title: goal.chars().take(80).collect(),
+                ..Opening::new(bot.clone())
+            };
+            let started = match node.open(opening).await {
+                Ok(_) => node
+                    .request(*conversation, Input::User(task_message(goal, context)))
+                    .await
+                    .map(|_| ()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = started {
+                self.record_end(
+                    node,
+                    *conversation,
+                    "failed",
+                    &format!("could not start: {e}"),
+                );
+                lines.push(format!("- {sub}: could not start ({e})"));
+                continue;
+            }
+            self.watch_timeout(node, *conversation, settings.subagent_timeout);
+            lines.push(format!(
+                "- {sub}: {}",
+                goal.lines().next().unwrap_or_default()
+            ));
+        }
+        let data = serde_json::json!({
+            "delegation_id": delegation.to_string(),
+            "subagents": subs.iter().map(|(s, c, g, _)| serde_json::json!({"id": s.to_string(), "conversation": c.to_string(), "goal": g})).collect::<Vec<_>>(),
+        });
+        match waiter {
+            Some(rx) => match rx.await {
+                Ok(report) => ToolResult::ok_with(report, data),
+                Err(_) => ToolResult::error("the delegation ended without a report (the node is stopping)."),
+            },
+            None => ToolResult::ok_with(
+                format!(
+                    "Started {n} subagent(s) in delegation {delegation}:\n{}\nThey work in the background; their summaries \
+                     arrive together in one message when the last one ends.",
+                    lines.join("\n")
+                ),
+                data,
+            ),
+        }
+    }
+
+    fn watch_timeout(
+        self: &Arc<Self>,
+        node: &Node,
+        conversation: ConversationId,
+        timeout: std::time::Duration,
+    ) {
+        let this = Arc::clone(self);
+        let node = node.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let still = node
+                .store()
+                .read(move |c| record::by_conversation(c, conversation))
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.status == "running");
+            if still {
+                this.timed_out.insert(conversation);
+                let _ = node.stop(conversation).await;
+            }
+        });
+    }
+
+    /// Records an end and tells whoever is waiting.
+    fn record_end(
+        self: &Arc<Self>,
+        node: &Node,
+        conversation: ConversationId,
+        status: &str,
+        result: &str,
+    ) {
+        let this = Arc::clone(self);
+        let node = node.clone();
+        let (status, result) = (status.to_string(), result.to_string());
+        tokio::spawn(async move {
+            let ended = node
+                .store()
+                .write(move |tx| {
+                    record::end(tx, conversation, &status, &result, |parent, text| {
+                        Envelope {
+                            id: MsgId::new(),
+                            from: Address::Service("delegation".into()),
+                            to: Address::Conversation(parent),
+                            body: Payload::Notice {
+                                topic: "delegation".into(),
+                                text,
+                                data: serde_json::Value::Null,
+                            },
+                            sent_at: chrono::Utc::now(),
+                        }
+                    })
+                })
+                .await;
+            match ended {
+                Ok(Some(ended)) => {
+                    if let Some(report) = &ended.report {
+                        if let Some((_, tx)) = this.waiters.remove(&ended.delegation) {
+                            let _ = tx.send(report.clone());
+                        }
+                    }
+                    if let Some(notice) = ended.notice {
+                        if let Err(e) = node.route(notice).await {
+                            tracing::error!(error = %e, "a delegation report could not be routed; it stays in the mailbox");
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, %conversation, "a subagent's end could not be recorded")
+                }
+            }
+        });
+    }
+
+    /// At start-up: subagents recorded as running whose conversation is not
+    /// mid-turn ended while troupe was down; record what they left.
+    pub async fn recover(self: &Arc<Self>, node: &Node) {
+        let Ok(running) = node.store().read(record::running).await else {
+            return;
+        };
+        for unfinished in running {
+            let conversation = unfinished.sub.conversation;
+            if unfinished.open {
+                continue; // its turn resumes, and ends through the hook
+            }
+            if !unfinished.started {
+                // Troupe stopped before its task reached it: start it again.
+                if let Err(e) = self.restart(node, &unfinished).await {
+                    self.record_end(
+                        node,
+                        conversation,
+                        "failed",
+                        &format!("could not start after a restart: {e}"),
+                    );
+                }
+                continue;
+            }
+            // Its turn ended but troupe stopped before the end was recorded:
+            // its last answer is in its history.
+            let last = node
+                .store()
+                .read(move |c| troupe_runtime::store::conversations::load_messages(c, conversation))
+                .await
+                .map(|messages| {
+                    let history: Vec<_> = messages.into_iter().map(|m| m.message).collect();
+                    crate::conversation::history::last_assistant_text(&history)
+                })
+                .unwrap_or_default();
+            if last.trim().is_empty() {
+                self.record_end(
+                    node,
+                    conversation,
+                    "failed",
+                    "it ended without a result: troupe stopped while it was working",
+                );
+            } else {
+                self.record_end(node, conversation, "done", &last);
+            }
+        }
+    }
+}
+
+impl Delegations {
+    async fn restart(
+        self: &Arc<Self>,
+        node: &Node,
+        u: &record::Unfinished,
+    ) -> Result<(), crate::node::NodeError> {
+        let bot = node.bot(&u.agent)?;
+        let opening = Opening {
+            id: u.sub.conversation,
+            kind: ActorKind::Subagent,
+            parent: Some(u.parent),
+            title: u.sub.goal.chars().take(80).collect(),
+            ..Opening::new(bot)
+        };
+        node.open(opening).await?;
+        node.request(
+            u.sub.conversation,
+            Input::User(task_message(&u.sub.goal, &u.context)),
+        )
+        .await?;
+        self.watch_timeout(
+            node,
+            u.sub.conversation,
+            node.context().settings.subagent_timeout,
+        );
+        Ok(())
+    }
+}
+
+fn task_message(goal: &str, context: &str) -> String {
+    let mut text = format!("Your task: {goal}");
+    if !context.trim().is_empty() {
+        text.push_str(&format!("\n\nContext:\n{context}"));
+    }
+    text.push_str(
+        "\n\nWork on your own; nobody can answer questions. When you are done, reply with a concise summary of what \
+         you did and found: it is all the delegating agent will see.",
+    );
+    text
+}
+
+async fn find(node: &Node, ctx: &ToolContext, id: &str) -> Result<record::SubagentRow, ToolResult> {
+    let (parent, key) = (ctx.conversation, id.to_string());
+    match node
+        .store()
+        .read(move |c| record::of_parent(c, parent, &key))
+        .await
+    {
+        Ok(Some(sub)) => Ok(sub),
+        Ok(None) => Err(ToolResult::error(format!(
+            "no subagent {id} belongs to this conversation; `action: list` shows them."
+        ))),
+        Err(e) => Err(ToolResult::error(format!(
+            "the delegation record could not be read: {e}"
+        ))),
+    }
+}
+
+async fn list(node: &Node, ctx: &ToolContext) -> ToolResult {
+    let parent = ctx.conversation;
+    match node.store().read(move |c| record::list(c, parent)).await {
+        Ok(rows) if rows.is_empty() => ToolResult::ok("This conversation has no subagents."),
+        Ok(rows) => {
+            let text = rows
+                .iter()
+                .map(|r| {
+                    format!(
+                        "- {} [{}] {} (delegation {})",
+                        r.id,
+                        r.status,
+                        r.goal.lines().next().unwrap_or_default(),
+                        r.delegation
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            ToolResult::ok(text)
+        }
+        Err(e) => ToolResult::error(format!("the delegation record could not be read: {e}")),
+    }
+}
+
+impl TurnHook for Delegations {
+    fn turn_finished(&self, turn: &FinishedTurn) {
+        if turn.kind != ActorKind::Subagent {
+            return;
+        }
+        let Some(node) = self.node() else { return };
+        let conversation = turn.conversation;
+        let timed_out = self.timed_out.remove(&conversation).is_some();
+        let text = turn.report.text.trim().to_string();
+        let (status, result) = match &turn.report.outcome {
+            TurnOutcome::Finished => (
+                "done",
+                if text.is_empty() {
+                    "(no summary)".to_string()
+                } else {
+                    text
+                },
+            ),
+            TurnOutcome::Stopped if timed_out => (
+                "timed_out",
+                format!("timed out; what it had so far:\n{text}"),
+            ),
+            TurnOutcome::Stopped => ("stopped", format!("stopped; what it had so far:\n{text}")),
+            TurnOutcome::Failed { error } => ("failed", error.clone()),
+            TurnOutcome::Guard { reason } => {
+                ("failed", format!("halted by a guard: {reason}\n{text}"))
+            }
+            TurnOutcome::Budget { budget, detail } => (
+                "failed",
+                format!("stopped by the `{budget}` budget ({detail})\n{text}"),
+            ),
+            TurnOutcome::Refused { detail } => ("failed", format!("the model refused: {detail}")),
+        };
+        let bot = turn.bot.spec.name.clone();
+        if let Some(mut n) = self.per_bot.get_mut(&bot) {
+            *n = n.saturating_sub(1);
+        }
+        let _ = self
+            .on_node
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_sub(1))
+            });
+        // `record_end` needs an Arc of self; the hook holds one through the node.
+        if let Some(this) = node.context().services.get::<DelegationsHandle>() {
+            this.0.record_end(&node, conversation, status, &result);
+        }
+    }
+}
+
+/// The node's delegations as kept in its services.
+#[derive(Clone, Debug)]
+pub struct DelegationsHandle(pub Arc<Delegations>);

@@ -1,0 +1,295 @@
+//! The delegation record in the store: delegations, their subagents and what
+//! happened in them.
+
+use troupe_runtime::id::{ConversationId, DelegationId, SubagentId};
+use troupe_runtime::protocol::Envelope;
+use troupe_runtime::rusqlite::{params, Connection, OptionalExtension, Transaction};
+use troupe_runtime::store::{self, mailbox, StoreError};
+
+/// A subagent as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentRow {
+    /// Its id.
+    pub id: SubagentId,
+    /// Its delegation.
+    pub delegation: DelegationId,
+    /// Its conversation.
+    pub conversation: ConversationId,
+    /// Its goal.
+    pub goal: String,
+    /// `running`, `done`, `failed`, `stopped` or `timed_out`.
+    pub status: String,
+    /// Its summary or error.
+    pub result: String,
+}
+
+fn parse<T: std::str::FromStr>(s: String) -> Result<T, StoreError>
+where
+    T::Err: std::fmt::Display,
+{
+    s.parse::<T>().map_err(|e| StoreError::Codec {
+        what: "id",
+        detail: e.to_string(),
+    })
+}
+
+/// Records a new delegation and its subagents, each with its task.
+pub fn create(
+    tx: &Transaction<'_>,
+    id: DelegationId,
+    parent: ConversationId,
+    bot: &str,
+    waits: bool,
+    subagents: &[(SubagentId, ConversationId, String, String)],
+) -> Result<(), StoreError> {
+    let now = store::now();
+    tx.prepare_cached(
+        "INSERT INTO delegations (id, parent_conversation, bot_id, waits, status, created_at) VALUES (?1, ?2, ?3, ?4, 'running', ?5)",
+    )?
+    .execute(params![id.to_string(), parent.to_string(), bot, waits as i64, now])?;
+    for (position, (sub, conv, goal, context)) in subagents.iter().enumerate() {
+        tx.prepare_cached(
+            "INSERT INTO subagents (id, delegation_id, conversation_id, position, goal, context, status, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7)",
+        )?
+        .execute(params![sub.to_string(), id.to_string(), conv.to_string(), position as i64, goal, context, now])?;
+        event(tx, id, Some(*sub), "task", &format!("{goal}\n\n{context}"))?;
+    }
+    Ok(())
+}
+
+/// Adds an entry to the record.
+pub fn event(
+    tx: &Transaction<'_>,
+    delegation: DelegationId,
+    sub: Option<SubagentId>,
+    kind: &str,
+    text: &str,
+) -> Result<(), StoreError> {
+    tx.prepare_cached("INSERT INTO delegation_events (delegation_id, subagent_id, kind, text, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![delegation.to_string(), sub.map(|s| s.to_string()), kind, text, store::now()])?;
+    Ok(())
+}
+
+fn row(r: &troupe_runtime::rusqlite::Row<'_>) -> troupe_runtime::rusqlite::Result<[String; 6]> {
+    Ok([
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ])
+}
+
+fn decode(r: [String; 6]) -> Result<SubagentRow, StoreError> {
+    let [id, delegation, conversation, goal, status, result] = r;
+    Ok(SubagentRow {
+        id: parse(id)?,
+        delegation: parse(delegation)?,
+        conversation: parse(conversation)?,
+        goal,
+        status,
+        result,
+    })
+}
+
+const COLUMNS: &str = "id, delegation_id, conversation_id, goal, status, result";
+
+/// The subagent whose conversation is `conversation`.
+pub fn by_conversation(
+    conn: &Connection,
+    conversation: ConversationId,
+) -> Result<Option<SubagentRow>, StoreError> {
+    let r = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM subagents WHERE conversation_id = ?1"
+        ))?
+        .query_row(params![conversation.to_string()], row)
+        .optional()?;
+    r.map(decode).transpose()
+}
+
+/// The subagent `id`, if it belongs to a delegation of `parent`.
+pub fn of_parent(
+    conn: &Connection,
+    parent: ConversationId,
+    id: &str,
+) -> Result<Option<SubagentRow>, StoreError> {
+    let r = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM subagents WHERE id = ?1 AND delegation_id IN
+             (SELECT id FROM delegations WHERE parent_conversation = ?2)"
+        ))?
+        .query_row(params![id, parent.to_string()], row)
+        .optional()?;
+    r.map(decode).transpose()
+}
+
+/// Every subagent of `parent`'s delegations, newest delegation first.
+pub fn list(conn: &Connection, parent: ConversationId) -> Result<Vec<SubagentRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM subagents WHERE delegation_id IN (SELECT id FROM delegations WHERE parent_conversation = ?1)
+         ORDER BY created_at DESC, position"
+    ))?;
+    let rows = stmt
+        .query_map(params![parent.to_string()], row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter().map(decode).collect()
+}
+
+/// A subagent still marked running, as found at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// The subagent.
+    pub sub: SubagentRow,
+    /// Its task's context.
+    pub context: String,
+    /// The conversation that delegated.
+    pub parent: ConversationId,
+    /// The delegating agent's name.
+    pub agent: String,
+    /// Whether its conversation is mid-turn (it resumes by itself).
+    pub open: bool,
+    /// Whether its conversation has any message (false: it never started).
+    pub started: bool,
+}
+
+/// Subagents still marked running.
+pub fn running(conn: &Connection) -> Result<Vec<Unfinished>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.id, s.delegation_id, s.conversation_id, s.goal, s.status, s.result, s.context,
+                d.parent_conversation, d.bot_id,
+                EXISTS (SELECT 1 FROM kv WHERE key = 'open_turn:' || s.conversation_id),
+                EXISTS (SELECT 1 FROM messages WHERE conversation_id = s.conversation_id)
+         FROM subagents s JOIN delegations d ON d.id = s.delegation_id WHERE s.status = 'running'",
+    )?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                row(r)?,
+                r.get::<_, String>(6)?,
+                r.get::<_, String>(7)?,
+                r.get::<_, String>(8)?,
+                r.get::<_, bool>(9)?,
+                r.get::<_, bool>(10)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(|(r, context, parent, agent, open, started)| {
+            Ok(Unfinished {
+                sub: decode(r)?,
+                context,
+                parent: parse(parent)?,
+                agent,
+                open,
+                started,
+            })
+        })
+        .collect()
+}
+
+/// What ending a subagent led to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ended {
+    /// The delegation.
+    pub delegation: DelegationId,
+    /// The report, when this was the last subagent to end.
+    pub report: Option<String>,
+    /// The notice for the parent, already in its mailbox (None when the parent waits).
+    pub notice: Option<Envelope>,
+}
+
+/// Records a subagent's end state; when it was the last, records the
+/// delegation as reported and, unless the parent waits, puts the report in
+/// the parent's mailbox — all in the caller's transaction, so the parent is
+/// told exactly once. `None` when the end was recorded before.
+pub fn end(
+    tx: &Transaction<'_>,
+    conversation: ConversationId,
+    status: &str,
+    result: &str,
+    notice: impl FnOnce(ConversationId, String) -> Envelope,
+) -> Result<Option<Ended>, StoreError> {
+    let changed = tx
+        .prepare_cached("UPDATE subagents SET status = ?2, result = ?3, ended_at = ?4 WHERE conversation_id = ?1 AND status = 'running'")?
+        .execute(params![conversation.to_string(), status, result, store::now()])?;
+    if changed == 0 {
+        return Ok(None);
+    }
+    let Some(sub) = by_conversation(tx, conversation)? else {
+        return Ok(None);
+    };
+    event(
+        tx,
+        sub.delegation,
+        Some(sub.id),
+        "final",
+        &format!("[{status}] {result}"),
+    )?;
+    let remaining: i64 = tx
+        .prepare_cached(
+            "SELECT COUNT(*) FROM subagents WHERE delegation_id = ?1 AND status = 'running'",
+        )?
+        .query_row(params![sub.delegation.to_string()], |r| r.get(0))?;
+    if remaining > 0 {
+        return Ok(Some(Ended {
+            delegation: sub.delegation,
+            report: None,
+            notice: None,
+        }));
+    }
+    let closed = tx
+        .prepare_cached("UPDATE delegations SET status = 'reported', ended_at = ?2 WHERE id = ?1 AND status = 'running'")?
+        .execute(params![sub.delegation.to_string(), store::now()])?;
+    if closed == 0 {
+        return Ok(Some(Ended {
+            delegation: sub.delegation,
+            report: None,
+            notice: None,
+        }));
+    }
+    let (parent, waits): (String, bool) = tx
+        .prepare_cached("SELECT parent_conversation, waits FROM delegations WHERE id = ?1")?
+        .query_row(params![sub.delegation.to_string()], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, goal, status, result FROM subagents WHERE delegation_id = ?1 ORDER BY position",
+    )?;
+    let rows = stmt
+        .query_map(params![sub.delegation.to_string()], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut report = format!(
+        "All {} subagent(s) of delegation {} have ended.\n",
+        rows.len(),
+        sub.delegation
+    );
+    for (i, (id, goal, status, result)) in rows.iter().enumerate() {
+        report.push_str(&format!(
+            "\n## {}. {goal}\n[{status}] ({id})\n{}\n",
+            i + 1,
+            result.trim()
+        ));
+    }
+    let notice = if waits {
+        None
+    } else {
+        let envelope = notice(parse(parent)?, report.clone());
+        mailbox::enqueue(tx, &envelope)?;
+        Some(envelope)
+    };
+    Ok(Some(Ended {
+        delegation: sub.delegation,
+        report: Some(report),
+        notice,
+    }))
+}
