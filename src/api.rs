@@ -66,6 +66,7 @@ pub struct RuntimeBuilder {
     settings: Option<AdjustSettings>,
     cwd: Option<PathBuf>,
     bus: Option<tokio::sync::broadcast::Sender<troupe_actors::events::NodeEvent>>,
+    scheduler: bool,
 }
 
 impl RuntimeBuilder {
@@ -108,6 +109,12 @@ impl RuntimeBuilder {
     /// The working folder tools resolve relative paths against.
     pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
         self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Starts the routine scheduler (for `serve`, `chat`, the demo and long-lived programs).
+    pub fn scheduler(mut self, on: bool) -> Self {
+        self.scheduler = on;
         self
     }
 

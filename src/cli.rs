@@ -39,6 +39,8 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Watch a small house of bots work, offline (a scripted model).
+    Demo,
     /// Run one turn and print the answer.
     Run(run::RunArgs),
     /// Talk with a bot in the terminal.
@@ -92,6 +94,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init { force } => info::init(cli.home, force),
         Command::Run(args) => run::run(builder(), args).await,
+        Command::Demo => {
+            crate::demo::run(cli.home.clone()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Chat(args) => chat::chat(builder(), args).await,
         Command::Bots => info::bots(builder()).await,
         Command::Conversations { limit } => info::conversations(builder(), limit).await,
