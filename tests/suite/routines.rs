@@ -688,3 +688,47 @@ async fn a_routine_run_cannot_make_routines_or_ask_the_user() {
     );
     s.runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn on_timers_the_scheduler_fires_without_being_told() {
+    use troupe::actors::routine::scheduler::{SchedulerHandle, SchedulerOptions, Wake};
+
+    let home = TestHome::new();
+    let clock = Arc::new(VirtualClock::new(start()));
+    let runtime = home
+        .builder(responder())
+        .clock(Arc::clone(&clock) as _)
+        .build()
+        .await
+        .unwrap();
+    assert!(runtime.scheduler().is_none(), "off unless asked for");
+    let node = runtime.node().clone();
+    let agents = Agents(Arc::new(RoutinesOnly(node.clone())));
+    node.context().services.insert(Arc::new(agents));
+    let idle = tool(
+        &context(&runtime, "assistant"),
+        create("tick", "every 1m", "say: tock"),
+    )
+    .await;
+    assert!(idle.text.ends_with("No scheduler runs in this process: routines fire while `troupe serve` (or `troupe chat`) runs on this home."), "{}", idle.text);
+    // 50 ms of virtual time before it is due: the timer wakes after 55 ms
+    // of real time, finds nothing (the virtual clock stood still), and
+    // sleeps again until the clock has moved.
+    clock.set(start() + TimeDelta::seconds(60) - TimeDelta::milliseconds(50));
+    let scheduler = SchedulerHandle::start(
+        &node,
+        SchedulerOptions {
+            clock: Arc::clone(&clock) as _,
+            wake: Wake::Timers,
+            ..SchedulerOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut ends = scheduler.subscribe();
+    clock.advance(TimeDelta::milliseconds(50));
+    let end = next_end(&mut ends).await;
+    assert_eq!((end.name.as_str(), end.status), ("tick", RunStatus::Done));
+    scheduler.stop().await;
+    runtime.shutdown().await;
+}
