@@ -63,6 +63,8 @@ pub enum Command {
     },
     /// Tokens and cost by bot and day.
     Usage,
+    /// List the routines, with their next fire and last run.
+    Routines,
     /// Every tool, its flags, and which actor kinds have it.
     Tools {
         /// As JSON.
@@ -98,13 +100,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::demo::run(cli.home.clone()).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Chat(args) => chat::chat(builder(), args).await,
+        Command::Chat(args) => chat::chat(builder().scheduler(true), args).await,
         Command::Bots => info::bots(builder()).await,
         Command::Conversations { limit } => info::conversations(builder(), limit).await,
         Command::Search { query, limit } => info::search(builder(), &query, limit).await,
         Command::Usage => info::usage(builder()).await,
+        Command::Routines => info::routines(builder()).await,
         Command::Tools { json } => info::tools(json),
-        Command::Serve => serve(builder()).await,
+        Command::Serve => serve(builder().scheduler(true)).await,
         Command::Bench(args) => {
             let probe = args.probe;
             let line = crate::bench::run(args).await?;

@@ -2,6 +2,7 @@
 
 mod agents;
 mod cli;
+mod routines;
 mod smoke;
 mod support;
 mod turn_loop;
