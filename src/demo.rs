@@ -167,8 +167,23 @@ pub async fn run(home: Option<PathBuf>) -> anyhow::Result<()> {
         let who = match names.get(&event.conversation) {
             Some(n) => n.clone(),
             None => {
-                let label = format!("subagent-{}", names.len() - 1);
-                names.insert(event.conversation, label.clone());
+                let id = event.conversation;
+                let kind = runtime
+                    .node()
+                    .store()
+                    .read(move |c| troupe_runtime::store::conversations::get_conversation(c, id))
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|row| row.kind)
+                    .unwrap_or_default();
+                let n = names.values().filter(|l| l.starts_with(&kind)).count() + 1;
+                let label = if kind.is_empty() {
+                    "agent".to_string()
+                } else {
+                    format!("{kind}-{n}")
+                };
+                names.insert(id, label.clone());
                 label
             }
         };

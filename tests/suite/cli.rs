@@ -163,3 +163,28 @@ fn bad_configuration_is_one_clear_paragraph() {
     let bad_set = troupe(&home, &["--set", "nonsense", "bots"]);
     assert!(text(&bad_set.stderr).contains("needs the form section.key=value"));
 }
+
+#[test]
+fn the_demo_runs_offline_and_says_where_its_data_is() {
+    let home = TestHome::new();
+    let out = troupe(&home, &["demo"]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let shown = text(&out.stdout);
+    for part in [
+        "→ delegate",
+        "notice (delegation)",
+        "notice (reply)",
+        "notice (routine)",
+        "→ memory",
+    ] {
+        assert!(shown.contains(part), "`{part}` missing from:\n{shown}");
+    }
+    assert!(shown.contains(&format!("Everything above is in {}", home.path().display())));
+    let profile = std::fs::read_to_string(home.path().join("memory/USER.md")).unwrap();
+    assert!(profile.contains("vegetarian"));
+}
