@@ -54,6 +54,7 @@ pub mod kv;
 pub mod mailbox;
 pub mod migrations;
 mod reader;
+pub mod search;
 pub mod usage;
 mod writer;
 
@@ -287,6 +288,12 @@ fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connectio
     if reader {
         conn.pragma_update(None, "query_only", true).map_err(at)?;
     }
+    // Savepoint journals and sorts in memory, and a page cache that holds a
+    // large store's index pages (negative: KiB).
+    conn.pragma_update(None, "temp_store", 2).map_err(at)?;
+    let cache_kib: i64 = if reader { 32 * 1024 } else { 64 * 1024 };
+    conn.pragma_update(None, "cache_size", -cache_kib)
+        .map_err(at)?;
 
     let get = |name: &str| -> Result<i64> {
         conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))

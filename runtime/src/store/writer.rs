@@ -157,6 +157,13 @@ fn commit_batch(conn: &mut Connection, path: &std::path::Path, batch: &mut Vec<B
             break;
         }
     }
+    if aborted.is_none() {
+        // What appends defer (the full-text index, `updated_at`), once for
+        // the whole batch; if it fails, nothing of the batch stands.
+        aborted = super::conversations::finish_batch(&tx)
+            .err()
+            .map(|e| e.at(path));
+    }
     let outcome = match aborted {
         Some(err) => {
             drop(tx);
