@@ -185,8 +185,10 @@ pub(crate) fn finish_batch(tx: &Transaction<'_>) -> Result<(), StoreError> {
     )?
     .execute([indexed])?;
     tx.prepare_cached(
+        // NOT INDEXED: walk only the new rows by seq, never the whole
+        // conversation index (which the GROUP BY would otherwise pick).
         "UPDATE conversations SET updated_at = pending.at
-         FROM (SELECT conversation_id, max(created_at) AS at FROM messages
+         FROM (SELECT conversation_id, max(created_at) AS at FROM messages NOT INDEXED
                WHERE seq > ?1 GROUP BY conversation_id) AS pending
          WHERE conversations.id = pending.conversation_id AND conversations.updated_at < pending.at",
     )?
