@@ -6,7 +6,8 @@
 //!
 //! Run: `cargo bench -p troupe-runtime --bench search`
 //! Size: `TROUPE_SEARCH_BENCH_MESSAGES=100000 cargo bench -p troupe-runtime --bench search`
-//! (default 1,000,000 messages, 100 per conversation). Prints one JSON line
+//! (default 1,000,000 messages, 100 per conversation;
+//! `TROUPE_SEARCH_BENCH_QUERIES` sets the number of queries, default 300). Prints one JSON line
 //! per measurement. Not part of the test suite.
 
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ const PER_CONVERSATION: usize = 100;
 const JOB: usize = 5_000;
 /// Write jobs in flight at once.
 const IN_FLIGHT: usize = 4;
-/// Discovery queries timed.
+/// Discovery queries timed, by default.
 const QUERIES: usize = 300;
 
 /// Words people write, most common first; the tail is made of generated words.
@@ -67,12 +68,17 @@ struct Words {
 impl Words {
     fn new(rng: &mut Rng, generated: usize) -> Self {
         let syllables = [
-            "ka", "lo", "mi", "ren", "tu", "vo", "sha", "pel", "dri", "nox", "qua", "zim", "bor", "fen", "gal", "hut",
+            "ka", "lo", "mi", "ren", "tu", "vo", "sha", "pel", "dri", "nox", "qua", "zim", "bor",
+            "fen", "gal", "hut",
         ];
         let mut words: Vec<String> = COMMON.split_whitespace().map(str::to_string).collect();
         for _ in 0..generated {
             let n = 2 + rng.below(3);
-            words.push((0..n).map(|_| syllables[rng.below(syllables.len())]).collect());
+            words.push(
+                (0..n)
+                    .map(|_| syllables[rng.below(syllables.len())])
+                    .collect(),
+            );
         }
         let mut total = 0.0;
         let cumulative = (1..=words.len())
@@ -111,10 +117,14 @@ fn main() -> BenchResult<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(run(total))
+    let queries: usize = std::env::var("TROUPE_SEARCH_BENCH_QUERIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(QUERIES);
+    runtime.block_on(run(total, queries))
 }
 
-async fn run(total: usize) -> BenchResult<()> {
+async fn run(total: usize, queries: usize) -> BenchResult<()> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("troupe.db");
     let store = tokio::task::spawn_blocking(move || Store::open(&path)).await??;
@@ -122,14 +132,18 @@ async fn run(total: usize) -> BenchResult<()> {
     let words = std::sync::Arc::new(Words::new(&mut rng, 20_000));
     let conversations = total.div_ceil(PER_CONVERSATION).max(1);
     let bots: Vec<BotId> = (0..8).map(|_| BotId::new()).collect();
-    let convs: Vec<(ConversationId, BotId)> =
-        (0..conversations).map(|i| (ConversationId::new(), bots[i % bots.len()])).collect();
+    let convs: Vec<(ConversationId, BotId)> = (0..conversations)
+        .map(|i| (ConversationId::new(), bots[i % bots.len()]))
+        .collect();
     {
         let convs = convs.clone();
         store
             .write(move |tx| {
                 for (conv, bot) in &convs {
-                    conversations::create_conversation(tx, &conversations::NewConversation::new(*conv, *bot, "main"))?;
+                    conversations::create_conversation(
+                        tx,
+                        &conversations::NewConversation::new(*conv, *bot, "main"),
+                    )?;
                 }
                 Ok(())
             })
@@ -165,7 +179,13 @@ async fn run(total: usize) -> BenchResult<()> {
             store
                 .write(move |tx| {
                     for (conv, bot, message) in &batch {
-                        conversations::append_message_with_id(tx, MsgId::new(), *conv, *bot, message)?;
+                        conversations::append_message_with_id(
+                            tx,
+                            MsgId::new(),
+                            *conv,
+                            *bot,
+                            message,
+                        )?;
                     }
                     Ok(())
                 })
@@ -194,7 +214,7 @@ async fn run(total: usize) -> BenchResult<()> {
 
     // Discovery: 1 to 3 words of the middle of the vocabulary (what people
     // search for: not "the", not a word seen once).
-    let queries: Vec<String> = (0..QUERIES)
+    let queries: Vec<String> = (0..queries)
         .map(|i| {
             let n = 1 + i % 3;
             (0..n)
@@ -206,6 +226,9 @@ async fn run(total: usize) -> BenchResult<()> {
                 .join(" ")
         })
         .collect();
+    if queries.is_empty() {
+        return Ok(());
+    }
     for (name, order) in [("relevance", Order::Relevance), ("newest", Order::Newest)] {
         let mut times: Vec<Duration> = Vec::with_capacity(queries.len());
         let mut found_any = 0;
