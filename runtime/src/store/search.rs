@@ -157,11 +157,18 @@ const HITS_SQL: &str = "SELECT m.seq, m.conversation_id, {rank}, m.created_at
 struct Group {
     conversation: String,
     best: f64,
-    newest: i64,
-    oldest: i64,
+    /// `(created_at, seq)` of its newest and oldest match.
+    newest: (String, i64),
+    oldest: (String, i64),
     count: usize,
     /// `(rank, seq)` of its best matches so far.
     top: Vec<(f64, i64)>,
+}
+
+impl Group {
+    fn score(&self) -> f64 {
+        self.best * (1.0 + 0.2 * (self.count as f64).ln())
+    }
 }
 
 /// Finds the conversations whose messages contain every word of `query`,
@@ -202,22 +209,27 @@ pub fn find_conversations(
             Order::Newest => -(seq as f64),
             Order::Oldest => seq as f64,
         };
-        let conversation = row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
+        let text = |i: usize| row.get_ref(i)?.as_str().map_err(rusqlite::Error::from);
+        let (conversation, at) = (text(1)?, text(3)?);
         let group = match groups.get_mut(conversation) {
             Some(g) => g,
             None => groups.entry(conversation.to_string()).or_insert(Group {
                 conversation: conversation.to_string(),
                 best: f64::INFINITY,
-                newest: seq,
-                oldest: seq,
+                newest: (at.to_string(), seq),
+                oldest: (at.to_string(), seq),
                 count: 0,
                 top: Vec::with_capacity(hits_each + 1),
             }),
         };
         group.count += 1;
         group.best = group.best.min(rank);
-        group.newest = group.newest.max(seq);
-        group.oldest = group.oldest.min(seq);
+        if (at, seq) > (group.newest.0.as_str(), group.newest.1) {
+            group.newest = (at.to_string(), seq);
+        }
+        if (at, seq) < (group.oldest.0.as_str(), group.oldest.1) {
+            group.oldest = (at.to_string(), seq);
+        }
         if hits_each > 0 {
             let at = group.top.partition_point(|(k, _)| *k <= key);
             if at < hits_each {
@@ -228,9 +240,13 @@ pub fn find_conversations(
     }
     let mut groups: Vec<Group> = groups.into_values().collect();
     match order {
-        Order::Relevance => {
-            groups.sort_by(|a, b| a.best.total_cmp(&b.best).then(b.newest.cmp(&a.newest)))
-        }
+        // A conversation scores as its best message (BM25: lower is
+        // better), strengthened a little by every other match it holds.
+        Order::Relevance => groups.sort_by(|a, b| {
+            a.score()
+                .total_cmp(&b.score())
+                .then(b.newest.cmp(&a.newest))
+        }),
         Order::Newest => groups.sort_by(|a, b| b.newest.cmp(&a.newest)),
         Order::Oldest => groups.sort_by(|a, b| a.oldest.cmp(&b.oldest)),
     }

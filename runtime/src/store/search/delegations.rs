@@ -109,6 +109,10 @@ pub struct FoundDelegation {
     pub hits: Vec<EventHit>,
 }
 
+/// A delegation's best rank, its number of matches and its best hits
+/// `(seq, rank, snippet)`.
+type HitGroup = (f64, usize, Vec<(i64, f64, String)>);
+
 const FILTER_SQL: &str = "(?2 IS NULL OR d.bot_id = ?2)
        AND (?3 IS NULL OR EXISTS (SELECT 1 FROM subagents s
                                   WHERE s.delegation_id = d.id AND instr(s.folder, ?3) > 0))
@@ -146,25 +150,31 @@ pub fn find_delegations(
          ORDER BY f.rank"
     ))?;
     let mut rows = stmt.query(params![fts, bot, folder, after, before])?;
-    // Delegations in the order of their best entry; hits in rank order.
-    let mut order: Vec<String> = Vec::new();
-    let mut groups: HashMap<String, (usize, Vec<(i64, f64, String)>)> = HashMap::new();
+    // Hits come best first, so each delegation's first hit is its best.
+    let mut groups: HashMap<String, HitGroup> = HashMap::new();
     while let Some(row) = rows.next()? {
         let seq: i64 = row.get(0)?;
         let delegation: String = row.get(1)?;
         let rank: f64 = row.get(2)?;
-        let group = groups.entry(delegation.clone()).or_insert_with(|| {
-            order.push(delegation);
-            (0, Vec::new())
-        });
-        group.0 += 1;
-        if group.1.len() < hits_each {
-            group.1.push((seq, rank, row.get(3)?));
+        let group = groups
+            .entry(delegation)
+            .or_insert_with(|| (rank, 0, Vec::new()));
+        group.1 += 1;
+        if group.2.len() < hits_each {
+            group.2.push((seq, rank, row.get(3)?));
         }
     }
+    // Scored as in conversation search: the best entry (BM25, lower is
+    // better), strengthened a little by every other match.
+    let score = |(best, count, _): &HitGroup| best * (1.0 + 0.2 * (*count as f64).ln());
+    let mut order: Vec<(String, f64)> = groups
+        .iter()
+        .map(|(id, g)| (id.clone(), score(g)))
+        .collect();
+    order.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
     let mut found = Vec::new();
-    for id in order.into_iter().take(limit) {
-        let Some((matches, hits)) = groups.remove(&id) else {
+    for (id, _) in order.into_iter().take(limit) {
+        let Some((_, matches, hits)) = groups.remove(&id) else {
             continue;
         };
         let Some(delegation) = delegation(conn, &id)? else {
