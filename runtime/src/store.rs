@@ -146,7 +146,8 @@ impl Store {
             source,
         };
         let (writes, write_rx) = mpsc::channel(WRITE_QUEUE);
-        writer::spawn(conn, path.to_path_buf(), write_rx).map_err(io)?;
+        let checkpointer = connect(path, &options, false)?;
+        writer::spawn(conn, checkpointer, path.to_path_buf(), write_rx).map_err(io)?;
         let (reads, read_rx) = mpsc::channel(READ_QUEUE);
         reader::spawn(readers, read_rx).map_err(io)?;
         Ok(Store {
@@ -294,6 +295,17 @@ fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connectio
     let cache_kib: i64 = if reader { 32 * 1024 } else { 64 * 1024 };
     conn.pragma_update(None, "cache_size", -cache_kib)
         .map_err(at)?;
+    if !reader {
+        // The writer's checkpointer thread copies the WAL back (see
+        // `writer`); a connection checkpoints by itself only past ~128 MiB
+        // of WAL, when that thread falls far behind.
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            writer::FALLBACK_CHECKPOINT_PAGES,
+        )
+        .map_err(at)?;
+    }
 
     let get = |name: &str| -> Result<i64> {
         conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
