@@ -144,9 +144,11 @@ CREATE TABLE messages (
     conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
     bot_id          TEXT NOT NULL,
     role            TEXT NOT NULL,
-    body            TEXT NOT NULL,
+    -- The small columns first: a search reads them for every hit without
+    -- stepping over a long body.
+    created_at      TEXT NOT NULL,
     text            TEXT NOT NULL,
-    created_at      TEXT NOT NULL
+    body            TEXT NOT NULL
 );
 CREATE INDEX messages_by_conversation ON messages(conversation_id, seq);
 

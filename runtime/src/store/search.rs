@@ -145,14 +145,23 @@ pub fn fts_query(words: &str) -> Option<String> {
     (!quoted.is_empty()).then(|| quoted.join(" "))
 }
 
-const HITS_SQL: &str = "SELECT m.seq, m.conversation_id, {rank}, m.created_at
-     FROM messages_fts f JOIN messages m ON m.seq = f.rowid
-     WHERE messages_fts MATCH ?1
-       AND (?2 IS NULL OR m.role IN (SELECT value FROM json_each(?2)))
+/// The matches of a search, best first (relevance) or newest first, cut to
+/// `?7` candidates inside FTS5 before the join: a common word matches tens
+/// of thousands of messages, and joining each costs more than ranking it.
+const HITS_SQL: &str = "SELECT m.seq, m.conversation_id, f.rank, m.created_at, f.n
+     FROM (SELECT rowid, rank, count(*) OVER () AS n FROM
+             (SELECT rowid, {rank} AS rank FROM messages_fts WHERE messages_fts MATCH ?1
+              ORDER BY {order} LIMIT ?7)) AS f
+     JOIN messages m ON m.seq = f.rowid
+     WHERE (?2 IS NULL OR m.role IN (SELECT value FROM json_each(?2)))
        AND (?3 IS NULL OR m.created_at >= ?3)
        AND (?4 IS NULL OR m.created_at < ?4)
        AND m.conversation_id NOT IN (SELECT value FROM json_each(?5))
        AND (?6 IS NULL OR m.conversation_id IN (SELECT id FROM conversations WHERE bot_id = ?6))";
+
+/// Candidates taken from the index first; when they do not yield enough
+/// conversations (filters left too few), the search runs again uncut.
+const CANDIDATES: i64 = 2_000;
 
 struct Group {
     conversation: String,
@@ -186,11 +195,66 @@ pub fn find_conversations(
     let Some(fts) = fts_query(query) else {
         return Ok(Vec::new());
     };
-    let rank = match order {
-        Order::Relevance => "f.rank",
-        Order::Newest | Order::Oldest => "0.0",
+    let (mut groups, candidates) = collect_hits(conn, &fts, filter, order, hits_each, CANDIDATES)?;
+    // Too few conversations, and the cut may have left some out: the
+    // candidates filled the cut, or the filters dropped them all.
+    if groups.len() < limit && candidates.is_none_or(|n| n >= CANDIDATES) {
+        groups = collect_hits(conn, &fts, filter, order, hits_each, -1)?.0;
+    }
+    let mut groups: Vec<Group> = groups.into_values().collect();
+    match order {
+        // A conversation scores as its best message (BM25: lower is
+        // better), strengthened a little by every other match it holds.
+        Order::Relevance => groups.sort_by(|a, b| {
+            a.score()
+                .total_cmp(&b.score())
+                .then(b.newest.cmp(&a.newest))
+        }),
+        Order::Newest => groups.sort_by(|a, b| b.newest.cmp(&a.newest)),
+        Order::Oldest => groups.sort_by(|a, b| a.oldest.cmp(&b.oldest)),
+    }
+    groups.truncate(limit);
+    let mut found = Vec::with_capacity(groups.len());
+    for group in groups {
+        let Some(conversation) = summary(conn, &group.conversation)? else {
+            continue;
+        };
+        let mut hits = Vec::with_capacity(group.top.len());
+        for (key, seq) in group.top {
+            let rank = if order == Order::Relevance { key } else { 0.0 };
+            if let Some(hit) = hit(conn, &fts, seq, rank)? {
+                hits.push(hit);
+            }
+        }
+        found.push(Found {
+            conversation,
+            matches: group.count,
+            hits,
+        });
+    }
+    Ok(found)
+}
+
+/// Runs the hits query over at most `candidates` matches (all when
+/// negative) and groups them by conversation; also how many candidates the
+/// index gave, when any passed the filters.
+fn collect_hits(
+    conn: &Connection,
+    fts: &str,
+    filter: &Filter,
+    order: Order,
+    hits_each: usize,
+    candidates: i64,
+) -> Result<(HashMap<String, Group>, Option<i64>), StoreError> {
+    let (rank, order_sql) = match order {
+        Order::Relevance => ("rank", "rank"),
+        Order::Newest => ("0.0", "rowid DESC"),
+        Order::Oldest => ("0.0", "rowid ASC"),
     };
-    let mut stmt = conn.prepare_cached(&HITS_SQL.replace("{rank}", rank))?;
+    let sql = HITS_SQL
+        .replace("{rank}", rank)
+        .replace("{order}", order_sql);
+    let mut stmt = conn.prepare_cached(&sql)?;
     let mut rows = stmt.query(params![
         fts,
         filter.roles_json(),
@@ -198,9 +262,12 @@ pub fn find_conversations(
         filter.before.map(timestamp),
         filter.exclude_json(),
         filter.bot.map(|b| b.to_string()),
+        candidates,
     ])?;
     let mut groups: HashMap<String, Group> = HashMap::new();
+    let mut candidates = None;
     while let Some(row) = rows.next()? {
+        candidates = Some(row.get::<_, i64>(4)?);
         let seq: i64 = row.get(0)?;
         let rank: f64 = row.get(2)?;
         // Within a conversation, the order of its hits: rank, or seq.
@@ -238,38 +305,7 @@ pub fn find_conversations(
             }
         }
     }
-    let mut groups: Vec<Group> = groups.into_values().collect();
-    match order {
-        // A conversation scores as its best message (BM25: lower is
-        // better), strengthened a little by every other match it holds.
-        Order::Relevance => groups.sort_by(|a, b| {
-            a.score()
-                .total_cmp(&b.score())
-                .then(b.newest.cmp(&a.newest))
-        }),
-        Order::Newest => groups.sort_by(|a, b| b.newest.cmp(&a.newest)),
-        Order::Oldest => groups.sort_by(|a, b| a.oldest.cmp(&b.oldest)),
-    }
-    groups.truncate(limit);
-    let mut found = Vec::with_capacity(groups.len());
-    for group in groups {
-        let Some(conversation) = summary(conn, &group.conversation)? else {
-            continue;
-        };
-        let mut hits = Vec::with_capacity(group.top.len());
-        for (key, seq) in group.top {
-            let rank = if order == Order::Relevance { key } else { 0.0 };
-            if let Some(hit) = hit(conn, &fts, seq, rank)? {
-                hits.push(hit);
-            }
-        }
-        found.push(Found {
-            conversation,
-            matches: group.count,
-            hits,
-        });
-    }
-    Ok(found)
+    Ok((groups, candidates))
 }
 
 /// One matching message with its snippet.

@@ -550,3 +550,29 @@ fn delegations_are_found_listed_read_and_scrolled() {
     );
     assert_eq!((around.1, around.2), (false, true));
 }
+
+#[test]
+fn matches_past_the_candidate_cut_are_found_when_filters_drop_the_rest() {
+    let (_dir, store) = open();
+    let (busy, quiet) = (BotId::new(), BotId::new());
+    let (old, _) = conversation(&store, quiet, 1, vec![Message::user("alpha once")]);
+    let many = (CANDIDATES + 100) as usize;
+    conversation(
+        &store,
+        busy,
+        2,
+        (0..many)
+            .map(|i| Message::user(format!("alpha {i}")))
+            .collect(),
+    );
+    for order in [Order::Newest, Order::Relevance] {
+        let filter = Filter {
+            bot: Some(quiet),
+            ..user_assistant()
+        };
+        let found = store
+            .read_blocking(move |conn| find_conversations(conn, "alpha", &filter, order, 3, 1))
+            .unwrap();
+        assert_eq!(found_ids(&found), vec![old], "{order:?}");
+    }
+}
