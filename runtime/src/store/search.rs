@@ -150,7 +150,8 @@ pub fn fts_query(words: &str) -> Option<String> {
 /// of thousands of messages, and joining each costs more than ranking it.
 const HITS_SQL: &str = "SELECT m.seq, m.conversation_id, f.rank, m.created_at, f.n
      FROM (SELECT rowid, rank, count(*) OVER () AS n FROM
-             (SELECT rowid, {rank} AS rank FROM messages_fts WHERE messages_fts MATCH ?1
+             (SELECT rowid, {rank} AS rank FROM messages_fts
+              WHERE messages_fts MATCH ?1 AND rowid >= ?8
               ORDER BY {order} LIMIT ?7)) AS f
      JOIN messages m ON m.seq = f.rowid
      WHERE (?2 IS NULL OR m.role IN (SELECT value FROM json_each(?2)))
@@ -162,6 +163,12 @@ const HITS_SQL: &str = "SELECT m.seq, m.conversation_id, f.rank, m.created_at, f
 /// Candidates taken from the index first; when they do not yield enough
 /// conversations (filters left too few), the search runs again uncut.
 const CANDIDATES: i64 = 2_000;
+
+/// The most matches ranked by relevance: past it, only the newest this many
+/// are ranked. BM25 costs a few microseconds per match (a length lookup),
+/// so a word in a tenth of a million messages would take a tenth of a
+/// second; for so common a query, recent matches are the likelier answer.
+const RANKED: i64 = 5_000;
 
 struct Group {
     conversation: String,
@@ -195,11 +202,16 @@ pub fn find_conversations(
     let Some(fts) = fts_query(query) else {
         return Ok(Vec::new());
     };
-    let (mut groups, candidates) = collect_hits(conn, &fts, filter, order, hits_each, CANDIDATES)?;
-    // Too few conversations, and the cut may have left some out: the
+    let floor = match order {
+        Order::Relevance => rank_floor(conn, &fts)?,
+        Order::Newest | Order::Oldest => i64::MIN,
+    };
+    let (mut groups, candidates) =
+        collect_hits(conn, &fts, filter, order, hits_each, CANDIDATES, floor)?;
+    // Too few conversations, and the cuts may have left some out: the
     // candidates filled the cut, or the filters dropped them all.
     if groups.len() < limit && candidates.is_none_or(|n| n >= CANDIDATES) {
-        groups = collect_hits(conn, &fts, filter, order, hits_each, -1)?.0;
+        groups = collect_hits(conn, &fts, filter, order, hits_each, -1, i64::MIN)?.0;
     }
     let mut groups: Vec<Group> = groups.into_values().collect();
     match order {
@@ -245,6 +257,7 @@ fn collect_hits(
     order: Order,
     hits_each: usize,
     candidates: i64,
+    floor: i64,
 ) -> Result<(HashMap<String, Group>, Option<i64>), StoreError> {
     let (rank, order_sql) = match order {
         Order::Relevance => ("rank", "rank"),
@@ -263,6 +276,7 @@ fn collect_hits(
         filter.exclude_json(),
         filter.bot.map(|b| b.to_string()),
         candidates,
+        floor,
     ])?;
     let mut groups: HashMap<String, Group> = HashMap::new();
     let mut candidates = None;
@@ -306,6 +320,19 @@ fn collect_hits(
         }
     }
     Ok((groups, candidates))
+}
+
+/// The lowest `seq` ranked by relevance: that of the newest [`RANKED`]th
+/// match, or none (`i64::MIN`) when there are fewer.
+fn rank_floor(conn: &Connection, fts: &str) -> Result<i64, StoreError> {
+    let floor = conn
+        .prepare_cached(
+            "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1
+             ORDER BY rowid DESC LIMIT 1 OFFSET ?2",
+        )?
+        .query_row(params![fts, RANKED - 1], |r| r.get(0))
+        .optional()?;
+    Ok(floor.unwrap_or(i64::MIN))
 }
 
 /// One matching message with its snippet.
