@@ -13,7 +13,8 @@
 //! - **Readers off the async threads.** Reads run on a small pool of threads
 //!   with their own connections; WAL lets them read while the writer writes.
 //! - **Domain functions take a transaction or a connection**
-//!   ([`conversations`], [`mailbox`], [`usage`], [`kv`]), so a caller composes several
+//!   ([`conversations`], [`mailbox`], [`usage`], [`kv`], and [`search`] for
+//!   recall), so a caller composes several
 //!   in one job — e.g. consuming a mailbox message and appending it to a
 //!   conversation atomically.
 //!

@@ -3,8 +3,9 @@
 //! A conversation is one history of one bot: the main chat, a routine run,
 //! a subagent's task. Its messages are stored in order (`seq`) with the
 //! protocol [`Message`] as JSON in `body` and its plain text in `text`, which
-//! the FTS5 index `messages_fts` mirrors through triggers (accents ignored,
-//! so "cafe" finds "café"). When a long conversation is compacted, the new
+//! the FTS5 index `messages_fts` takes in once per writer batch (accents
+//! ignored, so "cafe" finds "café"; see `finish_batch`) and mirrors
+//! through triggers on update and delete. When a long conversation is compacted, the new
 //! segment is a conversation of its own whose `previous_segment` points at
 //! the one it replaced.
 
@@ -117,7 +118,7 @@ pub fn create_conversation(tx: &Transaction<'_>, new: &NewConversation) -> Resul
 /// Appends a message to a conversation and returns its `seq`.
 ///
 /// The message becomes searchable, and the conversation's `updated_at`
-/// moves, when the writer's batch commits (see [`finish_batch`]).
+/// moves, when the writer's batch commits (see `finish_batch`).
 pub fn append_message(
     tx: &Transaction<'_>,
     conversation: ConversationId,

@@ -6,6 +6,12 @@
 //! [`MAX_BATCH`]) into ONE transaction — group commit. Each job runs inside
 //! its own `SAVEPOINT`, so a job that fails rolls back only itself. Results
 //! are sent back only after `COMMIT`, so "answered" means "durable".
+//!
+//! Work that would cost more per row than the row itself is done once per
+//! batch, just before `COMMIT`: indexing the new messages for full-text
+//! search and moving their conversations' `updated_at`
+//! ([`super::conversations`]). Checkpoints (copying the WAL back into the
+//! database) run on a thread of their own, off the writer's path.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
