@@ -388,7 +388,7 @@ impl Request {
                 )
                 .map_err(failed)?;
                 let mut text = header(&summary);
-                let shown = transcript(&mut text, &lines, RESULT_CHARS);
+                let shown = transcript(&mut text, &lines, RESULT_CHARS, &[]);
                 let next = offset + shown;
                 if (next as i64) < total {
                     text.push_str(&format!(
@@ -492,7 +492,8 @@ impl Request {
                     0,
                     PAGE_MESSAGES,
                 )?;
-                let shown = transcript(&mut text, &lines, budget);
+                let marked: Vec<MsgId> = f.hits.iter().map(|h| h.id).collect();
+                let shown = transcript(&mut text, &lines, budget, &marked);
                 let total = search::count_messages(conn, f.conversation.id, &self.filter.roles)?;
                 if (shown as i64) < total {
                     text.push_str(&format!(
@@ -532,7 +533,7 @@ fn scroll(summary: &ConversationSummary, around: &search::Around) -> ToolResult 
     let mut lines: Vec<Line> = around.before.clone();
     lines.push(around.anchor.clone());
     lines.extend(around.after.iter().cloned());
-    let shown = transcript(&mut text, &lines, RESULT_CHARS);
+    let shown = transcript(&mut text, &lines, RESULT_CHARS, &[around.anchor.id]);
     if around.more_after || shown < lines.len() {
         text.push_str("[later messages below]\n");
     }
@@ -564,8 +565,9 @@ fn header(s: &ConversationSummary) -> String {
     )
 }
 
-/// Appends messages as transcript lines within `budget` characters; how many fit.
-fn transcript(text: &mut String, lines: &[Line], budget: usize) -> usize {
+/// Appends messages as transcript lines within `budget` characters, those
+/// in `marked` (the matches) flagged with `»`; how many fit.
+fn transcript(text: &mut String, lines: &[Line], budget: usize, marked: &[MsgId]) -> usize {
     let mut used = 0;
     for (i, line) in lines.iter().enumerate() {
         let mut body = cut(&line.text, MESSAGE_CHARS);
@@ -582,8 +584,9 @@ fn transcript(text: &mut String, lines: &[Line], budget: usize) -> usize {
                 format!("{body}\n({label} {tools})")
             };
         }
+        let mark = if marked.contains(&line.id) { "» " } else { "" };
         let entry = format!(
-            "[{} · {} · {}] {}\n",
+            "{mark}[{} · {} · {}] {}\n",
             line.id,
             line.role,
             short_time(line.created_at),

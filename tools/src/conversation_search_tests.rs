@@ -146,6 +146,11 @@ async fn discovery_shows_the_best_in_full_and_the_others_by_their_matches() {
         r.text
     );
     assert!(r.text.contains("[deploy] [script]"), "{}", r.text);
+    assert!(
+        r.text.contains(&format!("» [{} · user", best_ids[0])),
+        "matches are marked in the full transcript: {}",
+        r.text
+    );
 
     let full = call(&f.ctx, json!({"query": "deploy script", "detail": "full"})).await;
     assert!(full.text.contains("unrelated answer"), "{}", full.text);
@@ -355,6 +360,11 @@ async fn scroll_read_and_browse_shapes() {
     assert_eq!(
         (data["more_before"].as_bool(), data["more_after"].as_bool()),
         (Some(true), Some(true))
+    );
+    assert!(
+        r.text.contains(&format!("» [{} · user", msg_ids[10])),
+        "the anchor is marked: {}",
+        r.text
     );
 
     let read = call(&f.ctx, json!({"conversation_id": conv.to_string()})).await;
