@@ -576,3 +576,48 @@ fn matches_past_the_candidate_cut_are_found_when_filters_drop_the_rest() {
         assert_eq!(found_ids(&found), vec![old], "{order:?}");
     }
 }
+
+#[test]
+fn deleted_messages_leave_the_index_whether_indexed_yet_or_not() {
+    let (_dir, store) = open();
+    let bot = BotId::new();
+    let (gone, _) = conversation(&store, bot, 1, vec![Message::user("ephemeral words")]);
+    let (kept, _) = conversation(&store, bot, 2, vec![Message::user("ephemeral words")]);
+    store
+        .write_blocking(move |tx| {
+            tx.execute(
+                "DELETE FROM conversations WHERE id = ?1",
+                [gone.to_string()],
+            )?;
+            // Appended and deleted in one batch: never indexed, never unindexed.
+            let seq =
+                conversations::append_message(tx, kept, bot, &Message::user("ephemeral too"))?;
+            tx.execute("DELETE FROM messages WHERE seq = ?1", [seq])?;
+            Ok(())
+        })
+        .unwrap();
+    let found = store
+        .read_blocking(|conn| {
+            find_conversations(
+                conn,
+                "ephemeral",
+                &user_assistant(),
+                Order::Relevance,
+                10,
+                5,
+            )
+        })
+        .unwrap();
+    assert_eq!(found_ids(&found), vec![kept]);
+    assert_eq!(found[0].matches, 1);
+    // FTS5 checks its index against the content table; a wrong delete fails it.
+    store
+        .write_blocking(|tx| {
+            tx.execute(
+                "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)",
+                [],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+}
