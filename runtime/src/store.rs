@@ -13,7 +13,8 @@
 //! - **Readers off the async threads.** Reads run on a small pool of threads
 //!   with their own connections; WAL lets them read while the writer writes.
 //! - **Domain functions take a transaction or a connection**
-//!   ([`conversations`], [`mailbox`], [`usage`], [`kv`]), so a caller composes several
+//!   ([`conversations`], [`mailbox`], [`usage`], [`kv`], and [`search`] for
+//!   recall), so a caller composes several
 //!   in one job — e.g. consuming a mailbox message and appending it to a
 //!   conversation atomically.
 //!
@@ -54,6 +55,7 @@ pub mod kv;
 pub mod mailbox;
 pub mod migrations;
 mod reader;
+pub mod search;
 pub mod usage;
 mod writer;
 
@@ -145,7 +147,8 @@ impl Store {
             source,
         };
         let (writes, write_rx) = mpsc::channel(WRITE_QUEUE);
-        writer::spawn(conn, path.to_path_buf(), write_rx).map_err(io)?;
+        let checkpointer = connect(path, &options, false)?;
+        writer::spawn(conn, checkpointer, path.to_path_buf(), write_rx).map_err(io)?;
         let (reads, read_rx) = mpsc::channel(READ_QUEUE);
         reader::spawn(readers, read_rx).map_err(io)?;
         Ok(Store {
@@ -286,6 +289,23 @@ fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connectio
     conn.pragma_update(None, "synchronous", sync).map_err(at)?;
     if reader {
         conn.pragma_update(None, "query_only", true).map_err(at)?;
+    }
+    // Savepoint journals and sorts in memory, and a page cache that holds a
+    // large store's index pages (negative: KiB).
+    conn.pragma_update(None, "temp_store", 2).map_err(at)?;
+    let cache_kib: i64 = if reader { 32 * 1024 } else { 64 * 1024 };
+    conn.pragma_update(None, "cache_size", -cache_kib)
+        .map_err(at)?;
+    if !reader {
+        // The writer's checkpointer thread copies the WAL back (see
+        // `writer`); a connection checkpoints by itself only past ~128 MiB
+        // of WAL, when that thread falls far behind.
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            writer::FALLBACK_CHECKPOINT_PAGES,
+        )
+        .map_err(at)?;
     }
 
     let get = |name: &str| -> Result<i64> {

@@ -5,7 +5,10 @@
 //! `.gitignore`d files and folders, and `node_modules`, unless the searched
 //! path is itself inside one. The walk is sorted so results come in path
 //! order and paging with `offset` is stable between calls, and it stops at
-//! [`SEARCH_DEADLINE`] with a note rather than hold the turn.
+//! [`SEARCH_DEADLINE`] with a note rather than hold the turn. A document
+//! (PDF, Word, …) is a binary container ripgrep would skip, so its cached
+//! Markdown ([`documents::cached`]) is searched instead, under the
+//! document's own path.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -13,9 +16,11 @@ use std::time::{Duration, Instant};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use serde::Deserialize;
+use troupe_runtime::home::Home;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
 
+use crate::documents;
 use crate::paths::{self, Access};
 
 /// How long a search may run before it stops with what it found.
@@ -102,7 +107,10 @@ impl FindFiles {
                  (target \"files\"). Skips hidden and .gitignored files and node_modules unless \
                  `path` is inside one. Results come in path order, 50 per page by default; page \
                  with `offset`. Content lines show as `path:line:text`, context lines as \
-                 `path-line-text`. A search stops after 60 seconds with what it found.",
+                 `path-line-text`. Documents (PDF, Word, PowerPoint, spreadsheets, OpenDocument, \
+                 RTF, EPUB) are searched through their text, converted once and cached; their \
+                 line numbers are those `read_file` shows. A search stops after 60 seconds with \
+                 what it found.",
                 schema_for::<FindFilesParams>(),
             )
             .read_only(),
@@ -138,6 +146,7 @@ impl Tool for FindFiles {
             ));
         }
         let search = Search {
+            home: ctx.home.clone(),
             cwd: paths::resolve(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone()),
             refused: paths::read_refused_areas(&ctx.home),
             deadline: Instant::now() + SEARCH_DEADLINE,
@@ -151,6 +160,8 @@ impl Tool for FindFiles {
 
 /// One search's setting.
 pub(crate) struct Search {
+    /// The home, whose `documents/` cache holds documents' Markdown.
+    pub home: Home,
     /// The working folder, to show paths relative to it.
     pub cwd: PathBuf,
     /// Areas never searched (files that can hold keys).
@@ -254,8 +265,23 @@ impl Search {
                 continue;
             }
             if let Some(matcher) = &matcher {
+                // A document is searched through its cached Markdown, and
+                // its matches reported under its own path; one that cannot
+                // be converted is skipped like a binary file.
+                let source = if documents::is_document(path) {
+                    match documents::cached(&self.home, path) {
+                        Ok(doc) => doc.markdown_path,
+                        Err(e) => {
+                            tracing::debug!(path = %path.display(), error = %e, "document not searched");
+                            continue;
+                        }
+                    }
+                } else {
+                    path.to_path_buf()
+                };
                 let found = self.search_file(
                     matcher,
+                    &source,
                     path,
                     params.output_mode,
                     context,
@@ -276,11 +302,13 @@ impl Search {
         self.render(entries, raw, params, offset, limit, context, stopped)
     }
 
-    /// Searches one file; the entries it yields (at most `room`), and whether
-    /// the deadline passed.
+    /// Searches the file `source`, reporting its matches under `path`; the
+    /// entries it yields (at most `room`), and whether the deadline passed.
+    #[allow(clippy::too_many_arguments)]
     fn search_file(
         &self,
         matcher: &RegexMatcher,
+        source: &Path,
         path: &Path,
         mode: OutputMode,
         context: usize,
@@ -309,7 +337,7 @@ impl Search {
             binary: false,
             timed_out: false,
         };
-        searcher.search_path(matcher, path, &mut sink)?;
+        searcher.search_path(matcher, source, &mut sink)?;
         if sink.binary {
             return Ok((Vec::new(), sink.timed_out));
         }

@@ -154,6 +154,7 @@ async fn an_invalid_regex_is_an_error_with_the_reason() {
 fn a_search_past_its_deadline_says_it_stopped_early() {
     let f = fixture();
     let search = Search {
+        home: f.ctx.home.clone(),
         cwd: f.cwd.clone(),
         refused: Vec::new(),
         deadline: Instant::now(),
@@ -178,5 +179,50 @@ async fn files_that_can_hold_keys_are_never_searched() {
     assert_eq!(
         result.text,
         format!("{}:1:# TODO setting", f.ctx.home.config_file().display())
+    );
+}
+
+/// A minimal Word document whose body is `paragraphs`.
+fn write_docx(path: &std::path::Path, paragraphs: &[&str]) {
+    use std::io::Write;
+    let body: String = paragraphs
+        .iter()
+        .map(|p| format!("<w:p><w:r><w:t>{p}</w:t></w:r></w:p>"))
+        .collect();
+    let document = format!(
+        r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>{body}</w:body></w:document>"#
+    );
+    let file = std::fs::File::create(path).unwrap();
+    let mut zip = zip::ZipWriter::new(file);
+    let options = zip::write::SimpleFileOptions::default();
+    zip.start_file("[Content_Types].xml", options).unwrap();
+    zip.write_all(br#"<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"/>"#)
+        .unwrap();
+    zip.start_file("word/document.xml", options).unwrap();
+    zip.write_all(document.as_bytes()).unwrap();
+    zip.finish().unwrap();
+}
+
+#[tokio::test]
+async fn documents_are_searched_through_their_text_under_their_own_path() {
+    let f = fixture();
+    write_docx(
+        &f.cwd.join("docs/report.docx"),
+        &["Quarterly report", "The TODO list is long", "Nothing else"],
+    );
+    let result = find(&f, json!({"pattern": "TODO list", "path": "docs"})).await;
+    assert!(!result.is_error(), "{}", result.text);
+    assert_eq!(result.text, "docs/report.docx:3:The TODO list is long");
+    let files = find(
+        &f,
+        json!({"pattern": "Quarterly", "output_mode": "files_only"}),
+    )
+    .await;
+    assert_eq!(files.text, "docs/report.docx");
+    let cache = f.ctx.home.documents_dir();
+    assert!(
+        std::fs::read_dir(&cache).unwrap().count() > 0,
+        "converted once into the home's cache"
     );
 }

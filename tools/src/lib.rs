@@ -5,8 +5,10 @@
 
 pub mod ask_user;
 pub mod bot_create;
+pub mod conversation_search;
 pub mod cronjob_manage;
 pub mod delegate;
+pub mod delegation_search;
 pub mod documents;
 pub mod edit_file;
 pub mod file_lock;
@@ -43,6 +45,8 @@ pub fn builtin() -> Registry {
         Arc::new(delegate::Delegate::new()),
         Arc::new(skill_manage::SkillManageTool::new()),
         Arc::new(use_skill::UseSkillTool::new()),
+        Arc::new(conversation_search::ConversationSearch::new()),
+        Arc::new(delegation_search::DelegationSearch::new()),
         Arc::new(plan::PlanTool::new()),
         Arc::new(cronjob_manage::CronjobManage::new()),
         Arc::new(message_agent::MessageAgent::new()),
@@ -64,7 +68,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 15, "{registry:?}");
+        assert_eq!(registry.len(), 17, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

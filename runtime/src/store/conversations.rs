@@ -3,8 +3,9 @@
 //! A conversation is one history of one bot: the main chat, a routine run,
 //! a subagent's task. Its messages are stored in order (`seq`) with the
 //! protocol [`Message`] as JSON in `body` and its plain text in `text`, which
-//! the FTS5 index `messages_fts` mirrors through triggers (accents ignored,
-//! so "cafe" finds "café"). When a long conversation is compacted, the new
+//! the FTS5 index `messages_fts` takes in once per writer batch (accents
+//! ignored, so "cafe" finds "café"; see `finish_batch`) and mirrors
+//! through triggers on update and delete. When a long conversation is compacted, the new
 //! segment is a conversation of its own whose `previous_segment` points at
 //! the one it replaced.
 
@@ -115,6 +116,9 @@ pub fn create_conversation(tx: &Transaction<'_>, new: &NewConversation) -> Resul
 }
 
 /// Appends a message to a conversation and returns its `seq`.
+///
+/// The message becomes searchable, and the conversation's `updated_at`
+/// moves, when the writer's batch commits (see `finish_batch`).
 pub fn append_message(
     tx: &Transaction<'_>,
     conversation: ConversationId,
@@ -138,25 +142,61 @@ pub fn append_message_with_id(
         what: "message",
         detail: e.to_string(),
     })?;
-    let at = now();
-    let conv = conversation.to_string();
     tx.prepare_cached(
         "INSERT INTO messages (id, conversation_id, bot_id, role, body, text, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         id.to_string(),
-        conv,
+        conversation.to_string(),
         bot.to_string(),
         message.role(),
         body,
         message.text(),
-        at,
+        now(),
     ])?;
-    let seq = tx.last_insert_rowid();
-    tx.prepare_cached("UPDATE conversations SET updated_at = ?2 WHERE id = ?1")?
-        .execute(params![conv, at])?;
-    Ok(seq)
+    Ok(tx.last_insert_rowid())
+}
+
+/// The `kv` key holding the last message `seq` in the full-text index.
+const FTS_SEQ_KEY: &str = "store.messages_fts_seq";
+
+/// Brings what appends defer up to date, once per batch, just before the
+/// writer commits: the full-text index takes the messages appended since the
+/// last batch, and their conversations' `updated_at` moves to their newest
+/// message. Per append, both cost more than the append itself (FTS5 flushes
+/// its pending terms at every savepoint; the update rewrites an index entry);
+/// per batch they are one statement each. Until then, in the same
+/// transaction, the new messages are not searchable and `updated_at` is
+/// stale; readers never see that state.
+pub(crate) fn finish_batch(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    let indexed: i64 = tx
+        .prepare_cached(
+            "SELECT coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = ?1), 0)",
+        )?
+        .query_row([FTS_SEQ_KEY], |r| r.get(0))?;
+    let newest: i64 = tx
+        .prepare_cached("SELECT coalesce(max(seq), 0) FROM messages")?
+        .query_row([], |r| r.get(0))?;
+    if newest <= indexed {
+        return Ok(());
+    }
+    tx.prepare_cached(
+        "INSERT INTO messages_fts(rowid, text) SELECT seq, text FROM messages WHERE seq > ?1 ORDER BY seq",
+    )?
+    .execute([indexed])?;
+    tx.prepare_cached(
+        // NOT INDEXED: walk only the new rows by seq, never the whole
+        // conversation index (which the GROUP BY would otherwise pick).
+        "UPDATE conversations SET updated_at = pending.at
+         FROM (SELECT conversation_id, max(created_at) AS at FROM messages NOT INDEXED
+               WHERE seq > ?1 GROUP BY conversation_id) AS pending
+         WHERE conversations.id = pending.conversation_id AND conversations.updated_at < pending.at",
+    )?
+    .execute([indexed])?;
+    tx.prepare_cached("INSERT INTO kv (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value")?
+        .execute(params![FTS_SEQ_KEY, newest.to_string()])?;
+    Ok(())
 }
 
 /// Every message of a conversation, in order.

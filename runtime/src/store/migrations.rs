@@ -133,6 +133,7 @@ CREATE TABLE conversations (
     previous_segment TEXT REFERENCES conversations(id) ON DELETE SET NULL
 );
 CREATE INDEX conversations_by_bot ON conversations(bot_id, updated_at);
+CREATE INDEX conversations_by_update ON conversations(updated_at);
 CREATE INDEX conversations_by_parent ON conversations(parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX conversations_by_previous ON conversations(previous_segment)
     WHERE previous_segment IS NOT NULL;
@@ -143,12 +144,13 @@ CREATE TABLE messages (
     conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
     bot_id          TEXT NOT NULL,
     role            TEXT NOT NULL,
-    body            TEXT NOT NULL,
+    -- The small columns first: a search reads them for every hit without
+    -- stepping over a long body.
+    created_at      TEXT NOT NULL,
     text            TEXT NOT NULL,
-    created_at      TEXT NOT NULL
+    body            TEXT NOT NULL
 );
 CREATE INDEX messages_by_conversation ON messages(conversation_id, seq);
-CREATE INDEX messages_by_bot ON messages(bot_id, seq);
 
 CREATE VIRTUAL TABLE messages_fts USING fts5(
     text,
@@ -156,13 +158,18 @@ CREATE VIRTUAL TABLE messages_fts USING fts5(
     content_rowid = 'seq',
     tokenize = 'unicode61 remove_diacritics 2'
 );
-CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts(rowid, text) VALUES (new.seq, new.text);
-END;
-CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+-- Messages are indexed by the writer once per batch, not by a trigger:
+-- FTS5 flushes its pending terms at every savepoint, and the writer runs
+-- each job in one. `kv['store.messages_fts_seq']` is the last indexed seq;
+-- only rows at or below it are in the index, so only they are taken out.
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
+WHEN old.seq <= coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.messages_fts_seq'), 0)
+BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.seq, old.text);
 END;
-CREATE TRIGGER messages_fts_update AFTER UPDATE OF text ON messages BEGIN
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF text ON messages
+WHEN old.seq <= coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.messages_fts_seq'), 0)
+BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.seq, old.text);
     INSERT INTO messages_fts(rowid, text) VALUES (new.seq, new.text);
 END;
