@@ -297,6 +297,7 @@ impl Node {
             hooks: parking_lot::RwLock::new(Vec::new()),
         });
         let node = Node { ctx };
+        node.ctx.services.insert(Arc::new(node.ctx.store.clone()));
         let delegations = Delegations::new(&node);
         node.ctx
             .services

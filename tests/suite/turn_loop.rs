@@ -546,3 +546,31 @@ fn a_crash_mid_turn_resumes_without_running_a_completed_tool_twice() {
         runtime.shutdown().await;
     });
 }
+
+#[tokio::test]
+async fn past_conversations_are_found_with_conversation_search() {
+    let home = TestHome::new();
+    let model = script(vec![
+        Turn::text("Noted: the café opens at eight."),
+        Turn::tool_call("tool_search", json!({"query": "conversation_search"})),
+        Turn::tool_call("conversation_search", json!({"query": "cafe opens"})),
+        Turn::text("It opens at eight.").expecting("opens at eight"),
+    ]);
+    let runtime = home.builder(Arc::clone(&model)).build().await.unwrap();
+    let bot = runtime.bot("assistant").await.unwrap();
+    bot.send("Remember: the café opens at eight.")
+        .await
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
+    let other = bot.new_conversation().await.unwrap();
+    let report = other
+        .send("When does the cafe open?")
+        .await
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
+    assert_eq!(report.text, "It opens at eight.", "{report:?}");
+}
