@@ -19,6 +19,10 @@ use tokio::sync::{mpsc, oneshot};
 use troupe_actors::bot::{BotRecord, BotSpec};
 use troupe_actors::conversation::TurnReport;
 use troupe_actors::node::{Node, NodeError, NodeOptions};
+use troupe_actors::routine::scheduler::{
+    RoutineService, SchedulerError, SchedulerHandle, SchedulerOptions, Wake,
+};
+use troupe_actors::routine::{CatchUp, Clock};
 use troupe_actors::settings::Settings;
 use troupe_actors::toolset::Narrowing;
 use troupe_runtime::config::Config;
@@ -43,6 +47,9 @@ pub enum RuntimeError {
     /// The trust gate's rules or approvals file are wrong.
     #[error(transparent)]
     Trust(#[from] troupe_runtime::trust::TrustError),
+    /// The routine scheduler could not start.
+    #[error(transparent)]
+    Scheduler(#[from] SchedulerError),
     /// A tool could not be registered.
     #[error(transparent)]
     Registry(#[from] troupe_runtime::tool::registry::RegistryError),
@@ -66,6 +73,8 @@ pub struct RuntimeBuilder {
     settings: Option<AdjustSettings>,
     cwd: Option<PathBuf>,
     bus: Option<tokio::sync::broadcast::Sender<troupe_actors::events::NodeEvent>>,
+    scheduler: bool,
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl RuntimeBuilder {
@@ -118,6 +127,21 @@ impl RuntimeBuilder {
         bus: tokio::sync::broadcast::Sender<troupe_actors::events::NodeEvent>,
     ) -> Self {
         self.bus = Some(bus);
+        self
+    }
+
+    /// Fires the home's routines while the runtime runs (off by default, so
+    /// short commands never fire them; `serve` and `chat` turn it on).
+    pub fn scheduler(mut self, on: bool) -> Self {
+        self.scheduler = on;
+        self
+    }
+
+    /// The clock routines are scheduled by (tests: a
+    /// [`troupe_actors::routine::VirtualClock`]). The scheduler then has no
+    /// timers: it looks when told, [`SchedulerHandle::tick`].
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
         self
     }
 
@@ -190,7 +214,33 @@ impl RuntimeBuilder {
             env: Arc::new(|k: &str| std::env::var(k).ok()),
         })
         .await?;
-        Ok(Runtime { node })
+        let routines = routine_options(&config, self.clock);
+        let scheduler = if self.scheduler {
+            Some(SchedulerHandle::start(&node, routines).await?)
+        } else {
+            RoutineService::configure(&node, routines);
+            None
+        };
+        Ok(Runtime { node, scheduler })
+    }
+}
+
+/// The scheduler's options from `[routines]`, on `clock` (the system's when `None`).
+fn routine_options(config: &Config, clock: Option<Arc<dyn Clock>>) -> SchedulerOptions {
+    let defaults = SchedulerOptions::default();
+    SchedulerOptions {
+        wake: if clock.is_some() {
+            Wake::Manual
+        } else {
+            Wake::Timers
+        },
+        clock: clock.unwrap_or(defaults.clock),
+        lease: std::time::Duration::from_secs(config.routines.lease_secs.max(1)),
+        catch_up: match config.routines.catch_up {
+            troupe_runtime::config::CatchUp::Skip => CatchUp::Skip,
+            troupe_runtime::config::CatchUp::RunOnce => CatchUp::RunOnce,
+        },
+        holder: defaults.holder,
     }
 }
 
@@ -234,6 +284,7 @@ pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
 #[derive(Clone, Debug)]
 pub struct Runtime {
     node: Node,
+    scheduler: Option<SchedulerHandle>,
 }
 
 impl Runtime {
@@ -245,6 +296,12 @@ impl Runtime {
     /// The node underneath, for what this API does not cover.
     pub fn node(&self) -> &Node {
         &self.node
+    }
+
+    /// The routine scheduler, when this runtime fires routines
+    /// ([`RuntimeBuilder::scheduler`]).
+    pub fn scheduler(&self) -> Option<&SchedulerHandle> {
+        self.scheduler.as_ref()
     }
 
     /// Creates a bot (persisted) and opens its conversation.
@@ -273,6 +330,10 @@ impl Runtime {
 
     /// Stops every actor; what they did is committed.
     pub async fn shutdown(&self) {
+        match &self.scheduler {
+            Some(scheduler) => scheduler.stop().await,
+            None => RoutineService::of(&self.node).mark_stopping(),
+        }
         self.node.shutdown().await;
     }
 }

@@ -39,6 +39,8 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Watch a small house of bots work, offline (a scripted model).
+    Demo,
     /// Run one turn and print the answer.
     Run(run::RunArgs),
     /// Talk with a bot in the terminal.
@@ -61,6 +63,8 @@ pub enum Command {
     },
     /// Tokens and cost by bot and day.
     Usage,
+    /// List the routines, with their next fire and last run.
+    Routines,
     /// Every tool, its flags, and which actor kinds have it.
     Tools {
         /// As JSON.
@@ -92,13 +96,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init { force } => info::init(cli.home, force),
         Command::Run(args) => run::run(builder(), args).await,
-        Command::Chat(args) => chat::chat(builder(), args).await,
+        Command::Demo => {
+            crate::demo::run(cli.home.clone()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Chat(args) => chat::chat(builder().scheduler(true), args).await,
         Command::Bots => info::bots(builder()).await,
         Command::Conversations { limit } => info::conversations(builder(), limit).await,
         Command::Search { query, limit } => info::search(builder(), &query, limit).await,
         Command::Usage => info::usage(builder()).await,
+        Command::Routines => info::routines(builder()).await,
         Command::Tools { json } => info::tools(json),
-        Command::Serve => serve(builder()).await,
+        Command::Serve => serve(builder().scheduler(true)).await,
         Command::Bench(args) => {
             let probe = args.probe;
             let line = crate::bench::run(args).await?;

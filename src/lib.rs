@@ -9,6 +9,7 @@
 mod api;
 pub mod bench;
 pub mod cli;
+pub mod demo;
 pub mod gate;
 
 pub use api::{settings_from, Bot, Runtime, RuntimeBuilder, RuntimeError, Turn};

@@ -118,7 +118,7 @@ impl AgentServices for NodeAgents {
 
     async fn routines(&self, ctx: &ToolContext, request: RoutineRequest) -> ToolResult {
         match self.node() {
-            Ok(node) => crate::routine::service::manage(&node, ctx, request).await,
+            Ok(node) => crate::routine::manage::manage(&node, ctx, request).await,
             Err(e) => e,
         }
     }

@@ -5,11 +5,15 @@
 //! time) into next fire times in their time zone; [`table`] keeps routines
 //! and their runs in SQLite, where claiming an occurrence is exactly-once
 //! even for two schedulers sharing a database; [`clock`] lets the scheduler
-//! run on a virtual clock in tests.
+//! run on a virtual clock in tests. The [`scheduler`] actor fires them,
+//! [`run`] runs one as a conversation and reports it, and [`manage`] is
+//! the backend of the `cronjob_manage` tool.
 
 pub mod clock;
+pub mod manage;
+pub mod run;
 pub mod schedule;
-pub mod service;
+pub mod scheduler;
 pub mod table;
 
 pub use clock::{Clock, SystemClock, VirtualClock};

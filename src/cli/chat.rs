@@ -30,6 +30,42 @@ pub struct ChatArgs {
     pub new: bool,
 }
 
+/// Asks `ask_user`'s questions at the prompt; `None` when the user leaves (cancel).
+async fn ask_questions(
+    lines: &mut tokio::io::Lines<BufReader<tokio::io::Stdin>>,
+    stdout: &mut std::io::Stdout,
+    questions: &serde_json::Value,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    let mut answers = Vec::new();
+    for q in questions.as_array().into_iter().flatten() {
+        writeln!(stdout, "  ? {}", q["question"].as_str().unwrap_or_default())?;
+        let choices: Vec<&str> = q["choices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_str())
+            .collect();
+        for (i, choice) in choices.iter().enumerate() {
+            writeln!(stdout, "    {}. {choice}", i + 1)?;
+        }
+        write!(stdout, "  answer: ")?;
+        stdout.flush()?;
+        let Some(line) = lines.next_line().await? else {
+            return Ok(None);
+        };
+        let line = line.trim().to_string();
+        // A number picks a choice; anything else is the answer itself.
+        let picked = line
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| choices.get(n.wrapping_sub(1)))
+            .map(|c| c.to_string())
+            .unwrap_or(line);
+        answers.push(serde_json::json!({"question": q["question"], "answer": picked}));
+    }
+    Ok(Some(serde_json::json!({ "answers": answers })))
+}
+
 /// Runs `troupe chat`.
 pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCode> {
     if let Some(model) = &args.model {
@@ -68,6 +104,25 @@ pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCo
                 event = events.recv() => {
                     let Some(event) = event else { break };
                     match &event {
+                        AgentEvent::QuestionAsked { request_id, questions } => {
+                            if streamed {
+                                writeln!(stdout)?;
+                                streamed = false;
+                            }
+                            let answers = ask_questions(&mut lines, &mut stdout, questions).await?;
+                            node.answer(request_id, answers);
+                        }
+                        AgentEvent::ApprovalRequested { request_id, call, reason } => {
+                            if streamed {
+                                writeln!(stdout)?;
+                                streamed = false;
+                            }
+                            writeln!(stdout, "  approval needed: {} {}\n  why: {reason}", call.name, call.arguments)?;
+                            write!(stdout, "  [o]nce, [s]ession, [a]lways, [d]eny? ")?;
+                            stdout.flush()?;
+                            let answer = lines.next_line().await?.unwrap_or_else(|| "deny".into());
+                            node.answer(request_id, Some(serde_json::json!(answer.trim())));
+                        }
                         AgentEvent::TextDelta { text } => {
                             write!(stdout, "{text}")?;
                             stdout.flush()?;

@@ -1,4 +1,5 @@
-//! The listing commands: `init`, `bots`, `conversations`, `search`, `usage`, `tools`.
+//! The listing commands: `init`, `bots`, `conversations`, `search`, `usage`,
+//! `routines`, `tools`.
 
 use std::process::ExitCode;
 
@@ -128,6 +129,50 @@ pub async fn usage(builder: Builder) -> anyhow::Result<ExitCode> {
             row.total.cost_usd
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `troupe routines`: every routine, when it fires next and how it last ran.
+pub async fn routines(builder: Builder) -> anyhow::Result<ExitCode> {
+    use troupe_actors::routine::run::{show, user_tz};
+    use troupe_actors::routine::table;
+
+    let runtime = builder.build().await?;
+    let node = runtime.node();
+    let tz = user_tz(node);
+    let rows = node
+        .store()
+        .read(|c| {
+            let out = table::list(c, None).and_then(|routines| {
+                routines
+                    .into_iter()
+                    .map(|r| Ok((table::runs(c, r.id, 1)?.pop(), r)))
+                    .collect::<Result<Vec<_>, table::RoutineError>>()
+            });
+            Ok(out)
+        })
+        .await??;
+    if rows.is_empty() {
+        println!("no routines; a bot makes them with cronjob_manage");
+    }
+    for (last, r) in rows {
+        let next = match r.next_fire_at {
+            Some(at) => format!("next {}", show(at, tz)),
+            None => "no next run".into(),
+        };
+        let last = match last {
+            Some(run) => format!("last {} {}", show(run.scheduled_for, tz), run.status),
+            None => "never ran".into(),
+        };
+        println!(
+            "{:<16} {:<12} {:<7} {:<24} {next}; {last}",
+            r.name,
+            r.owner_bot,
+            r.status,
+            r.schedule.text()
+        );
+    }
+    runtime.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,7 +1,9 @@
 //! The integration suite's modules.
 
 mod agents;
+mod cli;
 mod docs;
+mod routines;
 mod smoke;
 mod support;
 mod turn_loop;

@@ -499,6 +499,8 @@ pub(super) async fn finish(
     let Some(active) = state.active.take() else {
         return;
     };
+    // The turn's channel goes with the turn, so its caller's stream ends.
+    state.services.remove::<crate::channel::TurnChannel>();
     if let Err(e) = state.journal.set_turn_open(false, None).await {
         tracing::error!(error = %e, "could not close the turn in the store");
     }

@@ -23,6 +23,12 @@ impl Services {
         self.map.insert(TypeId::of::<T>(), value);
     }
 
+    /// Takes the service of type `T` out.
+    pub fn remove<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        let (_, value) = self.map.remove(&TypeId::of::<T>())?;
+        value.downcast::<T>().ok()
+    }
+
     /// The service of type `T`, if one was provided.
     pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         let entry = self.map.get(&TypeId::of::<T>())?;

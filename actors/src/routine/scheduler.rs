@@ -1,0 +1,476 @@
+//! The scheduler: one actor that fires routines when they are due.
+//!
+//! The routine table is the truth about what is due; the actor only decides
+//! when to look. It asks the table for the earliest next fire, sleeps until
+//! then (never more than [`MAX_NAP`], so routines made by another process
+//! and jumps of the wall clock are noticed), claims what is due in one
+//! write transaction and starts each claimed run in its own task. Claims
+//! carry this scheduler's holder id and a lease, so two processes sharing a
+//! home fire each occurrence once, and a process that dies mid-run is found
+//! out when its lease runs out.
+//!
+//! The time comes from a [`Clock`]. A [`super::VirtualClock`] cannot wake a
+//! sleeper, so a scheduler on one runs without timers ([`Wake::Manual`]) and
+//! looks only when told: [`SchedulerHandle::tick`].
+//!
+//! What `cronjob_manage` needs of the scheduler — its clock, lease, holder,
+//! catch-up policy, whether it runs — sits in a [`RoutineService`] in the
+//! node's services, there even when no scheduler fires in this process.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+use super::clock::{Clock, SystemClock};
+use super::run::{self, show, to_store, user_tz, RunEnd};
+use super::table::{self, CatchUp, Due, Interrupted, Missed};
+use crate::node::Node;
+
+/// The longest the scheduler sleeps without looking at the table.
+pub const MAX_NAP: Duration = Duration::from_secs(60);
+
+/// Why the scheduler could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    /// The store failed.
+    #[error("routine scheduler: {0}")]
+    Store(#[from] troupe_runtime::store::StoreError),
+    /// The actor could not be started or reached.
+    #[error("routine scheduler: {0}; restart troupe")]
+    Actor(String),
+}
+
+/// How the scheduler wakes up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// On timers, at each next fire (a real clock).
+    Timers,
+    /// Only when told ([`SchedulerHandle::tick`]); for a virtual clock.
+    Manual,
+}
+
+/// How the scheduler runs.
+#[derive(Clone)]
+pub struct SchedulerOptions {
+    /// Where the time comes from.
+    pub clock: Arc<dyn Clock>,
+    /// How long a claim holds before another scheduler may settle it.
+    pub lease: Duration,
+    /// The catch-up policy of new routines.
+    pub catch_up: CatchUp,
+    /// This scheduler's holder id, unique per process.
+    pub holder: String,
+    /// How it wakes up.
+    pub wake: Wake,
+}
+
+impl std::fmt::Debug for SchedulerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulerOptions")
+            .field("lease", &self.lease)
+            .field("catch_up", &self.catch_up)
+            .field("holder", &self.holder)
+            .field("wake", &self.wake)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            lease: Duration::from_secs(60),
+            catch_up: CatchUp::RunOnce,
+            holder: new_holder(),
+            wake: Wake::Timers,
+        }
+    }
+}
+
+/// A holder id for this process: `node-<pid>-<random>`.
+pub fn new_holder() -> String {
+    let random = uuid::Uuid::now_v7().simple().to_string();
+    let tail = random
+        .get(random.len().saturating_sub(8)..)
+        .unwrap_or(&random);
+    format!("node-{}-{tail}", std::process::id())
+}
+
+/// What routines need of the scheduler, kept in the node's services.
+pub struct RoutineService {
+    options: SchedulerOptions,
+    actor: RwLock<Option<ActorRef<SchedulerMsg>>>,
+    stopping: AtomicBool,
+    ended: broadcast::Sender<RunEnd>,
+}
+
+impl std::fmt::Debug for RoutineService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoutineService")
+            .field("options", &self.options)
+            .field("live", &self.is_live())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RoutineService {
+    fn new(options: SchedulerOptions) -> Self {
+        Self {
+            options,
+            actor: RwLock::new(None),
+            stopping: AtomicBool::new(false),
+            ended: broadcast::channel(256).0,
+        }
+    }
+
+    /// The node's service; one with default options if none was configured.
+    pub fn of(node: &Node) -> Arc<RoutineService> {
+        node.context()
+            .services
+            .get_or_insert_with(|| RoutineService::new(SchedulerOptions::default()))
+    }
+
+    /// Puts a service with `options` in the node's services, without a
+    /// scheduler firing (short commands: routines can be managed, and fire
+    /// where a scheduler runs).
+    pub fn configure(node: &Node, options: SchedulerOptions) -> Arc<RoutineService> {
+        let service = Arc::new(RoutineService::new(options));
+        node.context().services.insert(Arc::clone(&service));
+        service
+    }
+
+    /// How the scheduler runs.
+    pub fn options(&self) -> &SchedulerOptions {
+        &self.options
+    }
+
+    /// Whether a scheduler fires routines in this process.
+    pub fn is_live(&self) -> bool {
+        self.actor.read().is_some() && !self.is_stopping()
+    }
+
+    /// Marks the process as stopping: notices are then only committed,
+    /// and delivered at the next start.
+    pub fn mark_stopping(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Every run's end, as it happens.
+    pub fn subscribe(&self) -> broadcast::Receiver<RunEnd> {
+        self.ended.subscribe()
+    }
+
+    pub(crate) fn announce(&self, end: RunEnd) {
+        let _ = self.ended.send(end);
+    }
+
+    /// Tells the scheduler the routines changed, so it recomputes when to wake.
+    pub fn rearm(&self) {
+        if let Some(actor) = self.actor.read().as_ref() {
+            let _ = actor.send_message(SchedulerMsg::Rearm);
+        }
+    }
+}
+
+/// The scheduler actor's messages.
+#[derive(Debug)]
+pub enum SchedulerMsg {
+    /// Look now; reply with what was fired.
+    Tick(Option<RpcReplyPort<Result<Due, String>>>),
+    /// A timer went off (stale when its generation is not the latest).
+    Wake(u64),
+    /// The routines changed: recompute the next wake-up.
+    Rearm,
+    /// Start-up: settle what was missed while nothing ran.
+    Recover(RpcReplyPort<Result<Due, String>>),
+}
+
+/// The scheduler actor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scheduler;
+
+/// The actor's state.
+pub struct SchedulerState {
+    node: Node,
+    service: Arc<RoutineService>,
+    timer: Option<JoinHandle<()>>,
+    generation: u64,
+}
+
+impl Actor for Scheduler {
+    type Msg = SchedulerMsg;
+    type State = SchedulerState;
+    type Arguments = (Node, Arc<RoutineService>);
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        (node, service): Self::Arguments,
+    ) -> Result<SchedulerState, ActorProcessingErr> {
+        Ok(SchedulerState {
+            node,
+            service,
+            timer: None,
+            generation: 0,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut SchedulerState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SchedulerMsg::Tick(reply) => {
+                let due = pass(state, false).await;
+                arm(&myself, state).await;
+                if let Some(reply) = reply {
+                    let _ = reply.send(due);
+                }
+            }
+            SchedulerMsg::Wake(generation) => {
+                if generation == state.generation {
+                    if let Err(e) = pass(state, false).await {
+                        tracing::error!(error = %e, "the routine scheduler could not look for due routines");
+                    }
+                    arm(&myself, state).await;
+                }
+            }
+            SchedulerMsg::Rearm => arm(&myself, state).await,
+            SchedulerMsg::Recover(reply) => {
+                let due = pass(state, true).await;
+                arm(&myself, state).await;
+                let _ = reply.send(due);
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut SchedulerState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(timer) = state.timer.take() {
+            timer.abort();
+        }
+        Ok(())
+    }
+}
+
+/// Claims what is due (or, at start-up, settles what was missed), reports
+/// missed and interrupted runs, and starts the claimed ones.
+async fn pass(state: &SchedulerState, recovering: bool) -> Result<Due, String> {
+    let options = state.service.options();
+    let now = options.clock.now();
+    let (holder, lease) = (options.holder.clone(), options.lease);
+    let due = state
+        .node
+        .store()
+        .write(move |tx| {
+            let due = if recovering {
+                table::recover(tx, now, &holder, lease)
+            } else {
+                table::claim_due(tx, now, &holder, lease)
+            };
+            due.map_err(to_store)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let tz = user_tz(&state.node);
+    for missed in &due.missed {
+        let (text, data) = missed_notice(missed, tz);
+        run::notify(&state.node, &state.service, &missed.owner_bot, text, data).await;
+    }
+    for interrupted in &due.interrupted {
+        let (text, data) = interrupted_notice(interrupted, tz);
+        run::notify(
+            &state.node,
+            &state.service,
+            &interrupted.owner_bot,
+            text,
+            data,
+        )
+        .await;
+    }
+    for claim in &due.claims {
+        run::spawn(
+            state.node.clone(),
+            Arc::clone(&state.service),
+            claim.clone(),
+        );
+    }
+    Ok(due)
+}
+
+fn missed_notice(m: &Missed, tz: chrono_tz::Tz) -> (String, serde_json::Value) {
+    let count = if m.count_is_lower_bound {
+        format!("at least {}", m.count)
+    } else {
+        m.count.to_string()
+    };
+    let span = if m.first == m.last {
+        format!("at {}", show(m.first, tz))
+    } else {
+        format!("from {} to {}", show(m.first, tz), show(m.last, tz))
+    };
+    let then = match m.caught_up_by {
+        Some(run) => format!("One run ({run}) is made now in their place."),
+        None => "They were skipped (catch-up: skip); it fires next as scheduled.".into(),
+    };
+    let text = format!(
+        "Routine `{}` missed {count} occurrence(s) {span}, while no scheduler was running. {then}",
+        m.name
+    );
+    let data = serde_json::json!({
+        "routine_id": m.routine_id.to_string(),
+        "name": m.name,
+        "status": "missed",
+        "count": m.count,
+        "first": table::fmt_ts(m.first),
+        "last": table::fmt_ts(m.last),
+        "caught_up_by": m.caught_up_by.map(|r| r.to_string()),
+    });
+    (text, data)
+}
+
+fn interrupted_notice(i: &Interrupted, tz: chrono_tz::Tz) -> (String, serde_json::Value) {
+    let text = format!(
+        "Routine `{}`: the run scheduled for {} was interrupted (`{}` stopped before it ended). \
+         It was not re-run, since it may already have acted{}.",
+        i.name,
+        show(i.scheduled_for, tz),
+        i.claimed_by,
+        i.conversation_id
+            .map(|c| format!("; its conversation is {c}"))
+            .unwrap_or_default(),
+    );
+    let data = serde_json::json!({
+        "routine_id": i.routine_id.to_string(),
+        "run_id": i.run_id.to_string(),
+        "name": i.name,
+        "status": "interrupted",
+        "scheduled_for": table::fmt_ts(i.scheduled_for),
+        "conversation": i.conversation_id.map(|c| c.to_string()),
+    });
+    (text, data)
+}
+
+/// Sets the timer for the next look (timers only).
+async fn arm(myself: &ActorRef<SchedulerMsg>, state: &mut SchedulerState) {
+    if let Some(timer) = state.timer.take() {
+        timer.abort();
+    }
+    let options = state.service.options();
+    if options.wake == Wake::Manual {
+        return;
+    }
+    let next = match state.node.store().read(|c| Ok(table::next_fire(c))).await {
+        Ok(Ok(next)) => next,
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "could not read the next routine fire time");
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not read the next routine fire time");
+            None
+        }
+    };
+    let wait = next
+        .map(|at| {
+            (at - options.clock.now())
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+                // Wake just after, never just before.
+                .saturating_add(Duration::from_millis(5))
+        })
+        .unwrap_or(MAX_NAP)
+        .min(MAX_NAP);
+    state.generation += 1;
+    let generation = state.generation;
+    let actor = myself.clone();
+    state.timer = Some(tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        let _ = actor.send_message(SchedulerMsg::Wake(generation));
+    }));
+}
+
+/// A running scheduler.
+#[derive(Debug, Clone)]
+pub struct SchedulerHandle {
+    actor: ActorRef<SchedulerMsg>,
+    service: Arc<RoutineService>,
+    recovered: Due,
+}
+
+impl SchedulerHandle {
+    /// Starts the scheduler of `node`: puts its [`RoutineService`] in the
+    /// node's services, settles what was missed while nothing ran
+    /// ([`table::recover`]: missed occurrences follow their catch-up policy
+    /// and are reported to their owners), then fires routines as they fall due.
+    pub async fn start(node: &Node, options: SchedulerOptions) -> Result<Self, SchedulerError> {
+        let service = RoutineService::configure(node, options);
+        let (actor, _) = Actor::spawn(None, Scheduler, (node.clone(), Arc::clone(&service)))
+            .await
+            .map_err(|e| SchedulerError::Actor(format!("could not start: {e}")))?;
+        *service.actor.write() = Some(actor.clone());
+        let recovered = ractor::call!(actor, SchedulerMsg::Recover)
+            .map_err(|e| SchedulerError::Actor(e.to_string()))?
+            .map_err(SchedulerError::Actor)?;
+        Ok(Self {
+            actor,
+            service,
+            recovered,
+        })
+    }
+
+    /// What start-up settled: runs caught up, occurrences missed, runs
+    /// interrupted.
+    pub fn recovered(&self) -> &Due {
+        &self.recovered
+    }
+
+    /// Looks now and returns what it fired (the claimed runs are started,
+    /// not finished: [`SchedulerHandle::subscribe`] tells their ends).
+    pub async fn tick(&self) -> Result<Due, SchedulerError> {
+        ractor::call!(self.actor, |reply| SchedulerMsg::Tick(Some(reply)))
+            .map_err(|e| SchedulerError::Actor(e.to_string()))?
+            .map_err(SchedulerError::Actor)
+    }
+
+    /// Every run's end, as it happens.
+    pub fn subscribe(&self) -> broadcast::Receiver<RunEnd> {
+        self.service.subscribe()
+    }
+
+    /// The service `cronjob_manage` uses.
+    pub fn service(&self) -> &Arc<RoutineService> {
+        &self.service
+    }
+
+    /// This scheduler's holder id.
+    pub fn holder(&self) -> &str {
+        &self.service.options.holder
+    }
+
+    /// Stops firing routines. Runs in progress go on until the node stops;
+    /// their reports are then committed and delivered at the next start.
+    pub async fn stop(&self) {
+        self.service.mark_stopping();
+        self.service.actor.write().take();
+        let _ = self
+            .actor
+            .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(5)))
+            .await;
+    }
+}

@@ -1,0 +1,190 @@
+//! The `troupe` binary driven as a user would: init, run with a script,
+//! run --json, tools --json, search, bad input.
+
+use std::process::{Command, Output};
+
+use serde_json::json;
+
+use super::support::TestHome;
+
+fn troupe(home: &TestHome, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(home.path())
+        .args(args)
+        .current_dir(home.path())
+        .env_remove("TROUPE_HOME")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the troupe binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn write_script(home: &TestHome, name: &str, turns: serde_json::Value) -> String {
+    let path = home.path().join(name);
+    std::fs::write(&path, json!({ "turns": turns }).to_string()).unwrap();
+    format!("script:{}", path.display())
+}
+
+#[test]
+fn init_writes_a_commented_home_and_keeps_it() {
+    let home = TestHome::new();
+    let out = troupe(&home, &["init"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
+    assert!(
+        config.lines().any(|l| l.starts_with('#')),
+        "the config is commented"
+    );
+    let again = troupe(&home, &["init"]);
+    assert!(
+        text(&again.stdout).contains("kept"),
+        "{}",
+        text(&again.stdout)
+    );
+}
+
+#[test]
+fn run_prints_the_answer_and_progress_separately() {
+    let home = TestHome::new();
+    std::fs::write(home.path().join("notes.txt"), "the launch is on friday\n").unwrap();
+    let model = write_script(
+        &home,
+        "turns.json",
+        json!([
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+            {"text": "The launch is on Friday.", "expect": "the launch is on friday"}
+        ]),
+    );
+    let out = troupe(&home, &["run", "--model", &model, "When is the launch?"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "The launch is on Friday.\n");
+    assert!(
+        text(&out.stderr).contains("→ read_file"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The conversation is searchable afterwards.
+    let found = troupe(&home, &["search", "launch"]);
+    assert!(found.status.success());
+    assert!(
+        text(&found.stdout).contains("launch"),
+        "{}",
+        text(&found.stdout)
+    );
+}
+
+#[test]
+fn run_json_streams_events_as_json_lines() {
+    let home = TestHome::new();
+    let model = write_script(&home, "t.json", json!([{"text": "hi"}]));
+    let out = troupe(&home, &["run", "--json", "--model", &model, "hello"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let events: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.first().unwrap()["event"], "turn_started");
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "turn_finished");
+    assert_eq!(last["outcome"]["status"], "finished");
+    assert_eq!(last["text"], "hi");
+}
+
+#[test]
+fn a_turn_that_does_not_finish_exits_non_zero_with_the_reason() {
+    let home = TestHome::new();
+    let model = write_script(
+        &home,
+        "t.json",
+        json!([{"tool_calls": [{"name": "read_file", "arguments": {"path": "x"}}]}]),
+    );
+    let out = troupe(&home, &["run", "--max-steps", "1", "--model", &model, "go"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a guard ends with 3: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("stopped by a guard: the turn reached its cap of 1 model calls"),
+        "{}",
+        text(&out.stderr)
+    );
+    let exhausted = troupe(
+        &home,
+        &["run", "--model", &model, "--tools", "none", "again"],
+    );
+    assert_eq!(exhausted.status.code(), Some(1));
+    assert!(
+        text(&exhausted.stderr).contains("the turn failed: script"),
+        "{}",
+        text(&exhausted.stderr)
+    );
+}
+
+#[test]
+fn tools_json_lists_every_tool_with_its_flags_and_kinds() {
+    let home = TestHome::new();
+    let out = troupe(&home, &["tools", "--json"]);
+    assert!(out.status.success());
+    let tools: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let read = tools.iter().find(|t| t["name"] == "read_file").unwrap();
+    assert_eq!(read["flags"]["read_only"], true);
+    assert_eq!(read["exposure"], "always_on");
+    let cron = tools
+        .iter()
+        .find(|t| t["name"] == "cronjob_manage")
+        .unwrap();
+    assert_eq!(cron["exposure"], "deferred");
+    assert_eq!(
+        cron["kinds"][2],
+        json!({"kind": "routine_run", "offer": "no"})
+    );
+}
+
+#[test]
+fn bad_configuration_is_one_clear_paragraph() {
+    let home = TestHome::new();
+    assert!(troupe(&home, &["init"]).status.success());
+    std::fs::write(home.path().join("config.toml"), "[agent]\nmodle = \"x\"\n").unwrap();
+    let out = troupe(&home, &["bots"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(
+        err.contains("config.toml:2:1: unknown key `modle` in [agent]"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let bad_set = troupe(&home, &["--set", "nonsense", "bots"]);
+    assert!(text(&bad_set.stderr).contains("needs the form section.key=value"));
+}
+
+#[test]
+fn the_demo_runs_offline_and_says_where_its_data_is() {
+    let home = TestHome::new();
+    let out = troupe(&home, &["demo"]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let shown = text(&out.stdout);
+    for part in [
+        "→ delegate",
+        "notice (delegation)",
+        "notice (reply)",
+        "notice (routine)",
+        "→ memory",
+    ] {
+        assert!(shown.contains(part), "`{part}` missing from:\n{shown}");
+    }
+    assert!(shown.contains(&format!("Everything above is in {}", home.path().display())));
+    let profile = std::fs::read_to_string(home.path().join("memory/USER.md")).unwrap();
+    assert!(profile.contains("vegetarian"));
+}
