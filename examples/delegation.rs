@@ -29,7 +29,11 @@ fn user_message(request: &ModelRequest, last: bool) -> String {
         Message::User { content } => Some(content.clone()),
         _ => None,
     });
-    let found = if last { users.next_back() } else { users.next() };
+    let found = if last {
+        users.next_back()
+    } else {
+        users.next()
+    };
     found.unwrap_or_default()
 }
 

@@ -148,7 +148,12 @@ fn parameter_rows(schema: &Value, prefix: &str, out: &mut Vec<[String; 4]>) {
         out.push([
             format!("`{full}`"),
             type_text(property),
-            if required.contains(&name.as_str()) { "yes" } else { "no" }.into(),
+            if required.contains(&name.as_str()) {
+                "yes"
+            } else {
+                "no"
+            }
+            .into(),
             cell(&description),
         ]);
         let inner = non_null(property);
@@ -284,14 +289,25 @@ fn the_reference_covers_every_tool_and_its_parameters() {
     let md = render_tools_reference();
     for tool in troupe::tools::builtin().iter() {
         let spec = tool.spec();
-        assert!(md.contains(&format!("\n## {}\n", spec.name)), "{}", spec.name);
+        assert!(
+            md.contains(&format!("\n## {}\n", spec.name)),
+            "{}",
+            spec.name
+        );
         if let Some(props) = spec.parameters["properties"].as_object() {
             for name in props.keys() {
-                assert!(md.contains(&format!("| `{name}` |")), "{}.{name}", spec.name);
+                assert!(
+                    md.contains(&format!("| `{name}` |")),
+                    "{}.{name}",
+                    spec.name
+                );
             }
         }
     }
-    assert!(md.contains("| `tasks[].goal` | string | yes |"), "nested fields are listed");
+    assert!(
+        md.contains("| `tasks[].goal` | string | yes |"),
+        "nested fields are listed"
+    );
     assert!(md.contains("| `action` | one of `create`, `list`, `update`, `pause`, `resume`, `remove`, `run` | yes |"));
 }
 
