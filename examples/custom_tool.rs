@@ -104,7 +104,6 @@ async fn main() -> anyhow::Result<()> {
             AgentEvent::ToolCallFinished { name, result, .. } => {
                 println!("{name} returned {:?} (data {})", result.text, result.data);
             }
-            AgentEvent::TurnFinished { .. } => break,
             _ => {}
         }
     }

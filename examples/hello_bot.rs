@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use troupe::runtime::model::{ScriptedProvider, Turn};
-use troupe::{AgentEvent, Runtime};
+use troupe::Runtime;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -32,12 +32,9 @@ async fn main() -> anyhow::Result<()> {
     let bot = runtime.bot("assistant").await?;
     let mut turn = bot.send("Say hello.").await?;
     println!("events:");
+    // The stream ends with the turn (its last event is `turn_finished`).
     while let Some(event) = turn.next_event().await {
-        let finished = matches!(event, AgentEvent::TurnFinished { .. });
         println!("  {}", serde_json::to_string(&event)?);
-        if finished {
-            break;
-        }
     }
     let report = turn.result().await?;
     println!("outcome: {:?}", report.outcome);
