@@ -2,6 +2,7 @@
 
 mod agents;
 mod cli;
+mod docs;
 mod routines;
 mod smoke;
 mod support;
