@@ -5,6 +5,16 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // `troupe tools | head` closes the pipe early: that is the reader's
+    // choice, not a crash.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info.to_string();
+        if text.contains("Broken pipe") || text.contains("os error 32") {
+            std::process::exit(0);
+        }
+        default_hook(info);
+    }));
     let cli = troupe::cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
