@@ -16,6 +16,7 @@ pub mod spill;
 pub mod validate;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -34,8 +35,9 @@ pub struct ToolSpec {
     pub name: String,
     /// What it does, for the model.
     pub description: String,
-    /// The JSON schema of its arguments, keys sorted.
-    pub parameters: serde_json::Value,
+    /// The JSON schema of its arguments, keys sorted (shared: every
+    /// conversation's tool list points at the same schema).
+    pub parameters: Arc<serde_json::Value>,
     /// How the loop treats it.
     pub flags: ToolFlags,
     /// Whether every model call carries it or it waits behind `tool_search`.
@@ -74,7 +76,7 @@ impl ToolSpec {
         Self {
             name: name.into(),
             description: description.into(),
-            parameters,
+            parameters: Arc::new(parameters),
             flags: ToolFlags::default(),
             exposure: Exposure::AlwaysOn,
             source: "builtin".into(),
@@ -130,7 +132,7 @@ impl ToolSpec {
         ToolDefinition {
             name: self.name.clone(),
             description: self.description.clone(),
-            parameters: self.parameters.clone(),
+            parameters: Arc::clone(&self.parameters),
         }
     }
 }
@@ -143,7 +145,7 @@ pub struct ToolDefinition {
     /// Its description.
     pub description: String,
     /// Its JSON schema.
-    pub parameters: serde_json::Value,
+    pub parameters: Arc<serde_json::Value>,
 }
 
 /// How the turn loop treats a tool.

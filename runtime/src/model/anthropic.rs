@@ -162,7 +162,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str, default_max: u3
                 let mut out = Map::new();
                 out.insert("name".into(), json!(tool.name));
                 out.insert("description".into(), json!(tool.description));
-                out.insert("input_schema".into(), sort_keys(tool.parameters.clone()));
+                out.insert("input_schema".into(), sort_keys((*tool.parameters).clone()));
                 if i + 1 == count {
                     out.insert("cache_control".into(), ephemeral());
                 }

@@ -205,12 +205,16 @@ fn request() -> ModelRequest {
             ToolDefinition {
                 name: "list_files".into(),
                 description: "Lists files.".into(),
-                parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "additionalProperties": false}),
+                parameters: std::sync::Arc::new(
+                    json!({"type": "object", "properties": {"path": {"type": "string"}}, "additionalProperties": false}),
+                ),
             },
             ToolDefinition {
                 name: "lookup_weather".into(),
                 description: "Looks up the weather.".into(),
-                parameters: json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}),
+                parameters: std::sync::Arc::new(
+                    json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}),
+                ),
             },
         ],
         max_tokens: None,

@@ -134,7 +134,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
                     "function": {
                         "name": tool.name,
                         "description": tool.description,
-                        "parameters": sort_keys(tool.parameters.clone()),
+                        "parameters": sort_keys((*tool.parameters).clone()),
                     }
                 })
             })

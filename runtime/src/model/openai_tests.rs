@@ -179,12 +179,16 @@ fn request() -> ModelRequest {
             ToolDefinition {
                 name: "read_file".into(),
                 description: "Reads a file.".into(),
-                parameters: json!({"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}, "additionalProperties": false}),
+                parameters: std::sync::Arc::new(
+                    json!({"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}, "additionalProperties": false}),
+                ),
             },
             ToolDefinition {
                 name: "lookup_weather".into(),
                 description: "Looks up the weather.".into(),
-                parameters: json!({"properties": {"city": {"type": "string"}}, "type": "object"}),
+                parameters: std::sync::Arc::new(
+                    json!({"properties": {"city": {"type": "string"}}, "type": "object"}),
+                ),
             },
         ],
         max_tokens: Some(1000),
