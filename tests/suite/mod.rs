@@ -1,6 +1,7 @@
 //! The integration suite's modules.
 
 mod agents;
+mod chat;
 mod cli;
 mod docs;
 mod routines;
