@@ -8,6 +8,7 @@
 //! count, so a comparison is one command away.
 
 mod mailbox;
+mod many;
 mod turns;
 
 use std::sync::Arc;
@@ -32,6 +33,10 @@ pub enum Workload {
     W3,
     /// Cold start: process exec to ready, and to the end of one turn.
     ColdStart,
+    /// Parents each delegating 10 subagents, all at once (`--n` parents).
+    Delegation,
+    /// `message_agent`'s durable path: send (committed) to the target's turn starting.
+    Message,
 }
 
 /// Arguments of `troupe bench`.
@@ -66,6 +71,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<serde_json::Value> {
         Workload::W3 => turns::many(args.n.unwrap_or(1_000), durable).await?,
         Workload::ColdStart if args.probe => turns::probe(durable).await?,
         Workload::ColdStart => turns::cold_start(durable).await?,
+        Workload::Delegation => many::delegation(args.n.unwrap_or(1_000), 10).await?,
+        Workload::Message => many::message(args.n.unwrap_or(2_000)).await?,
     };
     if let serde_json::Value::Object(map) = &mut result {
         map.insert(
