@@ -294,6 +294,15 @@ async fn handle(myself: ActorRef<ConversationMsg>, msg: ConversationMsg, state: 
             if let Some(active) = &state.active {
                 active.cancel.cancel();
             }
+            // Stopping a conversation stops the subagents it delegated to.
+            if let Some(delegations) = state
+                .args
+                .node
+                .services
+                .get::<crate::delegation::DelegationsHandle>()
+            {
+                delegations.0.stop_children(state.args.id);
+            }
         }
         ConversationMsg::Status(reply) => {
             let _ = reply.send(Status {

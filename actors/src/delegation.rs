@@ -324,6 +324,20 @@ impl Delegations {
         });
     }
 
+    /// Stops every running subagent `parent` delegated to (and, through
+    /// their own stop, theirs).
+    pub fn stop_children(self: &Arc<Self>, parent: ConversationId) {
+        let Some(node) = self.node() else { return };
+        tokio::spawn(async move {
+            let Ok(children) = node.store().read(move |c| record::list(c, parent)).await else {
+                return;
+            };
+            for child in children.into_iter().filter(|c| c.status == "running") {
+                let _ = node.stop(child.conversation).await;
+            }
+        });
+    }
+
     /// At start-up: subagents recorded as running whose conversation is not
     /// mid-turn ended while troupe was down; record what they left.
     pub async fn recover(self: &Arc<Self>, node: &Node) {

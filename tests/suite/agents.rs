@@ -482,3 +482,26 @@ async fn a_risky_command_waits_for_the_users_approval() {
     }
     assert!(!home.path().join("build").exists());
 }
+
+#[tokio::test]
+async fn stopping_a_parent_stops_its_subagents() {
+    let home = TestHome::new();
+    let hold = Gate::new("hold");
+    let (bus, mut events) = tokio::sync::broadcast::channel(4096);
+    let runtime = home
+        .builder(delegating_model(vec!["hold0", "g1"]))
+        .tool(hold.clone())
+        .event_bus(bus)
+        .build()
+        .await
+        .unwrap();
+    let bot = runtime.bot("assistant").await.unwrap();
+    bot.send("go").await.unwrap().result().await.unwrap();
+    tokio::time::timeout(WAIT, hold.entered.notified())
+        .await
+        .unwrap();
+    bot.stop().await.unwrap();
+    let (_, text) = wait_notice(&mut events, "delegation").await;
+    assert!(text.contains("## 1. hold0\n[stopped]"), "{text}");
+    assert!(text.starts_with("All 2 subagent(s)"), "{text}");
+}
