@@ -93,6 +93,9 @@ pub struct NodeContext {
     conversations: DashMap<ConversationId, ActorRef<ConversationMsg>>,
     bots: DashMap<String, BotRecord>,
     hooks: parking_lot::RwLock<Vec<Arc<dyn TurnHook>>>,
+    /// Held per id while its actor is being started, so two messages to one
+    /// idle id never start two actors for it.
+    starting: DashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>,
 }
 
 /// Told when any turn ends (delegations collect their subagents' ends this
@@ -295,6 +298,7 @@ impl Node {
             conversations: DashMap::new(),
             bots: DashMap::new(),
             hooks: parking_lot::RwLock::new(Vec::new()),
+            starting: DashMap::new(),
         });
         let node = Node { ctx };
         node.ctx.services.insert(Arc::new(node.ctx.store.clone()));
@@ -467,6 +471,11 @@ impl Node {
         if let Some(actor) = self.ctx.conversations.get(&id) {
             return Ok(actor.clone());
         }
+        let lock = Arc::clone(self.ctx.starting.entry(id).or_default().value());
+        let _starting = lock.lock().await;
+        if let Some(actor) = self.ctx.conversations.get(&id) {
+            return Ok(actor.clone());
+        }
         let model = self.ctx.resolve_model(&opening.bot.spec.model)?;
         let budget = opening.budget.unwrap_or_else(|| {
             Scope::root(
@@ -494,6 +503,7 @@ impl Node {
             .await
             .map_err(|e| NodeError::Actor(format!("conversation {id} could not start: {e}")))?;
         self.ctx.conversations.insert(id, actor.clone());
+        self.ctx.starting.remove(&id);
         Ok(actor)
     }
 
