@@ -505,3 +505,57 @@ async fn stopping_a_parent_stops_its_subagents() {
     assert!(text.contains("## 1. hold0\n[stopped]"), "{text}");
     assert!(text.starts_with("All 2 subagent(s)"), "{text}");
 }
+
+#[tokio::test]
+async fn steer_reaches_a_running_subagent() {
+    let home = TestHome::new();
+    let hold = Gate::new("hold");
+    let model = Arc::new(ScriptedProvider::from_fn(|req: &ModelRequest| {
+        let first = first_user(req);
+        if first.starts_with("Your task: ") {
+            if req
+                .messages
+                .iter()
+                .any(|m| matches!(m, Message::Tool { .. }))
+            {
+                // After its tool, the subagent reports the latest user message (the steer).
+                return Turn::text(format!("heard: {}", last_user(req)));
+            }
+            return Turn::tool_call("hold", json!({}));
+        }
+        match last_is_tool(req) {
+            None if last_user(req).starts_with("[notice: delegation]") => Turn::text("reported"),
+            None => Turn::tool_call("delegate", json!({"tasks": [{"goal": "hold on"}]})),
+            Some((name, result)) if name == "delegate" && result.text.starts_with("Started") => {
+                let id = result
+                    .text
+                    .split_whitespace()
+                    .find(|w| w.starts_with("sub_"))
+                    .unwrap()
+                    .trim_end_matches(':');
+                Turn::tool_call(
+                    "delegate",
+                    json!({"action": "steer", "subagent_id": id, "message": "also check the roof"}),
+                )
+            }
+            Some(_) => Turn::text("steered"),
+        }
+    }));
+    let (bus, mut events) = tokio::sync::broadcast::channel(4096);
+    let runtime = home
+        .builder(model)
+        .tool(hold.clone())
+        .event_bus(bus)
+        .build()
+        .await
+        .unwrap();
+    let bot = runtime.bot("assistant").await.unwrap();
+    let report = bot.send("go").await.unwrap().result().await.unwrap();
+    assert_eq!(report.text, "steered", "{report:?}");
+    tokio::time::timeout(WAIT, hold.entered.notified())
+        .await
+        .unwrap();
+    hold.release.notify_one();
+    let (_, text) = wait_notice(&mut events, "delegation").await;
+    assert!(text.contains("heard: also check the roof"), "{text}");
+}
