@@ -9,7 +9,7 @@ use serde_json::json;
 use troupe::runtime::model::Turn;
 use troupe::runtime::protocol::{Message, ToolResult};
 use troupe::runtime::tool::{Tool, ToolContext, ToolSpec};
-use troupe::{AgentEvent, TurnOutcome};
+use troupe::{AgentEvent, Runtime, TurnOutcome};
 
 use super::support::*;
 
@@ -573,4 +573,75 @@ async fn past_conversations_are_found_with_conversation_search() {
         .await
         .unwrap();
     assert_eq!(report.text, "It opens at eight.", "{report:?}");
+}
+
+/// A scripted model whose first call waits until released.
+struct SlowFirst {
+    inner: Arc<troupe::runtime::model::ScriptedProvider>,
+    entered: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl troupe::runtime::model::Provider for SlowFirst {
+    fn name(&self) -> &str {
+        "slow"
+    }
+
+    async fn stream(
+        &self,
+        request: troupe::runtime::model::ModelRequest,
+    ) -> Result<troupe::runtime::model::ModelStream, troupe::runtime::model::ModelError> {
+        if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        self.inner.stream(request).await
+    }
+}
+
+#[tokio::test]
+async fn a_steer_during_the_final_answer_starts_the_next_turn() {
+    let home = TestHome::new();
+    let inner = script(vec![
+        Turn::text("first answer"),
+        Turn::text("about the roof").expecting("and the roof?"),
+    ]);
+    let model = Arc::new(SlowFirst {
+        inner: Arc::clone(&inner),
+        entered: Arc::new(tokio::sync::Notify::new()),
+        release: Arc::new(tokio::sync::Notify::new()),
+        calls: Default::default(),
+    });
+    let (bus, mut events) = tokio::sync::broadcast::channel(256);
+    let runtime = Runtime::builder()
+        .home(home.path())
+        .cwd(home.path())
+        .provider(model.clone())
+        .event_bus(bus)
+        .build()
+        .await
+        .unwrap();
+    let bot = runtime.bot("assistant").await.unwrap();
+    let turn = bot.send("hello").await.unwrap();
+    tokio::time::timeout(WAIT, model.entered.notified())
+        .await
+        .unwrap();
+    bot.steer("and the roof?").await.unwrap();
+    runtime.node().status(bot.conversation()).await.unwrap();
+    model.release.notify_one();
+    assert_eq!(turn.result().await.unwrap().text, "first answer");
+    let text = tokio::time::timeout(WAIT, async {
+        loop {
+            if let AgentEvent::TurnFinished { text, .. } = events.recv().await.unwrap().event {
+                if text != "first answer" {
+                    return text;
+                }
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(text, "about the roof");
 }

@@ -531,6 +531,16 @@ pub(super) async fn finish(
     if let Some(done) = active.done {
         let _ = done.send(report);
     }
+    // A steer that arrived during the last model call found no next step:
+    // it starts the next turn rather than being lost.
+    if !active.steers.is_empty() {
+        let text = active.steers.join("\n\n");
+        state.queue.push_front(TurnRequest {
+            input: Input::User(text),
+            events: None,
+            done: None,
+        });
+    }
     if let Some(next) = state.queue.pop_front() {
         Box::pin(begin(myself, state, next)).await;
     }
