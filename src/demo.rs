@@ -20,39 +20,11 @@ use troupe_runtime::protocol::{AgentEvent, Message};
 
 use crate::{BotSpec, Runtime};
 
-fn first_user(req: &ModelRequest) -> &str {
-    req.messages
-        .iter()
-        .find_map(|m| match m {
-            Message::User { content } => Some(content.as_str()),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
-fn last_user(req: &ModelRequest) -> &str {
-    req.messages
-        .iter()
-        .rev()
-        .find_map(|m| match m {
-            Message::User { content } => Some(content.as_str()),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
-fn after_tool(req: &ModelRequest) -> Option<&str> {
-    match req.messages.last() {
-        Some(Message::Tool { name, .. }) => Some(name.as_str()),
-        _ => None,
-    }
-}
-
 /// The demo's scripted model: it answers by who is asking and what came last.
 pub fn model() -> ScriptedProvider {
     ScriptedProvider::from_fn(|req: &ModelRequest| {
-        let first = first_user(req);
-        let last = last_user(req);
+        let first = req.first_user_text();
+        let last = req.last_user_text();
         // Subagents: one short answer per task.
         if let Some(task) = first.strip_prefix("Your task: ") {
             let goal = task.lines().next().unwrap_or_default();
@@ -72,18 +44,24 @@ pub fn model() -> ScriptedProvider {
             return Turn::text("RSVP check: 14 of 18 have answered yes.");
         }
         // The main agent.
-        if last.starts_with("[notice: delegation]") && after_tool(req).is_none() {
+        if last.starts_with("[notice: delegation]")
+            && req.last_tool_result().map(|(name, _)| name).is_none()
+        {
             return Turn::text(
                 "The subagents are back: the venue, the caterer and the agenda are settled.",
             );
         }
-        if last.starts_with("[notice: reply]") && after_tool(req).is_none() {
+        if last.starts_with("[notice: reply]")
+            && req.last_tool_result().map(|(name, _)| name).is_none()
+        {
             return Turn::text("The scribe drafted the invitation.");
         }
-        if last.starts_with("[notice: routine]") && after_tool(req).is_none() {
+        if last.starts_with("[notice: routine]")
+            && req.last_tool_result().map(|(name, _)| name).is_none()
+        {
             return Turn::text("The daily RSVP routine ran.");
         }
-        match after_tool(req) {
+        match req.last_tool_result().map(|(name, _)| name) {
             None => Turn::tool_call(
                 "memory",
                 json!({"target": "user", "action": "add", "content": "Plans a team offsite on the 12th; prefers vegetarian food."}),

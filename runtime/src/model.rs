@@ -58,6 +58,37 @@ pub struct ModelRequest {
     pub temperature: Option<f32>,
 }
 
+impl ModelRequest {
+    /// The text of the first user message (a subagent's task, a routine's prompt).
+    pub fn first_user_text(&self) -> &str {
+        self.messages.iter().find_map(user_text).unwrap_or_default()
+    }
+
+    /// The text of the latest user message.
+    pub fn last_user_text(&self) -> &str {
+        self.messages
+            .iter()
+            .rev()
+            .find_map(user_text)
+            .unwrap_or_default()
+    }
+
+    /// The tool and result the history ends with, when it ends with one.
+    pub fn last_tool_result(&self) -> Option<(&str, &crate::protocol::ToolResult)> {
+        match self.messages.last() {
+            Some(Message::Tool { name, result, .. }) => Some((name.as_str(), result)),
+            _ => None,
+        }
+    }
+}
+
+fn user_text(message: &Message) -> Option<&str> {
+    match message {
+        Message::User { content } => Some(content.as_str()),
+        _ => None,
+    }
+}
+
 /// What a provider streams back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

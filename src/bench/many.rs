@@ -15,20 +15,10 @@ use troupe_runtime::protocol::{Address, AgentEvent, Envelope, Message, Payload};
 use super::{peak_rss_bytes, percentiles, rss_bytes};
 use crate::{BotSpec, Runtime};
 
-fn first_user(req: &ModelRequest) -> &str {
-    req.messages
-        .iter()
-        .find_map(|m| match m {
-            Message::User { content } => Some(content.as_str()),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
 /// Parents delegate `children` tasks each; subagents answer at once.
 fn delegating(children: usize) -> ScriptedProvider {
     ScriptedProvider::from_fn(move |req: &ModelRequest| {
-        if first_user(req).starts_with("Your task: ") {
+        if req.first_user_text().starts_with("Your task: ") {
             return Turn::text("done");
         }
         match req.messages.last() {
