@@ -9,6 +9,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::signal::unix::{signal, SignalKind};
 use troupe_actors::toolset::Narrowing;
 use troupe_runtime::home::MAIN_AGENT;
 use troupe_runtime::protocol::AgentEvent;
@@ -82,12 +83,24 @@ pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCo
     eprintln!(
         "troupe chat with `{bot}` ({conversation}). Ctrl-C stops a turn; Ctrl-D or /quit leaves."
     );
+    // One interrupt stream for the whole session, installed before the
+    // first prompt: a Ctrl-C never falls through to the default action
+    // (ending the program), at the prompt or mid-turn.
+    let mut interrupts = signal(SignalKind::interrupt())?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = std::io::stdout();
     loop {
         write!(stdout, "\n> ")?;
         stdout.flush()?;
-        let Some(line) = lines.next_line().await? else {
+        // `next_line` is cancel safe: a Ctrl-C at the prompt loses nothing typed.
+        let line = tokio::select! {
+            line = lines.next_line() => line?,
+            _ = interrupts.recv() => {
+                write!(stdout, "\n  (no turn is running; Ctrl-D or /quit leaves)")?;
+                continue;
+            }
+        };
+        let Some(line) = line else {
             break;
         };
         let line = line.trim();
@@ -139,7 +152,7 @@ pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCo
                         }
                     }
                 }
-                _ = tokio::signal::ctrl_c() => {
+                _ = interrupts.recv() => {
                     writeln!(stdout, "\n  (stopping the turn)")?;
                     node.stop(conversation).await?;
                 }

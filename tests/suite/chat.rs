@@ -22,7 +22,9 @@ struct Terminal {
 impl Terminal {
     fn start(home: &TestHome, model: &str) -> Self {
         let command = format!(
-            "{} --home {} chat --model {model}",
+            // `exec`: whatever `/bin/sh` is, the ^C goes to troupe alone,
+            // not to a shell left waiting between `script` and troupe.
+            "exec {} --home {} chat --model {model}",
             env!("CARGO_BIN_EXE_troupe"),
             home.path().display()
         );
@@ -103,6 +105,9 @@ fn chat_answers_questions_inline_and_ctrl_c_stops_only_the_turn() {
     )
     .unwrap();
     let mut term = Terminal::start(&home, &format!("script:{}", script.display()));
+    term.expect("> ");
+    term.send("\x03");
+    term.expect("no turn is running");
     term.expect("> ");
     term.send("what should I drink?\r");
     term.expect("? Tea or coffee?");
