@@ -30,6 +30,7 @@ use troupe_runtime::home::Home;
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::model::{ModelsConfig, Provider, ResolvedModel};
 use troupe_runtime::protocol::AgentEvent;
+use troupe_runtime::store::proposals::{self, Proposal};
 use troupe_runtime::tool::Tool;
 
 /// Why the runtime could not do what was asked.
@@ -53,6 +54,9 @@ pub enum RuntimeError {
     /// A tool could not be registered.
     #[error(transparent)]
     Registry(#[from] troupe_runtime::tool::registry::RegistryError),
+    /// A proposal could not be decided.
+    #[error(transparent)]
+    Proposal(#[from] troupe_tools::proposals::ProposalError),
     /// The conversation ended before the turn reported.
     #[error("the conversation stopped before the turn ended")]
     Gone,
@@ -277,6 +281,11 @@ pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
         loop_window: std::time::Duration::from_secs(config.messaging.loop_window_secs),
         loop_cooldown: std::time::Duration::from_secs(config.messaging.loop_cooldown_secs),
         ask_timeout: std::time::Duration::from_secs(600),
+        review_every_n_turns: if config.review.enabled {
+            config.review.every_n_turns
+        } else {
+            0
+        },
     }
 }
 
@@ -326,6 +335,29 @@ impl Runtime {
             record,
             conversation,
         })
+    }
+
+    /// The changes agents proposed (the background review's memory
+    /// replacements and removals), oldest first: the pending ones, or all.
+    pub async fn proposals(&self, pending_only: bool) -> Result<Vec<Proposal>, RuntimeError> {
+        Ok(self
+            .node
+            .store()
+            .read(move |c| proposals::list(c, pending_only))
+            .await
+            .map_err(NodeError::from)?)
+    }
+
+    /// Applies proposal `id`; one that no longer applies is marked failed
+    /// and answered as an error.
+    pub async fn approve_proposal(&self, id: i64) -> Result<Proposal, RuntimeError> {
+        let ctx = self.node.context();
+        Ok(troupe_tools::proposals::approve(&ctx.home, &ctx.store, id).await?)
+    }
+
+    /// Rejects proposal `id`; nothing changes.
+    pub async fn reject_proposal(&self, id: i64) -> Result<Proposal, RuntimeError> {
+        Ok(troupe_tools::proposals::reject(self.node.store(), id).await?)
     }
 
     /// Stops every actor; what they did is committed.

@@ -6,6 +6,7 @@
 
 mod chat;
 mod info;
+mod proposals;
 mod run;
 
 use std::path::PathBuf;
@@ -65,6 +66,8 @@ pub enum Command {
     Usage,
     /// List the routines, with their next fire and last run.
     Routines,
+    /// Memory changes the background review proposed: list, approve, reject.
+    Proposals(proposals::ProposalsArgs),
     /// Every tool, its flags, and which actor kinds have it.
     Tools {
         /// As JSON.
@@ -106,6 +109,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Search { query, limit } => info::search(builder(), &query, limit).await,
         Command::Usage => info::usage(builder()).await,
         Command::Routines => info::routines(builder()).await,
+        Command::Proposals(args) => proposals::proposals(builder(), args).await,
         Command::Tools { json } => info::tools(json),
         Command::Serve => serve(builder().scheduler(true)).await,
         Command::Bench(args) => {

@@ -29,7 +29,7 @@ use troupe_runtime::model::ResolvedModel;
 use troupe_runtime::protocol::{
     ActorKind, AgentEvent, Envelope, Message, StopReason, TurnOutcome, Usage,
 };
-use troupe_runtime::tool::dispatch::CallOutcome;
+use troupe_runtime::tool::dispatch::{CallGate, CallOutcome};
 use troupe_runtime::tool::{Services, ToolContext};
 
 use crate::bot::BotRecord;
@@ -146,6 +146,12 @@ pub struct ConversationArgs {
     pub services: Services,
     /// The first words of the conversation, for its title.
     pub title: String,
+    /// The gate its calls pass instead of the node's (a review's narrower one).
+    pub gate: Option<Arc<dyn CallGate>>,
+    /// Appended to its system prompt (what a review looks back on).
+    pub briefing: String,
+    /// What its row is stored as when not its kind (`review`).
+    pub label: Option<&'static str>,
 }
 
 /// The conversation actor.

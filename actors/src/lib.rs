@@ -18,6 +18,7 @@ pub mod gate;
 pub mod guard;
 pub mod messaging;
 pub mod node;
+pub mod review;
 pub mod routine;
 pub mod settings;
 pub mod toolset;

@@ -8,7 +8,7 @@
 
 mod bots;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -63,6 +63,9 @@ pub enum NodeError {
     /// An actor could not be started or reached.
     #[error("actor: {0}")]
     Actor(String),
+    /// The conversation was a background review, which is never resumed.
+    #[error("conversation {0} was a background review; reviews are not resumed")]
+    Review(ConversationId),
 }
 
 /// Looks environment variables up (injectable, so tests never touch the process's).
@@ -122,6 +125,8 @@ pub struct FinishedTurn {
     pub report: TurnReport,
     /// What started the turn, when it was a delivered message.
     pub delivered: Option<Envelope>,
+    /// The tools the turn called, by name.
+    pub tools_used: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for NodeContext {
@@ -230,6 +235,12 @@ pub struct Opening {
     pub services: Vec<ServiceHook>,
     /// Its title.
     pub title: String,
+    /// The gate its calls pass instead of the node's.
+    pub gate: Option<Arc<dyn CallGate>>,
+    /// Appended to its system prompt.
+    pub briefing: String,
+    /// What its row is stored as when not its kind (`review`).
+    pub label: Option<&'static str>,
 }
 
 impl Opening {
@@ -244,6 +255,9 @@ impl Opening {
             budget: None,
             services: Vec::new(),
             title: String::new(),
+            gate: None,
+            briefing: String::new(),
+            label: None,
         }
     }
 }
@@ -311,6 +325,12 @@ impl Node {
             .insert(Arc::new(Agents(NodeAgents::new(&node))));
         node.ctx.add_hook(delegations.clone());
         node.ctx.add_hook(ReplyHook::new(&node));
+        if node.ctx.settings.review_every_n_turns > 0 {
+            node.ctx.add_hook(crate::review::ReviewHook::new(
+                &node,
+                node.ctx.settings.review_every_n_turns,
+            ));
+        }
         for bot in node.ctx.store.read(bots::list).await? {
             node.ctx.bots.insert(bot.spec.name.clone(), bot);
         }
@@ -368,8 +388,28 @@ impl Node {
 
     async fn recover(&self) -> Result<(), NodeError> {
         for id in crate::conversation::journal::open_turns(&self.ctx.store).await? {
-            if let Err(e) = self.activate(id).await {
-                tracing::error!(conversation = %id, error = %e, "could not resume an interrupted turn");
+            match self.activate(id).await {
+                Ok(_) => {}
+                Err(NodeError::Review(_)) => {
+                    // A review cut short is dropped; the next one looks back again.
+                    let row = self
+                        .ctx
+                        .store
+                        .read(move |c| conversations::get_conversation(c, id))
+                        .await?;
+                    if let Some(row) = row {
+                        crate::conversation::journal::Journal::new(
+                            Some(self.ctx.store.clone()),
+                            id,
+                            row.bot,
+                        )
+                        .set_turn_open(false, None)
+                        .await?;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(conversation = %id, error = %e, "could not resume an interrupted turn");
+                }
             }
         }
         for envelope in self.ctx.store.read(mailbox::pending_all).await? {
@@ -498,6 +538,9 @@ impl Node {
             services,
             title: opening.title,
             bot: opening.bot,
+            gate: opening.gate,
+            briefing: opening.briefing,
+            label: opening.label,
         };
         let (actor, _) = Actor::spawn(None, Conversation, args)
             .await
@@ -518,6 +561,9 @@ impl Node {
             .read(move |c| conversations::get_conversation(c, id))
             .await?
             .ok_or(NodeError::NoSuchConversation(id))?;
+        if row.kind == crate::review::LABEL {
+            return Err(NodeError::Review(id));
+        }
         let bot_id = row.bot;
         let bot = self
             .ctx

@@ -51,6 +51,8 @@ pub struct Settings {
     pub loop_cooldown: Duration,
     /// How long `ask_user` and approvals wait for an answer.
     pub ask_timeout: Duration,
+    /// Turns of a conversation between two background reviews (0: none).
+    pub review_every_n_turns: u32,
 }
 
 impl Default for Settings {
@@ -77,6 +79,7 @@ impl Default for Settings {
             loop_window: Duration::from_secs(600),
             loop_cooldown: Duration::from_secs(600),
             ask_timeout: Duration::from_secs(600),
+            review_every_n_turns: 0,
         }
     }
 }

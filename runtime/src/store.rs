@@ -54,6 +54,7 @@ mod error;
 pub mod kv;
 pub mod mailbox;
 pub mod migrations;
+pub mod proposals;
 mod reader;
 pub mod search;
 pub mod usage;

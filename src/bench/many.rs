@@ -103,6 +103,8 @@ pub async fn message(n: usize) -> anyhow::Result<serde_json::Value> {
             ScriptedProvider::from_fn(|_| Turn::text("ok")).recording(false),
         ))
         .event_bus(bus)
+        // The background review is separate work; this measures delivery.
+        .set("review.enabled", "false")
         .build()
         .await?;
     let scout = runtime

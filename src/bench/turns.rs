@@ -19,6 +19,8 @@ async fn runtime(home: &std::path::Path, durable: bool) -> anyhow::Result<Runtim
         .provider(model)
         .tool(Weather::new())
         .durable(durable)
+        // The background review is separate work; these measure the turn.
+        .set("review.enabled", "false")
         .build()
         .await?)
 }

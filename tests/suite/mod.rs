@@ -4,6 +4,7 @@ mod agents;
 mod chat;
 mod cli;
 mod docs;
+mod review;
 mod routines;
 mod smoke;
 mod support;

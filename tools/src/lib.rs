@@ -18,6 +18,7 @@ pub mod memory;
 pub mod message_agent;
 pub mod paths;
 pub mod plan;
+pub mod proposals;
 pub mod read_file;
 pub mod run_command;
 pub mod scan;

@@ -78,7 +78,7 @@ impl MemoryTarget {
 }
 
 /// What one change does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryAction {
     /// Adds `content` as a new entry.
@@ -90,7 +90,8 @@ pub enum MemoryAction {
 }
 
 impl MemoryAction {
-    fn name(self) -> &'static str {
+    /// The action's name, as the model writes it.
+    pub fn name(self) -> &'static str {
         match self {
             Self::Add => "add",
             Self::Replace => "replace",
@@ -100,16 +101,16 @@ impl MemoryAction {
 }
 
 /// One change to a memory file.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryOperation {
     /// `add`, `replace` or `remove`.
     pub action: MemoryAction,
     /// The new entry's text (add, replace). `new_text` is accepted too.
-    #[serde(default, alias = "new_text")]
+    #[serde(default, alias = "new_text", skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     /// A piece of the entry to replace or remove; it must match exactly one entry.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub old_text: Option<String>,
 }
 
@@ -492,34 +493,45 @@ impl Tool for MemoryTool {
             Ok(ops) => ops,
             Err(e) => return ToolResult::error(e.to_string()),
         };
+        if ctx.services.get::<ProposeRemovals>().is_some() {
+            return crate::proposals::propose_memory(ctx, target, ops).await;
+        }
         match change(&ctx.home, &ctx.agent, target, ops).await {
-            Ok((entries, notes)) => {
-                let used = size_of(&entries);
-                let limit = target.limit();
-                let mut text = format!(
-                    "{} memory saved: {} entr{}, {used}/{limit} characters.\n{}",
-                    target.name(),
-                    entries.len(),
-                    if entries.len() == 1 { "y" } else { "ies" },
-                    notes.join("\n")
-                );
-                if !entries.is_empty() {
-                    text.push_str("\n\nEntries now:\n");
-                    text.push_str(&render_entries(&entries));
-                }
-                ToolResult::ok_with(
-                    text,
-                    serde_json::json!({
-                        "target": target.name(),
-                        "entries": entries,
-                        "used": used,
-                        "limit": limit,
-                    }),
-                )
-            }
+            Ok((entries, notes)) => saved(target, &entries, &notes),
             Err(e) => ToolResult::error(e.to_string()),
         }
     }
+}
+
+/// Put in a conversation's services by the background review: there an add
+/// lands, but a replace or a remove becomes a proposal the user approves.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProposeRemovals;
+
+/// The answer to a change that landed: the entries now and their size.
+pub(crate) fn saved(target: MemoryTarget, entries: &[String], notes: &[String]) -> ToolResult {
+    let used = size_of(entries);
+    let limit = target.limit();
+    let mut text = format!(
+        "{} memory saved: {} entr{}, {used}/{limit} characters.\n{}",
+        target.name(),
+        entries.len(),
+        if entries.len() == 1 { "y" } else { "ies" },
+        notes.join("\n")
+    );
+    if !entries.is_empty() {
+        text.push_str("\n\nEntries now:\n");
+        text.push_str(&render_entries(entries));
+    }
+    ToolResult::ok_with(
+        text,
+        serde_json::json!({
+            "target": target.name(),
+            "entries": entries,
+            "used": used,
+            "limit": limit,
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -52,6 +52,17 @@ pub fn awaits_model(history: &[Message]) -> bool {
     )
 }
 
+/// The names of the tools `history` called with success.
+pub fn tools_called(history: &[Message]) -> std::collections::BTreeSet<String> {
+    history
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { name, result, .. } if !result.is_error() => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The final text of the turn: the last assistant message's text.
 pub fn last_assistant_text(history: &[Message]) -> String {
     history

@@ -27,7 +27,11 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     let durable = node.settings.durable;
     let journal = Journal::new(durable.then(|| node.store.clone()), args.id, args.bot.id);
     journal
-        .ensure(args.kind.as_str(), args.parent, &args.title)
+        .ensure(
+            args.label.unwrap_or(args.kind.as_str()),
+            args.parent,
+            &args.title,
+        )
         .await?;
     let mut history = journal.load().await?;
     let services = args.services.fork();
@@ -44,6 +48,10 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         args,
     };
     state.system = prompt::system_prompt(&node.prompt_parts(&state.args.bot.spec));
+    if !state.args.briefing.is_empty() {
+        state.system.push_str("\n\n");
+        state.system.push_str(&state.args.briefing);
+    }
     // Carried tools rebuild what they held from their latest results.
     let ctx = state.tool_context(CancellationToken::new());
     for (i, m) in history.iter().enumerate() {
@@ -98,7 +106,7 @@ fn dispatcher(state: &State) -> Dispatcher {
     let node = &state.args.node;
     Dispatcher::new(
         Arc::clone(&node.tools),
-        Arc::clone(&node.gate),
+        Arc::clone(state.args.gate.as_ref().unwrap_or(&node.gate)),
         node.dispatch_settings(),
     )
 }
@@ -527,6 +535,7 @@ pub(super) async fn finish(
         parent: state.args.parent,
         report: report.clone(),
         delivered: active.delivered.clone(),
+        tools_used: history::tools_called(&state.history[start..]),
     });
     if let Some(done) = active.done {
         let _ = done.send(report);

@@ -14,7 +14,12 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::error::StoreError;
 
 /// The migrations, oldest first; migration `i` brings the schema to version `i + 1`.
-pub const MIGRATIONS: &[&[&str]] = &[&[MIGRATION_1, ROUTINES, DELEGATIONS]];
+pub const MIGRATIONS: &[&[&str]] = &[&[
+    MIGRATION_1,
+    ROUTINES,
+    DELEGATIONS,
+    super::proposals::PROPOSALS,
+]];
 
 /// The newest schema version this binary knows.
 pub fn latest() -> i64 {

@@ -81,6 +81,7 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "mailbox",
             "messages",
             "messages_fts",
+            "proposals",
             "routine_runs",
             "routines",
             "segments",

@@ -1,0 +1,285 @@
+//! The background review: every few turns of a conversation, a short pass
+//! looks back at it and keeps what is worth keeping — a fact about the
+//! user, a note, a procedure worth a skill — without the user waiting.
+//!
+//! A review is a conversation actor of its own, on the reviewed
+//! conversation's bot, kind and tools, stored as a `review` child of it. Its
+//! system prompt is the bot's, followed by the reviewed history as text; its
+//! one turn asks what to keep. Its gate ([`ReviewGate`]) lets through only
+//! `use_skill`, `read_file`, `find_files`, `skill_manage` and — when the
+//! memory is due, that is when the conversation saved nothing to memory
+//! since the last review — `memory`. There a replace or a remove becomes a
+//! proposal the user approves ([`troupe_tools::proposals`]). Its model
+//! calls are charged and recorded like any other turn's.
+//!
+//! Reviews run after `[review] every_n_turns` turns of a user-facing
+//! conversation (the main agent's or a bot's, not subagents or routine
+//! runs), one at a time per conversation; nobody answers their questions,
+//! so a call that needs approval does not run. An interrupted review is not
+//! resumed: the next one looks back again.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use troupe_runtime::id::ConversationId;
+use troupe_runtime::protocol::{ActorKind, Message, ToolCall};
+use troupe_runtime::tool::dispatch::{Admission, CallGate};
+use troupe_runtime::tool::{ToolContext, ToolSpec};
+use troupe_tools::memory::ProposeRemovals;
+
+use crate::conversation::journal::Journal;
+use crate::conversation::{Input, TurnReport};
+use crate::node::{FinishedTurn, Node, NodeError, Opening, TurnHook};
+
+/// What a review's conversation is stored as.
+pub const LABEL: &str = "review";
+
+/// The tools a review may always call.
+pub const ALLOWED: [&str; 4] = ["use_skill", "read_file", "find_files", "skill_manage"];
+
+/// The most characters of history a review reads (its tail).
+const TRANSCRIPT_CHARS: usize = 24_000;
+
+/// The most characters of one message a review reads.
+const MESSAGE_CHARS: usize = 2_000;
+
+/// The turn that asks a review to look back.
+pub const REQUEST: &str = "Look back at the conversation above and keep what is worth keeping, then answer in one short line what you kept (or `Nothing to keep.`).";
+
+/// A review's gate: only the review tools, then the node's own gate.
+pub struct ReviewGate {
+    inner: Arc<dyn CallGate>,
+    memory_due: bool,
+}
+
+impl ReviewGate {
+    /// A gate in front of `inner`; `memory` passes only when `memory_due`.
+    pub fn new(inner: Arc<dyn CallGate>, memory_due: bool) -> Self {
+        Self { inner, memory_due }
+    }
+
+    fn allows(&self, tool: &str) -> bool {
+        ALLOWED.contains(&tool) || (self.memory_due && tool == "memory")
+    }
+}
+
+#[async_trait::async_trait]
+impl CallGate for ReviewGate {
+    async fn admit(&self, spec: &ToolSpec, call: &ToolCall, ctx: &ToolContext) -> Admission {
+        if !self.allows(&spec.name) {
+            let mut allowed = ALLOWED.to_vec();
+            if self.memory_due {
+                allowed.push("memory");
+            }
+            let why = if spec.name == "memory" {
+                " (the memory is not due: the conversation saved to it since the last review)"
+            } else {
+                ""
+            };
+            return Admission::Deny(format!(
+                "a background review may call only {}; `{}` did not run{why}",
+                allowed.join(", "),
+                spec.name
+            ));
+        }
+        self.inner.admit(spec, call, ctx).await
+    }
+}
+
+/// What the review hook counts per conversation.
+#[derive(Debug, Default)]
+struct Tally {
+    turns: u32,
+    memory_saved: bool,
+    running: bool,
+}
+
+/// Starts reviews as conversations' turns end.
+pub struct ReviewHook {
+    node: Node,
+    every: u32,
+    tallies: Arc<DashMap<ConversationId, Tally>>,
+}
+
+impl ReviewHook {
+    /// A hook reviewing every `every` turns (never when 0).
+    pub fn new(node: &Node, every: u32) -> Arc<Self> {
+        Arc::new(Self {
+            node: node.clone(),
+            every,
+            tallies: Arc::default(),
+        })
+    }
+}
+
+impl TurnHook for ReviewHook {
+    fn turn_finished(&self, turn: &FinishedTurn) {
+        let reviewed = matches!(turn.kind, ActorKind::Conversation | ActorKind::Bot)
+            && turn.parent.is_none()
+            && self.every > 0;
+        if !reviewed {
+            return;
+        }
+        let memory_due = {
+            let mut tally = self.tallies.entry(turn.conversation).or_default();
+            tally.turns += 1;
+            tally.memory_saved |= turn.tools_used.contains("memory");
+            if tally.turns < self.every || tally.running {
+                return;
+            }
+            let due = !tally.memory_saved;
+            *tally = Tally {
+                running: true,
+                ..Tally::default()
+            };
+            due
+        };
+        let node = self.node.clone();
+        let turn = turn.clone();
+        let tallies = Arc::clone(&self.tallies);
+        tokio::spawn(async move {
+            if let Err(e) = review(&node, &turn, memory_due).await {
+                tracing::warn!(conversation = %turn.conversation, error = %e, "background review failed");
+            }
+            if let Some(mut tally) = tallies.get_mut(&turn.conversation) {
+                tally.running = false;
+            }
+        });
+    }
+}
+
+/// Runs one review of `turn`'s conversation to its end.
+pub async fn review(
+    node: &Node,
+    turn: &FinishedTurn,
+    memory_due: bool,
+) -> Result<Option<TurnReport>, NodeError> {
+    let ctx = node.context();
+    let history = Journal::new(Some(ctx.store.clone()), turn.conversation, turn.bot.id)
+        .load()
+        .await?;
+    let transcript = transcript(&history);
+    if transcript.is_empty() {
+        return Ok(None);
+    }
+    let id = ConversationId::new();
+    let actor = node
+        .open(Opening {
+            id,
+            kind: turn.kind,
+            parent: Some(turn.conversation),
+            title: format!("review of {}", turn.conversation),
+            gate: Some(Arc::new(ReviewGate::new(Arc::clone(&ctx.gate), memory_due))),
+            briefing: briefing(&transcript, memory_due),
+            label: Some(LABEL),
+            services: vec![Box::new(|s| s.insert(Arc::new(ProposeRemovals)))],
+            ..Opening::new(turn.bot.clone())
+        })
+        .await?;
+    let (events, done) = node.request(id, Input::User(REQUEST.into())).await?;
+    // Nobody watches a review: approvals it would need are refused.
+    drop(events);
+    let report = done.await.ok();
+    actor.stop(Some("review done".into()));
+    Ok(report)
+}
+
+/// What a review is told on top of the bot's own system prompt.
+fn briefing(transcript: &str, memory_due: bool) -> String {
+    let memory = if memory_due {
+        "- Facts about the user (preferences, how they work, their setting) go to `memory` with target `user`; things you will need to know next time go to target `memory`. Add only what is durable and not already in memory above; to change or remove an entry, say so with replace or remove and the user will decide.\n"
+    } else {
+        "- The memory was updated during this conversation; leave it alone this time.\n"
+    };
+    format!(
+        "# Background review\n\
+You are looking back at one of your conversations to keep what will help later. Nobody is waiting for an answer; do not talk to the user.\n\
+{memory}\
+- A procedure you worked out that will come up again becomes a skill (`skill_manage` create); a skill you used that proved wrong or incomplete gets patched. Load a skill with `use_skill` before patching it.\n\
+- Keep nothing when nothing is worth it. Only `use_skill`, `read_file`, `find_files`, `skill_manage`{} work here.\n\n\
+# The conversation\n{transcript}",
+        if memory_due { " and `memory`" } else { "" }
+    )
+}
+
+/// The history as text, newest last, within [`TRANSCRIPT_CHARS`].
+pub fn transcript(history: &[Message]) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut size = 0;
+    for message in history.iter().rev() {
+        let line = match message {
+            Message::User { content } => format!("[user] {}", clip(content)),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let mut line = format!("[assistant] {}", clip(content));
+                for call in tool_calls {
+                    line.push_str(&format!(
+                        "\n[call {}] {}",
+                        call.name,
+                        clip(&call.arguments.to_string())
+                    ));
+                }
+                line
+            }
+            Message::Tool { name, result, .. } => {
+                format!("[{name} result] {}", clip(&result.text))
+            }
+        };
+        size += line.len() + 1;
+        if size > TRANSCRIPT_CHARS && !lines.is_empty() {
+            lines.push("[… earlier messages left out]".into());
+            break;
+        }
+        lines.push(line);
+    }
+    lines.reverse();
+    lines.join("\n")
+}
+
+fn clip(text: &str) -> String {
+    let text = text.trim();
+    if text.len() <= MESSAGE_CHARS {
+        return text.to_string();
+    }
+    let mut end = MESSAGE_CHARS;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} […]", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_runtime::protocol::ToolResult;
+
+    #[test]
+    fn a_transcript_keeps_the_newest_messages_within_its_size() {
+        let mut history = vec![Message::user("first"), Message::assistant("hello")];
+        for i in 0..40 {
+            history.push(Message::user(format!("{i} {}", "x".repeat(3_000))));
+        }
+        history.push(Message::Tool {
+            call_id: "c".into(),
+            name: "read_file".into(),
+            result: ToolResult::ok("the file"),
+        });
+        let text = transcript(&history);
+        assert!(text.len() <= TRANSCRIPT_CHARS + 100, "{}", text.len());
+        assert!(text.starts_with("[… earlier messages left out]"));
+        assert!(text.ends_with("[read_file result] the file"));
+        assert!(!text.contains("[user] first"));
+        assert!(text.contains("x […]"), "long messages are clipped");
+    }
+
+    #[test]
+    fn memory_is_offered_only_when_due() {
+        let due = ReviewGate::new(Arc::new(troupe_runtime::tool::dispatch::OpenGate), true);
+        let not_due = ReviewGate::new(Arc::new(troupe_runtime::tool::dispatch::OpenGate), false);
+        assert!(due.allows("memory") && due.allows("skill_manage"));
+        assert!(!not_due.allows("memory") && not_due.allows("read_file"));
+        assert!(!due.allows("run_command") && !due.allows("write_file"));
+    }
+}
