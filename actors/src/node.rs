@@ -68,6 +68,9 @@ pub enum NodeError {
     Review(ConversationId),
 }
 
+/// How long [`Node::shutdown`] lets background work finish.
+pub const BACKGROUND_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Looks environment variables up (injectable, so tests never touch the process's).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
@@ -89,6 +92,10 @@ pub struct NodeContext {
     pub services: Services,
     /// Questions and approvals waiting for the user.
     pub questions: Arc<Questions>,
+    /// Work the node finishes before it stops (background reviews).
+    pub background: tokio_util::task::TaskTracker,
+    /// Background reviews running now.
+    pub reviews_running: std::sync::atomic::AtomicUsize,
     models: ModelsConfig,
     model_override: Option<ResolvedModel>,
     env: EnvLookup,
@@ -305,6 +312,8 @@ impl Node {
             bus,
             services: Services::default(),
             questions: options.questions,
+            background: tokio_util::task::TaskTracker::new(),
+            reviews_running: std::sync::atomic::AtomicUsize::new(0),
             models: options.models,
             model_override: options.model_override,
             env: options.env,
@@ -689,9 +698,17 @@ impl Node {
             .map_err(|e| NodeError::Actor(e.to_string()))
     }
 
-    /// Stops every conversation; turns in progress are stopped and their
-    /// state is already committed.
+    /// Stops every conversation, after letting background work (reviews)
+    /// finish for up to [`BACKGROUND_GRACE`]; turns in progress are stopped
+    /// and their state is already committed.
     pub async fn shutdown(&self) {
+        self.ctx.background.close();
+        if tokio::time::timeout(BACKGROUND_GRACE, self.ctx.background.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("background work still running at shutdown; it is stopped");
+        }
         let actors: Vec<ActorRef<ConversationMsg>> = self
             .ctx
             .conversations
@@ -707,6 +724,13 @@ impl Node {
                 )
                 .await;
         }
+    }
+
+    /// How many background reviews are running.
+    pub fn reviews_running(&self) -> usize {
+        self.ctx
+            .reviews_running
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many conversation actors are live.

@@ -14,15 +14,20 @@
 //!
 //! Reviews run after `[review] every_n_turns` turns of a user-facing
 //! conversation (the main agent's or a bot's, not subagents or routine
-//! runs), one at a time per conversation; nobody answers their questions,
-//! so a call that needs approval does not run. An interrupted review is not
-//! resumed: the next one looks back again.
+//! runs), counted in the store so the cadence holds across processes, one
+//! at a time per conversation. Nobody answers their questions, so a call
+//! that needs approval does not run. An interrupted review is not resumed:
+//! the next one comes `every_n_turns` turns later. A runtime that keeps nothing
+//! (`durable = false`) does not review.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use dashmap::DashMap;
+use dashmap::DashSet;
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::protocol::{ActorKind, Message, ToolCall};
+use troupe_runtime::rusqlite::{params, Connection};
+use troupe_runtime::store::StoreError;
 use troupe_runtime::tool::dispatch::{Admission, CallGate};
 use troupe_runtime::tool::{ToolContext, ToolSpec};
 use troupe_tools::memory::ProposeRemovals;
@@ -86,19 +91,12 @@ impl CallGate for ReviewGate {
     }
 }
 
-/// What the review hook counts per conversation.
-#[derive(Debug, Default)]
-struct Tally {
-    turns: u32,
-    memory_saved: bool,
-    running: bool,
-}
-
 /// Starts reviews as conversations' turns end.
 pub struct ReviewHook {
     node: Node,
     every: u32,
-    tallies: Arc<DashMap<ConversationId, Tally>>,
+    /// Conversations with a review running or being decided.
+    busy: Arc<DashSet<ConversationId>>,
 }
 
 impl ReviewHook {
@@ -107,7 +105,7 @@ impl ReviewHook {
         Arc::new(Self {
             node: node.clone(),
             every,
-            tallies: Arc::default(),
+            busy: Arc::default(),
         })
     }
 }
@@ -116,36 +114,74 @@ impl TurnHook for ReviewHook {
     fn turn_finished(&self, turn: &FinishedTurn) {
         let reviewed = matches!(turn.kind, ActorKind::Conversation | ActorKind::Bot)
             && turn.parent.is_none()
-            && self.every > 0;
-        if !reviewed {
+            && self.every > 0
+            && self.node.context().settings.durable;
+        let background = &self.node.context().background;
+        if !reviewed || background.is_closed() || !self.busy.insert(turn.conversation) {
             return;
         }
-        let memory_due = {
-            let mut tally = self.tallies.entry(turn.conversation).or_default();
-            tally.turns += 1;
-            tally.memory_saved |= turn.tools_used.contains("memory");
-            if tally.turns < self.every || tally.running {
-                return;
-            }
-            let due = !tally.memory_saved;
-            *tally = Tally {
-                running: true,
-                ..Tally::default()
-            };
-            due
-        };
         let node = self.node.clone();
         let turn = turn.clone();
-        let tallies = Arc::clone(&self.tallies);
-        tokio::spawn(async move {
-            if let Err(e) = review(&node, &turn, memory_due).await {
-                tracing::warn!(conversation = %turn.conversation, error = %e, "background review failed");
+        let every = self.every;
+        let busy = Arc::clone(&self.busy);
+        background.spawn(async move {
+            let id = turn.conversation;
+            let due = node.store().read(move |c| since_last_review(c, id)).await;
+            match due {
+                Ok(since) if since.turns >= every => {
+                    let running = &node.context().reviews_running;
+                    running.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = review(&node, &turn, !since.memory_saved).await {
+                        tracing::warn!(conversation = %id, error = %e, "background review failed");
+                    }
+                    running.fetch_sub(1, Ordering::Relaxed);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(conversation = %id, error = %e, "review cadence unreadable")
+                }
             }
-            if let Some(mut tally) = tallies.get_mut(&turn.conversation) {
-                tally.running = false;
-            }
+            busy.remove(&id);
         });
     }
+}
+
+/// What a conversation did since its last review began (or since it began).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinceReview {
+    /// User messages: turns the user (or a peer) started.
+    pub turns: u32,
+    /// Whether a `memory` call succeeded.
+    pub memory_saved: bool,
+}
+
+/// Reads [`SinceReview`] from the store, so the cadence holds across
+/// processes (`troupe run` after `troupe run`).
+pub fn since_last_review(
+    conn: &Connection,
+    conversation: ConversationId,
+) -> Result<SinceReview, StoreError> {
+    let (turns, memory_saved) = conn
+        .prepare_cached(
+            "WITH last AS (
+                SELECT coalesce(max(first), 0) AS seq FROM (
+                    SELECT (SELECT min(m.seq) FROM messages m WHERE m.conversation_id = c.id) AS first
+                    FROM conversations c WHERE c.parent_id = ?1 AND c.kind = ?2))
+             SELECT
+                (SELECT count(*) FROM messages
+                  WHERE conversation_id = ?1 AND role = 'user' AND seq > (SELECT seq FROM last)),
+                EXISTS (SELECT 1 FROM messages
+                  WHERE conversation_id = ?1 AND role = 'tool' AND seq > (SELECT seq FROM last)
+                    AND json_extract(body, '$.name') = 'memory'
+                    AND json_extract(body, '$.result.status') = 'ok')",
+        )?
+        .query_row(params![conversation.to_string(), LABEL], |r| {
+            Ok((r.get::<_, u32>(0)?, r.get::<_, bool>(1)?))
+        })?;
+    Ok(SinceReview {
+        turns,
+        memory_saved,
+    })
 }
 
 /// Runs one review of `turn`'s conversation to its end.

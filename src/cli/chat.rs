@@ -167,6 +167,9 @@ pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCo
             }
         }
     }
+    if runtime.node().reviews_running() > 0 {
+        eprintln!("troupe: finishing a background review of this conversation");
+    }
     runtime.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }

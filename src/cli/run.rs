@@ -135,6 +135,9 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
     if let Some(reason) = outcome_text(&report.outcome) {
         eprintln!("troupe: {reason}");
     }
+    if runtime.node().reviews_running() > 0 {
+        eprintln!("troupe: finishing a background review of this conversation");
+    }
     runtime.shutdown().await;
     Ok(ExitCode::from(exit_code(&report.outcome)))
 }

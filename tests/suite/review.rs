@@ -240,23 +240,33 @@ async fn memory_is_not_due_when_the_conversation_saved_to_it() {
 }
 
 #[tokio::test]
-async fn reviews_follow_their_cadence() {
+async fn reviews_follow_their_cadence_across_processes() {
     let home = TestHome::new();
+    let start = |bus| {
+        home.builder(model(false))
+            .set("review.every_n_turns", "3")
+            .event_bus(bus)
+            .build()
+    };
+    // Two turns in one process, then it stops.
+    let (bus, _) = tokio::sync::broadcast::channel(1024);
+    let first = start(bus).await.unwrap();
+    let bot = first.bot("assistant").await.unwrap();
+    for _ in 0..2 {
+        bot.send("hi").await.unwrap().result().await.unwrap();
+    }
+    first.shutdown().await;
+    drop(first);
+    // The third turn, in the next process, makes the review due.
     let (bus, mut events) = tokio::sync::broadcast::channel(1024);
-    let runtime = home
-        .builder(model(false))
-        .set("review.every_n_turns", "3")
-        .event_bus(bus)
-        .build()
-        .await
-        .unwrap();
-    let bot = runtime.bot("assistant").await.unwrap();
-    for _ in 0..4 {
+    let second = start(bus).await.unwrap();
+    let bot = second.bot("assistant").await.unwrap();
+    for _ in 0..2 {
         bot.send("hi").await.unwrap().result().await.unwrap();
     }
     review_finished(&mut events, bot.conversation()).await;
-    runtime.shutdown().await;
-    let rows = runtime
+    second.shutdown().await;
+    let rows = second
         .node()
         .store()
         .read(|c| conversations::list_conversations(c, None, 100))
