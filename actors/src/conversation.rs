@@ -163,7 +163,9 @@ pub struct State {
     pub(crate) args: ConversationArgs,
     pub(crate) journal: Journal,
     pub(crate) system: String,
-    pub(crate) history: Vec<Message>,
+    /// Shared with the model request in flight (copied only if a message
+    /// is appended while one still holds it).
+    pub(crate) history: Arc<Vec<Message>>,
     pub(crate) services: Services,
     pub(crate) tools: Toolset,
     pub(crate) guard: Guard,
@@ -185,10 +187,17 @@ pub(crate) struct ActiveTurn {
     pub(crate) scope: Arc<Scope>,
     pub(crate) start_len: usize,
     pub(crate) last_stop: Option<StopReason>,
+    /// The final answer's commit closed the turn in the store already.
+    pub(crate) closed_in_store: bool,
     pub(crate) delivered: Option<Envelope>,
 }
 
 impl State {
+    /// The history, to append to or replace.
+    pub(crate) fn history_mut(&mut self) -> &mut Vec<Message> {
+        Arc::make_mut(&mut self.history)
+    }
+
     /// A tool context for this conversation's calls.
     pub(crate) fn tool_context(&self, cancel: CancellationToken) -> ToolContext {
         ToolContext {

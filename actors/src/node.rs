@@ -479,6 +479,7 @@ impl Node {
         let record = self.bot(bot)?;
         let bot_id = record.id;
         let kind = record.spec.kind();
+        self.ctx.store.catch_up().await?;
         let latest = self
             .ctx
             .store

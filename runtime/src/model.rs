@@ -24,6 +24,7 @@ pub mod sse;
 mod testkit;
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::Stream;
 use serde::{Deserialize, Serialize};
@@ -49,7 +50,9 @@ pub struct ModelRequest {
     /// The system prompt: mission, frozen memory snapshot, skills index.
     pub system: String,
     /// The history, oldest first.
-    pub messages: Vec<Message>,
+    /// Shared with the conversation that made the request: building a
+    /// request never copies the history.
+    pub messages: Arc<Vec<Message>>,
     /// The tools, in the registry's stable order.
     pub tools: Vec<ToolDefinition>,
     /// The most output tokens to produce.

@@ -186,6 +186,18 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
+    /// Makes every committed message searchable and every conversation's
+    /// `updated_at` current (the writer defers both; see
+    /// [`conversations::catch_up`]). Searches and "latest conversation"
+    /// lookups call it first; it costs one small write when nothing waits.
+    pub async fn catch_up(&self) -> Result<()> {
+        let (indexed, newest) = self.read(conversations::positions).await?;
+        if newest > indexed {
+            self.write(conversations::catch_up).await?;
+        }
+        Ok(())
+    }
+
     /// [`Store::write`] for code outside an async runtime (it blocks; it
     /// panics if called on an async worker thread, like any blocking wait).
     pub fn write_blocking<T, F>(&self, f: F) -> Result<T>

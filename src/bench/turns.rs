@@ -67,8 +67,11 @@ pub async fn sequential(n: usize, durable: bool) -> anyhow::Result<serde_json::V
 
 /// W2-long: `n` sequential turns in one conversation.
 pub async fn long(n: usize, durable: bool) -> anyhow::Result<serde_json::Value> {
-    let home = tempfile::tempdir()?;
-    let runtime = runtime(home.path(), durable).await?;
+    let dir = tempfile::tempdir()?;
+    let home = std::env::var_os("TROUPE_BENCH_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().to_path_buf());
+    let runtime = runtime(&home, durable).await?;
     let conversation = runtime
         .node()
         .new_conversation("assistant", Narrowing::default())
@@ -80,10 +83,10 @@ pub async fn long(n: usize, durable: bool) -> anyhow::Result<serde_json::Value> 
     let window = 20.min(n);
     let first = percentiles(samples[..window].to_vec());
     let last = percentiles(samples[n - window..].to_vec());
-    let db = std::fs::metadata(home.path().join("troupe.db"))
+    let db = std::fs::metadata(home.join("troupe.db"))
         .map(|m| m.len())
         .unwrap_or(0)
-        + std::fs::metadata(home.path().join("troupe.db-wal"))
+        + std::fs::metadata(home.join("troupe.db-wal"))
             .map(|m| m.len())
             .unwrap_or(0);
     runtime.shutdown().await;

@@ -60,9 +60,9 @@ pub async fn conversations(builder: Builder, limit: usize) -> anyhow::Result<Exi
         .into_iter()
         .map(|b| (b.id, b.spec.name))
         .collect();
-    let rows = runtime
-        .node()
-        .store()
+    let store = runtime.node().store();
+    store.catch_up().await?;
+    let rows = store
         .read(move |c| conversations::list_conversations(c, None, limit))
         .await?;
     for row in rows {
@@ -83,9 +83,9 @@ pub async fn conversations(builder: Builder, limit: usize) -> anyhow::Result<Exi
 pub async fn search(builder: Builder, query: &str, limit: usize) -> anyhow::Result<ExitCode> {
     let runtime = builder.build().await?;
     let q = query.to_string();
-    let hits = runtime
-        .node()
-        .store()
+    let store = runtime.node().store();
+    store.catch_up().await?;
+    let hits = store
         .read(move |c| conversations::search_messages(c, &q, limit))
         .await?;
     if hits.is_empty() {

@@ -163,7 +163,7 @@ pub fn check_invariants(requests: &[ModelRequest]) {
     let mut order: Vec<String> = Vec::new();
     for (n, request) in requests.iter().enumerate() {
         let mut open: Vec<String> = Vec::new();
-        for message in &request.messages {
+        for message in request.messages.iter() {
             match message {
                 Message::Assistant { tool_calls, .. } => {
                     assert!(

@@ -148,6 +148,11 @@ impl Tool for ConversationSearch {
                 "conversation_search has no store in this conversation; it cannot search here.",
             );
         };
+        // Every message committed so far is found, even the ones the
+        // writer has not indexed yet.
+        if let Err(e) = store.catch_up().await {
+            return ToolResult::error(format!("conversation_search failed: {e}"));
+        }
         match store.read(move |conn| Ok(request.run(conn))).await {
             Ok(Ok(result)) => result,
             Ok(Err(text)) => ToolResult::error(text),

@@ -82,7 +82,8 @@ pub fn summary_request(model: &str, head: &[Message]) -> ModelRequest {
             .into(),
         messages: vec![Message::user(format!(
             "Summarize this part of the conversation:\n\n{transcript}"
-        ))],
+        ))]
+        .into(),
         tools: Vec::new(),
         max_tokens: Some(2_000),
         temperature: None,

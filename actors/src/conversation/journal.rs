@@ -7,7 +7,7 @@
 
 use troupe_runtime::id::{BotId, ConversationId, MsgId};
 use troupe_runtime::protocol::{Envelope, Message, Usage};
-use troupe_runtime::rusqlite::{params, OptionalExtension};
+use troupe_runtime::rusqlite::{params, OptionalExtension, Transaction};
 use troupe_runtime::store::{self, conversations, mailbox, usage, Store, StoreError};
 
 /// The conversation's link to the store; `None` when durability is off.
@@ -126,13 +126,15 @@ impl Journal {
             .await
     }
 
-    /// Appends an assistant message and the usage of the call that made it.
+    /// Appends an assistant message and the usage of the call that made
+    /// it; with `ends_turn`, closes the turn in the same commit.
     pub async fn append_assistant(
         &self,
         message: Message,
         model: String,
         usage: Usage,
         cost_usd: f64,
+        ends_turn: bool,
     ) -> Result<()> {
         let Some(store) = &self.store else {
             return Ok(());
@@ -142,6 +144,9 @@ impl Journal {
             .write(move |tx| {
                 conversations::append_message(tx, conv, bot, &message)?;
                 usage::add(tx, conv, bot, &model, &usage, cost_usd, chrono::Utc::now())?;
+                if ends_turn {
+                    mark_turn(tx, conv, false)?;
+                }
                 Ok(())
             })
             .await
@@ -171,20 +176,12 @@ impl Journal {
             return Ok(());
         };
         let (conv, bot) = (self.conversation, self.bot);
-        let key = format!("open_turn:{conv}");
         store
             .write(move |tx| {
                 if let Some(m) = &first {
                     conversations::append_message(tx, conv, bot, m)?;
                 }
-                if open {
-                    tx.prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")?
-                        .execute(params![key, store::now()])?;
-                } else {
-                    tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?
-                        .execute(params![key])?;
-                }
-                Ok(())
+                mark_turn(tx, conv, open)
             })
             .await
     }
@@ -207,6 +204,19 @@ impl Journal {
             })
             .await
     }
+}
+
+/// Marks `conv` as mid-turn, or not.
+fn mark_turn(tx: &Transaction<'_>, conv: ConversationId, open: bool) -> Result<()> {
+    let key = format!("open_turn:{conv}");
+    if open {
+        tx.prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")?
+            .execute(params![key, store::now()])?;
+    } else {
+        tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?
+            .execute(params![key])?;
+    }
+    Ok(())
 }
 
 /// The conversations a crash left mid-turn.

@@ -33,6 +33,8 @@ pub enum ModelOutput {
         cost_usd: f64,
         /// The history after a compaction, when one ran first.
         compacted: Option<Vec<Message>>,
+        /// Whether the answer ends the turn; its commit closed the turn too.
+        ends_turn: bool,
     },
     /// The turn was stopped mid-call; partial text, if any, is committed.
     Stopped {
@@ -65,14 +67,21 @@ pub struct Compaction {
 
 impl ModelStep {
     /// Runs the step and reports to `actor`.
-    pub async fn run(mut self, actor: ActorRef<ConversationMsg>) {
+    pub async fn run(self, actor: ActorRef<ConversationMsg>) {
         let turn = self.turn;
+        // The step (and its request's hold on the history) is gone before
+        // the actor hears of it, so the actor appends without copying.
+        let output = self.produce().await;
+        let _ = actor.send_message(ConversationMsg::ModelDone { turn, output });
+    }
+
+    async fn produce(mut self) -> ModelOutput {
         let compacted = match self.compaction.take() {
             Some(c) => self.compact(c).await,
             None => None,
         };
         if let Some(history) = &compacted {
-            self.request.messages = history.clone();
+            self.request.messages = Arc::new(history.clone());
         }
         let mut output = self.call().await;
         if let ModelOutput::Answered {
@@ -81,7 +90,7 @@ impl ModelStep {
         {
             *slot = compacted;
         }
-        let _ = actor.send_message(ConversationMsg::ModelDone { turn, output });
+        output
     }
 
     async fn compact(&self, c: Compaction) -> Option<Vec<Message>> {
@@ -151,7 +160,7 @@ impl ModelStep {
                     let partial = (!text.is_empty()).then(|| Message::assistant(text.clone()));
                     if let Some(p) = &partial {
                         let cost = self.model.pricing.cost(&usage);
-                        if let Err(e) = self.journal.append_assistant(p.clone(), self.model.model.clone(), usage, cost).await {
+                        if let Err(e) = self.journal.append_assistant(p.clone(), self.model.model.clone(), usage, cost, false).await {
                             tracing::error!(error = %e, "partial answer not saved");
                         }
                     }
@@ -186,6 +195,9 @@ impl ModelStep {
         } else {
             StopReason::ToolUse
         });
+        // An answer without calls ends the turn (unless the provider paused
+        // it): its commit closes the turn as well, one commit fewer.
+        let ends_turn = tool_calls.is_empty() && stop != StopReason::PauseTurn;
         let message = Message::Assistant {
             content: text,
             tool_calls,
@@ -193,7 +205,13 @@ impl ModelStep {
         let cost_usd = self.model.pricing.cost(&usage);
         if let Err(e) = self
             .journal
-            .append_assistant(message.clone(), self.model.model.clone(), usage, cost_usd)
+            .append_assistant(
+                message.clone(),
+                self.model.model.clone(),
+                usage,
+                cost_usd,
+                ends_turn,
+            )
             .await
         {
             return ModelOutput::Failed {
@@ -206,6 +224,7 @@ impl ModelStep {
             usage,
             cost_usd,
             compacted: None,
+            ends_turn,
         }
     }
 }

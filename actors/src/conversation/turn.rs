@@ -38,7 +38,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     let mut state = State {
         system: String::new(),
         journal,
-        history: Vec::new(),
+        history: Default::default(),
         services,
         tools: Default::default(),
         guard: Guard::new(node.settings.max_steps, node.settings.repeat_limit),
@@ -79,7 +79,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     }
     let unanswered = history::unanswered_calls(&history);
     if !unanswered.is_empty() {
-        state.history = history.clone();
+        state.history = Arc::new(history.clone());
         state.refresh_tools();
         let dispatcher = dispatcher(&state);
         let mut repaired = Vec::new();
@@ -98,7 +98,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         state.journal.append(repaired.clone()).await?;
         history.extend(repaired);
     }
-    state.history = history;
+    state.history = Arc::new(history);
     Ok(state)
 }
 
@@ -140,6 +140,7 @@ pub(super) async fn begin(
         scope,
         start_len: state.history.len(),
         last_stop: None,
+        closed_in_store: false,
         delivered: match &request.input {
             Input::Delivered(envelope) => Some(envelope.clone()),
             _ => None,
@@ -165,7 +166,7 @@ pub(super) async fn begin(
                             },
                         );
                     }
-                    state.history.push(message);
+                    state.history_mut().push(message);
                     None
                 }
                 Ok(false) => {
@@ -201,7 +202,7 @@ pub(super) async fn begin(
         .await;
         return;
     }
-    state.history.extend(first);
+    state.history_mut().extend(first);
     let number = state.turns;
     emit(
         state,
@@ -292,7 +293,7 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
             .await;
             return;
         }
-        state.history.extend(injected);
+        state.history_mut().extend(injected);
     }
     if let Verdict::Halt(reason) = state.guard.before_model_call() {
         finish(myself, state, TurnOutcome::Guard { reason }).await;
@@ -307,7 +308,7 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     let request = ModelRequest {
         model: model.model.clone(),
         system: state.system.clone(),
-        messages: state.history.clone(),
+        messages: Arc::clone(&state.history),
         tools: state.tools.definitions(),
         max_tokens: model.max_output_tokens,
         temperature: None,
@@ -355,7 +356,7 @@ pub(super) async fn model_done(
     match output {
         ModelOutput::Failed { error } => finish(myself, state, TurnOutcome::Failed { error }).await,
         ModelOutput::Stopped { partial } => {
-            state.history.extend(partial);
+            state.history_mut().extend(partial);
             finish(myself, state, TurnOutcome::Stopped).await;
         }
         ModelOutput::Answered {
@@ -364,9 +365,10 @@ pub(super) async fn model_done(
             usage,
             cost_usd,
             compacted,
+            ends_turn,
         } => {
             if let Some(history) = compacted {
-                state.history = history;
+                state.history = Arc::new(history);
                 if let Some(active) = state.active.as_mut() {
                     active.start_len = 0;
                 }
@@ -379,6 +381,7 @@ pub(super) async fn model_done(
             active.cost_usd += cost_usd;
             active.scope.charge_model(usage.total(), cost_usd);
             active.last_stop = Some(stop.clone());
+            active.closed_in_store = ends_turn;
             let Message::Assistant {
                 content,
                 tool_calls,
@@ -387,7 +390,7 @@ pub(super) async fn model_done(
                 return;
             };
             let (content, calls) = (content.clone(), tool_calls.clone());
-            state.history.push(message);
+            state.history_mut().push(message);
             if !content.is_empty() {
                 emit(
                     state,
@@ -433,7 +436,7 @@ pub(super) async fn model_done(
                     .collect();
                 let messages = stopped.iter().map(step::result_message).collect::<Vec<_>>();
                 let _ = state.journal.append(messages.clone()).await;
-                state.history.extend(messages);
+                state.history_mut().extend(messages);
                 finish(myself, state, TurnOutcome::Stopped).await;
                 return;
             }
@@ -472,7 +475,7 @@ pub(super) async fn tools_done(
     let mut halt = None;
     let mut loads = false;
     for outcome in &outcomes {
-        state.history.push(step::result_message(outcome));
+        state.history_mut().push(step::result_message(outcome));
         loads |= outcome.call.name == troupe_runtime::tool::catalog::TOOL_SEARCH;
         let tolerant = state.tools.is_failure_tolerant(&outcome.call.name);
         let verdict = state
@@ -509,8 +512,10 @@ pub(super) async fn finish(
     };
     // The turn's channel goes with the turn, so its caller's stream ends.
     state.services.remove::<crate::channel::TurnChannel>();
-    if let Err(e) = state.journal.set_turn_open(false, None).await {
-        tracing::error!(error = %e, "could not close the turn in the store");
+    if !active.closed_in_store {
+        if let Err(e) = state.journal.set_turn_open(false, None).await {
+            tracing::error!(error = %e, "could not close the turn in the store");
+        }
     }
     let start = active.start_len.min(state.history.len());
     let text = history::last_assistant_text(&state.history[start..]);

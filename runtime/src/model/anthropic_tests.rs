@@ -200,7 +200,8 @@ fn request() -> ModelRequest {
                 name: "list_files".into(),
                 result: ToolResult::error("no such folder: /nope"),
             },
-        ],
+        ]
+        .into(),
         tools: vec![
             ToolDefinition {
                 name: "list_files".into(),
@@ -286,8 +287,9 @@ fn request_body_snapshot_with_cache_breakpoints() {
 #[test]
 fn a_conversation_ending_with_a_user_message_marks_its_last_block() {
     let mut req = request();
-    req.messages.push(Message::assistant("Paris is clear."));
-    req.messages.push(Message::user("Thanks"));
+    let messages = std::sync::Arc::make_mut(&mut req.messages);
+    messages.push(Message::assistant("Paris is clear."));
+    messages.push(Message::user("Thanks"));
     req.tools.clear();
     req.system.clear();
     let body = request_body(&req, "claude-test", 100);

@@ -174,7 +174,8 @@ fn request() -> ModelRequest {
                 name: "read_file".into(),
                 result: ToolResult::error("no such file: /nope"),
             },
-        ],
+        ]
+        .into(),
         tools: vec![
             ToolDefinition {
                 name: "read_file".into(),

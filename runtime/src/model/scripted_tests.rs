@@ -9,7 +9,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
     ModelRequest {
         model: "script".into(),
         system: String::new(),
-        messages,
+        messages: messages.into(),
         tools: Vec::new(),
         max_tokens: None,
         temperature: None,
@@ -71,7 +71,7 @@ async fn a_script_file_serves_turns_in_order_and_records_requests() {
             },
         ]
     );
-    let mut second_messages = first.messages.clone();
+    let mut second_messages = first.messages.to_vec();
     second_messages.push(Message::Tool {
         call_id: "call_1_0".into(),
         name: "lookup_weather".into(),

@@ -118,7 +118,7 @@ pub fn create_conversation(tx: &Transaction<'_>, new: &NewConversation) -> Resul
 /// Appends a message to a conversation and returns its `seq`.
 ///
 /// The message becomes searchable, and the conversation's `updated_at`
-/// moves, when the writer's batch commits (see `finish_batch`).
+/// moves, when the writer catches up (see [`catch_up`]).
 pub fn append_message(
     tx: &Transaction<'_>,
     conversation: ConversationId,
@@ -161,15 +161,37 @@ pub fn append_message_with_id(
 /// The `kv` key holding the last message `seq` in the full-text index.
 const FTS_SEQ_KEY: &str = "store.messages_fts_seq";
 
-/// Brings what appends defer up to date, once per batch, just before the
-/// writer commits: the full-text index takes the messages appended since the
-/// last batch, and their conversations' `updated_at` moves to their newest
-/// message. Per append, both cost more than the append itself (FTS5 flushes
-/// its pending terms at every savepoint; the update rewrites an index entry);
-/// per batch they are one statement each. Until then, in the same
-/// transaction, the new messages are not searchable and `updated_at` is
-/// stale; readers never see that state.
-pub(crate) fn finish_batch(tx: &Transaction<'_>) -> Result<(), StoreError> {
+/// Messages left out of the full-text index before a batch catches up by
+/// itself: indexing a few hundred rows at once costs little more than one.
+pub(crate) const CATCH_UP_ROWS: i64 = 256;
+
+/// What appends defer, brought up to date: the full-text index takes the
+/// messages appended since it last caught up, and their conversations'
+/// `updated_at` moves to their newest message. Per append, both cost more
+/// than the append itself (FTS5 flushes its pending terms at every
+/// savepoint; the update rewrites two index entries), so the writer runs
+/// this only once [`CATCH_UP_ROWS`] messages wait ([`catch_up_if_due`]), or
+/// when its queue closes; a reader that needs every message searchable or
+/// the latest `updated_at` calls [`Store::catch_up`](super::Store::catch_up)
+/// first. Nothing is lost meanwhile: the messages are stored, and the next
+/// catch-up (in this process or the next) takes them.
+pub fn catch_up(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    let (indexed, newest) = positions(tx)?;
+    catch_up_from(tx, indexed, newest)
+}
+
+/// [`catch_up`] when [`CATCH_UP_ROWS`] messages wait; run by the writer
+/// before every commit.
+pub(crate) fn catch_up_if_due(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    let (indexed, newest) = positions(tx)?;
+    if newest - indexed >= CATCH_UP_ROWS {
+        catch_up_from(tx, indexed, newest)?;
+    }
+    Ok(())
+}
+
+/// The last indexed message `seq`, and the newest.
+pub(crate) fn positions(tx: &Connection) -> Result<(i64, i64), StoreError> {
     let indexed: i64 = tx
         .prepare_cached(
             "SELECT coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = ?1), 0)",
@@ -178,6 +200,10 @@ pub(crate) fn finish_batch(tx: &Transaction<'_>) -> Result<(), StoreError> {
     let newest: i64 = tx
         .prepare_cached("SELECT coalesce(max(seq), 0) FROM messages")?
         .query_row([], |r| r.get(0))?;
+    Ok((indexed, newest))
+}
+
+fn catch_up_from(tx: &Transaction<'_>, indexed: i64, newest: i64) -> Result<(), StoreError> {
     if newest <= indexed {
         return Ok(());
     }

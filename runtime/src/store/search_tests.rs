@@ -45,6 +45,8 @@ fn conversation(
                 "UPDATE conversations SET created_at = ?2, updated_at = ?2 WHERE id = ?1",
                 params![conv.to_string(), at],
             )?;
+            // Searchable now, as `Store::catch_up` makes them before a search.
+            conversations::catch_up(tx)?;
             Ok((conv, ids))
         })
         .unwrap()

@@ -336,6 +336,12 @@ fn search_ignores_accents_and_case() {
             conversations::append_message(tx, conv, bot, &Message::assistant("tea in London"))
         })
         .unwrap();
+    // Not indexed yet: the writer defers the index until enough waits.
+    let before = store
+        .read_blocking(|conn| conversations::search_messages(conn, "cafe", 10))
+        .unwrap();
+    assert!(before.is_empty());
+    store.write_blocking(conversations::catch_up).unwrap();
     for query in ["cafe", "CAFÉ", "paris cafe", "a"] {
         let hits = store
             .read_blocking(move |conn| conversations::search_messages(conn, query, 10))
@@ -459,4 +465,34 @@ fn kv_values_are_set_replaced_and_removed() {
         .read_blocking(|conn| Ok((kv::get(conn, "lease")?, kv::get(conn, "gone")?)))
         .unwrap();
     assert_eq!(values, (Some("node-b".to_string()), None));
+}
+
+#[test]
+fn the_index_catches_up_by_itself_once_enough_messages_wait() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    let (bot, conv) = new_conversation(&store);
+    let append = |n: i64| {
+        for _ in 0..n {
+            store
+                .write_blocking(move |tx| {
+                    conversations::append_message(tx, conv, bot, &Message::user("lentil soup"))
+                        .map(drop)
+                })
+                .unwrap();
+        }
+    };
+    let found = || {
+        store
+            .read_blocking(|conn| conversations::search_messages(conn, "lentil", 1_000))
+            .unwrap()
+            .len()
+    };
+    append(conversations::CATCH_UP_ROWS - 1);
+    assert_eq!(found(), 0, "deferred until enough waits");
+    append(1);
+    assert_eq!(found(), conversations::CATCH_UP_ROWS as usize);
+    append(3);
+    store.write_blocking(conversations::catch_up).unwrap();
+    assert_eq!(found(), conversations::CATCH_UP_ROWS as usize + 3);
 }

@@ -135,9 +135,13 @@ fn checkpoints(conn: &Connection, path: &std::path::Path, woken: &std::sync::mps
     while woken.recv().is_ok() {
         let started = std::time::Instant::now();
         checkpoint(conn, path);
-        // Let commits accumulate before the next one.
+        // Let commits accumulate before the next one; under a steady
+        // stream of commits the wait still ends on time.
         loop {
             let left = CHECKPOINT_EVERY.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                break;
+            }
             match woken.recv_timeout(left) {
                 Ok(()) => continue,
                 Err(RecvTimeoutError::Timeout) => break,
@@ -175,6 +179,17 @@ fn run(
         commit_batch(&mut conn, path, &mut batch);
         // Full means a wake-up is already pending.
         let _ = wake.try_send(());
+    }
+    // Leave nothing for the next process to index.
+    let caught_up = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(StoreError::from)
+        .and_then(|tx| {
+            super::conversations::catch_up(&tx)?;
+            Ok(tx.commit()?)
+        });
+    if let Err(e) = caught_up {
+        tracing::warn!(path = %path.display(), error = %e, "store could not catch up at close");
     }
     tracing::debug!(path = %path.display(), "store writer stopped");
 }
@@ -220,9 +235,9 @@ fn commit_batch(conn: &mut Connection, path: &std::path::Path, batch: &mut Vec<B
         }
     }
     if aborted.is_none() {
-        // What appends defer (the full-text index, `updated_at`), once for
-        // the whole batch; if it fails, nothing of the batch stands.
-        aborted = super::conversations::finish_batch(&tx)
+        // What appends defer (the full-text index, `updated_at`), when
+        // enough waits; if it fails, nothing of the batch stands.
+        aborted = super::conversations::catch_up_if_due(&tx)
             .err()
             .map(|e| e.at(path));
     }

@@ -123,7 +123,7 @@ impl ModelGuardian {
         ModelRequest {
             model: self.model.clone(),
             system: SYSTEM.to_string(),
-            messages: vec![Message::user(text)],
+            messages: vec![Message::user(text)].into(),
             tools: Vec::new(),
             max_tokens: Some(200),
             temperature: Some(0.0),
