@@ -112,7 +112,8 @@ async fn main() -> anyhow::Result<()> {
 
     // The model saw the tool with the schema derived from `Params`.
     let first = model.requests().into_iter().next();
-    if let Some(tool) = first.and_then(|r| r.tools.into_iter().find(|t| t.name == "word_count")) {
+    if let Some(tool) = first.and_then(|r| r.tools.iter().find(|t| t.name == "word_count").cloned())
+    {
         println!("schema the model saw: {}", tool.parameters);
     }
 

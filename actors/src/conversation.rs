@@ -98,8 +98,10 @@ pub struct Status {
 /// The conversation actor's messages.
 #[derive(Debug)]
 pub enum ConversationMsg {
-    /// Run a turn (queued while another runs).
-    Turn(TurnRequest),
+    /// Run a turn (queued while another runs). Boxed, like every large
+    /// variant: a mailbox allocates room for 32 messages at a time, so the
+    /// message's size is paid per live actor.
+    Turn(Box<TurnRequest>),
     /// Add a user message to the running turn before its next model call.
     Steer(String),
     /// Stop the running turn.
@@ -111,7 +113,7 @@ pub enum ConversationMsg {
         /// The turn it belongs to.
         turn: u64,
         /// What it produced.
-        output: step::ModelOutput,
+        output: Box<step::ModelOutput>,
     },
     /// A tool step ended (sent by the step task).
     ToolsDone {
@@ -167,7 +169,7 @@ pub struct State {
     /// is appended while one still holds it).
     pub(crate) history: Arc<Vec<Message>>,
     pub(crate) services: Services,
-    pub(crate) tools: Toolset,
+    pub(crate) tools: Arc<Toolset>,
     pub(crate) guard: Guard,
     pub(crate) turns: u64,
     pub(crate) active: Option<ActiveTurn>,
@@ -218,7 +220,7 @@ impl State {
     pub(crate) fn refresh_tools(&mut self) {
         let ctx = self.tool_context(CancellationToken::new());
         let loaded: BTreeSet<String> = troupe_runtime::tool::catalog::loaded_tools(&self.history);
-        self.tools = crate::toolset::compute(
+        let toolset = crate::toolset::compute(
             &self.args.node.tools,
             &self.args.bot.spec,
             self.args.node.has_bots(),
@@ -226,10 +228,12 @@ impl State {
             &ctx,
             &loaded,
         );
+        self.tools = self.args.node.toolsets.intern(toolset);
+        self.services.insert(Arc::clone(&self.tools.deferred));
         self.services
-            .insert(Arc::new(crate::delegation::VisibleTools(
-                self.tools.names.clone(),
-            )));
+            .insert(Arc::new(crate::delegation::VisibleTools(Arc::clone(
+                &self.tools.names,
+            ))));
     }
 }
 
@@ -246,11 +250,11 @@ impl Actor for Conversation {
         let mut state = turn::open(args).await?;
         if history::awaits_model(&state.history) && state.active.is_none() {
             // The last run ended mid-turn: go on with it.
-            myself.send_message(ConversationMsg::Turn(TurnRequest {
+            myself.send_message(ConversationMsg::Turn(Box::new(TurnRequest {
                 input: Input::Continue,
                 events: None,
                 done: None,
-            }))?;
+            })))?;
         }
         state.refresh_tools();
         Ok(state)
@@ -285,9 +289,9 @@ async fn handle(myself: ActorRef<ConversationMsg>, msg: ConversationMsg, state: 
     match msg {
         ConversationMsg::Turn(request) => {
             if state.active.is_some() {
-                state.queue.push_back(request);
+                state.queue.push_back(*request);
             } else {
-                turn::begin(&myself, state, request).await;
+                turn::begin(&myself, state, *request).await;
             }
         }
         ConversationMsg::Steer(text) => match &mut state.active {
@@ -331,7 +335,7 @@ async fn handle(myself: ActorRef<ConversationMsg>, msg: ConversationMsg, state: 
         }
         ConversationMsg::ModelDone { turn, output } => {
             if state.active.as_ref().is_some_and(|a| a.number == turn) {
-                turn::model_done(&myself, state, output).await;
+                turn::model_done(&myself, state, *output).await;
             }
         }
         ConversationMsg::ToolsDone {

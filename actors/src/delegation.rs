@@ -31,7 +31,7 @@ use crate::toolset::Narrowing;
 
 /// The tools a conversation offers now (what its subagents may have at most).
 #[derive(Debug, Clone, Default)]
-pub struct VisibleTools(pub HashSet<String>);
+pub struct VisibleTools(pub Arc<HashSet<String>>);
 
 /// The budget scope of the turn in progress (what a delegation charges).
 #[derive(Debug, Clone)]

@@ -94,6 +94,8 @@ pub struct NodeContext {
     pub questions: Arc<Questions>,
     /// Work the node finishes before it stops (background reviews).
     pub background: tokio_util::task::TaskTracker,
+    /// One copy of each distinct toolset, shared by conversations.
+    pub toolsets: crate::toolset::Interner,
     /// Background reviews running now.
     pub reviews_running: std::sync::atomic::AtomicUsize,
     models: ModelsConfig,
@@ -314,6 +316,7 @@ impl Node {
             questions: options.questions,
             background: tokio_util::task::TaskTracker::new(),
             reviews_running: std::sync::atomic::AtomicUsize::new(0),
+            toolsets: Default::default(),
             models: options.models,
             model_override: options.model_override,
             env: options.env,
@@ -624,11 +627,11 @@ impl Node {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = oneshot::channel();
         actor
-            .send_message(ConversationMsg::Turn(TurnRequest {
+            .send_message(ConversationMsg::Turn(Box::new(TurnRequest {
                 input,
                 events: Some(events_tx),
                 done: Some(done_tx),
-            }))
+            })))
             .map_err(|e| NodeError::Actor(format!("conversation {conversation} is gone: {e}")))?;
         Ok((events_rx, done_rx))
     }
@@ -691,11 +694,11 @@ impl Node {
         };
         let actor = self.activate(conversation).await?;
         actor
-            .send_message(ConversationMsg::Turn(TurnRequest {
+            .send_message(ConversationMsg::Turn(Box::new(TurnRequest {
                 input: Input::Delivered(envelope),
                 events: None,
                 done: None,
-            }))
+            })))
             .map_err(|e| NodeError::Actor(e.to_string()))
     }
 

@@ -16,26 +16,60 @@ use troupe_tools::table;
 
 use crate::bot::BotSpec;
 
-/// The tools of one conversation for the coming model calls.
-#[derive(Debug, Clone, Default)]
+/// The tools of one conversation for the coming model calls. Conversations
+/// with the same tools share one (see [`Interner`]).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Toolset {
     /// The specs sent to the model, in registry order.
     pub specs: Vec<ToolSpec>,
     /// Their names, for the dispatcher.
-    pub names: HashSet<String>,
+    pub names: Arc<HashSet<String>>,
+    /// What the model receives, built once.
+    pub definitions: Arc<Vec<ToolDefinition>>,
+    /// The deferred tools `tool_search` can load.
+    pub deferred: Arc<DeferredCatalog>,
 }
 
 impl Toolset {
-    /// The definitions the model receives.
-    pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.specs.iter().map(ToolSpec::definition).collect()
-    }
-
     /// Whether `name` is failure-tolerant.
     pub fn is_failure_tolerant(&self, name: &str) -> bool {
         self.specs
             .iter()
             .any(|s| s.name == name && s.flags.failure_tolerant)
+    }
+
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for spec in self.specs.iter().chain(&self.deferred.specs) {
+            spec.name.hash(&mut h);
+            spec.description.hash(&mut h);
+        }
+        self.specs.len().hash(&mut h);
+        h.finish()
+    }
+}
+
+/// Keeps one copy of each distinct toolset: a thousand conversations of
+/// one bot hold one set of specs between them, not a thousand.
+#[derive(Debug, Default)]
+pub struct Interner {
+    sets: parking_lot::Mutex<std::collections::HashMap<u64, Arc<Toolset>>>,
+}
+
+impl Interner {
+    /// The shared copy of `toolset`.
+    pub fn intern(&self, toolset: Toolset) -> Arc<Toolset> {
+        let key = toolset.fingerprint();
+        let mut sets = self.sets.lock();
+        if let Some(known) = sets.get(&key) {
+            if **known == toolset {
+                return Arc::clone(known);
+            }
+        }
+        let shared = Arc::new(toolset);
+        sets.insert(key, Arc::clone(&shared));
+        shared
     }
 }
 
@@ -45,10 +79,11 @@ pub struct Narrowing {
     /// Only these tools, when not empty (a run's `--tools`).
     pub only: Option<Vec<String>>,
     /// Tools the parent had (a subagent gets at most its parent's).
-    pub parent: Option<HashSet<String>>,
+    pub parent: Option<Arc<HashSet<String>>>,
 }
 
-/// Computes the toolset and puts the deferred catalog into `ctx.services`.
+/// Computes the toolset of a conversation (and puts its deferred catalog
+/// into `ctx.services`).
 pub fn compute(
     registry: &Registry,
     bot: &BotSpec,
@@ -90,8 +125,9 @@ pub fn compute(
             }
         }
     }
-    ctx.services
-        .insert(Arc::new(DeferredCatalog { specs: deferred }));
+    // `tool_search` is available when this catalog holds something.
+    let deferred = Arc::new(DeferredCatalog { specs: deferred });
+    ctx.services.insert(Arc::clone(&deferred));
     let mut specs = Vec::new();
     for (tool, spec) in registry.iter().zip(chosen) {
         if tool.spec().name == TOOL_SEARCH {
@@ -102,6 +138,12 @@ pub fn compute(
             specs.push(spec);
         }
     }
-    let names = specs.iter().map(|s| s.name.clone()).collect();
-    Toolset { specs, names }
+    let names = Arc::new(specs.iter().map(|s| s.name.clone()).collect());
+    let definitions = Arc::new(specs.iter().map(ToolSpec::definition).collect());
+    Toolset {
+        specs,
+        names,
+        definitions,
+        deferred,
+    }
 }

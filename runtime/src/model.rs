@@ -53,8 +53,9 @@ pub struct ModelRequest {
     /// Shared with the conversation that made the request: building a
     /// request never copies the history.
     pub messages: Arc<Vec<Message>>,
-    /// The tools, in the registry's stable order.
-    pub tools: Vec<ToolDefinition>,
+    /// The tools, in the registry's stable order (shared by the
+    /// conversations that have the same tools).
+    pub tools: Arc<Vec<ToolDefinition>>,
     /// The most output tokens to produce.
     pub max_tokens: Option<u32>,
     /// Sampling temperature, if set.

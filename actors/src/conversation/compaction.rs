@@ -84,7 +84,7 @@ pub fn summary_request(model: &str, head: &[Message]) -> ModelRequest {
             "Summarize this part of the conversation:\n\n{transcript}"
         ))]
         .into(),
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         max_tokens: Some(2_000),
         temperature: None,
     }

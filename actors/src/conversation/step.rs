@@ -72,7 +72,10 @@ impl ModelStep {
         // The step (and its request's hold on the history) is gone before
         // the actor hears of it, so the actor appends without copying.
         let output = self.produce().await;
-        let _ = actor.send_message(ConversationMsg::ModelDone { turn, output });
+        let _ = actor.send_message(ConversationMsg::ModelDone {
+            turn,
+            output: Box::new(output),
+        });
     }
 
     async fn produce(mut self) -> ModelOutput {

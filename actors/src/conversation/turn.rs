@@ -309,7 +309,7 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
         model: model.model.clone(),
         system: state.system.clone(),
         messages: Arc::clone(&state.history),
-        tools: state.tools.definitions(),
+        tools: Arc::clone(&state.tools.definitions),
         max_tokens: model.max_output_tokens,
         temperature: None,
     };
@@ -443,7 +443,7 @@ pub(super) async fn model_done(
             let step = ToolStep {
                 turn: active.number,
                 calls,
-                visible: Arc::new(state.tools.names.clone()),
+                visible: Arc::clone(&state.tools.names),
                 dispatcher: dispatcher(state),
                 ctx: state.tool_context(active.cancel.clone()),
                 journal: state.journal.clone(),

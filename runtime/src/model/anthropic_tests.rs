@@ -217,7 +217,7 @@ fn request() -> ModelRequest {
                     json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}),
                 ),
             },
-        ],
+        ].into(),
         max_tokens: None,
         temperature: Some(0.5),
     }
@@ -290,7 +290,7 @@ fn a_conversation_ending_with_a_user_message_marks_its_last_block() {
     let messages = std::sync::Arc::make_mut(&mut req.messages);
     messages.push(Message::assistant("Paris is clear."));
     messages.push(Message::user("Thanks"));
-    req.tools.clear();
+    req.tools = Vec::new().into();
     req.system.clear();
     let body = request_body(&req, "claude-test", 100);
     let messages = body["messages"].as_array().unwrap();

@@ -191,7 +191,7 @@ fn request() -> ModelRequest {
                     json!({"properties": {"city": {"type": "string"}}, "type": "object"}),
                 ),
             },
-        ],
+        ].into(),
         max_tokens: Some(1000),
         temperature: None,
     }

@@ -10,7 +10,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
         model: "script".into(),
         system: String::new(),
         messages: messages.into(),
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         max_tokens: None,
         temperature: None,
     }

@@ -15,7 +15,7 @@ use crate::tool::ToolSpec;
 pub const TOOL_SEARCH: &str = "tool_search";
 
 /// The deferred tools offered to one conversation, in registry order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeferredCatalog {
     /// Their specs.
     pub specs: Vec<ToolSpec>,

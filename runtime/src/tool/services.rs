@@ -9,65 +9,91 @@
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 
-use dashmap::DashMap;
+use parking_lot::RwLock;
+
+type Entry = (TypeId, Arc<dyn Any + Send + Sync>);
 
 /// Services available to a tool call, looked up by type. Cloning shares them.
+///
+/// A [fork](Services::fork) is a layer over its parent: what it adds or
+/// removes stays in the layer, what it does not hold it finds in the
+/// parent (including what the parent gets later). A layer is a short
+/// vector, so a conversation's services cost a few words, not a map.
 #[derive(Clone, Default)]
 pub struct Services {
-    map: Arc<DashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    layer: Arc<RwLock<Vec<Entry>>>,
+    parent: Option<Box<Services>>,
 }
 
 impl Services {
-    /// Adds (or replaces) a service.
+    /// Adds (or replaces) a service in this layer.
     pub fn insert<T: Any + Send + Sync>(&self, value: Arc<T>) {
-        self.map.insert(TypeId::of::<T>(), value);
+        let key = TypeId::of::<T>();
+        let mut layer = self.layer.write();
+        match layer.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => layer.push((key, value)),
+        }
     }
 
-    /// Takes the service of type `T` out.
+    /// Takes the service of type `T` out of this layer.
     pub fn remove<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
-        let (_, value) = self.map.remove(&TypeId::of::<T>())?;
+        let key = TypeId::of::<T>();
+        let mut layer = self.layer.write();
+        let at = layer.iter().position(|(k, _)| *k == key)?;
+        let (_, value) = layer.swap_remove(at);
         value.downcast::<T>().ok()
     }
 
-    /// The service of type `T`, if one was provided.
+    /// The service of type `T`, if this layer or a parent holds one.
     pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
-        let entry = self.map.get(&TypeId::of::<T>())?;
-        Arc::clone(entry.value()).downcast::<T>().ok()
+        let key = TypeId::of::<T>();
+        let mut services = Some(self);
+        while let Some(s) = services {
+            if let Some((_, value)) = s.layer.read().iter().find(|(k, _)| *k == key) {
+                return Arc::clone(value).downcast::<T>().ok();
+            }
+            services = s.parent.as_deref();
+        }
+        None
     }
 
-    /// The service of type `T`, made with `make` the first time.
+    /// The service of type `T`, made with `make` (in this layer) the first time.
     pub fn get_or_insert_with<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Arc<T> {
-        let value = Arc::clone(
-            self.map
-                .entry(TypeId::of::<T>())
-                .or_insert_with(|| Arc::new(make()))
-                .value(),
-        );
-        match value.downcast::<T>() {
-            Ok(value) => value,
-            // The key is T's TypeId, so the value is always a T.
-            Err(_) => unreachable!(
-                "service map holds another type under {}",
-                std::any::type_name::<T>()
-            ),
+        if let Some(found) = self.get::<T>() {
+            return found;
+        }
+        let key = TypeId::of::<T>();
+        let mut layer = self.layer.write();
+        // Another caller may have made it meanwhile.
+        if let Some((_, value)) = layer.iter().find(|(k, _)| *k == key) {
+            if let Ok(value) = Arc::clone(value).downcast::<T>() {
+                return value;
+            }
+        }
+        let value = Arc::new(make());
+        layer.push((key, value.clone()));
+        value
+    }
+
+    /// A layer over these services, to which more can be added (or
+    /// replaced) without changing them.
+    pub fn fork(&self) -> Self {
+        Self {
+            layer: Arc::default(),
+            parent: Some(Box::new(self.clone())),
         }
     }
 
-    /// A copy holding the same services, to which more can be added without
-    /// changing this one.
-    pub fn fork(&self) -> Self {
-        let map = DashMap::new();
-        for entry in self.map.iter() {
-            map.insert(*entry.key(), Arc::clone(entry.value()));
-        }
-        Self { map: Arc::new(map) }
+    fn len(&self) -> usize {
+        self.layer.read().len() + self.parent.as_ref().map_or(0, |p| p.len())
     }
 }
 
 impl std::fmt::Debug for Services {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Services")
-            .field("count", &self.map.len())
+            .field("count", &self.len())
             .finish()
     }
 }
@@ -89,5 +115,12 @@ mod tests {
         let made = services.get_or_insert_with(|| 7_u64);
         assert_eq!(*made, 7);
         assert_eq!(*services.get_or_insert_with(|| 9_u64), 7);
+        // A fork sees what its parent gets later, and shadows without changing it.
+        assert_eq!(*fork.get::<u64>().unwrap(), 7);
+        fork.insert(Arc::new(8_u64));
+        assert_eq!(*fork.get::<u64>().unwrap(), 8);
+        assert_eq!(*services.get::<u64>().unwrap(), 7);
+        assert_eq!(*fork.remove::<u64>().unwrap(), 8);
+        assert_eq!(*fork.get::<u64>().unwrap(), 7);
     }
 }

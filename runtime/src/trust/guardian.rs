@@ -124,7 +124,7 @@ impl ModelGuardian {
             model: self.model.clone(),
             system: SYSTEM.to_string(),
             messages: vec![Message::user(text)].into(),
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             max_tokens: Some(200),
             temperature: Some(0.0),
         }
