@@ -4,6 +4,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+// Thousands of conversations allocate many small, short-lived blocks from
+// every worker thread; mimalloc keeps that fast and the footprint flat
+// (`troupe bench w3`: see the README's benchmark section).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // `troupe tools | head` closes the pipe early: that is the reader's
     // choice, not a crash.

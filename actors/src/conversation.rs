@@ -154,6 +154,8 @@ pub struct ConversationArgs {
     pub briefing: String,
     /// What its row is stored as when not its kind (`review`).
     pub label: Option<&'static str>,
+    /// Its id was just made: there is no history to load.
+    pub fresh: bool,
 }
 
 /// The conversation actor.

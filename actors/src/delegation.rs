@@ -204,6 +204,7 @@ impl Delegations {
                 parent: Some(ctx.conversation),
                 budget: Some(Scope::child(&scope, "subagent", Limits::default())),
                 title: goal.chars().take(80).collect(),
+                fresh: true,
                 ..Opening::new(bot.clone())
             };
             let started = match node.open(opening).await {

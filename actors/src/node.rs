@@ -250,6 +250,8 @@ pub struct Opening {
     pub briefing: String,
     /// What its row is stored as when not its kind (`review`).
     pub label: Option<&'static str>,
+    /// Its id was just made: there is no history to load.
+    pub fresh: bool,
 }
 
 impl Opening {
@@ -267,6 +269,7 @@ impl Opening {
             gate: None,
             briefing: String::new(),
             label: None,
+            fresh: false,
         }
     }
 }
@@ -512,6 +515,7 @@ impl Node {
             kind,
             narrowing,
             title: title.unwrap_or_default(),
+            fresh: true,
             ..Opening::new(bot)
         })
         .await
@@ -554,6 +558,7 @@ impl Node {
             gate: opening.gate,
             briefing: opening.briefing,
             label: opening.label,
+            fresh: opening.fresh,
         };
         let (actor, _) = Actor::spawn(None, Conversation, args)
             .await

@@ -208,6 +208,7 @@ pub async fn review(
             gate: Some(Arc::new(ReviewGate::new(Arc::clone(&ctx.gate), memory_due))),
             briefing: briefing(&transcript, memory_due),
             label: Some(LABEL),
+            fresh: true,
             services: vec![Box::new(|s| s.insert(Arc::new(ProposeRemovals)))],
             ..Opening::new(turn.bot.clone())
         })

@@ -149,6 +149,10 @@ impl Store {
         };
         let (writes, write_rx) = mpsc::channel(WRITE_QUEUE);
         let checkpointer = connect(path, &options, false)?;
+        // It only copies WAL frames back; it needs no cache of its own.
+        checkpointer
+            .pragma_update(None, "cache_size", -1024)
+            .map_err(|e| StoreError::from(e).at(path))?;
         writer::spawn(conn, checkpointer, path.to_path_buf(), write_rx).map_err(io)?;
         let (reads, read_rx) = mpsc::channel(READ_QUEUE);
         reader::spawn(readers, read_rx).map_err(io)?;
@@ -306,7 +310,9 @@ fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connectio
     // Savepoint journals and sorts in memory, and a page cache that holds a
     // large store's index pages (negative: KiB).
     conn.pragma_update(None, "temp_store", 2).map_err(at)?;
-    let cache_kib: i64 = if reader { 32 * 1024 } else { 64 * 1024 };
+    // The writer touches the index tails and the newest pages; searches
+    // read across the whole store.
+    let cache_kib: i64 = if reader { 32 * 1024 } else { 16 * 1024 };
     conn.pragma_update(None, "cache_size", -cache_kib)
         .map_err(at)?;
     if !reader {

@@ -33,7 +33,11 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
             &args.title,
         )
         .await?;
-    let mut history = journal.load().await?;
+    let mut history = if args.fresh {
+        Vec::new()
+    } else {
+        journal.load().await?
+    };
     let services = args.services.fork();
     let mut state = State {
         system: String::new(),

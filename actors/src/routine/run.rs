@@ -182,6 +182,7 @@ async fn converse(
             id: conversation,
             kind: ActorKind::RoutineRun,
             title,
+            fresh: true,
             ..Opening::new(bot)
         })
         .await
