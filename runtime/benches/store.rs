@@ -50,11 +50,17 @@ async fn appends(tasks: usize, jobs: usize, rows_per_job: usize) -> BenchResult<
             let store = store.clone();
             tokio::spawn(async move {
                 for j in 0..jobs {
+                    // Prepared off the writer thread, as the conversations do.
+                    let rows = (0..rows_per_job)
+                        .map(|r| {
+                            let text = format!("task {t} job {j} row {r}: a few words of text");
+                            conversations::PreparedMessage::new(conv, bot, &Message::user(text))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
                     store
                         .write(move |tx| {
-                            for r in 0..rows_per_job {
-                                let text = format!("task {t} job {j} row {r}: a few words of text");
-                                conversations::append_message(tx, conv, bot, &Message::user(text))?;
+                            for row in &rows {
+                                row.append(tx)?;
                             }
                             Ok(())
                         })

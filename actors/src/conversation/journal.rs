@@ -8,6 +8,7 @@
 use troupe_runtime::id::{BotId, ConversationId, MsgId};
 use troupe_runtime::protocol::{Envelope, Message, Usage};
 use troupe_runtime::rusqlite::{params, OptionalExtension, Transaction};
+use troupe_runtime::store::conversations::PreparedMessage;
 use troupe_runtime::store::{self, conversations, mailbox, usage, Store, StoreError};
 
 /// The conversation's link to the store; `None` when durability is off.
@@ -115,11 +116,14 @@ impl Journal {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        let (conv, bot) = (self.conversation, self.bot);
+        let prepared = messages
+            .iter()
+            .map(|m| PreparedMessage::new(self.conversation, self.bot, m))
+            .collect::<Result<Vec<_>>>()?;
         store
             .write(move |tx| {
-                for m in &messages {
-                    conversations::append_message(tx, conv, bot, m)?;
+                for m in &prepared {
+                    m.append(tx)?;
                 }
                 Ok(())
             })
@@ -140,9 +144,10 @@ impl Journal {
             return Ok(());
         };
         let (conv, bot) = (self.conversation, self.bot);
+        let prepared = PreparedMessage::new(conv, bot, &message)?;
         store
             .write(move |tx| {
-                conversations::append_message(tx, conv, bot, &message)?;
+                prepared.append(tx)?;
                 usage::add(tx, conv, bot, &model, &usage, cost_usd, chrono::Utc::now())?;
                 if ends_turn {
                     mark_turn(tx, conv, false)?;
@@ -159,12 +164,13 @@ impl Journal {
         let Some(store) = &self.store else {
             return Ok(true);
         };
+        let prepared = PreparedMessage::with_id(envelope.id, conv, bot, &message)?;
         store
             .write(move |tx| {
                 if !mailbox::consume(tx, envelope.id)? {
                     return Ok(false);
                 }
-                conversations::append_message_with_id(tx, envelope.id, conv, bot, &message)?;
+                prepared.append(tx)?;
                 Ok(true)
             })
             .await
@@ -175,11 +181,14 @@ impl Journal {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        let (conv, bot) = (self.conversation, self.bot);
+        let conv = self.conversation;
+        let first = first
+            .map(|m| PreparedMessage::new(conv, self.bot, &m))
+            .transpose()?;
         store
             .write(move |tx| {
                 if let Some(m) = &first {
-                    conversations::append_message(tx, conv, bot, m)?;
+                    m.append(tx)?;
                 }
                 mark_turn(tx, conv, open)
             })

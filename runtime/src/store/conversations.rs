@@ -138,24 +138,75 @@ pub fn append_message_with_id(
     bot: BotId,
     message: &Message,
 ) -> Result<i64, StoreError> {
-    let body = serde_json::to_string(message).map_err(|e| StoreError::Codec {
-        what: "message",
-        detail: e.to_string(),
-    })?;
-    tx.prepare_cached(
-        "INSERT INTO messages (id, conversation_id, bot_id, role, body, text, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        id.to_string(),
-        conversation.to_string(),
-        bot.to_string(),
-        message.role(),
-        body,
-        message.text(),
-        now(),
-    ])?;
-    Ok(tx.last_insert_rowid())
+    PreparedMessage::with_id(id, conversation, bot, message)?.append(tx)
+}
+
+/// A message made ready to append: encoded, its ids and time printed.
+///
+/// The store has one writer thread; what can be done before a write job
+/// reaches it (serializing the message, formatting ids and times) is done
+/// by the caller, so the writer only inserts: prepare the messages, then
+/// append them in the job.
+#[derive(Debug, Clone)]
+pub struct PreparedMessage {
+    id: String,
+    conversation: String,
+    bot: String,
+    role: &'static str,
+    body: String,
+    text: String,
+    created_at: String,
+}
+
+impl PreparedMessage {
+    /// `message` of `conversation`, under a new id, dated now.
+    pub fn new(
+        conversation: ConversationId,
+        bot: BotId,
+        message: &Message,
+    ) -> Result<Self, StoreError> {
+        Self::with_id(MsgId::new(), conversation, bot, message)
+    }
+
+    /// `message` under `id` (a delivered envelope's), dated now.
+    pub fn with_id(
+        id: MsgId,
+        conversation: ConversationId,
+        bot: BotId,
+        message: &Message,
+    ) -> Result<Self, StoreError> {
+        let body = serde_json::to_string(message).map_err(|e| StoreError::Codec {
+            what: "message",
+            detail: e.to_string(),
+        })?;
+        Ok(Self {
+            id: id.to_string(),
+            conversation: conversation.to_string(),
+            bot: bot.to_string(),
+            role: message.role(),
+            body,
+            text: message.text().to_string(),
+            created_at: now(),
+        })
+    }
+
+    /// Appends it; answers its `seq`.
+    pub fn append(&self, tx: &Transaction<'_>) -> Result<i64, StoreError> {
+        tx.prepare_cached(
+            "INSERT INTO messages (id, conversation_id, bot_id, role, body, text, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            self.id,
+            self.conversation,
+            self.bot,
+            self.role,
+            self.body,
+            self.text,
+            self.created_at,
+        ])?;
+        Ok(tx.last_insert_rowid())
+    }
 }
 
 /// The `kv` key holding the last message `seq` in the full-text index.
