@@ -115,6 +115,12 @@ pub enum ConversationMsg {
         /// What it produced.
         output: Box<step::ModelOutput>,
     },
+    /// Checks whether the conversation is still idle since its turn
+    /// number `turns`; if so the actor passivates.
+    Idle {
+        /// The turn count when it went idle.
+        turns: u64,
+    },
     /// A tool step ended (sent by the step task).
     ToolsDone {
         /// The turn it belongs to.
@@ -176,6 +182,9 @@ pub struct State {
     pub(crate) turns: u64,
     pub(crate) active: Option<ActiveTurn>,
     pub(crate) queue: VecDeque<TurnRequest>,
+    /// Out of the node's map and draining: what still arrives is forwarded
+    /// to the conversation's next actor.
+    pub(crate) passivated: bool,
 }
 
 /// The turn in progress.
@@ -259,6 +268,7 @@ impl Actor for Conversation {
             })))?;
         }
         state.refresh_tools();
+        schedule_idle_check(&myself, &state);
         Ok(state)
     }
 
@@ -275,19 +285,94 @@ impl Actor for Conversation {
 
     async fn post_stop(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         if let Some(active) = state.active.take() {
             active.cancel.cancel();
         }
-        state.args.node.conversation_stopped(state.args.id);
+        state
+            .args
+            .node
+            .conversation_stopped(state.args.id, myself.get_id());
         Ok(())
+    }
+}
+
+/// Asks for an idle check once the conversation has sat idle for the
+/// node's passivation time (when it has one and keeps what it does).
+pub(crate) fn schedule_idle_check(myself: &ActorRef<ConversationMsg>, state: &State) {
+    let node = &state.args.node;
+    let Some(after) = node.settings.passivate_after else {
+        return;
+    };
+    if !node.settings.durable || state.active.is_some() || !state.queue.is_empty() {
+        return;
+    }
+    let turns = state.turns;
+    myself.send_after(after, move || ConversationMsg::Idle { turns });
+}
+
+/// Passivates when nothing happened since the check was asked for: the
+/// actor leaves the node's map (the next message starts a new one from the
+/// store) and drains; what was already in its mailbox is forwarded.
+fn passivate_if_idle(myself: &ActorRef<ConversationMsg>, state: &mut State, turns: u64) {
+    let idle = state.active.is_none() && state.queue.is_empty() && state.turns == turns;
+    if !idle || state.passivated {
+        return;
+    }
+    state.passivated = true;
+    state
+        .args
+        .node
+        .conversation_stopped(state.args.id, myself.get_id());
+    crate::events::Emitter::new(state.args.id, None, state.args.node.bus.clone())
+        .emit(AgentEvent::Passivated);
+    if let Err(e) = myself.drain() {
+        tracing::debug!(error = %e, "a passivated conversation could not drain");
+    }
+}
+
+/// After passivation: a turn or a steer that reached this actor goes to
+/// the conversation's next one.
+fn forward(state: &State, msg: ConversationMsg) {
+    let node = crate::node::Node::from_context(Arc::clone(&state.args.node));
+    let id = state.args.id;
+    match msg {
+        ConversationMsg::Turn(request) => {
+            tokio::spawn(async move {
+                if let Err(e) = node.resend(id, ConversationMsg::Turn(request)).await {
+                    tracing::error!(conversation = %id, error = %e, "a turn sent during passivation was lost");
+                }
+            });
+        }
+        ConversationMsg::Steer(text) => {
+            tokio::spawn(async move {
+                if let Err(e) = node.resend(id, ConversationMsg::Steer(text)).await {
+                    tracing::error!(conversation = %id, error = %e, "a steer sent during passivation was lost");
+                }
+            });
+        }
+        ConversationMsg::Status(reply) => {
+            let _ = reply.send(Status {
+                conversation: id,
+                busy: false,
+                turns: state.turns,
+                steps: 0,
+                queued: 0,
+                history_len: state.history.len(),
+            });
+        }
+        _ => {}
     }
 }
 
 /// Handles one message; every arm is short, slow work runs in step tasks.
 async fn handle(myself: ActorRef<ConversationMsg>, msg: ConversationMsg, state: &mut State) {
+    if state.passivated {
+        forward(state, msg);
+        return;
+    }
     match msg {
         ConversationMsg::Turn(request) => {
             if state.active.is_some() {
@@ -335,6 +420,7 @@ async fn handle(myself: ActorRef<ConversationMsg>, msg: ConversationMsg, state: 
                 history_len: state.history.len(),
             });
         }
+        ConversationMsg::Idle { turns } => passivate_if_idle(&myself, state, turns),
         ConversationMsg::ModelDone { turn, output } => {
             if state.active.as_ref().is_some_and(|a| a.number == turn) {
                 turn::model_done(&myself, state, *output).await;

@@ -11,6 +11,7 @@ pub mod agents;
 pub mod bot;
 pub mod budget;
 pub mod channel;
+pub mod commands;
 pub mod conversation;
 pub mod delegation;
 pub mod events;

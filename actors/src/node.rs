@@ -218,8 +218,10 @@ impl NodeContext {
         }
     }
 
-    pub(crate) fn conversation_stopped(&self, id: ConversationId) {
-        self.conversations.remove(&id);
+    /// Forgets `actor` as `id`'s actor (not a newer one started since).
+    pub(crate) fn conversation_stopped(&self, id: ConversationId, actor: ractor::ActorId) {
+        self.conversations
+            .remove_if(&id, |_, a| a.get_id() == actor);
     }
 }
 
@@ -338,6 +340,16 @@ impl Node {
         node.ctx
             .services
             .insert(Arc::new(Agents(NodeAgents::new(&node))));
+        node.ctx.services.insert(Arc::new(
+            troupe_tools::run_command::background::CommandNotifications(
+                crate::commands::CommandEnds::new(&node),
+            ),
+        ));
+        // Shared by every conversation (keyed by conversation), so what a
+        // conversation read survives its passivation.
+        node.ctx
+            .services
+            .insert(Arc::new(troupe_tools::ledger::ReadLedger::default()));
         node.ctx.add_hook(delegations.clone());
         node.ctx.add_hook(ReplyHook::new(&node));
         if node.ctx.settings.review_every_n_turns > 0 {
@@ -628,17 +640,46 @@ impl Node {
         ),
         NodeError,
     > {
-        let actor = self.activate(conversation).await?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = oneshot::channel();
-        actor
-            .send_message(ConversationMsg::Turn(Box::new(TurnRequest {
+        self.resend(
+            conversation,
+            ConversationMsg::Turn(Box::new(TurnRequest {
                 input,
                 events: Some(events_tx),
                 done: Some(done_tx),
-            })))
-            .map_err(|e| NodeError::Actor(format!("conversation {conversation} is gone: {e}")))?;
+            })),
+        )
+        .await?;
         Ok((events_rx, done_rx))
+    }
+
+    /// Sends `msg` to the conversation's actor, activating it; if that
+    /// actor stopped meanwhile (it passivated), to the next one.
+    pub(crate) async fn resend(
+        &self,
+        conversation: ConversationId,
+        msg: ConversationMsg,
+    ) -> Result<(), NodeError> {
+        let mut msg = msg;
+        for _ in 0..3 {
+            let actor = self.activate(conversation).await?;
+            match actor.send_message(msg) {
+                Ok(()) => return Ok(()),
+                Err(ractor::MessagingErr::SendErr(back)) => {
+                    self.ctx.conversation_stopped(conversation, actor.get_id());
+                    msg = back;
+                }
+                Err(e) => {
+                    return Err(NodeError::Actor(format!(
+                        "conversation {conversation} is gone: {e}"
+                    )))
+                }
+            }
+        }
+        Err(NodeError::Actor(format!(
+            "conversation {conversation} kept stopping while a message was sent to it"
+        )))
     }
 
     /// Stops the conversation's running turn.
@@ -655,10 +696,8 @@ impl Node {
         conversation: ConversationId,
         text: impl Into<String>,
     ) -> Result<(), NodeError> {
-        let actor = self.activate(conversation).await?;
-        actor
-            .send_message(ConversationMsg::Steer(text.into()))
-            .map_err(|e| NodeError::Actor(e.to_string()))
+        self.resend(conversation, ConversationMsg::Steer(text.into()))
+            .await
     }
 
     /// The conversation's status.
@@ -697,14 +736,15 @@ impl Node {
                 )));
             }
         };
-        let actor = self.activate(conversation).await?;
-        actor
-            .send_message(ConversationMsg::Turn(Box::new(TurnRequest {
+        self.resend(
+            conversation,
+            ConversationMsg::Turn(Box::new(TurnRequest {
                 input: Input::Delivered(envelope),
                 events: None,
                 done: None,
-            })))
-            .map_err(|e| NodeError::Actor(e.to_string()))
+            })),
+        )
+        .await
     }
 
     /// Stops every conversation, after letting background work (reviews)

@@ -53,6 +53,10 @@ pub struct Settings {
     pub ask_timeout: Duration,
     /// Turns of a conversation between two background reviews (0: none).
     pub review_every_n_turns: u32,
+    /// How long a conversation sits idle before its actor stops (it comes
+    /// back from the store on its next message); never when `None`, and
+    /// never when nothing is durable.
+    pub passivate_after: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -80,6 +84,7 @@ impl Default for Settings {
             loop_cooldown: Duration::from_secs(600),
             ask_timeout: Duration::from_secs(600),
             review_every_n_turns: 0,
+            passivate_after: None,
         }
     }
 }

@@ -413,6 +413,9 @@ pub enum AgentEvent {
         /// Messages after.
         after: usize,
     },
+    /// The conversation sat idle and its actor stopped (passivated); its
+    /// next message brings it back from the store.
+    Passivated,
     /// A notice was appended (a delegation's results, a reply from a bot).
     Notice {
         /// What it is about.

@@ -1,6 +1,7 @@
 //! The integration suite's modules.
 
 mod agents;
+mod background;
 mod chat;
 mod cli;
 mod docs;

@@ -49,6 +49,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         turns: 0,
         active: None,
         queue: VecDeque::new(),
+        passivated: false,
         args,
     };
     state.system = prompt::system_prompt(&node.prompt_parts(&state.args.bot.spec));
@@ -561,5 +562,7 @@ pub(super) async fn finish(
     }
     if let Some(next) = state.queue.pop_front() {
         Box::pin(begin(myself, state, next)).await;
+    } else {
+        super::schedule_idle_check(myself, state);
     }
 }
