@@ -202,6 +202,8 @@ pub(crate) struct ActiveTurn {
     pub(crate) last_stop: Option<StopReason>,
     /// The final answer's commit closed the turn in the store already.
     pub(crate) closed_in_store: bool,
+    /// The turn's first commit, queued and not yet waited for.
+    pub(crate) opening: Option<troupe_runtime::store::Pending<()>>,
     pub(crate) delivered: Option<Envelope>,
 }
 

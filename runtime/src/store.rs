@@ -70,6 +70,20 @@ use tokio::sync::mpsc;
 
 pub use error::{Result, StoreError};
 
+/// A queued write ([`Store::submit`]); [`Pending::wait`] gives its outcome.
+#[derive(Debug)]
+#[must_use = "a queued write's outcome is only known by waiting for it"]
+pub struct Pending<T> {
+    rx: tokio::sync::oneshot::Receiver<Result<T>>,
+}
+
+impl<T> Pending<T> {
+    /// Waits until the write committed (or failed).
+    pub async fn wait(self) -> Result<T> {
+        self.rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
 /// How long a connection waits for another's lock before failing, by default.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -181,13 +195,26 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
+        self.submit(f).await?.wait().await
+    }
+
+    /// Queues `f` for the writer and returns once it is queued, not done.
+    /// Writes run in the order they are queued, so a caller may go on with
+    /// work that does not depend on it (a model call after the user's
+    /// message was queued), queue its next write, and learn both outcomes
+    /// in one group commit.
+    pub async fn submit<T, F>(&self, f: F) -> Result<Pending<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
         let (job, rx) = writer::TypedJob::boxed(f);
         self.inner
             .writes
             .send(job)
             .await
             .map_err(|_| StoreError::Closed)?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        Ok(Pending { rx })
     }
 
     /// Makes every committed message searchable and every conversation's

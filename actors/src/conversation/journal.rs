@@ -147,6 +147,13 @@ impl Journal {
         let prepared = PreparedMessage::new(conv, bot, &message)?;
         store
             .write(move |tx| {
+                // The turn's opening was queued without waiting: if it did
+                // not land, neither does what follows it.
+                if !turn_is_open(tx, conv)? {
+                    return Err(StoreError::Aborted(
+                        "the turn's first message was not saved".into(),
+                    ));
+                }
                 prepared.append(tx)?;
                 usage::add(tx, conv, bot, &model, &usage, cost_usd, chrono::Utc::now())?;
                 if ends_turn {
@@ -171,9 +178,30 @@ impl Journal {
                     return Ok(false);
                 }
                 prepared.append(tx)?;
+                mark_turn(tx, conv, true)?;
                 Ok(true)
             })
             .await
+    }
+
+    /// Queues the start of a turn — its first message, and the mark that
+    /// the conversation is mid-turn — without waiting for it: the model
+    /// call needs nothing from it, and the answer's commit (which checks
+    /// the mark) follows it in the same group commit. `None` when nothing
+    /// is kept.
+    pub async fn open_turn(&self, first: Message) -> Result<Option<store::Pending<()>>> {
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        let conv = self.conversation;
+        let first = PreparedMessage::new(conv, self.bot, &first)?;
+        let pending = store
+            .submit(move |tx| {
+                first.append(tx)?;
+                mark_turn(tx, conv, true)
+            })
+            .await?;
+        Ok(Some(pending))
     }
 
     /// Marks the conversation as mid-turn (or not), so a restart resumes it.
@@ -215,6 +243,15 @@ impl Journal {
     }
 }
 
+/// Whether `conv` is marked mid-turn.
+fn turn_is_open(tx: &Transaction<'_>, conv: ConversationId) -> Result<bool> {
+    Ok(tx
+        .prepare_cached("SELECT 1 FROM kv WHERE key = ?1")?
+        .query_row([format!("open_turn:{conv}")], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
 /// Marks `conv` as mid-turn, or not.
 fn mark_turn(tx: &Transaction<'_>, conv: ConversationId, open: bool) -> Result<()> {
     let key = format!("open_turn:{conv}");
@@ -243,4 +280,50 @@ pub async fn open_turns(store: &Store) -> Result<Vec<ConversationId>> {
                 .collect())
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_answer_lands_only_after_its_turn_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let journal = Journal::new(Some(store), ConversationId::new(), BotId::new());
+        journal.ensure("conversation", None, "t").await.unwrap();
+        let answer = |text: &str| {
+            journal.append_assistant(
+                Message::assistant(text),
+                "m".into(),
+                Usage::default(),
+                0.0,
+                true,
+            )
+        };
+        // No opening (as when it failed): the answer is refused, not orphaned.
+        let orphan = answer("lost").await.unwrap_err();
+        assert!(
+            orphan.to_string().contains("first message was not saved"),
+            "{orphan}"
+        );
+        assert!(journal.load().await.unwrap().is_empty());
+
+        // Queued, not waited for: the answer queued after it lands with it.
+        let opening = journal
+            .open_turn(Message::user("hi"))
+            .await
+            .unwrap()
+            .unwrap();
+        answer("hello").await.unwrap();
+        opening.wait().await.unwrap();
+        assert_eq!(
+            journal.load().await.unwrap(),
+            vec![Message::user("hi"), Message::assistant("hello")]
+        );
+        assert!(open_turns(journal.store.as_ref().unwrap())
+            .await
+            .unwrap()
+            .is_empty());
+    }
 }

@@ -146,6 +146,7 @@ pub(super) async fn begin(
         start_len: state.history.len(),
         last_stop: None,
         closed_in_store: false,
+        opening: None,
         delivered: match &request.input {
             Input::Delivered(envelope) => Some(envelope.clone()),
             _ => None,
@@ -196,16 +197,28 @@ pub(super) async fn begin(
             }
         }
     };
-    if let Err(e) = state.journal.set_turn_open(true, first.clone()).await {
-        finish(
-            myself,
-            state,
-            TurnOutcome::Failed {
-                error: format!("the message could not be saved: {e}"),
-            },
-        )
-        .await;
-        return;
+    // A user's message is queued with the turn's mark and not waited for
+    // (the model call needs nothing from it); a delivered one was applied
+    // with the mark; a resumed turn has it already.
+    if let Some(message) = first.clone() {
+        match state.journal.open_turn(message).await {
+            Ok(opening) => {
+                if let Some(active) = state.active.as_mut() {
+                    active.opening = opening;
+                }
+            }
+            Err(e) => {
+                finish(
+                    myself,
+                    state,
+                    TurnOutcome::Failed {
+                        error: format!("the message could not be saved: {e}"),
+                    },
+                )
+                .await;
+                return;
+            }
+        }
     }
     state.history_mut().extend(first);
     let number = state.turns;
@@ -358,6 +371,21 @@ pub(super) async fn model_done(
     state: &mut State,
     output: ModelOutput,
 ) {
+    // The turn's opening was queued before the model call: it must have
+    // landed before anything the answer asks for runs.
+    if let Some(opening) = state.active.as_mut().and_then(|a| a.opening.take()) {
+        if let Err(e) = opening.wait().await {
+            finish(
+                myself,
+                state,
+                TurnOutcome::Failed {
+                    error: format!("the message could not be saved: {e}"),
+                },
+            )
+            .await;
+            return;
+        }
+    }
     match output {
         ModelOutput::Failed { error } => finish(myself, state, TurnOutcome::Failed { error }).await,
         ModelOutput::Stopped { partial } => {
@@ -512,9 +540,14 @@ pub(super) async fn finish(
     state: &mut State,
     outcome: TurnOutcome,
 ) {
-    let Some(active) = state.active.take() else {
+    let Some(mut active) = state.active.take() else {
         return;
     };
+    if let Some(opening) = active.opening.take() {
+        if let Err(e) = opening.wait().await {
+            tracing::error!(error = %e, "the turn's first message was not saved");
+        }
+    }
     // The turn's channel goes with the turn, so its caller's stream ends.
     state.services.remove::<crate::channel::TurnChannel>();
     if !active.closed_in_store {
