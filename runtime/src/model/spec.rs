@@ -248,8 +248,8 @@ impl Default for ResolveOptions {
 /// let request = ModelRequest {
 ///     model: model.model.clone(),
 ///     system: "Be brief.".into(),
-///     messages: vec![Message::user("Hello")],
-///     tools: Vec::new(),
+///     messages: vec![Message::user("Hello")].into(),
+///     tools: Vec::new().into(),
 ///     max_tokens: model.max_output_tokens,
 ///     temperature: None,
 /// };
