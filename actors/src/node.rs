@@ -98,6 +98,9 @@ pub struct NodeContext {
     pub toolsets: crate::toolset::Interner,
     /// Background reviews running now.
     pub reviews_running: std::sync::atomic::AtomicUsize,
+    /// Set when shutdown begins: durable messages stay in the mailbox for
+    /// the next start instead of waking conversations.
+    stopping: std::sync::atomic::AtomicBool,
     models: ModelsConfig,
     model_override: Option<ResolvedModel>,
     env: EnvLookup,
@@ -321,6 +324,7 @@ impl Node {
             questions: options.questions,
             background: tokio_util::task::TaskTracker::new(),
             reviews_running: std::sync::atomic::AtomicUsize::new(0),
+            stopping: std::sync::atomic::AtomicBool::new(false),
             toolsets: Default::default(),
             models: options.models,
             model_override: options.model_override,
@@ -350,6 +354,11 @@ impl Node {
         node.ctx
             .services
             .insert(Arc::new(troupe_tools::ledger::ReadLedger::default()));
+        // One registry of background commands for the process: any
+        // conversation stops one by id, and shutdown ends them all.
+        node.ctx.services.insert(Arc::new(
+            troupe_tools::run_command::background::BackgroundCommands::default(),
+        ));
         node.ctx.add_hook(delegations.clone());
         node.ctx.add_hook(ReplyHook::new(&node));
         if node.ctx.settings.review_every_n_turns > 0 {
@@ -718,6 +727,10 @@ impl Node {
     }
 
     pub(crate) async fn route(&self, envelope: Envelope) -> Result<(), NodeError> {
+        if self.ctx.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            // Committed already: the next start delivers it.
+            return Ok(());
+        }
         let conversation = match &envelope.to {
             Address::Conversation(id) => *id,
             Address::Bot(bot) => {
@@ -751,6 +764,16 @@ impl Node {
     /// finish for up to [`BACKGROUND_GRACE`]; turns in progress are stopped
     /// and their state is already committed.
     pub async fn shutdown(&self) {
+        self.ctx
+            .stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(commands) = self
+            .ctx
+            .services
+            .get::<troupe_tools::run_command::background::BackgroundCommands>()
+        {
+            commands.stop_all();
+        }
         self.ctx.background.close();
         if tokio::time::timeout(BACKGROUND_GRACE, self.ctx.background.wait())
             .await
