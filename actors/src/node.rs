@@ -101,6 +101,9 @@ pub struct NodeContext {
     /// Set when shutdown begins: durable messages stay in the mailbox for
     /// the next start instead of waking conversations.
     stopping: std::sync::atomic::AtomicBool,
+    /// Each bot's latest own conversation seen by this process (a message
+    /// to a bot goes there without asking the store).
+    latest: DashMap<BotId, ConversationId>,
     models: ModelsConfig,
     model_override: Option<ResolvedModel>,
     env: EnvLookup,
@@ -222,6 +225,11 @@ impl NodeContext {
     }
 
     /// Forgets `actor` as `id`'s actor (not a newer one started since).
+    /// Notes that `bot`'s own conversation `id` just became its latest.
+    pub(crate) fn note_latest(&self, bot: BotId, id: ConversationId) {
+        self.latest.insert(bot, id);
+    }
+
     pub(crate) fn conversation_stopped(&self, id: ConversationId, actor: ractor::ActorId) {
         self.conversations
             .remove_if(&id, |_, a| a.get_id() == actor);
@@ -325,6 +333,7 @@ impl Node {
             background: tokio_util::task::TaskTracker::new(),
             reviews_running: std::sync::atomic::AtomicUsize::new(0),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            latest: DashMap::new(),
             toolsets: Default::default(),
             models: options.models,
             model_override: options.model_override,
@@ -497,7 +506,9 @@ impl Node {
     ) -> Result<ConversationId, NodeError> {
         let record = self.bot(bot)?;
         let id = ConversationId::new();
+        let bot_id = record.id;
         self.spawn(id, record, narrowing, None).await?;
+        self.ctx.note_latest(bot_id, id);
         Ok(id)
     }
 
@@ -506,6 +517,9 @@ impl Node {
         let record = self.bot(bot)?;
         let bot_id = record.id;
         let kind = record.spec.kind();
+        if let Some(id) = self.ctx.latest.get(&bot_id) {
+            return Ok(*id);
+        }
         self.ctx.store.catch_up().await?;
         let latest = self
             .ctx
@@ -518,7 +532,10 @@ impl Node {
             })
             .await?;
         match latest {
-            Some(id) => Ok(id),
+            Some(id) => {
+                self.ctx.note_latest(bot_id, id);
+                Ok(id)
+            }
             None => self.new_conversation(bot, Narrowing::default()).await,
         }
     }

@@ -124,6 +124,10 @@ pub(super) async fn begin(
 ) {
     state.turns += 1;
     state.guard.start_turn();
+    let args = &state.args;
+    if args.parent.is_none() && args.label.is_none() && args.kind == args.bot.spec.kind() {
+        args.node.note_latest(args.bot.id, args.id);
+    }
     let node = Arc::clone(&state.args.node);
     let emitter = Emitter::new(state.args.id, request.events, node.bus.clone());
     let scope = Scope::child(&state.args.budget, "turn", node.settings.turn_budget);
