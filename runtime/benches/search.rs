@@ -176,16 +176,17 @@ async fn run(total: usize, queries: usize) -> BenchResult<()> {
         written += n;
         let store = store.clone();
         pending.push_back(tokio::spawn(async move {
+            // Prepared off the writer thread, as the conversations do.
+            let rows = batch
+                .iter()
+                .map(|(conv, bot, message)| {
+                    conversations::PreparedMessage::with_id(MsgId::new(), *conv, *bot, message)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             store
                 .write(move |tx| {
-                    for (conv, bot, message) in &batch {
-                        conversations::append_message_with_id(
-                            tx,
-                            MsgId::new(),
-                            *conv,
-                            *bot,
-                            message,
-                        )?;
+                    for row in &rows {
+                        row.append(tx)?;
                     }
                     Ok(())
                 })
