@@ -172,7 +172,7 @@ pub struct Conversation;
 pub struct State {
     pub(crate) args: ConversationArgs,
     pub(crate) journal: Journal,
-    pub(crate) system: String,
+    pub(crate) system: Arc<str>,
     /// Shared with the model request in flight (copied only if a message
     /// is appended while one still holds it).
     pub(crate) history: Arc<Vec<Message>>,
@@ -260,7 +260,7 @@ impl Actor for Conversation {
         myself: ActorRef<Self::Msg>,
         args: ConversationArgs,
     ) -> Result<State, ActorProcessingErr> {
-        let mut state = turn::open(args).await?;
+        let mut state = Box::pin(turn::open(args)).await?;
         if history::awaits_model(&state.history) && state.active.is_none() {
             // The last run ended mid-turn: go on with it.
             myself.send_message(ConversationMsg::Turn(Box::new(TurnRequest {
@@ -281,7 +281,9 @@ impl Actor for Conversation {
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         let span = tracing::debug_span!("conversation", id = %state.args.id, bot = %state.args.bot.spec.name);
-        handle(myself, msg, state).instrument(span).await;
+        // Boxed: the turn loop's future is large, and unboxed it would sit
+        // in every idle actor's task for the actor's whole life.
+        Box::pin(handle(myself, msg, state).instrument(span)).await;
         Ok(())
     }
 

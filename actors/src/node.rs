@@ -96,6 +96,8 @@ pub struct NodeContext {
     pub background: tokio_util::task::TaskTracker,
     /// One copy of each distinct toolset, shared by conversations.
     pub toolsets: crate::toolset::Interner,
+    /// One copy of each distinct system prompt, shared by conversations.
+    pub prompts: crate::conversation::prompt::Prompts,
     /// Background reviews running now.
     pub reviews_running: std::sync::atomic::AtomicUsize,
     /// Set when shutdown begins: durable messages stay in the mailbox for
@@ -335,6 +337,7 @@ impl Node {
             stopping: std::sync::atomic::AtomicBool::new(false),
             latest: DashMap::new(),
             toolsets: Default::default(),
+            prompts: Default::default(),
             models: options.models,
             model_override: options.model_override,
             env: options.env,

@@ -47,8 +47,10 @@ pub use spec::{
 pub struct ModelRequest {
     /// The provider's model id.
     pub model: String,
-    /// The system prompt: mission, frozen memory snapshot, skills index.
-    pub system: String,
+    /// The system prompt: mission, frozen memory snapshot, skills index
+    /// (shared by the conversation's requests, and by conversations whose
+    /// prompts are the same).
+    pub system: Arc<str>,
     /// The history, oldest first.
     /// Shared with the conversation that made the request: building a
     /// request never copies the history.

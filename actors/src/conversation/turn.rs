@@ -40,7 +40,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     };
     let services = args.services.fork();
     let mut state = State {
-        system: String::new(),
+        system: "".into(),
         journal,
         history: Default::default(),
         services,
@@ -52,11 +52,12 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         passivated: false,
         args,
     };
-    state.system = prompt::system_prompt(&node.prompt_parts(&state.args.bot.spec));
+    let mut system = prompt::system_prompt(&node.prompt_parts(&state.args.bot.spec));
     if !state.args.briefing.is_empty() {
-        state.system.push_str("\n\n");
-        state.system.push_str(&state.args.briefing);
+        system.push_str("\n\n");
+        system.push_str(&state.args.briefing);
     }
+    state.system = node.prompts.intern(system);
     // Carried tools rebuild what they held from their latest results.
     let ctx = state.tool_context(CancellationToken::new());
     for (i, m) in history.iter().enumerate() {
@@ -329,7 +330,7 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     };
     let request = ModelRequest {
         model: model.model.clone(),
-        system: state.system.clone(),
+        system: Arc::clone(&state.system),
         messages: Arc::clone(&state.history),
         tools: Arc::clone(&state.tools.definitions),
         max_tokens: model.max_output_tokens,

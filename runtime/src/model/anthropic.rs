@@ -139,7 +139,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str, default_max: u3
     if !request.system.is_empty() {
         body.insert(
             "system".into(),
-            json!([{"type": "text", "text": request.system, "cache_control": ephemeral()}]),
+            json!([{"type": "text", "text": &*request.system, "cache_control": ephemeral()}]),
         );
     }
     let mut messages = messages(&request.messages);

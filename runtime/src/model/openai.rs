@@ -118,7 +118,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
     };
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
+        messages.push(json!({"role": "system", "content": &*request.system}));
     }
     messages.extend(request.messages.iter().map(message));
     let mut body = Map::new();

@@ -8,7 +8,7 @@ use crate::protocol::ToolResult;
 fn request(messages: Vec<Message>) -> ModelRequest {
     ModelRequest {
         model: "script".into(),
-        system: String::new(),
+        system: "".into(),
         messages: messages.into(),
         tools: Vec::new().into(),
         max_tokens: None,

@@ -122,7 +122,7 @@ impl ModelGuardian {
         }
         ModelRequest {
             model: self.model.clone(),
-            system: SYSTEM.to_string(),
+            system: SYSTEM.into(),
             messages: vec![Message::user(text)].into(),
             tools: Vec::new().into(),
             max_tokens: Some(200),
