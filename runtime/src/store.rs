@@ -337,9 +337,10 @@ fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connectio
     // Savepoint journals and sorts in memory, and a page cache that holds a
     // large store's index pages (negative: KiB).
     conn.pragma_update(None, "temp_store", 2).map_err(at)?;
-    // The writer touches the index tails and the newest pages; searches
-    // read across the whole store.
-    let cache_kib: i64 = if reader { 32 * 1024 } else { 16 * 1024 };
+    // Both grow only as pages are used: a small store costs little, a large
+    // one keeps its indexes (the writer's B-trees and full-text segments,
+    // the readers' search paths) in memory.
+    let cache_kib: i64 = if reader { 32 * 1024 } else { 64 * 1024 };
     conn.pragma_update(None, "cache_size", -cache_kib)
         .map_err(at)?;
     if !reader {
