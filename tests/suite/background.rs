@@ -158,3 +158,51 @@ async fn messages_racing_a_passivation_are_all_answered() {
     }
     runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn any_conversation_stops_a_background_command_by_its_id() {
+    let home = TestHome::new();
+    let command: Arc<parking_lot::Mutex<String>> = Arc::default();
+    let wanted = Arc::clone(&command);
+    let model = Arc::new(ScriptedProvider::from_fn(move |req: &ModelRequest| {
+        if let Some((_, result)) = req.last_tool_result() {
+            return Turn::text(result.text.clone());
+        }
+        if req.last_user_text() == "start" {
+            return Turn::tool_call(
+                "run_command",
+                json!({"command": "sleep 30", "background": true}),
+            );
+        }
+        Turn::tool_call("run_command", json!({"stop": wanted.lock().clone()}))
+    }));
+    let runtime = home.builder(model).build().await.unwrap();
+    let first = runtime.bot("assistant").await.unwrap();
+    let started = first.send("start").await.unwrap().result().await.unwrap();
+    let at = started
+        .text
+        .find("cmd_")
+        .expect("the start names the command");
+    let id: String = started.text[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    *command.lock() = id.clone();
+
+    // Another conversation stops it by its id.
+    let second = first.new_conversation().await.unwrap();
+    assert_ne!(second.conversation(), first.conversation());
+    let stopped = second
+        .send("stop it")
+        .await
+        .unwrap()
+        .result()
+        .await
+        .unwrap();
+    assert!(
+        stopped.text.starts_with(&format!("Stopped `{id}`")),
+        "{}",
+        stopped.text
+    );
+    runtime.shutdown().await;
+}
