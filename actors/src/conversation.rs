@@ -343,17 +343,10 @@ fn forward(state: &State, msg: ConversationMsg) {
     let node = crate::node::Node::from_context(Arc::clone(&state.args.node));
     let id = state.args.id;
     match msg {
-        ConversationMsg::Turn(request) => {
+        msg @ (ConversationMsg::Turn(_) | ConversationMsg::Steer(_)) => {
             tokio::spawn(async move {
-                if let Err(e) = node.resend(id, ConversationMsg::Turn(request)).await {
-                    tracing::error!(conversation = %id, error = %e, "a turn sent during passivation was lost");
-                }
-            });
-        }
-        ConversationMsg::Steer(text) => {
-            tokio::spawn(async move {
-                if let Err(e) = node.resend(id, ConversationMsg::Steer(text)).await {
-                    tracing::error!(conversation = %id, error = %e, "a steer sent during passivation was lost");
+                if let Err(e) = node.resend(id, msg).await {
+                    tracing::error!(conversation = %id, error = %e, "a message sent during passivation was lost");
                 }
             });
         }

@@ -32,6 +32,7 @@ use troupe_runtime::tool::dispatch::{Admission, CallGate};
 use troupe_runtime::tool::{ToolContext, ToolSpec};
 use troupe_tools::memory::ProposeRemovals;
 
+use crate::conversation::history::as_text;
 use crate::conversation::journal::Journal;
 use crate::conversation::{Input, TurnReport};
 use crate::node::{FinishedTurn, Node, NodeError, Opening, TurnHook};
@@ -244,26 +245,7 @@ pub fn transcript(history: &[Message]) -> String {
     let mut lines: Vec<String> = Vec::new();
     let mut size = 0;
     for message in history.iter().rev() {
-        let line = match message {
-            Message::User { content } => format!("[user] {}", clip(content)),
-            Message::Assistant {
-                content,
-                tool_calls,
-            } => {
-                let mut line = format!("[assistant] {}", clip(content));
-                for call in tool_calls {
-                    line.push_str(&format!(
-                        "\n[call {}] {}",
-                        call.name,
-                        clip(&call.arguments.to_string())
-                    ));
-                }
-                line
-            }
-            Message::Tool { name, result, .. } => {
-                format!("[{name} result] {}", clip(&result.text))
-            }
-        };
+        let line = as_text(message, Some(MESSAGE_CHARS), MESSAGE_CHARS);
         size += line.len() + 1;
         if size > TRANSCRIPT_CHARS && !lines.is_empty() {
             lines.push("[… earlier messages left out]".into());
@@ -273,18 +255,6 @@ pub fn transcript(history: &[Message]) -> String {
     }
     lines.reverse();
     lines.join("\n")
-}
-
-fn clip(text: &str) -> String {
-    let text = text.trim();
-    if text.len() <= MESSAGE_CHARS {
-        return text.to_string();
-    }
-    let mut end = MESSAGE_CHARS;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{} […]", &text[..end])
 }
 
 #[cfg(test)]

@@ -76,18 +76,11 @@ async fn wait_notice(
     events: &mut tokio::sync::broadcast::Receiver<troupe::actors::events::NodeEvent>,
     topic: &str,
 ) -> (troupe::runtime::id::ConversationId, String) {
-    tokio::time::timeout(WAIT, async {
-        loop {
-            let e = events.recv().await.unwrap();
-            if let AgentEvent::Notice { topic: t, text } = e.event {
-                if t == topic {
-                    return (e.conversation, text);
-                }
-            }
-        }
+    on_bus(events, |e| match &e.event {
+        AgentEvent::Notice { topic: t, text } if t == topic => Some((e.conversation, text.clone())),
+        _ => None,
     })
     .await
-    .expect("no notice arrived")
 }
 
 #[tokio::test]

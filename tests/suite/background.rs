@@ -10,7 +10,7 @@ use troupe::runtime::id::ConversationId;
 use troupe::runtime::model::{ModelRequest, ScriptedProvider, Turn};
 use troupe::AgentEvent;
 
-use super::support::{TestHome, WAIT};
+use super::support::{self, TestHome, WAIT};
 
 /// Waits for the first bus event of `conversation` that `pick` accepts.
 async fn on_bus<T>(
@@ -18,18 +18,14 @@ async fn on_bus<T>(
     conversation: ConversationId,
     mut pick: impl FnMut(&AgentEvent) -> Option<T>,
 ) -> T {
-    tokio::time::timeout(WAIT, async {
-        loop {
-            let event = bus.recv().await.expect("the bus is open");
-            if event.conversation == conversation {
-                if let Some(t) = pick(&event.event) {
-                    return t;
-                }
-            }
+    support::on_bus(bus, |e| {
+        if e.conversation == conversation {
+            pick(&e.event)
+        } else {
+            None
         }
     })
     .await
-    .expect("the event never came")
 }
 
 #[tokio::test]

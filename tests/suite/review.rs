@@ -14,7 +14,7 @@ use troupe::runtime::protocol::Message;
 use troupe::runtime::store::{conversations, usage};
 use troupe::AgentEvent;
 
-use super::support::{TestHome, WAIT};
+use super::support::{on_bus, TestHome};
 
 fn is_review(req: &ModelRequest) -> bool {
     req.system.contains("# Background review")
@@ -67,17 +67,11 @@ async fn review_finished(
     bus: &mut tokio::sync::broadcast::Receiver<NodeEvent>,
     main: ConversationId,
 ) -> ConversationId {
-    tokio::time::timeout(WAIT, async {
-        loop {
-            let event = bus.recv().await.expect("the bus is open");
-            if event.conversation != main && matches!(event.event, AgentEvent::TurnFinished { .. })
-            {
-                return event.conversation;
-            }
-        }
+    on_bus(bus, |e| {
+        (e.conversation != main && matches!(e.event, AgentEvent::TurnFinished { .. }))
+            .then_some(e.conversation)
     })
     .await
-    .expect("no review finished in time")
 }
 
 #[tokio::test]

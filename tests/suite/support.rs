@@ -137,6 +137,23 @@ impl Tool for Panics {
     }
 }
 
+/// Waits for the first event on the node's bus that `pick` accepts.
+pub async fn on_bus<T>(
+    bus: &mut tokio::sync::broadcast::Receiver<troupe::actors::events::NodeEvent>,
+    mut pick: impl FnMut(&troupe::actors::events::NodeEvent) -> Option<T>,
+) -> T {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let event = bus.recv().await.expect("the bus is open");
+            if let Some(t) = pick(&event) {
+                return t;
+            }
+        }
+    })
+    .await
+    .expect("timed out waiting for an event on the bus")
+}
+
 /// Waits for the first event of `turn` that `pick` accepts.
 pub async fn wait_for<T>(
     turn: &mut troupe::Turn,

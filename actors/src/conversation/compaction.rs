@@ -46,33 +46,11 @@ pub fn split_point(history: &[Message], keep_recent: usize) -> Option<usize> {
 
 /// The request asking the model to summarize `head`.
 pub fn summary_request(model: &str, head: &[Message]) -> ModelRequest {
-    let mut transcript = String::new();
-    for message in head {
-        match message {
-            Message::User { content } => transcript.push_str(&format!("USER: {content}\n\n")),
-            Message::Assistant {
-                content,
-                tool_calls,
-            } => {
-                if !content.is_empty() {
-                    transcript.push_str(&format!("ASSISTANT: {content}\n\n"));
-                }
-                for call in tool_calls {
-                    transcript.push_str(&format!(
-                        "ASSISTANT called {}({})\n\n",
-                        call.name, call.arguments
-                    ));
-                }
-            }
-            Message::Tool { name, result, .. } => {
-                let text: String = result.text.chars().take(2_000).collect();
-                transcript.push_str(&format!(
-                    "RESULT of {name} ({:?}): {text}\n\n",
-                    result.status
-                ));
-            }
-        }
-    }
+    let transcript = head
+        .iter()
+        .map(|m| super::history::as_text(m, None, 2_000))
+        .collect::<Vec<_>>()
+        .join("\n\n");
     ModelRequest {
         model: model.to_string(),
         system: "You summarize conversations between a user and an AI agent so the agent can go on \

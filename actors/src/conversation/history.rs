@@ -52,6 +52,56 @@ pub fn awaits_model(history: &[Message]) -> bool {
     )
 }
 
+/// One message as a transcript shows it to a model (a compaction's
+/// summary, a background review): `[user] …`, `[assistant] …` and a
+/// `[call NAME] ARGUMENTS` line per call, `[NAME result] …` (`[NAME error]`
+/// for a failure). Call arguments and tool output are cut at `output_chars`;
+/// the user's and the assistant's words at `words_chars` (whole when `None`).
+pub fn as_text(message: &Message, words_chars: Option<usize>, output_chars: usize) -> String {
+    let words = |text: &str| match words_chars {
+        Some(max) => clip(text, max),
+        None => text.trim().to_string(),
+    };
+    match message {
+        Message::User { content } => format!("[user] {}", words(content)),
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
+            let mut lines = Vec::new();
+            if !content.trim().is_empty() || tool_calls.is_empty() {
+                lines.push(format!("[assistant] {}", words(content)));
+            }
+            for call in tool_calls {
+                lines.push(format!(
+                    "[call {}] {}",
+                    call.name,
+                    clip(&call.arguments.to_string(), output_chars)
+                ));
+            }
+            lines.join("\n")
+        }
+        Message::Tool { name, result, .. } => {
+            let how = if result.is_error() { "error" } else { "result" };
+            format!("[{name} {how}] {}", clip(&result.text, output_chars))
+        }
+    }
+}
+
+/// `text` trimmed, and cut to `max` bytes (at a character boundary) with a
+/// `[…]` mark when longer.
+pub fn clip(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} […]", &text[..end])
+}
+
 /// The names of the tools `history` called with success.
 pub fn tools_called(history: &[Message]) -> std::collections::BTreeSet<String> {
     history
