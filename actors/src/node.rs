@@ -7,8 +7,13 @@
 //! and resumes the turns a crash interrupted.
 
 mod bots;
+mod hooks;
+mod opening;
 
-use std::collections::{BTreeSet, HashMap};
+pub use hooks::{FinishedTurn, TurnHook};
+pub use opening::{Opening, ServiceHook};
+
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -118,34 +123,6 @@ pub struct NodeContext {
     starting: DashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>,
 }
 
-/// Told when any turn ends (delegations collect their subagents' ends this
-/// way, routines their runs'), including turns resumed after a crash that
-/// nobody is waiting on.
-pub trait TurnHook: Send + Sync + 'static {
-    /// A turn of `conversation` ended. Runs on the conversation's actor:
-    /// spawn anything slow.
-    fn turn_finished(&self, turn: &FinishedTurn);
-}
-
-/// What a [`TurnHook`] is told.
-#[derive(Debug, Clone)]
-pub struct FinishedTurn {
-    /// The conversation.
-    pub conversation: ConversationId,
-    /// Its kind.
-    pub kind: ActorKind,
-    /// Its bot.
-    pub bot: BotRecord,
-    /// The conversation that spawned it.
-    pub parent: Option<ConversationId>,
-    /// How the turn ended.
-    pub report: TurnReport,
-    /// What started the turn, when it was a delivered message.
-    pub delivered: Option<Envelope>,
-    /// The tools the turn called, by name.
-    pub tools_used: BTreeSet<String>,
-}
-
 impl std::fmt::Debug for NodeContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeContext")
@@ -235,57 +212,6 @@ impl NodeContext {
     pub(crate) fn conversation_stopped(&self, id: ConversationId, actor: ractor::ActorId) {
         self.conversations
             .remove_if(&id, |_, a| a.get_id() == actor);
-    }
-}
-
-/// Adds a service to a conversation's tools when it opens.
-pub type ServiceHook = Box<dyn FnOnce(&Services) + Send>;
-
-/// How to open a conversation.
-pub struct Opening {
-    /// Its id (new or stored).
-    pub id: ConversationId,
-    /// Its bot.
-    pub bot: BotRecord,
-    /// The kind of actor it is.
-    pub kind: ActorKind,
-    /// Further narrowing of its tools.
-    pub narrowing: Narrowing,
-    /// The conversation that spawned it.
-    pub parent: Option<ConversationId>,
-    /// The budget scope it charges (the bot's day when `None`).
-    pub budget: Option<Arc<Scope>>,
-    /// Services added for its tools.
-    pub services: Vec<ServiceHook>,
-    /// Its title.
-    pub title: String,
-    /// The gate its calls pass instead of the node's.
-    pub gate: Option<Arc<dyn CallGate>>,
-    /// Appended to its system prompt.
-    pub briefing: String,
-    /// What its row is stored as when not its kind (`review`).
-    pub label: Option<&'static str>,
-    /// Its id was just made: there is no history to load.
-    pub fresh: bool,
-}
-
-impl Opening {
-    /// A new conversation of `bot`, of the bot's own kind.
-    pub fn new(bot: BotRecord) -> Self {
-        Self {
-            id: ConversationId::new(),
-            kind: bot.spec.kind(),
-            bot,
-            narrowing: Narrowing::default(),
-            parent: None,
-            budget: None,
-            services: Vec::new(),
-            title: String::new(),
-            gate: None,
-            briefing: String::new(),
-            label: None,
-            fresh: false,
-        }
     }
 }
 

@@ -1,0 +1,37 @@
+//! What the node tells others when a turn ends.
+
+use std::collections::BTreeSet;
+
+use troupe_runtime::id::ConversationId;
+use troupe_runtime::protocol::{ActorKind, Envelope};
+
+use crate::bot::BotRecord;
+use crate::conversation::TurnReport;
+
+/// Told when any turn ends (delegations collect their subagents' ends this
+/// way, routines their runs'), including turns resumed after a crash that
+/// nobody is waiting on.
+pub trait TurnHook: Send + Sync + 'static {
+    /// A turn of `conversation` ended. Runs on the conversation's actor:
+    /// spawn anything slow.
+    fn turn_finished(&self, turn: &FinishedTurn);
+}
+
+/// What a [`TurnHook`] is told.
+#[derive(Debug, Clone)]
+pub struct FinishedTurn {
+    /// The conversation.
+    pub conversation: ConversationId,
+    /// Its kind.
+    pub kind: ActorKind,
+    /// Its bot.
+    pub bot: BotRecord,
+    /// The conversation that spawned it.
+    pub parent: Option<ConversationId>,
+    /// How the turn ended.
+    pub report: TurnReport,
+    /// What started the turn, when it was a delivered message.
+    pub delivered: Option<Envelope>,
+    /// The tools the turn called, by name.
+    pub tools_used: BTreeSet<String>,
+}
