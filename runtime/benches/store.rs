@@ -1,7 +1,7 @@
 //! Store throughput and latency: group-commit appends from many concurrent
 //! tasks, and durable mailbox sends under concurrent load.
 //!
-//! Run: `cargo bench -p troupe-runtime --bench store`
+//! Run: `cargo bench -p troupe-runtime --bench store [-- append1|append10|send]`
 //! Prints one JSON line per measurement.
 
 use std::time::{Duration, Instant};
@@ -18,11 +18,27 @@ fn main() -> BenchResult<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        appends(256, 400, 1).await?;
-        appends(256, 40, 10).await?;
-        sends(64, 200).await?;
+        if wanted("append1") {
+            appends(256, 1600, 1).await?;
+        }
+        if wanted("append10") {
+            appends(256, 160, 10).await?;
+        }
+        if wanted("send") {
+            sends(64, 200).await?;
+        }
         Ok(())
     })
+}
+
+/// Whether the command line names `name` (or names none): `cargo bench
+/// -p troupe-runtime --bench store -- append10` runs one measurement.
+fn wanted(name: &str) -> bool {
+    let names: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    names.is_empty() || names.iter().any(|n| n == name)
 }
 
 async fn open() -> BenchResult<(tempfile::TempDir, Store, BotId, ConversationId)> {
@@ -58,12 +74,7 @@ async fn appends(tasks: usize, jobs: usize, rows_per_job: usize) -> BenchResult<
                         })
                         .collect::<Result<Vec<_>, _>>()?;
                     store
-                        .write(move |tx| {
-                            for row in &rows {
-                                row.append(tx)?;
-                            }
-                            Ok(())
-                        })
+                        .write(move |tx| conversations::PreparedMessage::append_all(tx, &rows))
                         .await?;
                 }
                 Ok::<_, troupe_runtime::store::StoreError>(())

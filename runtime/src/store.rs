@@ -187,13 +187,16 @@ impl Store {
     /// Runs `f` in a write transaction and returns its result once committed.
     ///
     /// `f` runs on the writer thread, batched with other jobs; if it returns
-    /// an error its changes (only its own) are rolled back. Keep it short: it
-    /// holds up every other write. If the caller stops waiting, the write
-    /// still happens.
+    /// an error its changes (only its own) are rolled back. It may run more
+    /// than once (when another job of its batch fails, the batch runs
+    /// again), so it must depend only on the database and what it captured,
+    /// and do nothing outside the transaction. Keep it short: it holds up
+    /// every other write. If the caller stops waiting, the write still
+    /// happens.
     pub async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+        F: Fn(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         self.submit(f).await?.wait().await
     }
@@ -206,7 +209,7 @@ impl Store {
     pub async fn submit<T, F>(&self, f: F) -> Result<Pending<T>>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+        F: Fn(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         let (job, rx) = writer::TypedJob::boxed(f);
         self.inner
@@ -234,7 +237,7 @@ impl Store {
     pub fn write_blocking<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+        F: Fn(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         let (job, rx) = writer::TypedJob::boxed(f);
         self.inner

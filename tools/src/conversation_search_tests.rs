@@ -43,7 +43,7 @@ async fn conversation(
     store
         .write(move |tx| {
             let mut new = NewConversation::new(conv, bot, "main");
-            new.title = title;
+            new.title = title.clone();
             conversations::create_conversation(tx, &new)?;
             let mut ids = Vec::new();
             for m in &messages {

@@ -81,7 +81,7 @@ async fn record(
                 rusqlite::params![s, d, conversation.to_string(), folder, at],
             )?;
             let mut seqs = Vec::new();
-            for (kind, text) in entries {
+            for (kind, text) in &entries {
                 tx.execute(
                     "INSERT INTO delegation_events (delegation_id, subagent_id, kind, text, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
                     rusqlite::params![d, s, kind, text, at],

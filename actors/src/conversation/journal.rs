@@ -121,12 +121,7 @@ impl Journal {
             .map(|m| PreparedMessage::new(self.conversation, self.bot, m))
             .collect::<Result<Vec<_>>>()?;
         store
-            .write(move |tx| {
-                for m in &prepared {
-                    m.append(tx)?;
-                }
-                Ok(())
-            })
+            .write(move |tx| PreparedMessage::append_all(tx, &prepared))
             .await
     }
 

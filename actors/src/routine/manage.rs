@@ -152,7 +152,7 @@ impl Manager<'_> {
         let r = self
             .node
             .store()
-            .write(move |tx| table::create(tx, new, now).map_err(to_store))
+            .write(move |tx| table::create(tx, new.clone(), now).map_err(to_store))
             .await
             .map_err(|e| e.to_string())?;
         self.service.rearm();
@@ -234,7 +234,8 @@ impl Manager<'_> {
             .node
             .store()
             .write(move |tx| {
-                table::update(tx, owner.as_deref(), &job_owned, changes, now).map_err(to_store)
+                table::update(tx, owner.as_deref(), &job_owned, changes.clone(), now)
+                    .map_err(to_store)
             })
             .await
             .map_err(|e| e.to_string())?;

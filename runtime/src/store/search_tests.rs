@@ -416,7 +416,7 @@ fn delegation(
                 params![s, d, conversation.to_string(), folder, at],
             )?;
             let mut seqs = Vec::new();
-            for (kind, text) in entries {
+            for (kind, text) in &entries {
                 tx.execute(
                     "INSERT INTO delegation_events (delegation_id, subagent_id, kind, text, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
                     params![d, s, kind, text, at],
@@ -622,4 +622,58 @@ fn deleted_messages_leave_the_index_whether_indexed_yet_or_not() {
             Ok(())
         })
         .unwrap();
+}
+
+#[test]
+fn a_seq_given_again_after_the_newest_messages_are_deleted_is_indexed() {
+    let (_dir, store) = open();
+    let bot = BotId::new();
+    let (kept, _) = conversation(&store, bot, 1, vec![Message::user("quince jam")]);
+    let (gone, _) = conversation(
+        &store,
+        bot,
+        2,
+        vec![Message::user("quince tart"), Message::user("quince pie")],
+    );
+    let search = |store: &Store| {
+        store
+            .read_blocking(|conn| {
+                let hits = conversations::search_messages(conn, "quince", 10)?;
+                Ok(hits
+                    .into_iter()
+                    .map(|h| (h.seq, h.snippet))
+                    .collect::<Vec<_>>())
+            })
+            .unwrap()
+    };
+    assert_eq!(search(&store).len(), 3);
+
+    // The two newest messages (indexed) go with their conversation; the
+    // next appends are given their `seq` again.
+    let reused = store
+        .write_blocking(move |tx| {
+            tx.execute(
+                "DELETE FROM conversations WHERE id = ?1",
+                [gone.to_string()],
+            )?;
+            let a = conversations::append_message(tx, kept, bot, &Message::user("quince cake"))?;
+            let b = conversations::append_message(tx, kept, bot, &Message::user("plum cake"))?;
+            conversations::catch_up(tx)?;
+            tx.execute(
+                "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)",
+                [],
+            )?;
+            Ok([a, b])
+        })
+        .unwrap();
+    assert_eq!(reused, [2, 3], "the deleted messages' seq are given again");
+    let mut found = search(&store);
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            (1, "[quince] jam".to_string()),
+            (2, "[quince] cake".to_string())
+        ]
+    );
 }

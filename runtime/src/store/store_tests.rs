@@ -302,7 +302,9 @@ async fn reads_see_committed_writes() {
     for i in 0..5 {
         let text = format!("message {i}");
         let seq = store
-            .write(move |tx| conversations::append_message(tx, conv, bot, &Message::user(text)))
+            .write(move |tx| {
+                conversations::append_message(tx, conv, bot, &Message::user(text.clone()))
+            })
             .await
             .unwrap();
         let last = store
@@ -376,7 +378,12 @@ async fn many_concurrent_writers_all_land() {
                     let text = format!("{t}:{i}");
                     let seq = store
                         .write(move |tx| {
-                            conversations::append_message(tx, conv, bot, &Message::user(text))
+                            conversations::append_message(
+                                tx,
+                                conv,
+                                bot,
+                                &Message::user(text.clone()),
+                            )
                         })
                         .await
                         .unwrap();
@@ -484,7 +491,7 @@ fn the_index_catches_up_by_itself_once_enough_messages_wait() {
     };
     let found = || {
         store
-            .read_blocking(|conn| conversations::search_messages(conn, "lentil", 1_000))
+            .read_blocking(|conn| conversations::search_messages(conn, "lentil", 10_000))
             .unwrap()
             .len()
     };
@@ -495,4 +502,64 @@ fn the_index_catches_up_by_itself_once_enough_messages_wait() {
     append(3);
     store.write_blocking(conversations::catch_up).unwrap();
     assert_eq!(found(), conversations::CATCH_UP_ROWS as usize + 3);
+}
+
+#[test]
+fn a_version_1_store_keeps_its_messages_and_index_through_migration_2() {
+    let (_dir, path) = temp_db();
+    let (bot, conv) = (BotId::new(), ConversationId::new());
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        for sql in migrations::MIGRATIONS[0] {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.execute_batch("PRAGMA user_version = 1").unwrap();
+        conversations::create_conversation(&tx, &NewConversation::new(conv, bot, "main")).unwrap();
+        for text in ["lentil soup", "barley bread", "lentil stew"] {
+            conversations::append_message(&tx, conv, bot, &Message::user(text)).unwrap();
+        }
+        conversations::catch_up(&tx).unwrap();
+        tx.commit().unwrap();
+    }
+
+    let store = Store::open(&path).unwrap();
+    assert_eq!(user_version(&store), 2);
+    assert_eq!(
+        texts(&store, conv),
+        ["lentil soup", "barley bread", "lentil stew"]
+    );
+    let (seqs, sequence_rows) = store
+        .read_blocking(|conn| {
+            let seqs = conn
+                .prepare("SELECT seq FROM messages ORDER BY seq")?
+                .query_map([], |r| r.get::<_, i64>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let rows: i64 = conn.query_row(
+                "SELECT count(*) FROM sqlite_sequence WHERE name = 'messages'",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok((seqs, rows))
+        })
+        .unwrap();
+    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(sequence_rows, 0, "no AUTOINCREMENT bookkeeping is left");
+    let hits = store
+        .read_blocking(|conn| conversations::search_messages(conn, "lentil", 10))
+        .unwrap();
+    assert_eq!(hits.len(), 2);
+
+    let seq = store
+        .write_blocking(move |tx| {
+            let seq = conversations::append_message(tx, conv, bot, &Message::user("lentil pie"))?;
+            conversations::catch_up(tx)?;
+            tx.execute(
+                "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)",
+                [],
+            )?;
+            Ok(seq)
+        })
+        .unwrap();
+    assert_eq!(seq, 4);
 }

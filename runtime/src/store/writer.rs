@@ -3,9 +3,10 @@
 //! SQLite allows one writer at a time, and an fsync per transaction is what
 //! bounds write throughput. So every write goes through one thread: jobs
 //! queue on a channel, and the thread drains whatever is queued (up to
-//! [`MAX_BATCH`]) into ONE transaction — group commit. Each job runs inside
-//! its own `SAVEPOINT`, so a job that fails rolls back only itself. Results
-//! are sent back only after `COMMIT`, so "answered" means "durable".
+//! [`MAX_BATCH`]) into ONE transaction — group commit. A job that fails
+//! rolls back only itself (the batch runs again with a `SAVEPOINT` per job;
+//! see [`commit_batch`]). Results are sent back only after `COMMIT`, so
+//! "answered" means "durable".
 //!
 //! Work that would cost more per row than the row itself is done once per
 //! batch, just before `COMMIT`: indexing the new messages for full-text
@@ -24,9 +25,14 @@ use super::error::StoreError;
 /// The most jobs committed in one transaction.
 pub(crate) const MAX_BATCH: usize = 1024;
 
+/// A batch of at least this many jobs means the writer is busy: deferred
+/// work (the full-text index) waits for a quieter batch, up to a point.
+const BUSY_BATCH: usize = 64;
+
 /// One queued write, type-erased so the writer can hold many kinds.
 pub(crate) trait Job: Send {
     /// Runs the job inside the open transaction; true if it succeeded.
+    /// Called again, from scratch, if the batch's first run is rolled back.
     fn run(&mut self, tx: &Transaction<'_>) -> bool;
     /// Answers the caller once the batch's fate is known.
     fn finish(self: Box<Self>, batch: Result<(), &StoreError>);
@@ -34,7 +40,7 @@ pub(crate) trait Job: Send {
 
 /// A write job with its reply channel.
 pub(crate) struct TypedJob<T, F> {
-    f: Option<F>,
+    f: F,
     result: Option<Result<T, StoreError>>,
     reply: oneshot::Sender<Result<T, StoreError>>,
 }
@@ -42,13 +48,13 @@ pub(crate) struct TypedJob<T, F> {
 impl<T, F> TypedJob<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
+    F: Fn(&Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
 {
     /// A job and the receiver its result arrives on.
     pub(crate) fn boxed(f: F) -> (Box<dyn Job>, oneshot::Receiver<Result<T, StoreError>>) {
         let (reply, rx) = oneshot::channel();
         let job = Self {
-            f: Some(f),
+            f,
             result: None,
             reply,
         };
@@ -59,13 +65,10 @@ where
 impl<T, F> Job for TypedJob<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
+    F: Fn(&Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
 {
     fn run(&mut self, tx: &Transaction<'_>) -> bool {
-        let Some(f) = self.f.take() else {
-            return false;
-        };
-        let result = catch_unwind(AssertUnwindSafe(|| f(tx)))
+        let result = catch_unwind(AssertUnwindSafe(|| (self.f)(tx)))
             .unwrap_or_else(|panic| Err(StoreError::Panicked(panic_text(&*panic))));
         let ok = result.is_ok();
         self.result = Some(result);
@@ -194,65 +197,97 @@ fn run(
     tracing::debug!(path = %path.display(), "store writer stopped");
 }
 
-/// Runs a batch in one transaction, each job in a savepoint, then answers
-/// every job with the batch's fate.
+/// Runs a batch in one transaction, then answers every job with the
+/// batch's fate.
+///
+/// First without savepoints: a savepoint per job makes SQLite copy every
+/// page the job touches before it writes (a tenth of an append's cost),
+/// and jobs seldom fail. If one does, the transaction is rolled back and
+/// the batch runs again with each job in its own savepoint, so a failing
+/// job rolls back only itself. That is why a job must be a function of the
+/// database and its inputs (`Fn`): it may run twice.
 fn commit_batch(conn: &mut Connection, path: &std::path::Path, batch: &mut Vec<Box<dyn Job>>) {
+    let fate = match run_batch(conn, path, batch, Isolation::Shared) {
+        Ran::JobFailed => match run_batch(conn, path, batch, Isolation::PerJob) {
+            Ran::Done(fate) => fate,
+            // Every job ran in its own savepoint: no job failure reaches here.
+            Ran::JobFailed => Err(StoreError::Aborted(
+                "a job failed outside its savepoint".into(),
+            )),
+        },
+        Ran::Done(fate) => fate,
+    };
+    if let Err(err) = &fate {
+        tracing::warn!(path = %path.display(), error = %err, jobs = batch.len(), "store batch failed");
+    }
+    let fate = fate.as_ref().map(|_| ());
+    batch.drain(..).for_each(|job| job.finish(fate));
+}
+
+/// How a batch's jobs are kept apart.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Isolation {
+    /// All in the transaction itself: one failure spoils the batch.
+    Shared,
+    /// Each in a savepoint: a failure rolls back only its job.
+    PerJob,
+}
+
+/// What running a batch came to.
+enum Ran {
+    /// Committed, or failed as a whole (the fate every job is told).
+    Done(Result<(), StoreError>),
+    /// A job failed in a [`Isolation::Shared`] run; nothing was committed.
+    JobFailed,
+}
+
+fn run_batch(
+    conn: &mut Connection,
+    path: &std::path::Path,
+    batch: &mut [Box<dyn Job>],
+    isolation: Isolation,
+) -> Ran {
     let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
-        Err(e) => {
-            let err = StoreError::from(e).at(path);
-            tracing::warn!(path = %path.display(), error = %err, "store batch could not begin");
-            batch.drain(..).for_each(|job| job.finish(Err(&err)));
-            return;
-        }
+        Err(e) => return Ran::Done(Err(StoreError::from(e).at(path))),
     };
-    let mut aborted: Option<StoreError> = None;
+    let per_job = isolation == Isolation::PerJob;
     for job in batch.iter_mut() {
-        if let Err(e) = savepoint(&tx, "SAVEPOINT job") {
-            aborted = Some(e.at(path));
-            break;
+        if per_job {
+            if let Err(e) = savepoint(&tx, "SAVEPOINT job") {
+                return Ran::Done(Err(e.at(path)));
+            }
         }
         let ok = job.run(&tx);
-        let end = if ok { "RELEASE job" } else { "ROLLBACK TO job" };
         // A fatal error (disk full, I/O) makes SQLite roll back the whole
         // transaction: then nothing of the batch stands.
         if tx.is_autocommit() {
-            aborted = Some(StoreError::Aborted(
+            return Ran::Done(Err(StoreError::Aborted(
                 "SQLite rolled the transaction back".into(),
-            ));
-            break;
+            )));
         }
-        let ended = savepoint(&tx, end).and_then(|()| {
-            if ok {
-                Ok(())
-            } else {
-                savepoint(&tx, "RELEASE job")
+        if !per_job {
+            if !ok {
+                return Ran::JobFailed;
             }
-        });
+            continue;
+        }
+        let ended = if ok {
+            savepoint(&tx, "RELEASE job")
+        } else {
+            savepoint(&tx, "ROLLBACK TO job").and_then(|()| savepoint(&tx, "RELEASE job"))
+        };
         if let Err(e) = ended {
-            aborted = Some(e.at(path));
-            break;
+            return Ran::Done(Err(e.at(path)));
         }
     }
-    if aborted.is_none() {
-        // What appends defer (the full-text index, `updated_at`), when
-        // enough waits; if it fails, nothing of the batch stands.
-        aborted = super::conversations::catch_up_if_due(&tx)
-            .err()
-            .map(|e| e.at(path));
+    // What appends defer (the full-text index, `updated_at`), when enough
+    // waits; if it fails, nothing of the batch stands.
+    let busy = batch.len() >= BUSY_BATCH;
+    if let Err(e) = super::conversations::catch_up_if_due(&tx, busy) {
+        return Ran::Done(Err(e.at(path)));
     }
-    let outcome = match aborted {
-        Some(err) => {
-            drop(tx);
-            Err(err)
-        }
-        None => tx.commit().map_err(|e| StoreError::from(e).at(path)),
-    };
-    if let Err(err) = &outcome {
-        tracing::warn!(path = %path.display(), error = %err, jobs = batch.len(), "store batch failed");
-    }
-    let fate = outcome.as_ref().map(|_| ());
-    batch.drain(..).for_each(|job| job.finish(fate));
+    Ran::Done(tx.commit().map_err(|e| StoreError::from(e).at(path)))
 }
 
 fn savepoint(tx: &Transaction<'_>, sql: &str) -> Result<(), StoreError> {
