@@ -10,7 +10,23 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_purge_delay` in `mimalloc.h` (v2 and v3 alike); the Rust
+/// binding names the options around it but not this one.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Returns freed memory to the system after 1 ms instead of mimalloc v3's
+/// 1 s: after a burst (a thousand agents each taking a turn) the process
+/// gives back what the burst freed (`troupe bench w3`: +38 → +22–27 MiB)
+/// at no measurable cost per turn.
+#[allow(unsafe_code)]
+fn tune_allocator() {
+    // SAFETY: `mi_option_set` stores a value in mimalloc's option table,
+    // which any thread may do at any time; the value is a valid delay.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 1) };
+}
+
 fn main() -> ExitCode {
+    tune_allocator();
     // `troupe tools | head` closes the pipe early: that is the reader's
     // choice, not a crash.
     let default_hook = std::panic::take_hook();
