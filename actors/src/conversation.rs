@@ -176,6 +176,8 @@ pub struct State {
     /// Shared with the model request in flight (copied only if a message
     /// is appended while one still holds it).
     pub(crate) history: Arc<Vec<Message>>,
+    /// The history's size for the compaction check, kept up as it grows.
+    pub(crate) history_size: compaction::HistorySize,
     pub(crate) services: Services,
     pub(crate) tools: Arc<Toolset>,
     pub(crate) guard: Guard,
@@ -208,9 +210,15 @@ pub(crate) struct ActiveTurn {
 }
 
 impl State {
-    /// The history, to append to or replace.
+    /// The history, to append to. Replace it with [`State::replace_history`].
     pub(crate) fn history_mut(&mut self) -> &mut Vec<Message> {
         Arc::make_mut(&mut self.history)
+    }
+
+    /// Puts `history` in place of the current one (loaded, repaired, compacted).
+    pub(crate) fn replace_history(&mut self, history: Vec<Message>) {
+        self.history = Arc::new(history);
+        self.history_size.reset();
     }
 
     /// A tool context for this conversation's calls.

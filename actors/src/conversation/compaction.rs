@@ -13,25 +13,50 @@ use troupe_runtime::protocol::Message;
 /// The marker that opens a summary message.
 pub const SUMMARY_HEADER: &str = "[Summary of the earlier part of this conversation]";
 
-/// A rough token count: four characters a token, plus a little per message.
-pub fn estimate_tokens(system: &str, history: &[Message]) -> u64 {
-    let chars: usize = history
-        .iter()
-        .map(|m| match m {
-            Message::Assistant {
-                content,
-                tool_calls,
-            } => {
-                content.len()
-                    + tool_calls
-                        .iter()
-                        .map(|c| c.name.len() + c.arguments.to_string().len())
-                        .sum::<usize>()
-            }
-            other => other.text().len(),
-        })
-        .sum();
-    ((system.len() + chars) / 4 + history.len() * 4) as u64
+/// A rough token count of a history (four characters a token, plus a
+/// little per message), kept up as the history grows: a turn asks before
+/// every model call, and counting the whole history each time (serializing
+/// every tool call's arguments) made a turn's cost grow with the conversation.
+/// Only messages appended since the last count are counted; the owner calls
+/// [`HistorySize::reset`] when it replaces the history.
+#[derive(Debug, Default, Clone)]
+pub struct HistorySize {
+    counted: usize,
+    chars: usize,
+}
+
+impl HistorySize {
+    /// The estimate for `system` and `history`, which must be the history
+    /// last counted with messages appended (or a shorter one: counted anew).
+    pub fn tokens(&mut self, system: &str, history: &[Message]) -> u64 {
+        if history.len() < self.counted {
+            self.reset();
+        }
+        self.chars += history[self.counted..].iter().map(chars).sum::<usize>();
+        self.counted = history.len();
+        ((system.len() + self.chars) / 4 + history.len() * 4) as u64
+    }
+
+    /// Forgets the count: the next [`HistorySize::tokens`] counts anew.
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+}
+
+fn chars(message: &Message) -> usize {
+    match message {
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
+            content.len()
+                + tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.to_string().len())
+                    .sum::<usize>()
+        }
+        other => other.text().len(),
+    }
 }
 
 /// Where the verbatim tail starts, keeping at least `keep_recent` messages;
@@ -112,6 +137,24 @@ mod tests {
         assert!(matches!(history[at], Message::Assistant { .. }));
         assert_eq!(at, 7);
         assert_eq!(split_point(&history, 100), None);
+    }
+
+    #[test]
+    fn a_running_size_matches_a_count_from_scratch() {
+        let mut full = vec![Message::user("start")];
+        for i in 0..20 {
+            full.extend(step(i));
+        }
+        let fresh = |history: &[Message]| HistorySize::default().tokens("sys", history);
+        let mut running = HistorySize::default();
+        for n in [0, 1, 7, 8, 25, 41] {
+            assert_eq!(running.tokens("sys", &full[..n]), fresh(&full[..n]), "{n}");
+        }
+        // A shorter history (compacted) is counted anew; so is one put in
+        // place explicitly.
+        assert_eq!(running.tokens("sys", &full[..3]), fresh(&full[..3]));
+        running.reset();
+        assert_eq!(running.tokens("sys", &full), fresh(&full));
     }
 
     #[test]

@@ -43,6 +43,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         system: "".into(),
         journal,
         history: Default::default(),
+        history_size: Default::default(),
         services,
         tools: Default::default(),
         guard: Guard::new(node.settings.max_steps, node.settings.repeat_limit),
@@ -85,7 +86,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     }
     let unanswered = history::unanswered_calls(&history);
     if !unanswered.is_empty() {
-        state.history = Arc::new(history.clone());
+        state.replace_history(history.clone());
         state.refresh_tools();
         let dispatcher = dispatcher(&state);
         let mut repaired = Vec::new();
@@ -104,7 +105,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         state.journal.append(repaired.clone()).await?;
         history.extend(repaired);
     }
-    state.history = Arc::new(history);
+    state.replace_history(history);
     Ok(state)
 }
 
@@ -350,10 +351,10 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     tokio::spawn(step.run(actor));
 }
 
-fn needs_compaction(state: &State) -> Option<Compaction> {
+fn needs_compaction(state: &mut State) -> Option<Compaction> {
     let settings = &state.args.node.settings;
     let window = state.args.model.context_window as f64;
-    let tokens = super::compaction::estimate_tokens(&state.system, &state.history) as f64;
+    let tokens = state.history_size.tokens(&state.system, &state.history) as f64;
     if tokens < window * settings.compaction_threshold {
         return None;
     }
@@ -406,7 +407,7 @@ pub(super) async fn model_done(
             ends_turn,
         } => {
             if let Some(history) = compacted {
-                state.history = Arc::new(history);
+                state.replace_history(history);
                 if let Some(active) = state.active.as_mut() {
                     active.start_len = 0;
                 }
