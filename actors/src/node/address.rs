@@ -20,6 +20,7 @@ use crate::conversation::{
 use crate::toolset::Narrowing;
 
 impl Node {
+    /// Starts a new conversation `id` of `bot` (nothing to load).
     pub(super) async fn spawn(
         &self,
         id: ConversationId,
