@@ -563,3 +563,54 @@ fn a_version_1_store_keeps_its_messages_and_index_through_migration_2() {
         .unwrap();
     assert_eq!(seq, 4);
 }
+
+#[test]
+fn a_busy_writer_defers_the_index_until_a_quieter_batch() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    let (bot, conv) = new_conversation(&store);
+    let found = || {
+        store
+            .read_blocking(|conn| conversations::search_messages(conn, "lentil", 10_000))
+            .unwrap()
+            .len()
+    };
+
+    // Hold the writer so that enough jobs queue to make one large batch.
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let (blocker, blocker_done) = writer::TypedJob::boxed(move |_tx| {
+        started_tx.send(()).unwrap();
+        release_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        Ok(())
+    });
+    store.inner.writes.try_send(blocker).unwrap();
+    started_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let per_job = conversations::CATCH_UP_ROWS as usize / writer::BUSY_BATCH;
+    let done: Vec<_> = (0..writer::BUSY_BATCH)
+        .map(|_| {
+            let (job, done) = writer::TypedJob::boxed(move |tx| {
+                for _ in 0..per_job {
+                    conversations::append_message(tx, conv, bot, &Message::user("lentil soup"))?;
+                }
+                Ok(())
+            });
+            store.inner.writes.try_send(job).unwrap();
+            done
+        })
+        .collect();
+    release_tx.send(()).unwrap();
+    blocker_done.blocking_recv().unwrap().unwrap();
+    for d in done {
+        d.blocking_recv().unwrap().unwrap();
+    }
+    assert_eq!(found(), 0, "a large batch leaves the index for later");
+
+    // The next small batch finds enough waiting and catches up.
+    store
+        .write_blocking(move |tx| {
+            conversations::append_message(tx, conv, bot, &Message::user("lentil stew")).map(drop)
+        })
+        .unwrap();
+    assert_eq!(found(), conversations::CATCH_UP_ROWS as usize + 1);
+}

@@ -27,7 +27,7 @@ pub(crate) const MAX_BATCH: usize = 1024;
 
 /// A batch of at least this many jobs means the writer is busy: deferred
 /// work (the full-text index) waits for a quieter batch, up to a point.
-const BUSY_BATCH: usize = 64;
+pub(crate) const BUSY_BATCH: usize = 64;
 
 /// One queued write, type-erased so the writer can hold many kinds.
 pub(crate) trait Job: Send {
