@@ -468,7 +468,8 @@ impl Node {
     }
     /// Stops every conversation, after letting background work (reviews)
     /// finish for up to [`BACKGROUND_GRACE`]; turns in progress are stopped
-    /// and their state is already committed.
+    /// and their state is already committed. Last, the search index takes
+    /// the messages the writer had not indexed yet.
     pub async fn shutdown(&self) {
         self.ctx
             .stopping
@@ -501,6 +502,11 @@ impl Node {
                     Some(std::time::Duration::from_secs(5)),
                 )
                 .await;
+        }
+        // Index what the writer deferred, so the next process (or another
+        // reader of the file) finds every message searchable.
+        if let Err(e) = self.ctx.store.catch_up().await {
+            tracing::warn!(error = %e, "the search index could not catch up at shutdown");
         }
     }
 
