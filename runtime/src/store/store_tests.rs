@@ -241,22 +241,40 @@ fn kv_keys(conn: &rusqlite::Connection) -> Result<Vec<String>> {
     Ok(keys)
 }
 
-#[test]
-fn a_failing_job_rolls_back_only_itself_within_its_batch() {
-    let (_dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
+/// The writer, held inside a batch of its own until released: jobs sent
+/// meanwhile queue up and are drained together into the next transaction.
+struct HeldWriter {
+    release: std::sync::mpsc::Sender<()>,
+    done: tokio::sync::oneshot::Receiver<Result<()>>,
+}
 
-    // Hold the writer inside a first batch so the next jobs queue up and
-    // are drained together into one transaction.
+fn hold_writer(store: &Store) -> HeldWriter {
     let (started_tx, started_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let (blocker, blocker_done) = writer::TypedJob::boxed(move |_tx| {
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let (blocker, done) = writer::TypedJob::boxed(move |_tx| {
         started_tx.send(()).unwrap();
         release_rx.recv_timeout(Duration::from_secs(10)).unwrap();
         Ok(())
     });
     store.inner.writes.try_send(blocker).unwrap();
     started_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    HeldWriter { release, done }
+}
+
+impl HeldWriter {
+    /// Lets the writer go on, once its batch has committed.
+    fn release(self) {
+        self.release.send(()).unwrap();
+        self.done.blocking_recv().unwrap().unwrap();
+    }
+}
+
+#[test]
+fn a_failing_job_rolls_back_only_itself_within_its_batch() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+
+    let held = hold_writer(&store);
 
     let (a, a_done) =
         writer::TypedJob::boxed(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('a', '1')", [])?));
@@ -273,9 +291,7 @@ fn a_failing_job_rolls_back_only_itself_within_its_batch() {
     for job in [a, b, c, d] {
         store.inner.writes.try_send(job).unwrap();
     }
-    release_tx.send(()).unwrap();
-
-    blocker_done.blocking_recv().unwrap().unwrap();
+    held.release();
     assert_eq!(a_done.blocking_recv().unwrap().unwrap(), 1);
     let b_err = b_done.blocking_recv().unwrap().unwrap_err();
     assert_eq!(b_err.to_string(), "b refuses");
@@ -576,16 +592,8 @@ fn a_busy_writer_defers_the_index_until_a_quieter_batch() {
             .len()
     };
 
-    // Hold the writer so that enough jobs queue to make one large batch.
-    let (started_tx, started_rx) = std::sync::mpsc::channel();
-    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-    let (blocker, blocker_done) = writer::TypedJob::boxed(move |_tx| {
-        started_tx.send(()).unwrap();
-        release_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-        Ok(())
-    });
-    store.inner.writes.try_send(blocker).unwrap();
-    started_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // Enough jobs queue behind the held writer to make one large batch.
+    let held = hold_writer(&store);
     let per_job = conversations::CATCH_UP_ROWS as usize / writer::BUSY_BATCH;
     let done: Vec<_> = (0..writer::BUSY_BATCH)
         .map(|_| {
@@ -599,8 +607,7 @@ fn a_busy_writer_defers_the_index_until_a_quieter_batch() {
             done
         })
         .collect();
-    release_tx.send(()).unwrap();
-    blocker_done.blocking_recv().unwrap().unwrap();
+    held.release();
     for d in done {
         d.blocking_recv().unwrap().unwrap();
     }
