@@ -241,6 +241,9 @@ enum Ran {
     JobFailed,
 }
 
+/// Runs `batch` in one transaction, its jobs kept apart as `isolation`
+/// says, then catches up what appends defer and commits. Dropping the
+/// transaction on an early return rolls it back.
 fn run_batch(
     conn: &mut Connection,
     path: &std::path::Path,
