@@ -184,12 +184,7 @@ async fn run(total: usize, queries: usize) -> BenchResult<()> {
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             store
-                .write(move |tx| {
-                    for row in &rows {
-                        row.append(tx)?;
-                    }
-                    Ok(())
-                })
+                .write(move |tx| conversations::PreparedMessage::append_all(tx, &rows))
                 .await
         }));
         if pending.len() >= IN_FLIGHT {
@@ -201,6 +196,8 @@ async fn run(total: usize, queries: usize) -> BenchResult<()> {
     for job in pending {
         job.await??;
     }
+    // Every message indexed, not only stored.
+    store.catch_up().await?;
     let seconds = start.elapsed().as_secs_f64();
     println!(
         "{}",

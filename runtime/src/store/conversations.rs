@@ -251,8 +251,8 @@ pub fn catch_up(tx: &Transaction<'_>) -> Result<(), StoreError> {
 }
 
 /// [`catch_up`] when [`CATCH_UP_ROWS`] messages wait, or
-/// [`CATCH_UP_ROWS_BUSY`] when the writer is `busy` (its batch was large:
-/// more jobs wait behind it); run by the writer before every commit.
+/// [`CATCH_UP_ROWS_BUSY`] when the writer is `busy` (its batch was large,
+/// or more jobs wait behind it); run by the writer before every commit.
 pub(crate) fn catch_up_if_due(tx: &Transaction<'_>, busy: bool) -> Result<(), StoreError> {
     let (indexed, newest) = positions(tx)?;
     let due = if busy {

@@ -25,8 +25,9 @@ use super::error::StoreError;
 /// The most jobs committed in one transaction.
 pub(crate) const MAX_BATCH: usize = 1024;
 
-/// A batch of at least this many jobs means the writer is busy: deferred
-/// work (the full-text index) waits for a quieter batch, up to a point.
+/// A batch of at least this many jobs, or jobs queued behind the batch,
+/// mean the writer is busy: deferred work (the full-text index) waits for a
+/// quieter batch, up to a point.
 pub(crate) const BUSY_BATCH: usize = 64;
 
 /// One queued write, type-erased so the writer can hold many kinds.
@@ -179,7 +180,7 @@ fn run(
                 Err(_) => break,
             }
         }
-        commit_batch(&mut conn, path, &mut batch);
+        commit_batch(&mut conn, path, &mut batch, &jobs);
         // Full means a wake-up is already pending.
         let _ = wake.try_send(());
     }
@@ -206,9 +207,14 @@ fn run(
 /// the batch runs again with each job in its own savepoint, so a failing
 /// job rolls back only itself. That is why a job must be a function of the
 /// database and its inputs (`Fn`): it may run twice.
-fn commit_batch(conn: &mut Connection, path: &std::path::Path, batch: &mut Vec<Box<dyn Job>>) {
-    let fate = match run_batch(conn, path, batch, Isolation::Shared) {
-        Ran::JobFailed => match run_batch(conn, path, batch, Isolation::PerJob) {
+fn commit_batch(
+    conn: &mut Connection,
+    path: &std::path::Path,
+    batch: &mut Vec<Box<dyn Job>>,
+    queue: &mpsc::Receiver<Box<dyn Job>>,
+) {
+    let fate = match run_batch(conn, path, batch, queue, Isolation::Shared) {
+        Ran::JobFailed => match run_batch(conn, path, batch, queue, Isolation::PerJob) {
             Ran::Done(fate) => fate,
             // Every job ran in its own savepoint: no job failure reaches here.
             Ran::JobFailed => Err(StoreError::Aborted(
@@ -248,6 +254,7 @@ fn run_batch(
     conn: &mut Connection,
     path: &std::path::Path,
     batch: &mut [Box<dyn Job>],
+    queue: &mpsc::Receiver<Box<dyn Job>>,
     isolation: Isolation,
 ) -> Ran {
     let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
@@ -286,7 +293,7 @@ fn run_batch(
     }
     // What appends defer (the full-text index, `updated_at`), when enough
     // waits; if it fails, nothing of the batch stands.
-    let busy = batch.len() >= BUSY_BATCH;
+    let busy = batch.len() >= BUSY_BATCH || !queue.is_empty();
     if let Err(e) = super::conversations::catch_up_if_due(&tx, busy) {
         return Ran::Done(Err(e.at(path)));
     }
