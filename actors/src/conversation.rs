@@ -249,7 +249,11 @@ impl State {
             &ctx,
             &loaded,
         );
-        self.tools = self.args.node.toolsets.intern(toolset);
+        self.tools = self
+            .args
+            .node
+            .toolsets
+            .intern(toolset.fingerprint(), toolset);
         self.services.insert(Arc::clone(&self.tools.deferred));
         self.services
             .insert(Arc::new(crate::delegation::VisibleTools(Arc::clone(

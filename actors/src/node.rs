@@ -98,9 +98,9 @@ pub struct NodeContext {
     /// Work the node finishes before it stops (background reviews).
     pub background: tokio_util::task::TaskTracker,
     /// One copy of each distinct toolset, shared by conversations.
-    pub toolsets: crate::toolset::Interner,
+    pub toolsets: crate::intern::Interner<crate::toolset::Toolset>,
     /// One copy of each distinct system prompt, shared by conversations.
-    pub prompts: crate::conversation::prompt::Prompts,
+    pub prompts: crate::intern::Interner<str>,
     /// Background reviews running now.
     pub reviews_running: std::sync::atomic::AtomicUsize,
     /// Set when shutdown begins: durable messages stay in the mailbox for

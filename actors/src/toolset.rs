@@ -17,7 +17,7 @@ use troupe_tools::table;
 use crate::bot::BotSpec;
 
 /// The tools of one conversation for the coming model calls. Conversations
-/// with the same tools share one (see [`Interner`]).
+/// with the same tools share one (see [`crate::intern::Interner`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Toolset {
     /// The specs sent to the model, in registry order.
@@ -38,7 +38,8 @@ impl Toolset {
             .any(|s| s.name == name && s.flags.failure_tolerant)
     }
 
-    fn fingerprint(&self) -> u64 {
+    /// A hash of its tools (names and descriptions), for [`crate::intern::Interner`].
+    pub fn fingerprint(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for spec in self.specs.iter().chain(&self.deferred.specs) {
@@ -47,29 +48,6 @@ impl Toolset {
         }
         self.specs.len().hash(&mut h);
         h.finish()
-    }
-}
-
-/// Keeps one copy of each distinct toolset: a thousand conversations of
-/// one bot hold one set of specs between them, not a thousand.
-#[derive(Debug, Default)]
-pub struct Interner {
-    sets: parking_lot::Mutex<std::collections::HashMap<u64, Arc<Toolset>>>,
-}
-
-impl Interner {
-    /// The shared copy of `toolset`.
-    pub fn intern(&self, toolset: Toolset) -> Arc<Toolset> {
-        let key = toolset.fingerprint();
-        let mut sets = self.sets.lock();
-        if let Some(known) = sets.get(&key) {
-            if **known == toolset {
-                return Arc::clone(known);
-            }
-        }
-        let shared = Arc::new(toolset);
-        sets.insert(key, Arc::clone(&shared));
-        shared
     }
 }
 

@@ -23,36 +23,6 @@ pub struct PromptParts {
     pub roster: Vec<String>,
 }
 
-/// Keeps one copy of each distinct system prompt: the conversations of a
-/// bot started the same day with the same memory share theirs.
-#[derive(Debug, Default)]
-pub struct Prompts {
-    known: parking_lot::Mutex<std::collections::HashMap<u64, std::sync::Weak<str>>>,
-}
-
-impl Prompts {
-    /// The shared copy of `prompt`.
-    pub fn intern(&self, prompt: String) -> std::sync::Arc<str> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        prompt.hash(&mut h);
-        let key = h.finish();
-        let mut known = self.known.lock();
-        if let Some(shared) = known.get(&key).and_then(std::sync::Weak::upgrade) {
-            if *shared == *prompt {
-                return shared;
-            }
-        }
-        // Forget prompts nobody holds any more before adding one.
-        if known.len() >= 64 {
-            known.retain(|_, weak| weak.strong_count() > 0);
-        }
-        let shared: std::sync::Arc<str> = prompt.into();
-        known.insert(key, std::sync::Arc::downgrade(&shared));
-        shared
-    }
-}
-
 /// Builds the system prompt.
 pub fn system_prompt(parts: &PromptParts) -> String {
     let mut out = parts.mission.trim().to_string();
@@ -78,16 +48,6 @@ pub fn system_prompt(parts: &PromptParts) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn equal_prompts_share_one_copy() {
-        let prompts = Prompts::default();
-        let a = prompts.intern("Be useful.".to_string());
-        let b = prompts.intern("Be useful.".to_string());
-        let c = prompts.intern("Be brief.".to_string());
-        assert!(std::sync::Arc::ptr_eq(&a, &b));
-        assert!(!std::sync::Arc::ptr_eq(&a, &c));
-    }
 
     #[test]
     fn empty_sections_are_left_out() {

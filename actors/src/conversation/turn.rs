@@ -58,7 +58,9 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         system.push_str("\n\n");
         system.push_str(&state.args.briefing);
     }
-    state.system = node.prompts.intern(system);
+    state.system = node
+        .prompts
+        .intern(crate::intern::key_of(system.as_str()), system);
     // Carried tools rebuild what they held from their latest results.
     let ctx = state.tool_context(CancellationToken::new());
     for (i, m) in history.iter().enumerate() {
