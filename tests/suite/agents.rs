@@ -98,13 +98,7 @@ async fn ten_subagents_report_together_in_one_message() {
         .await
         .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
-    let report = bot
-        .send("split the work")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    let report = ask(&bot, "split the work").await;
     assert!(report.text.contains("delegate returned"), "{report:?}");
     let (conversation, text) = wait_notice(&mut events, "delegation").await;
     assert_eq!(conversation, bot.conversation());
@@ -227,7 +221,7 @@ fn a_crash_mid_delegation_still_reports_every_child_exactly_once() {
             .await
             .unwrap();
         let bot = runtime.bot("assistant").await.unwrap();
-        bot.send("go").await.unwrap().result().await.unwrap();
+        ask(&bot, "go").await;
         tokio::time::timeout(WAIT, hold.entered.notified())
             .await
             .unwrap();
@@ -316,23 +310,12 @@ async fn message_agent_delivers_and_the_reply_comes_back_as_a_notice() {
         .await
         .unwrap();
     let main = runtime.bot("assistant").await.unwrap();
-    let report = main
-        .send("ping the scout")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    let report = ask(&main, "ping the scout").await;
     assert_eq!(report.text, "sent");
     let (conversation, text) = wait_notice(&mut events, "reply").await;
     assert_eq!(conversation, main.conversation());
     assert_eq!(text, "`scout` replied:\npong from scout");
-    main.send("now make it fail")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    ask(&main, "now make it fail").await;
     let (_, text) = wait_notice(&mut events, "reply").await;
     assert!(
         text.starts_with("`scout` could not answer your message (halted by a guard: the same call to `no_such_tool`"),
@@ -489,7 +472,7 @@ async fn stopping_a_parent_stops_its_subagents() {
         .await
         .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
-    bot.send("go").await.unwrap().result().await.unwrap();
+    ask(&bot, "go").await;
     tokio::time::timeout(WAIT, hold.entered.notified())
         .await
         .unwrap();
@@ -543,7 +526,7 @@ async fn steer_reaches_a_running_subagent() {
         .await
         .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
-    let report = bot.send("go").await.unwrap().result().await.unwrap();
+    let report = ask(&bot, "go").await;
     assert_eq!(report.text, "steered", "{report:?}");
     tokio::time::timeout(WAIT, hold.entered.notified())
         .await

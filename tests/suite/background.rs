@@ -49,25 +49,14 @@ async fn an_idle_conversation_passivates_and_comes_back_with_its_history() {
         .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
     let conversation = bot.conversation();
-    bot.send("remember the word tangerine")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    support::ask(&bot, "remember the word tangerine").await;
     on_bus(&mut events, conversation, |e| {
         matches!(e, AgentEvent::Passivated).then_some(())
     })
     .await;
     assert_eq!(runtime.node().live_conversations(), 0);
 
-    let report = bot
-        .send("which word did I give you?")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    let report = support::ask(&bot, "which word did I give you?").await;
     assert_eq!(report.text, "It was tangerine.");
     assert_eq!(runtime.node().live_conversations(), 1);
     runtime.shutdown().await;
@@ -97,13 +86,7 @@ async fn a_background_command_tells_its_conversation_when_it_ends() {
     let runtime = home.builder(model).event_bus(bus).build().await.unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
     let conversation = bot.conversation();
-    let first = bot
-        .send("run it in the background")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    let first = support::ask(&bot, "run it in the background").await;
     assert_eq!(first.text, "Started it.");
     let said = on_bus(&mut events, conversation, |e| match e {
         AgentEvent::TurnFinished { text, .. } if text.starts_with("The command") => {
@@ -137,12 +120,7 @@ async fn messages_racing_a_passivation_are_all_answered() {
     let bot = runtime.bot("assistant").await.unwrap();
     for n in 1..=40 {
         let report = tokio::time::timeout(WAIT, async {
-            bot.send(format!("hello {n}"))
-                .await
-                .unwrap()
-                .result()
-                .await
-                .unwrap()
+            support::ask(&bot, format!("hello {n}")).await
         })
         .await
         .expect("every message is answered");
@@ -174,7 +152,7 @@ async fn any_conversation_stops_a_background_command_by_its_id() {
     }));
     let runtime = home.builder(model).build().await.unwrap();
     let first = runtime.bot("assistant").await.unwrap();
-    let started = first.send("start").await.unwrap().result().await.unwrap();
+    let started = support::ask(&first, "start").await;
     let at = started
         .text
         .find("cmd_")
@@ -188,13 +166,7 @@ async fn any_conversation_stops_a_background_command_by_its_id() {
     // Another conversation stops it by its id.
     let second = first.new_conversation().await.unwrap();
     assert_ne!(second.conversation(), first.conversation());
-    let stopped = second
-        .send("stop it")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    let stopped = support::ask(&second, "stop it").await;
     assert!(
         stopped.text.starts_with(&format!("Stopped `{id}`")),
         "{}",

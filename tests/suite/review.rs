@@ -14,7 +14,7 @@ use troupe::runtime::protocol::Message;
 use troupe::runtime::store::{conversations, usage};
 use troupe::AgentEvent;
 
-use super::support::{on_bus, TestHome};
+use super::support::{ask, on_bus, TestHome};
 
 fn is_review(req: &ModelRequest) -> bool {
     req.system.contains("# Background review")
@@ -89,13 +89,7 @@ async fn a_review_keeps_facts_and_proposes_what_it_would_take_away() {
         .await
         .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
-    let report = bot
-        .send("I switched from coffee to tea. I work in Rust.")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    let report = ask(&bot, "I switched from coffee to tea. I work in Rust.").await;
     assert_eq!(report.text, "Tea from now on, noted.");
     let review = review_finished(&mut events, bot.conversation()).await;
 
@@ -203,12 +197,7 @@ async fn memory_is_not_due_when_the_conversation_saved_to_it() {
         .await
         .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
-    bot.send("remember we use nextest")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    ask(&bot, "remember we use nextest").await;
     let review = review_finished(&mut events, bot.conversation()).await;
     let store = runtime.node().store().clone();
     let history = store
@@ -247,7 +236,7 @@ async fn reviews_follow_their_cadence_across_processes() {
     let first = start(bus).await.unwrap();
     let bot = first.bot("assistant").await.unwrap();
     for _ in 0..2 {
-        bot.send("hi").await.unwrap().result().await.unwrap();
+        ask(&bot, "hi").await;
     }
     first.shutdown().await;
     drop(first);
@@ -256,7 +245,7 @@ async fn reviews_follow_their_cadence_across_processes() {
     let second = start(bus).await.unwrap();
     let bot = second.bot("assistant").await.unwrap();
     for _ in 0..2 {
-        bot.send("hi").await.unwrap().result().await.unwrap();
+        ask(&bot, "hi").await;
     }
     review_finished(&mut events, bot.conversation()).await;
     second.shutdown().await;

@@ -169,13 +169,7 @@ async fn cronjob_manage_creates_a_routine_through_the_turn_loop() {
     ]);
     let s = setup(Arc::clone(&model)).await;
     let bot = s.runtime.bot("assistant").await.unwrap();
-    let report = bot
-        .send("every evening, summarise the news")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    let report = ask(&bot, "every evening, summarise the news").await;
     assert_eq!(report.text, "Made it.");
     let requests = model.requests();
     check_invariants(&requests);

@@ -154,6 +154,16 @@ pub async fn on_bus<T>(
     .expect("timed out waiting for an event on the bus")
 }
 
+/// Sends `text` to `bot` and waits for the turn's report.
+pub async fn ask(bot: &troupe::Bot, text: impl Into<String>) -> troupe::TurnReport {
+    bot.send(text)
+        .await
+        .expect("the turn starts")
+        .result()
+        .await
+        .expect("the turn reports")
+}
+
 /// Waits for the first event of `turn` that `pick` accepts.
 pub async fn wait_for<T>(
     turn: &mut troupe::Turn,

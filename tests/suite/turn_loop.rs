@@ -76,7 +76,7 @@ async fn unknown_tools_and_bad_arguments_go_back_to_the_model() {
         .await
         .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
-    let report = bot.send("go").await.unwrap().result().await.unwrap();
+    let report = ask(&bot, "go").await;
     assert_eq!(report.outcome, TurnOutcome::Finished, "{report:?}");
     let requests = model.requests();
     check_invariants(&requests);
@@ -100,15 +100,9 @@ async fn a_panicking_tool_is_reported_and_the_conversation_lives_on() {
         .await
         .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
-    let report = bot.send("try it").await.unwrap().result().await.unwrap();
+    let report = ask(&bot, "try it").await;
     assert_eq!(report.text, "It broke.");
-    let again = bot
-        .send("are you alive?")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    let again = ask(&bot, "are you alive?").await;
     assert_eq!(again.text, "Still here.");
 }
 
@@ -363,7 +357,7 @@ async fn stop_mid_turn_ends_it_and_status_answers_meanwhile() {
     assert_eq!(report.outcome, TurnOutcome::Stopped);
     assert_eq!(model.requests().len(), 1, "no model call after the stop");
     // The next turn sees the call answered.
-    let next = bot.send("again").await.unwrap().result().await.unwrap();
+    let next = ask(&bot, "again").await;
     assert_eq!(next.text, "after");
     check_invariants(&model.requests());
 }
@@ -418,7 +412,7 @@ async fn a_long_history_is_compacted_with_the_tail_kept_verbatim() {
     let runtime = build(Arc::clone(&model)).build().await.unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
     for tag in ["one", "two"] {
-        bot.send(long(tag)).await.unwrap().result().await.unwrap();
+        ask(&bot, long(tag)).await;
     }
     let mut turn = bot.send(long("three")).await.unwrap();
     let (before, after) = wait_for(&mut turn, |e| match e {
@@ -451,7 +445,7 @@ async fn a_long_history_is_compacted_with_the_tail_kept_verbatim() {
     let again = script(vec![Turn::text("a4").expecting("four")]);
     let runtime = build(Arc::clone(&again)).build().await.unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
-    bot.send("four").await.unwrap().result().await.unwrap();
+    ask(&bot, "four").await;
     let first = &again.requests()[0].messages[0];
     assert!(first.text().starts_with(
         "[Summary of the earlier part of this conversation]\nThe user sent three long notes"
@@ -558,20 +552,9 @@ async fn past_conversations_are_found_with_conversation_search() {
     ]);
     let runtime = home.builder(Arc::clone(&model)).build().await.unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
-    bot.send("Remember: the café opens at eight.")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    ask(&bot, "Remember: the café opens at eight.").await;
     let other = bot.new_conversation().await.unwrap();
-    let report = other
-        .send("When does the cafe open?")
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap();
+    let report = ask(&other, "When does the cafe open?").await;
     assert_eq!(report.text, "It opens at eight.", "{report:?}");
 }
 
