@@ -192,12 +192,10 @@ pub(super) async fn begin(
                     return;
                 }
                 Err(e) => {
-                    finish(
+                    fail(
                         myself,
                         state,
-                        TurnOutcome::Failed {
-                            error: format!("the message could not be saved: {e}"),
-                        },
+                        format!("the message could not be saved: {e}"),
                     )
                     .await;
                     return;
@@ -216,12 +214,10 @@ pub(super) async fn begin(
                 }
             }
             Err(e) => {
-                finish(
+                fail(
                     myself,
                     state,
-                    TurnOutcome::Failed {
-                        error: format!("the message could not be saved: {e}"),
-                    },
+                    format!("the message could not be saved: {e}"),
                 )
                 .await;
                 return;
@@ -309,14 +305,7 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     injected.extend(active.steers.drain(..).map(Message::user));
     if !injected.is_empty() {
         if let Err(e) = state.journal.append(injected.clone()).await {
-            finish(
-                myself,
-                state,
-                TurnOutcome::Failed {
-                    error: format!("a message could not be saved: {e}"),
-                },
-            )
-            .await;
+            fail(myself, state, format!("a message could not be saved: {e}")).await;
             return;
         }
         state.history_mut().extend(injected);
@@ -383,12 +372,10 @@ pub(super) async fn model_done(
     // landed before anything the answer asks for runs.
     if let Some(opening) = state.active.as_mut().and_then(|a| a.opening.take()) {
         if let Err(e) = opening.wait().await {
-            finish(
+            fail(
                 myself,
                 state,
-                TurnOutcome::Failed {
-                    error: format!("the message could not be saved: {e}"),
-                },
+                format!("the message could not be saved: {e}"),
             )
             .await;
             return;
@@ -503,12 +490,10 @@ pub(super) async fn tools_done(
     error: Option<String>,
 ) {
     if let Some(error) = error {
-        finish(
+        fail(
             myself,
             state,
-            TurnOutcome::Failed {
-                error: format!("tool results could not be saved: {error}"),
-            },
+            format!("tool results could not be saved: {error}"),
         )
         .await;
         return;
@@ -540,6 +525,11 @@ pub(super) async fn tools_done(
         return;
     }
     next_step(myself, state).await;
+}
+
+/// Ends the turn as failed with `error`.
+async fn fail(myself: &ActorRef<ConversationMsg>, state: &mut State, error: String) {
+    finish(myself, state, TurnOutcome::Failed { error }).await;
 }
 
 /// Ends the turn, reports it, and starts the next queued one.
