@@ -48,8 +48,9 @@ impl<T: ?Sized + PartialEq> Interner<T> {
         shared
     }
 
-    /// How many distinct values are held (for tests and stats).
-    pub fn live(&self) -> usize {
+    /// How many distinct values are held.
+    #[cfg(test)]
+    fn live(&self) -> usize {
         self.known
             .lock()
             .values()
