@@ -112,32 +112,33 @@ pub async fn durable(n: usize) -> anyhow::Result<serde_json::Value> {
         Address::Conversation(ConversationId::new()),
         Address::Conversation(ConversationId::new()),
     );
-    let driver = b.clone();
-    let a = tokio::spawn(async move {
-        let b = driver;
-        let mut samples: Vec<Duration> = Vec::with_capacity(n);
-        let started = Instant::now();
-        for i in 0..n {
-            let t = Instant::now();
-            let ping = Envelope {
-                id: MsgId::new(),
-                from: a_addr.clone(),
-                to: b_addr.clone(),
-                body: Payload::Text {
-                    sender: "a".into(),
-                    text: format!("ping {i}"),
-                    expects_reply: true,
-                },
-                sent_at: chrono::Utc::now(),
-            };
-            store.send(ping.clone()).await?;
-            let answer = ractor::call!(b, Echo::Mail, ping)?.map_err(|e| anyhow::anyhow!(e))?;
-            store
-                .write(move |tx| mailbox::consume(tx, answer.id).map(|_| ()))
-                .await?;
-            samples.push(t.elapsed());
+    let a = tokio::spawn({
+        let b = b.clone();
+        async move {
+            let mut samples: Vec<Duration> = Vec::with_capacity(n);
+            let started = Instant::now();
+            for i in 0..n {
+                let t = Instant::now();
+                let ping = Envelope {
+                    id: MsgId::new(),
+                    from: a_addr.clone(),
+                    to: b_addr.clone(),
+                    body: Payload::Text {
+                        sender: "a".into(),
+                        text: format!("ping {i}"),
+                        expects_reply: true,
+                    },
+                    sent_at: chrono::Utc::now(),
+                };
+                store.send(ping.clone()).await?;
+                let answer = ractor::call!(b, Echo::Mail, ping)?.map_err(|e| anyhow::anyhow!(e))?;
+                store
+                    .write(move |tx| mailbox::consume(tx, answer.id).map(|_| ()))
+                    .await?;
+                samples.push(t.elapsed());
+            }
+            anyhow::Ok((samples, started.elapsed()))
         }
-        anyhow::Ok((samples, started.elapsed()))
     });
     let (samples, wall) = a.await??;
     b.stop(None);
