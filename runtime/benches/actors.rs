@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort};
 use troupe_runtime::router::{Activator, Router, RouterConfig};
 
+/// The allocator the `troupe` binary runs with.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 enum Msg {
     Tick,
     Done(u64, RpcReplyPort<u64>),

@@ -17,6 +17,10 @@ use troupe_runtime::protocol::{Message, ToolResult};
 use troupe_runtime::store::search::{self, Filter, Order};
 use troupe_runtime::store::{conversations, Store};
 
+/// The allocator the `troupe` binary runs with.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Messages per conversation.

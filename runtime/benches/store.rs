@@ -10,6 +10,10 @@ use troupe_runtime::id::{BotId, ConversationId, MsgId};
 use troupe_runtime::protocol::{Address, Envelope, Message, Payload};
 use troupe_runtime::store::{conversations, Store};
 
+/// The allocator the `troupe` binary runs with.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 fn main() -> BenchResult<()> {
