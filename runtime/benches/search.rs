@@ -163,7 +163,7 @@ async fn run(total: usize, queries: usize) -> BenchResult<()> {
         let n = JOB.min(total - written);
         let mut batch = Vec::with_capacity(n);
         for k in written..written + n {
-            let (conv, bot) = convs[k % conversations];
+            let (conv, _) = convs[k % conversations];
             let len = 6 + rng.below(40);
             let text = words.sentence(&mut rng, len);
             let message = match k % 10 {
@@ -175,7 +175,7 @@ async fn run(total: usize, queries: usize) -> BenchResult<()> {
                 i if i % 2 == 0 => Message::user(text),
                 _ => Message::assistant(text),
             };
-            batch.push((conv, bot, message));
+            batch.push((conv, message));
         }
         written += n;
         let store = store.clone();
@@ -183,8 +183,8 @@ async fn run(total: usize, queries: usize) -> BenchResult<()> {
             // Prepared off the writer thread, as the conversations do.
             let rows = batch
                 .iter()
-                .map(|(conv, bot, message)| {
-                    conversations::PreparedMessage::with_id(MsgId::new(), *conv, *bot, message)
+                .map(|(conv, message)| {
+                    conversations::PreparedMessage::with_id(MsgId::new(), *conv, message)
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             store

@@ -45,7 +45,7 @@ fn wanted(name: &str) -> bool {
     names.is_empty() || names.iter().any(|n| n == name)
 }
 
-async fn open() -> BenchResult<(tempfile::TempDir, Store, BotId, ConversationId)> {
+async fn open() -> BenchResult<(tempfile::TempDir, Store, ConversationId)> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("troupe.db");
     let store = tokio::task::spawn_blocking(move || Store::open(&path)).await??;
@@ -58,12 +58,12 @@ async fn open() -> BenchResult<(tempfile::TempDir, Store, BotId, ConversationId)
             )
         })
         .await?;
-    Ok((dir, store, bot, conv))
+    Ok((dir, store, conv))
 }
 
 /// `tasks` tasks each write `jobs` jobs of `rows_per_job` messages.
 async fn appends(tasks: usize, jobs: usize, rows_per_job: usize) -> BenchResult<()> {
-    let (_dir, store, bot, conv) = open().await?;
+    let (_dir, store, conv) = open().await?;
     let start = Instant::now();
     let handles: Vec<_> = (0..tasks)
         .map(|t| {
@@ -74,7 +74,7 @@ async fn appends(tasks: usize, jobs: usize, rows_per_job: usize) -> BenchResult<
                     let rows = (0..rows_per_job)
                         .map(|r| {
                             let text = format!("task {t} job {j} row {r}: a few words of text");
-                            conversations::PreparedMessage::new(conv, bot, &Message::user(text))
+                            conversations::PreparedMessage::new(conv, &Message::user(text))
                         })
                         .collect::<Result<Vec<_>, _>>()?;
                     store
@@ -109,7 +109,7 @@ async fn appends(tasks: usize, jobs: usize, rows_per_job: usize) -> BenchResult<
 
 /// `tasks` tasks each send `each` envelopes one after the other, timing each.
 async fn sends(tasks: usize, each: usize) -> BenchResult<()> {
-    let (_dir, store, _bot, conv) = open().await?;
+    let (_dir, store, conv) = open().await?;
     let start = Instant::now();
     let handles: Vec<_> = (0..tasks)
         .map(|_| {

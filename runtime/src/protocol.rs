@@ -146,6 +146,15 @@ impl Message {
             Self::Tool { result, .. } => &result.text,
         }
     }
+
+    /// The same text, to change in place (the store keeps it apart from
+    /// the rest of the message).
+    pub fn text_mut(&mut self) -> &mut String {
+        match self {
+            Self::User { content } | Self::Assistant { content, .. } => content,
+            Self::Tool { result, .. } => &mut result.text,
+        }
+    }
 }
 
 /// Tokens a model call used.

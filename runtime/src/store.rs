@@ -39,7 +39,7 @@
 //! store
 //!     .write(move |tx| {
 //!         conversations::create_conversation(tx, &conversations::NewConversation::new(conv, bot, "main"))?;
-//!         conversations::append_message(tx, conv, bot, &Message::user("hello"))
+//!         conversations::append_message(tx, conv, &Message::user("hello"))
 //!     })
 //!     .await?;
 //!

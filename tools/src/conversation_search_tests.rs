@@ -48,7 +48,7 @@ async fn conversation(
             let mut ids = Vec::new();
             for m in &messages {
                 let id = MsgId::new();
-                conversations::append_message_with_id(tx, id, conv, bot, m)?;
+                conversations::append_message_with_id(tx, id, conv, m)?;
                 ids.push(id);
             }
             let at = timestamp(Utc::now() - chrono::Duration::days(age_days));

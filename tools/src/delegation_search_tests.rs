@@ -64,7 +64,7 @@ async fn record(
             new.title = "sub".into();
             conversations::create_conversation(tx, &new)?;
             for m in &messages {
-                conversations::append_message_with_id(tx, MsgId::new(), conversation, bot, m)?;
+                conversations::append_message_with_id(tx, MsgId::new(), conversation, m)?;
             }
             tx.execute(
                 "UPDATE messages SET created_at = ?2 WHERE conversation_id = ?1",

@@ -70,39 +70,38 @@ impl Journal {
                     )?
                     .query_row(params![conv], |r| Ok((r.get(0)?, r.get(1)?)))
                     .optional()?;
-                let decode = |body: String| {
-                    serde_json::from_str::<Message>(&body)
-                        .map_err(|e| StoreError::Codec { what: "message", detail: e.to_string() })
-                };
-                let rows = |sql: &str, p: &[&dyn troupe_runtime::rusqlite::ToSql]| -> Result<Vec<String>> {
+                let decode = |(body, text): (String, String)| conversations::decode_message(&body, text);
+                let rows = |sql: &str, p: &[&dyn troupe_runtime::rusqlite::ToSql]| -> Result<Vec<(String, String)>> {
                     let mut stmt = conn.prepare_cached(sql)?;
-                    let bodies = stmt.query_map(p, |r| r.get::<_, String>(0))?.collect::<std::result::Result<Vec<_>, _>>()?;
+                    let bodies = stmt
+                        .query_map(p, |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
                     Ok(bodies)
                 };
                 let mut history = Vec::new();
                 match segment {
                     None => {
-                        for body in rows("SELECT body FROM messages WHERE conversation_id = ?1 ORDER BY seq", &[&conv])? {
-                            history.push(decode(body)?);
+                        for row in rows("SELECT body, text FROM messages WHERE conversation_id = ?1 ORDER BY seq", &[&conv])? {
+                            history.push(decode(row)?);
                         }
                     }
                     Some((summary_seq, tail_count)) => {
-                        for body in rows("SELECT body FROM messages WHERE seq = ?1", &[&summary_seq])? {
-                            history.push(decode(body)?);
+                        for row in rows("SELECT body, text FROM messages WHERE seq = ?1", &[&summary_seq])? {
+                            history.push(decode(row)?);
                         }
                         let mut tail = rows(
-                            "SELECT body FROM messages WHERE conversation_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
+                            "SELECT body, text FROM messages WHERE conversation_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
                             &[&conv, &summary_seq, &tail_count],
                         )?;
                         tail.reverse();
-                        for body in tail {
-                            history.push(decode(body)?);
+                        for row in tail {
+                            history.push(decode(row)?);
                         }
-                        for body in rows(
-                            "SELECT body FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq",
+                        for row in rows(
+                            "SELECT body, text FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq",
                             &[&conv, &summary_seq],
                         )? {
-                            history.push(decode(body)?);
+                            history.push(decode(row)?);
                         }
                     }
                 }
@@ -118,7 +117,7 @@ impl Journal {
         };
         let prepared = messages
             .iter()
-            .map(|m| PreparedMessage::new(self.conversation, self.bot, m))
+            .map(|m| PreparedMessage::new(self.conversation, m))
             .collect::<Result<Vec<_>>>()?;
         store
             .write(move |tx| PreparedMessage::append_all(tx, &prepared))
@@ -139,7 +138,7 @@ impl Journal {
             return Ok(());
         };
         let (conv, bot) = (self.conversation, self.bot);
-        let prepared = PreparedMessage::new(conv, bot, &message)?;
+        let prepared = PreparedMessage::new(conv, &message)?;
         store
             .write(move |tx| {
                 // The turn's opening was queued without waiting: if it did
@@ -162,11 +161,11 @@ impl Journal {
     /// Applies a delivered message: consumes it and appends it in one
     /// transaction. `false` when it was applied before (a redelivery).
     pub async fn apply_delivery(&self, envelope: Envelope, message: Message) -> Result<bool> {
-        let (conv, bot) = (self.conversation, self.bot);
+        let conv = self.conversation;
         let Some(store) = &self.store else {
             return Ok(true);
         };
-        let prepared = PreparedMessage::with_id(envelope.id, conv, bot, &message)?;
+        let prepared = PreparedMessage::with_id(envelope.id, conv, &message)?;
         store
             .write(move |tx| {
                 if !mailbox::consume(tx, envelope.id)? {
@@ -189,7 +188,7 @@ impl Journal {
             return Ok(None);
         };
         let conv = self.conversation;
-        let first = PreparedMessage::new(conv, self.bot, &first)?;
+        let first = PreparedMessage::new(conv, &first)?;
         let pending = store
             .submit(move |tx| {
                 first.append(tx)?;
@@ -205,9 +204,7 @@ impl Journal {
             return Ok(());
         };
         let conv = self.conversation;
-        let first = first
-            .map(|m| PreparedMessage::new(conv, self.bot, &m))
-            .transpose()?;
+        let first = first.map(|m| PreparedMessage::new(conv, &m)).transpose()?;
         store
             .write(move |tx| {
                 if let Some(m) = &first {
@@ -224,10 +221,10 @@ impl Journal {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        let (conv, bot) = (self.conversation, self.bot);
+        let conv = self.conversation;
         store
             .write(move |tx| {
-                let seq = conversations::append_message_with_id(tx, MsgId::new(), conv, bot, &summary)?;
+                let seq = conversations::append_message_with_id(tx, MsgId::new(), conv, &summary)?;
                 tx.prepare_cached(
                     "INSERT INTO segments (conversation_id, summary_seq, tail_count, created_at) VALUES (?1, ?2, ?3, ?4)",
                 )?

@@ -1,8 +1,9 @@
 //! Conversations and their messages.
 //!
 //! A conversation is one history of one bot: the main chat, a routine run,
-//! a subagent's task. Its messages are stored in order (`seq`) with the
-//! protocol [`Message`] as JSON in `body` and its plain text in `text`, which
+//! a subagent's task. Its messages are stored in order (`seq`) with their
+//! plain text in `text` and the rest of the protocol [`Message`] as JSON in
+//! `body` (its text left empty, so the text is stored once), which
 //! the FTS5 index `messages_fts` takes in once per writer batch (accents
 //! ignored, so "cafe" finds "café"; see `finish_batch`) and mirrors
 //! through triggers on update and delete. When a long conversation is compacted, the new
@@ -122,10 +123,9 @@ pub fn create_conversation(tx: &Transaction<'_>, new: &NewConversation) -> Resul
 pub fn append_message(
     tx: &Transaction<'_>,
     conversation: ConversationId,
-    bot: BotId,
     message: &Message,
 ) -> Result<i64, StoreError> {
-    append_message_with_id(tx, MsgId::new(), conversation, bot, message)
+    append_message_with_id(tx, MsgId::new(), conversation, message)
 }
 
 /// Appends a message under a given id (e.g. the mailbox envelope's id, so a
@@ -135,10 +135,9 @@ pub fn append_message_with_id(
     tx: &Transaction<'_>,
     id: MsgId,
     conversation: ConversationId,
-    bot: BotId,
     message: &Message,
 ) -> Result<i64, StoreError> {
-    PreparedMessage::with_id(id, conversation, bot, message)?.append(tx)
+    PreparedMessage::with_id(id, conversation, message)?.append(tx)
 }
 
 /// A message made ready to append: encoded, its ids and time printed.
@@ -151,7 +150,6 @@ pub fn append_message_with_id(
 pub struct PreparedMessage {
     id: String,
     conversation: String,
-    bot: String,
     role: &'static str,
     body: String,
     text: String,
@@ -160,32 +158,29 @@ pub struct PreparedMessage {
 
 impl PreparedMessage {
     /// `message` of `conversation`, under a new id, dated now.
-    pub fn new(
-        conversation: ConversationId,
-        bot: BotId,
-        message: &Message,
-    ) -> Result<Self, StoreError> {
-        Self::with_id(MsgId::new(), conversation, bot, message)
+    pub fn new(conversation: ConversationId, message: &Message) -> Result<Self, StoreError> {
+        Self::with_id(MsgId::new(), conversation, message)
     }
 
     /// `message` under `id` (a delivered envelope's), dated now.
     pub fn with_id(
         id: MsgId,
         conversation: ConversationId,
-        bot: BotId,
         message: &Message,
     ) -> Result<Self, StoreError> {
-        let body = serde_json::to_string(message).map_err(|e| StoreError::Codec {
+        // The text goes in its own column; the body keeps the rest.
+        let mut rest = message.clone();
+        let text = std::mem::take(rest.text_mut());
+        let body = serde_json::to_string(&rest).map_err(|e| StoreError::Codec {
             what: "message",
             detail: e.to_string(),
         })?;
         Ok(Self {
             id: id.to_string(),
             conversation: conversation.to_string(),
-            bot: bot.to_string(),
             role: message.role(),
             body,
-            text: message.text().to_string(),
+            text,
             created_at: now(),
         })
     }
@@ -206,7 +201,6 @@ impl PreparedMessage {
         insert.execute(params![
             self.id,
             self.conversation,
-            self.bot,
             self.role,
             self.body,
             self.text,
@@ -217,8 +211,8 @@ impl PreparedMessage {
 }
 
 const INSERT_MESSAGE: &str =
-    "INSERT INTO messages (id, conversation_id, bot_id, role, body, text, created_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+    "INSERT INTO messages (id, conversation_id, role, body, text, created_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
 /// The `kv` key holding the last message `seq` in the full-text index.
 const FTS_SEQ_KEY: &str = "store.messages_fts_seq";
@@ -307,7 +301,7 @@ pub fn load_messages(
     conversation: ConversationId,
 ) -> Result<Vec<StoredMessage>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT seq, id, body, created_at FROM messages WHERE conversation_id = ?1 ORDER BY seq",
+        "SELECT seq, id, body, text, created_at FROM messages WHERE conversation_id = ?1 ORDER BY seq",
     )?;
     let rows = stmt.query_map([conversation.to_string()], |r| {
         Ok((
@@ -315,22 +309,40 @@ pub fn load_messages(
             r.get::<_, String>(1)?,
             r.get::<_, String>(2)?,
             r.get::<_, String>(3)?,
+            r.get::<_, String>(4)?,
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (seq, id, body, created_at) = row?;
+        let (seq, id, body, text, created_at) = row?;
         out.push(StoredMessage {
             seq,
             id: parse_id(&id)?,
-            message: serde_json::from_str(&body).map_err(|e| StoreError::Codec {
-                what: "message",
-                detail: format!("seq {seq}: {e}"),
+            message: decode_message(&body, text).map_err(|e| match e {
+                StoreError::Codec { what, detail } => StoreError::Codec {
+                    what,
+                    detail: format!("seq {seq}: {detail}"),
+                },
+                other => other,
             })?,
             created_at: parse_time(&created_at)?,
         });
     }
     Ok(out)
+}
+
+/// A stored message from its `body` and `text` columns.
+///
+/// The body holds the message with its text left empty (bodies written
+/// before schema 3 hold the text too, the same text); the text column holds
+/// the text.
+pub fn decode_message(body: &str, text: String) -> Result<Message, StoreError> {
+    let mut message: Message = serde_json::from_str(body).map_err(|e| StoreError::Codec {
+        what: "message",
+        detail: e.to_string(),
+    })?;
+    *message.text_mut() = text;
+    Ok(message)
 }
 
 /// One conversation, if it exists.

@@ -38,19 +38,18 @@ fn apply(
     tx: &Transaction<'_>,
     envelope: &Envelope,
     conv: ConversationId,
-    bot: BotId,
 ) -> Result<bool, StoreError> {
     if !consume(tx, envelope.id)? {
         return Ok(false);
     }
     let message = Message::user(body_text(envelope));
-    conversations::append_message_with_id(tx, envelope.id, conv, bot, &message)?;
+    conversations::append_message_with_id(tx, envelope.id, conv, &message)?;
     Ok(true)
 }
 
-async fn apply_in_job(store: &Store, envelope: Envelope, conv: ConversationId, bot: BotId) -> bool {
+async fn apply_in_job(store: &Store, envelope: Envelope, conv: ConversationId) -> bool {
     store
-        .write(move |tx| apply(tx, &envelope, conv, bot))
+        .write(move |tx| apply(tx, &envelope, conv))
         .await
         .unwrap()
 }
@@ -65,16 +64,17 @@ async fn history(store: &Store, conv: ConversationId) -> Vec<(MsgId, String)> {
         .collect()
 }
 
-async fn open_with_conversation(path: &std::path::Path) -> (Store, BotId, ConversationId) {
+async fn open_with_conversation(path: &std::path::Path) -> (Store, ConversationId) {
     let store = Store::open(path).unwrap();
-    let (bot, conv) = (BotId::new(), ConversationId::new());
+    let conv = ConversationId::new();
     store
         .write(move |tx| {
-            conversations::create_conversation(tx, &NewConversation::new(conv, bot, "main"))
+            let new = NewConversation::new(conv, BotId::new(), "main");
+            conversations::create_conversation(tx, &new)
         })
         .await
         .unwrap();
-    (store, bot, conv)
+    (store, conv)
 }
 
 #[tokio::test]
@@ -130,12 +130,12 @@ async fn pending_is_per_recipient_in_send_order() {
 #[tokio::test]
 async fn consuming_twice_is_refused_the_second_time() {
     let (_dir, path) = temp_db();
-    let (store, bot, conv) = open_with_conversation(&path).await;
+    let (store, conv) = open_with_conversation(&path).await;
     let to = Address::Conversation(conv);
     let envelope = text_to(&to, "hello");
     store.send(envelope.clone()).await.unwrap();
-    assert!(apply_in_job(&store, envelope.clone(), conv, bot).await);
-    assert!(!apply_in_job(&store, envelope.clone(), conv, bot).await);
+    assert!(apply_in_job(&store, envelope.clone(), conv).await);
+    assert!(!apply_in_job(&store, envelope.clone(), conv).await);
     assert_eq!(
         history(&store, conv).await,
         [(envelope.id, "hello".to_string())]
@@ -148,14 +148,14 @@ async fn consuming_twice_is_refused_the_second_time() {
 #[tokio::test]
 async fn a_failed_apply_leaves_the_message_pending() {
     let (_dir, path) = temp_db();
-    let (store, bot, conv) = open_with_conversation(&path).await;
+    let (store, conv) = open_with_conversation(&path).await;
     let envelope = text_to(&Address::Conversation(conv), "retry me");
     store.send(envelope.clone()).await.unwrap();
     let err = {
         let envelope = envelope.clone();
         store
             .write(move |tx| -> Result<(), StoreError> {
-                apply(tx, &envelope, conv, bot)?;
+                apply(tx, &envelope, conv)?;
                 Err(StoreError::Invalid("the turn failed after applying".into()))
             })
             .await
@@ -167,13 +167,13 @@ async fn a_failed_apply_leaves_the_message_pending() {
         std::slice::from_ref(&envelope)
     );
     assert_eq!(history(&store, conv).await, []);
-    assert!(apply_in_job(&store, envelope, conv, bot).await);
+    assert!(apply_in_job(&store, envelope, conv).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_crash_every_acknowledged_message_is_applied_exactly_once() {
     let (_dir, path) = temp_db();
-    let (store, bot, conv) = open_with_conversation(&path).await;
+    let (store, conv) = open_with_conversation(&path).await;
     let to = Address::Conversation(conv);
 
     // Sent concurrently: every acknowledged send must survive.
@@ -193,7 +193,7 @@ async fn after_a_crash_every_acknowledged_message_is_applied_exactly_once() {
     // The receiver applies the first 15, then the process "crashes": the
     // handle is leaked, nothing is shut down.
     for envelope in &sent[..15] {
-        assert!(apply_in_job(&store, envelope.clone(), conv, bot).await);
+        assert!(apply_in_job(&store, envelope.clone(), conv).await);
     }
     std::mem::forget(store);
 
@@ -207,9 +207,9 @@ async fn after_a_crash_every_acknowledged_message_is_applied_exactly_once() {
     // Start-up redelivers everything pending; an old duplicate delivery of
     // an applied message comes in too and must be a no-op.
     for envelope in redelivered {
-        assert!(apply_in_job(&store, envelope, conv, bot).await);
+        assert!(apply_in_job(&store, envelope, conv).await);
     }
-    assert!(!apply_in_job(&store, sent[3].clone(), conv, bot).await);
+    assert!(!apply_in_job(&store, sent[3].clone(), conv).await);
 
     assert_eq!(store.read(pending_all).await.unwrap(), []);
     let expected: Vec<(MsgId, String)> = sent.iter().map(|e| (e.id, body_text(e))).collect();

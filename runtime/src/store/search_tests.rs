@@ -33,7 +33,7 @@ fn conversation(
             let mut ids = Vec::new();
             for m in &messages {
                 let id = MsgId::new();
-                conversations::append_message_with_id(tx, id, conv, bot, m)?;
+                conversations::append_message_with_id(tx, id, conv, m)?;
                 ids.push(id);
             }
             let at = timestamp(day(at));
@@ -592,8 +592,7 @@ fn deleted_messages_leave_the_index_whether_indexed_yet_or_not() {
                 [gone.to_string()],
             )?;
             // Appended and deleted in one batch: never indexed, never unindexed.
-            let seq =
-                conversations::append_message(tx, kept, bot, &Message::user("ephemeral too"))?;
+            let seq = conversations::append_message(tx, kept, &Message::user("ephemeral too"))?;
             tx.execute("DELETE FROM messages WHERE seq = ?1", [seq])?;
             Ok(())
         })
@@ -656,8 +655,8 @@ fn a_seq_given_again_after_the_newest_messages_are_deleted_is_indexed() {
                 "DELETE FROM conversations WHERE id = ?1",
                 [gone.to_string()],
             )?;
-            let a = conversations::append_message(tx, kept, bot, &Message::user("quince cake"))?;
-            let b = conversations::append_message(tx, kept, bot, &Message::user("plum cake"))?;
+            let a = conversations::append_message(tx, kept, &Message::user("quince cake"))?;
+            let b = conversations::append_message(tx, kept, &Message::user("plum cake"))?;
             conversations::catch_up(tx)?;
             tx.execute(
                 "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)",

@@ -4,8 +4,8 @@ use pretty_assertions::assert_eq;
 
 use super::conversations::{self, NewConversation};
 use super::*;
-use crate::id::{BotId, ConversationId};
-use crate::protocol::Message;
+use crate::id::{BotId, ConversationId, MsgId};
+use crate::protocol::{Message, ToolCall, ToolResult};
 
 fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -91,9 +91,7 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
     );
     let (_, conv) = new_conversation(&store);
     store
-        .write_blocking(move |tx| {
-            conversations::append_message(tx, conv, BotId::new(), &Message::user("kept"))
-        })
+        .write_blocking(move |tx| conversations::append_message(tx, conv, &Message::user("kept")))
         .unwrap();
     drop(store);
 
@@ -227,7 +225,7 @@ fn two_stores_may_open_the_same_file() {
     let (_, conv) = new_conversation(&first);
     second
         .write_blocking(move |tx| {
-            conversations::append_message(tx, conv, BotId::new(), &Message::user("from two"))
+            conversations::append_message(tx, conv, &Message::user("from two"))
         })
         .unwrap();
     assert_eq!(texts(&first, conv), ["from two"]);
@@ -318,9 +316,7 @@ async fn reads_see_committed_writes() {
     for i in 0..5 {
         let text = format!("message {i}");
         let seq = store
-            .write(move |tx| {
-                conversations::append_message(tx, conv, bot, &Message::user(text.clone()))
-            })
+            .write(move |tx| conversations::append_message(tx, conv, &Message::user(text.clone())))
             .await
             .unwrap();
         let last = store
@@ -347,11 +343,11 @@ async fn reads_see_committed_writes() {
 fn search_ignores_accents_and_case() {
     let (_dir, path) = temp_db();
     let store = Store::open(&path).unwrap();
-    let (bot, conv) = new_conversation(&store);
+    let (_, conv) = new_conversation(&store);
     store
         .write_blocking(move |tx| {
-            conversations::append_message(tx, conv, bot, &Message::user("Un café à Paris"))?;
-            conversations::append_message(tx, conv, bot, &Message::assistant("tea in London"))
+            conversations::append_message(tx, conv, &Message::user("Un café à Paris"))?;
+            conversations::append_message(tx, conv, &Message::assistant("tea in London"))
         })
         .unwrap();
     // Not indexed yet: the writer defers the index until enough waits.
@@ -384,7 +380,7 @@ fn search_ignores_accents_and_case() {
 async fn many_concurrent_writers_all_land() {
     let (_dir, path) = temp_db();
     let store = Store::open(&path).unwrap();
-    let (bot, conv) = new_conversation_async(&store).await;
+    let (_, conv) = new_conversation_async(&store).await;
     let tasks: Vec<_> = (0..64)
         .map(|t| {
             let store = store.clone();
@@ -394,12 +390,7 @@ async fn many_concurrent_writers_all_land() {
                     let text = format!("{t}:{i}");
                     let seq = store
                         .write(move |tx| {
-                            conversations::append_message(
-                                tx,
-                                conv,
-                                bot,
-                                &Message::user(text.clone()),
-                            )
+                            conversations::append_message(tx, conv, &Message::user(text.clone()))
                         })
                         .await
                         .unwrap();
@@ -494,13 +485,12 @@ fn kv_values_are_set_replaced_and_removed() {
 fn the_index_catches_up_by_itself_once_enough_messages_wait() {
     let (_dir, path) = temp_db();
     let store = Store::open(&path).unwrap();
-    let (bot, conv) = new_conversation(&store);
+    let (_, conv) = new_conversation(&store);
     let append = |n: i64| {
         for _ in 0..n {
             store
                 .write_blocking(move |tx| {
-                    conversations::append_message(tx, conv, bot, &Message::user("lentil soup"))
-                        .map(drop)
+                    conversations::append_message(tx, conv, &Message::user("lentil soup")).map(drop)
                 })
                 .unwrap();
         }
@@ -521,7 +511,7 @@ fn the_index_catches_up_by_itself_once_enough_messages_wait() {
 }
 
 #[test]
-fn a_version_1_store_keeps_its_messages_and_index_through_migration_2() {
+fn a_version_1_store_keeps_its_messages_and_index_through_migrations_2_and_3() {
     let (_dir, path) = temp_db();
     let (bot, conv) = (BotId::new(), ConversationId::new());
     {
@@ -532,15 +522,28 @@ fn a_version_1_store_keeps_its_messages_and_index_through_migration_2() {
         }
         tx.execute_batch("PRAGMA user_version = 1").unwrap();
         conversations::create_conversation(&tx, &NewConversation::new(conv, bot, "main")).unwrap();
+        // As version 1 wrote them: with the bot, and the text in the body too.
         for text in ["lentil soup", "barley bread", "lentil stew"] {
-            conversations::append_message(&tx, conv, bot, &Message::user(text)).unwrap();
+            let body = serde_json::to_string(&Message::user(text)).unwrap();
+            tx.execute(
+                "INSERT INTO messages (id, conversation_id, bot_id, role, body, text, created_at)
+                 VALUES (?1, ?2, ?3, 'user', ?4, ?5, '2026-01-01T00:00:00Z')",
+                rusqlite::params![
+                    MsgId::new().to_string(),
+                    conv.to_string(),
+                    bot.to_string(),
+                    body,
+                    text
+                ],
+            )
+            .unwrap();
         }
         conversations::catch_up(&tx).unwrap();
         tx.commit().unwrap();
     }
 
     let store = Store::open(&path).unwrap();
-    assert_eq!(user_version(&store), 2);
+    assert_eq!(user_version(&store), 3);
     assert_eq!(
         texts(&store, conv),
         ["lentil soup", "barley bread", "lentil stew"]
@@ -568,7 +571,7 @@ fn a_version_1_store_keeps_its_messages_and_index_through_migration_2() {
 
     let seq = store
         .write_blocking(move |tx| {
-            let seq = conversations::append_message(tx, conv, bot, &Message::user("lentil pie"))?;
+            let seq = conversations::append_message(tx, conv, &Message::user("lentil pie"))?;
             conversations::catch_up(tx)?;
             tx.execute(
                 "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)",
@@ -578,13 +581,77 @@ fn a_version_1_store_keeps_its_messages_and_index_through_migration_2() {
         })
         .unwrap();
     assert_eq!(seq, 4);
+    assert_eq!(
+        texts(&store, conv),
+        ["lentil soup", "barley bread", "lentil stew", "lentil pie"]
+    );
+    let columns = store
+        .read_blocking(|conn| {
+            Ok(conn
+                .prepare("SELECT name FROM pragma_table_info('messages')")?
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .unwrap();
+    assert!(!columns.iter().any(|c| c == "bot_id"), "{columns:?}");
+}
+
+#[test]
+fn a_message_text_is_stored_once_and_read_back_whole() {
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    let (_, conv) = new_conversation(&store);
+    let messages = [
+        Message::user("a question about lentils"),
+        Message::Assistant {
+            content: "let me look".into(),
+            tool_calls: vec![ToolCall {
+                id: "call_1".into(),
+                name: "read_file".into(),
+                arguments: serde_json::json!({"path": "lentils.md"}),
+            }],
+        },
+        Message::Tool {
+            call_id: "call_1".into(),
+            name: "read_file".into(),
+            result: ToolResult::ok("Lentils: 200 g, soaked"),
+        },
+        Message::assistant(""),
+    ];
+    let appended = messages.clone();
+    store
+        .write_blocking(move |tx| {
+            appended
+                .iter()
+                .try_for_each(|m| conversations::append_message(tx, conv, m).map(drop))
+        })
+        .unwrap();
+    let bodies = store
+        .read_blocking(|conn| {
+            Ok(conn
+                .prepare("SELECT body FROM messages ORDER BY seq")?
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .unwrap();
+    for (body, message) in bodies.iter().zip(&messages) {
+        let text = message.text();
+        assert!(text.is_empty() || !body.contains(text), "{body}");
+    }
+    let loaded: Vec<Message> = store
+        .read_blocking(move |conn| conversations::load_messages(conn, conv))
+        .unwrap()
+        .into_iter()
+        .map(|m| m.message)
+        .collect();
+    assert_eq!(loaded, messages);
 }
 
 #[test]
 fn a_busy_writer_defers_the_index_until_a_quieter_batch() {
     let (_dir, path) = temp_db();
     let store = Store::open(&path).unwrap();
-    let (bot, conv) = new_conversation(&store);
+    let (_, conv) = new_conversation(&store);
     let found = || {
         store
             .read_blocking(|conn| conversations::search_messages(conn, "lentil", 10_000))
@@ -599,7 +666,7 @@ fn a_busy_writer_defers_the_index_until_a_quieter_batch() {
         .map(|_| {
             let (job, done) = writer::TypedJob::boxed(move |tx| {
                 for _ in 0..per_job {
-                    conversations::append_message(tx, conv, bot, &Message::user("lentil soup"))?;
+                    conversations::append_message(tx, conv, &Message::user("lentil soup"))?;
                 }
                 Ok(())
             });
@@ -616,7 +683,7 @@ fn a_busy_writer_defers_the_index_until_a_quieter_batch() {
     // The next small batch finds enough waiting and catches up.
     store
         .write_blocking(move |tx| {
-            conversations::append_message(tx, conv, bot, &Message::user("lentil stew")).map(drop)
+            conversations::append_message(tx, conv, &Message::user("lentil stew")).map(drop)
         })
         .unwrap();
     assert_eq!(found(), conversations::CATCH_UP_ROWS as usize + 1);
