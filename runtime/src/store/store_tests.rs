@@ -64,6 +64,21 @@ fn texts(store: &Store, conv: ConversationId) -> Vec<String> {
         .collect()
 }
 
+/// The first column of every row `sql` selects.
+fn column<T: rusqlite::types::FromSql + Send + 'static>(
+    store: &Store,
+    sql: &'static str,
+) -> Vec<T> {
+    store
+        .read_blocking(move |conn| {
+            Ok(conn
+                .prepare(sql)?
+                .query_map([], |r| r.get::<_, T>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .unwrap()
+}
+
 #[test]
 fn migrates_an_empty_file_and_reopens_it_unchanged() {
     let (_dir, path) = temp_db();
@@ -548,22 +563,13 @@ fn a_version_1_store_keeps_its_messages_and_index_through_migrations_2_and_3() {
         texts(&store, conv),
         ["lentil soup", "barley bread", "lentil stew"]
     );
-    let (seqs, sequence_rows) = store
-        .read_blocking(|conn| {
-            let seqs = conn
-                .prepare("SELECT seq FROM messages ORDER BY seq")?
-                .query_map([], |r| r.get::<_, i64>(0))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            let rows: i64 = conn.query_row(
-                "SELECT count(*) FROM sqlite_sequence WHERE name = 'messages'",
-                [],
-                |r| r.get(0),
-            )?;
-            Ok((seqs, rows))
-        })
-        .unwrap();
+    let seqs: Vec<i64> = column(&store, "SELECT seq FROM messages ORDER BY seq");
     assert_eq!(seqs, [1, 2, 3]);
-    assert_eq!(sequence_rows, 0, "no AUTOINCREMENT bookkeeping is left");
+    let sequence_rows: Vec<i64> = column(
+        &store,
+        "SELECT count(*) FROM sqlite_sequence WHERE name = 'messages'",
+    );
+    assert_eq!(sequence_rows, [0], "no AUTOINCREMENT bookkeeping is left");
     let hits = store
         .read_blocking(|conn| conversations::search_messages(conn, "lentil", 10))
         .unwrap();
@@ -585,14 +591,7 @@ fn a_version_1_store_keeps_its_messages_and_index_through_migrations_2_and_3() {
         texts(&store, conv),
         ["lentil soup", "barley bread", "lentil stew", "lentil pie"]
     );
-    let columns = store
-        .read_blocking(|conn| {
-            Ok(conn
-                .prepare("SELECT name FROM pragma_table_info('messages')")?
-                .query_map([], |r| r.get::<_, String>(0))?
-                .collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-        .unwrap();
+    let columns: Vec<String> = column(&store, "SELECT name FROM pragma_table_info('messages')");
     assert!(!columns.iter().any(|c| c == "bot_id"), "{columns:?}");
 }
 
@@ -626,14 +625,7 @@ fn a_message_text_is_stored_once_and_read_back_whole() {
                 .try_for_each(|m| conversations::append_message(tx, conv, m).map(drop))
         })
         .unwrap();
-    let bodies = store
-        .read_blocking(|conn| {
-            Ok(conn
-                .prepare("SELECT body FROM messages ORDER BY seq")?
-                .query_map([], |r| r.get::<_, String>(0))?
-                .collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-        .unwrap();
+    let bodies: Vec<String> = column(&store, "SELECT body FROM messages ORDER BY seq");
     for (body, message) in bodies.iter().zip(&messages) {
         let text = message.text();
         assert!(text.is_empty() || !body.contains(text), "{body}");
