@@ -37,6 +37,8 @@ pub enum Workload {
     Delegation,
     /// `message_agent`'s durable path: send (committed) to the target's turn starting.
     Message,
+    /// Stored conversations activated after a restart (`--n` conversations).
+    Activation,
 }
 
 /// Arguments of `troupe bench`.
@@ -64,15 +66,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<serde_json::Value> {
         other => anyhow::bail!("`--durable {other}`: say `on` or `off`"),
     };
     let mut result = match args.workload {
-        Workload::W1 => mailbox::in_memory(args.n.unwrap_or(50_000)).await?,
-        Workload::W1Durable => mailbox::durable(args.n.unwrap_or(20_000)).await?,
-        Workload::W2 => turns::sequential(args.n.unwrap_or(2_000), durable).await?,
-        Workload::W2Long => turns::long(args.n.unwrap_or(300), durable).await?,
-        Workload::W3 => turns::many(args.n.unwrap_or(1_000), durable).await?,
+        // A process started the way `troupe run` starts: driven from the
+        // thread that called `block_on`.
         Workload::ColdStart if args.probe => turns::probe(durable).await?,
         Workload::ColdStart => turns::cold_start(durable).await?,
-        Workload::Delegation => many::delegation(args.n.unwrap_or(1_000), 10).await?,
-        Workload::Message => many::message(args.n.unwrap_or(2_000)).await?,
+        // The rest from a task of the runtime, as a server's handlers or
+        // another agent drive it: the `block_on` thread is not one of the
+        // runtime's workers, and every wake-up across to it would count.
+        workload => tokio::spawn(in_process(workload, args.n, durable)).await??,
     };
     if let serde_json::Value::Object(map) = &mut result {
         map.insert(
@@ -83,6 +84,25 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<serde_json::Value> {
         );
     }
     Ok(result)
+}
+
+/// A workload measured inside this process.
+async fn in_process(
+    workload: Workload,
+    n: Option<usize>,
+    durable: bool,
+) -> anyhow::Result<serde_json::Value> {
+    match workload {
+        Workload::W1 => mailbox::in_memory(n.unwrap_or(50_000)).await,
+        Workload::W1Durable => mailbox::durable(n.unwrap_or(20_000)).await,
+        Workload::W2 => turns::sequential(n.unwrap_or(2_000), durable).await,
+        Workload::W2Long => turns::long(n.unwrap_or(300), durable).await,
+        Workload::W3 => turns::many(n.unwrap_or(1_000), durable).await,
+        Workload::Delegation => many::delegation(n.unwrap_or(1_000), 10).await,
+        Workload::Message => many::message(n.unwrap_or(2_000)).await,
+        Workload::Activation => turns::activation(n.unwrap_or(1_000)).await,
+        Workload::ColdStart => turns::cold_start(durable).await,
+    }
 }
 
 /// `lookup_weather(city)`: always "sunny, 21C".

@@ -75,25 +75,19 @@ impl Actor for EchoActor {
     }
 }
 
-/// Through the mailbox alone. A is a task of the runtime, like B (not the
-/// thread that started the benchmark): two agents on the same workers.
+/// Through the mailbox alone. A is the benchmark's task (a task of the
+/// runtime, see [`super::run`]), B an actor: two agents on the same workers.
 pub async fn in_memory(n: usize) -> anyhow::Result<serde_json::Value> {
     let (b, handle) = Actor::spawn(None, EchoActor, None).await?;
-    let a = {
-        let b = b.clone();
-        tokio::spawn(async move {
-            let mut samples = Vec::with_capacity(n);
-            let started = Instant::now();
-            for i in 0..n as u64 {
-                let t = Instant::now();
-                let answer = ractor::call!(b, Echo::Ping, i)?;
-                samples.push(t.elapsed());
-                anyhow::ensure!(answer == i + 1, "wrong answer");
-            }
-            Ok((samples, started.elapsed()))
-        })
-    };
-    let (samples, wall) = a.await??;
+    let mut samples = Vec::with_capacity(n);
+    let started = Instant::now();
+    for i in 0..n as u64 {
+        let t = Instant::now();
+        let answer = ractor::call!(b, Echo::Ping, i)?;
+        samples.push(t.elapsed());
+        anyhow::ensure!(answer == i + 1, "wrong answer");
+    }
+    let wall = started.elapsed();
     b.stop(None);
     handle.await?;
     Ok(json!({
@@ -112,35 +106,29 @@ pub async fn durable(n: usize) -> anyhow::Result<serde_json::Value> {
         Address::Conversation(ConversationId::new()),
         Address::Conversation(ConversationId::new()),
     );
-    let a = tokio::spawn({
-        let b = b.clone();
-        async move {
-            let mut samples: Vec<Duration> = Vec::with_capacity(n);
-            let started = Instant::now();
-            for i in 0..n {
-                let t = Instant::now();
-                let ping = Envelope {
-                    id: MsgId::new(),
-                    from: a_addr.clone(),
-                    to: b_addr.clone(),
-                    body: Payload::Text {
-                        sender: "a".into(),
-                        text: format!("ping {i}"),
-                        expects_reply: true,
-                    },
-                    sent_at: chrono::Utc::now(),
-                };
-                store.send(ping.clone()).await?;
-                let answer = ractor::call!(b, Echo::Mail, ping)?.map_err(|e| anyhow::anyhow!(e))?;
-                store
-                    .write(move |tx| mailbox::consume(tx, answer.id).map(|_| ()))
-                    .await?;
-                samples.push(t.elapsed());
-            }
-            anyhow::Ok((samples, started.elapsed()))
-        }
-    });
-    let (samples, wall) = a.await??;
+    let mut samples: Vec<Duration> = Vec::with_capacity(n);
+    let started = Instant::now();
+    for i in 0..n {
+        let t = Instant::now();
+        let ping = Envelope {
+            id: MsgId::new(),
+            from: a_addr.clone(),
+            to: b_addr.clone(),
+            body: Payload::Text {
+                sender: "a".into(),
+                text: format!("ping {i}"),
+                expects_reply: true,
+            },
+            sent_at: chrono::Utc::now(),
+        };
+        store.send(ping.clone()).await?;
+        let answer = ractor::call!(b, Echo::Mail, ping)?.map_err(|e| anyhow::anyhow!(e))?;
+        store
+            .write(move |tx| mailbox::consume(tx, answer.id).map(|_| ()))
+            .await?;
+        samples.push(t.elapsed());
+    }
+    let wall = started.elapsed();
     b.stop(None);
     handle.await?;
     Ok(json!({

@@ -97,6 +97,55 @@ pub async fn long(n: usize, durable: bool) -> anyhow::Result<serde_json::Value> 
     }))
 }
 
+/// Activation: `n` stored conversations (three turns each, 12 messages)
+/// after a restart, so none is live; asking each for its status activates
+/// it from the store: its row, its bot, its history, its actor. Then the
+/// same query again, live.
+pub async fn activation(n: usize) -> anyhow::Result<serde_json::Value> {
+    const TURNS_EACH: usize = 3;
+    let home = tempfile::tempdir()?;
+    let mut stored = Vec::with_capacity(n);
+    {
+        let runtime = runtime(home.path(), true).await?;
+        let node = runtime.node().clone();
+        for _ in 0..n {
+            let conversation = node
+                .new_conversation("assistant", Narrowing::default())
+                .await?;
+            for _ in 0..TURNS_EACH {
+                one_turn(&runtime, conversation).await?;
+            }
+            stored.push(conversation);
+        }
+        runtime.shutdown().await;
+    }
+    let runtime = runtime(home.path(), true).await?;
+    let node = runtime.node().clone();
+    let live_before = node.live_conversations();
+    let mut cold = Vec::with_capacity(n);
+    for &conversation in &stored {
+        let started = Instant::now();
+        node.status(conversation).await?;
+        cold.push(started.elapsed());
+    }
+    anyhow::ensure!(
+        node.live_conversations() >= live_before + n,
+        "only {} of {n} conversations became live",
+        node.live_conversations().saturating_sub(live_before)
+    );
+    let mut warm = Vec::with_capacity(n);
+    for &conversation in &stored {
+        let started = Instant::now();
+        node.status(conversation).await?;
+        warm.push(started.elapsed());
+    }
+    runtime.shutdown().await;
+    Ok(json!({
+        "workload": "activation", "conversations": n, "messages_each": TURNS_EACH * 4,
+        "activate": percentiles(cold), "live": percentiles(warm),
+    }))
+}
+
 /// W3: `n` agents, each doing one turn, all at once.
 pub async fn many(n: usize, durable: bool) -> anyhow::Result<serde_json::Value> {
     let home = tempfile::tempdir()?;

@@ -188,3 +188,19 @@ fn the_demo_runs_offline_and_says_where_its_data_is() {
     let profile = std::fs::read_to_string(home.path().join("memory/USER.md")).unwrap();
     assert!(profile.contains("vegetarian"));
 }
+
+#[test]
+fn bench_activation_brings_stored_conversations_back_after_a_restart() {
+    let home = TestHome::new();
+    let out = troupe(&home, &["bench", "activation", "--n", "20"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let line: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(line["workload"], "activation");
+    assert_eq!(line["conversations"], 20);
+    assert_eq!(line["messages_each"], 12);
+    let (cold, live) = (&line["activate"]["p50_us"], &line["live"]["p50_us"]);
+    assert!(
+        cold.as_f64().unwrap() > 0.0 && live.as_f64().unwrap() > 0.0,
+        "{line}"
+    );
+}
