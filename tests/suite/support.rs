@@ -45,35 +45,8 @@ pub fn script(turns: Vec<Turn>) -> Arc<ScriptedProvider> {
     Arc::new(ScriptedProvider::new(turns))
 }
 
-/// A tool answering `lookup_weather(city)` with "sunny, 21C".
-pub struct Weather {
-    spec: ToolSpec,
-}
-
-impl Weather {
-    pub fn new() -> Arc<Self> {
-        let schema = json!({
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["city"],
-            "properties": {"city": {"type": "string", "description": "The city."}}
-        });
-        Arc::new(Self {
-            spec: ToolSpec::new("lookup_weather", "The weather in a city.", schema).read_only(),
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl Tool for Weather {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn call(&self, _args: serde_json::Value, _ctx: &ToolContext) -> ToolResult {
-        ToolResult::ok("sunny, 21C")
-    }
-}
+/// The benchmarks' `lookup_weather(city)`, answering "sunny, 21C".
+pub use troupe::bench::Weather;
 
 /// A tool that waits until released (or the turn is stopped), recording its calls.
 pub struct Gate {
