@@ -8,6 +8,7 @@ mod chat;
 mod info;
 mod proposals;
 mod run;
+mod show;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,6 +54,17 @@ pub enum Command {
         /// How many.
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// Only this bot's.
+        #[arg(long)]
+        bot: Option<String>,
+    },
+    /// Print a conversation's transcript (its id from `conversations` or `search`).
+    Show {
+        /// The conversation id (`conv_…`).
+        conversation: String,
+        /// One JSON object per message.
+        #[arg(long)]
+        json: bool,
     },
     /// Search past conversations (all words, accents ignored).
     Search {
@@ -105,7 +117,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Chat(args) => chat::chat(builder().scheduler(true), args).await,
         Command::Bots => info::bots(builder()).await,
-        Command::Conversations { limit } => info::conversations(builder(), limit).await,
+        Command::Conversations { limit, bot } => {
+            info::conversations(builder(), limit, bot.as_deref()).await
+        }
+        Command::Show { conversation, json } => show::show(builder(), &conversation, json).await,
         Command::Search { query, limit } => info::search(builder(), &query, limit).await,
         Command::Usage => info::usage(builder()).await,
         Command::Routines => info::routines(builder()).await,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use troupe_runtime::home::Home;
 use troupe_runtime::protocol::ActorKind;
-use troupe_runtime::store::{conversations, usage};
+use troupe_runtime::store::{conversations, search, usage};
 use troupe_tools::table;
 
 use super::Builder;
@@ -51,32 +51,56 @@ pub async fn bots(builder: Builder) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `troupe conversations`.
-pub async fn conversations(builder: Builder, limit: usize) -> anyhow::Result<ExitCode> {
+/// `troupe conversations`: the latest first, each with its size and its
+/// title (or its first user message).
+pub async fn conversations(
+    builder: Builder,
+    limit: usize,
+    bot: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let runtime = builder.build().await?;
-    let names: std::collections::HashMap<_, _> = runtime
-        .node()
-        .bots()
-        .into_iter()
-        .map(|b| (b.id, b.spec.name))
-        .collect();
+    let bot = match bot {
+        Some(name) => Some(runtime.node().bot(name)?.id),
+        None => None,
+    };
     let store = runtime.node().store();
     store.catch_up().await?;
+    let filter = search::Filter {
+        bot,
+        ..search::Filter::default()
+    };
     let rows = store
-        .read(move |c| conversations::list_conversations(c, None, limit))
+        .read(move |c| search::latest_conversations(c, &filter, limit))
         .await?;
+    if rows.is_empty() {
+        println!("no conversations yet; `troupe run` or `troupe chat` starts one");
+    }
     for row in rows {
-        let bot = names.get(&row.bot).map(String::as_str).unwrap_or("?");
+        let about = if row.title.is_empty() {
+            row.first_user_message.unwrap_or_default()
+        } else {
+            row.title
+        };
         println!(
-            "{}  {:<12} {:<12} {}  {}",
+            "{}  {:<12} {:<12} {}  {:>5} msgs  {}",
             row.id,
-            bot,
+            row.bot_name.as_deref().unwrap_or("?"),
             row.kind,
             row.updated_at.format("%Y-%m-%d %H:%M"),
-            row.title
+            row.messages,
+            one_line(&about, 60)
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `text`'s first line, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let first = text.lines().next().unwrap_or_default();
+    match first.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &first[..at]),
+        None => first.to_string(),
+    }
 }
 
 /// `troupe search QUERY`.

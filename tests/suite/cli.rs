@@ -78,6 +78,80 @@ fn run_prints_the_answer_and_progress_separately() {
 }
 
 #[test]
+fn conversations_lists_them_and_show_prints_one_whole() {
+    let home = TestHome::new();
+    std::fs::write(home.path().join("notes.txt"), "the launch is on friday\n").unwrap();
+    let model = write_script(
+        &home,
+        "turns.json",
+        json!([
+            {"text": "Let me look.",
+             "tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+            {"text": "The launch is on Friday.", "expect": "the launch is on friday"}
+        ]),
+    );
+    let out = troupe(&home, &["run", "--model", &model, "When is the launch?"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let listed = troupe(&home, &["conversations"]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let listing = text(&listed.stdout);
+    let row = listing.lines().next().unwrap();
+    assert!(row.contains("assistant"), "{listing}");
+    assert!(row.contains("4 msgs"), "{listing}");
+    assert!(row.contains("When is the launch?"), "{listing}");
+    let id = row.split_whitespace().next().unwrap();
+
+    let shown = troupe(&home, &["show", id]);
+    assert!(shown.status.success(), "{}", text(&shown.stderr));
+    let transcript = text(&shown.stdout);
+    let order = [
+        "user",
+        "When is the launch?",
+        "Let me look.",
+        "→ read_file {\"path\":\"notes.txt\"}",
+        "tool read_file",
+        "the launch is on friday",
+        "The launch is on Friday.",
+    ];
+    let mut from = 0;
+    for part in order {
+        let at = transcript[from..]
+            .find(part)
+            .unwrap_or_else(|| panic!("`{part}` missing or out of order in:\n{transcript}"));
+        from += at + part.len();
+    }
+
+    let json_out = troupe(&home, &["show", id, "--json"]);
+    let roles: Vec<String> = text(&json_out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["role"].to_string())
+        .collect();
+    assert_eq!(
+        roles,
+        ["\"user\"", "\"assistant\"", "\"tool\"", "\"assistant\""]
+    );
+
+    let malformed = troupe(&home, &["show", "conv_123"]);
+    assert!(!malformed.status.success());
+    assert!(
+        text(&malformed.stderr).contains("expected `conv_` followed by 32 hex digits"),
+        "{}",
+        text(&malformed.stderr)
+    );
+    let unknown = troupe(&home, &["show", "conv_0123456789abcdef0123456789abcdef"]);
+    assert!(!unknown.status.success());
+    assert!(
+        text(&unknown.stderr).contains("no conversation conv_0123456789abcdef0123456789abcdef"),
+        "{}",
+        text(&unknown.stderr)
+    );
+    let nobody = troupe(&home, &["conversations", "--bot", "nobody"]);
+    assert!(!nobody.status.success());
+    assert!(text(&nobody.stderr).contains("no bot named `nobody`"));
+}
+
+#[test]
 fn run_json_streams_events_as_json_lines() {
     let home = TestHome::new();
     let model = write_script(&home, "t.json", json!([{"text": "hi"}]));
