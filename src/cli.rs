@@ -156,6 +156,13 @@ async fn serve(builder: Builder) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A conversation id given on the command line, with where to find one.
+fn conversation_id(text: &str) -> anyhow::Result<troupe_runtime::id::ConversationId> {
+    text.parse().map_err(|e| {
+        anyhow::anyhow!("{e}; `troupe conversations` lists the conversations with their ids")
+    })
+}
+
 fn parse_overrides(raw: &[String]) -> anyhow::Result<Vec<(String, String)>> {
     raw.iter()
         .map(|s| {

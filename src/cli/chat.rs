@@ -10,9 +10,11 @@ use std::process::ExitCode;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::signal::unix::{signal, SignalKind};
+use troupe_actors::node::NodeError;
 use troupe_actors::toolset::Narrowing;
 use troupe_runtime::home::MAIN_AGENT;
 use troupe_runtime::protocol::AgentEvent;
+use troupe_runtime::store::conversations;
 
 use super::run::{outcome_text, progress_line};
 use super::Builder;
@@ -29,6 +31,9 @@ pub struct ChatArgs {
     /// Start a new conversation instead of going on with the last one.
     #[arg(long)]
     pub new: bool,
+    /// Go on with this conversation (`conv_…`), whichever bot it is with.
+    #[arg(long, conflicts_with_all = ["bot", "new"])]
+    pub conversation: Option<String>,
 }
 
 /// Asks `ask_user`'s questions at the prompt; `None` when the user leaves (cancel).
@@ -74,11 +79,32 @@ pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCo
     }
     let runtime = builder.build().await?;
     let node = runtime.node();
-    let bot = args.bot.as_deref().unwrap_or(MAIN_AGENT);
-    let conversation = if args.new {
-        node.new_conversation(bot, Narrowing::default()).await?
-    } else {
-        node.latest_conversation(bot).await?
+    let (bot, conversation) = match &args.conversation {
+        Some(id) => {
+            let id = super::conversation_id(id)?;
+            // Activates it from the store: a clear error if there is none.
+            node.status(id).await?;
+            let row = node
+                .store()
+                .read(move |c| conversations::get_conversation(c, id))
+                .await?
+                .ok_or(NodeError::NoSuchConversation(id))?;
+            let bot = node
+                .bots()
+                .into_iter()
+                .find(|b| b.id == row.bot)
+                .map_or_else(|| row.bot.to_string(), |b| b.spec.name);
+            (bot, id)
+        }
+        None => {
+            let bot = args.bot.clone().unwrap_or_else(|| MAIN_AGENT.to_string());
+            let conversation = if args.new {
+                node.new_conversation(&bot, Narrowing::default()).await?
+            } else {
+                node.latest_conversation(&bot).await?
+            };
+            (bot, conversation)
+        }
     };
     eprintln!(
         "troupe chat with `{bot}` ({conversation}). Ctrl-C stops a turn; Ctrl-D or /quit leaves."

@@ -15,6 +15,9 @@ pub struct RunArgs {
     /// The bot (default: the main agent, `assistant`).
     #[arg(long)]
     pub bot: Option<String>,
+    /// Go on with this conversation (`conv_…`) instead of starting one.
+    #[arg(long, conflicts_with_all = ["bot", "tools"])]
+    pub conversation: Option<String>,
     /// The model spec for this run (`openai:gpt-4o-mini`, `script:turns.json`, …).
     #[arg(long)]
     pub model: Option<String>,
@@ -116,7 +119,10 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
         }),
         parent: None,
     };
-    let conversation = node.new_conversation(bot, narrowing).await?;
+    let conversation = match &args.conversation {
+        Some(id) => super::conversation_id(id)?,
+        None => node.new_conversation(bot, narrowing).await?,
+    };
     let (mut events, done) = node.send(conversation, args.prompt.join(" ")).await?;
     let mut stdout = std::io::stdout();
     while let Some(event) = events.recv().await {

@@ -19,9 +19,7 @@ struct Transcript {
 
 /// `troupe show`.
 pub async fn show(builder: Builder, conversation: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let id: ConversationId = conversation.parse().map_err(|e| {
-        anyhow::anyhow!("{e}; `troupe conversations` lists the conversations with their ids")
-    })?;
+    let id = super::conversation_id(conversation)?;
     let runtime = builder.build().await?;
     let store = runtime.node().store().clone();
     let transcript = store

@@ -149,6 +149,38 @@ fn conversations_lists_them_and_show_prints_one_whole() {
     let nobody = troupe(&home, &["conversations", "--bot", "nobody"]);
     assert!(!nobody.status.success());
     assert!(text(&nobody.stderr).contains("no bot named `nobody`"));
+
+    // `run --conversation` goes on with it rather than starting another.
+    let again = write_script(&home, "again.json", json!([{"text": "Still Friday."}]));
+    let out = troupe(
+        &home,
+        &[
+            "run",
+            "--conversation",
+            id,
+            "--model",
+            &again,
+            "And the launch?",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "Still Friday.\n");
+    let listing = text(&troupe(&home, &["conversations"]).stdout);
+    assert_eq!(listing.lines().count(), 1, "{listing}");
+    assert!(
+        listing.contains(&format!("{id}  ")) && listing.contains("6 msgs"),
+        "{listing}"
+    );
+    let both = troupe(
+        &home,
+        &["run", "--conversation", id, "--bot", "assistant", "x"],
+    );
+    assert!(!both.status.success());
+    assert!(
+        text(&both.stderr).contains("cannot be used with"),
+        "{}",
+        text(&both.stderr)
+    );
 }
 
 #[test]
@@ -276,5 +308,75 @@ fn bench_activation_brings_stored_conversations_back_after_a_restart() {
     assert!(
         cold.as_f64().unwrap() > 0.0 && live.as_f64().unwrap() > 0.0,
         "{line}"
+    );
+}
+
+#[test]
+fn chat_goes_on_with_a_conversation_given_by_id() {
+    let home = TestHome::new();
+    let first = write_script(&home, "first.json", json!([{"text": "Noted: Friday."}]));
+    let out = troupe(
+        &home,
+        &["run", "--model", &first, "The launch is on Friday."],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listing = text(&troupe(&home, &["conversations"]).stdout);
+    let id = listing.split_whitespace().next().unwrap().to_string();
+
+    let model = write_script(
+        &home,
+        "chat.json",
+        json!([{"text": "It is on Friday.", "expect": "when is it"}]),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["--home"])
+        .arg(home.path())
+        .args(["chat", "--conversation", &id, "--model", &model])
+        .current_dir(home.path())
+        .env_remove("TROUPE_HOME")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"when is it?\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("It is on Friday."),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(text(&out.stderr).contains(&id), "{}", text(&out.stderr));
+
+    let listing = text(&troupe(&home, &["conversations"]).stdout);
+    assert_eq!(listing.lines().count(), 1, "{listing}");
+    assert!(listing.contains("4 msgs"), "{listing}");
+    let transcript = text(&troupe(&home, &["show", &id]).stdout);
+    let (first, second) = (
+        transcript.find("Noted: Friday.").unwrap(),
+        transcript.find("It is on Friday.").unwrap(),
+    );
+    assert!(first < second, "{transcript}");
+
+    let unknown = troupe(
+        &home,
+        &[
+            "chat",
+            "--conversation",
+            "conv_0123456789abcdef0123456789abcdef",
+        ],
+    );
+    assert!(!unknown.status.success());
+    assert!(
+        text(&unknown.stderr).contains("there is no conversation"),
+        "{}",
+        text(&unknown.stderr)
     );
 }
