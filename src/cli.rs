@@ -68,8 +68,9 @@ pub enum Command {
     },
     /// Search past conversations (all words, accents ignored).
     Search {
-        /// The words.
-        query: String,
+        /// The words (quoted or not).
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
         /// How many hits.
         #[arg(long, default_value_t = 10)]
         limit: usize,
@@ -121,7 +122,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             info::conversations(builder(), limit, bot.as_deref()).await
         }
         Command::Show { conversation, json } => show::show(builder(), &conversation, json).await,
-        Command::Search { query, limit } => info::search(builder(), &query, limit).await,
+        Command::Search { query, limit } => info::search(builder(), &query.join(" "), limit).await,
         Command::Usage => info::usage(builder()).await,
         Command::Routines => info::routines(builder()).await,
         Command::Proposals(args) => proposals::proposals(builder(), args).await,

@@ -67,14 +67,21 @@ fn run_prints_the_answer_and_progress_separately() {
         "{}",
         text(&out.stderr)
     );
-    // The conversation is searchable afterwards.
-    let found = troupe(&home, &["search", "launch"]);
-    assert!(found.status.success());
-    assert!(
-        text(&found.stdout).contains("launch"),
-        "{}",
-        text(&found.stdout)
-    );
+    // The conversation is searchable afterwards, by words quoted or not.
+    let cases: [(&[&str], &str); 3] = [
+        (&["launch"], "When is the [launch]?"),
+        (&["launch", "friday"], "The [launch] is on [Friday]."),
+        (&["launch friday"], "The [launch] is on [Friday]."),
+    ];
+    for (words, hit) in cases {
+        let found = troupe(&home, &[&["search"][..], words].concat());
+        assert!(found.status.success(), "{}", text(&found.stderr));
+        assert!(
+            text(&found.stdout).contains(hit),
+            "{words:?}: {}",
+            text(&found.stdout)
+        );
+    }
 }
 
 #[test]
