@@ -15,7 +15,13 @@
 
 use std::path::{Component, Path, PathBuf};
 
+mod words;
+
 use super::shell::{self, FunctionDef, Parsed, Redirect, RedirectKind, SimpleCommand, Word};
+use words::{
+    echoed_text, is_assignment, is_system_program, join, option_takes_value, program_of, read_head,
+    read_only_program, shell_input, ShellInput, SHELLS,
+};
 
 /// Where a command runs: the paths rules resolve words against.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,28 +261,6 @@ pub fn analyse(text: &str, env: &Env, limits: &Limits) -> Result<Analysis, Analy
     walker.text(text, 0, false, None)?;
     walker.check_self_written_scripts()?;
     Ok(walker.out)
-}
-
-const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "yash"];
-
-/// Options of wrappers that take a value, by wrapper.
-fn option_takes_value(wrapper: &str, option: &str) -> bool {
-    let list: &[&str] = match wrapper {
-        "sudo" => &[
-            "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "-R",
-        ],
-        "doas" => &["-u", "-C"],
-        "env" => &["-u", "-C", "--unset", "--chdir"],
-        "exec" => &["-a"],
-        "nice" => &["-n", "--adjustment"],
-        "ionice" => &["-c", "-n", "-p", "-t"],
-        "stdbuf" => &["-i", "-o", "-e"],
-        "timeout" => &["-s", "-k", "--signal", "--kill-after"],
-        "xargs" => &["-I", "-n", "-P", "-d", "-a", "-E", "-L", "-s", "-e", "-l"],
-        "watch" => &["-n", "-d", "--interval"],
-        _ => &[],
-    };
-    list.contains(&option)
 }
 
 struct Walker<'a> {
@@ -606,138 +590,4 @@ impl Walker<'_> {
         }
         Ok(())
     }
-}
-
-enum ShellInput<'a> {
-    Command(&'a Word),
-    Script(&'a Word),
-    Stdin,
-}
-
-/// What a shell invocation runs: `-c STRING`, a script, or its input.
-fn shell_input(args: &[Word]) -> ShellInput<'_> {
-    let mut wants_command = false;
-    let mut iter = args.iter();
-    while let Some(w) = iter.next() {
-        let t = w.text.as_str();
-        if t == "--" {
-            break;
-        }
-        if t == "-o" || t == "+o" || t == "--rcfile" || t == "--init-file" {
-            iter.next();
-            continue;
-        }
-        if t.starts_with("--") {
-            continue;
-        }
-        if (t.starts_with('-') || t.starts_with('+')) && t.len() > 1 {
-            if t[1..].contains('c') {
-                wants_command = true;
-            }
-            if t[1..].contains('s') {
-                return ShellInput::Stdin;
-            }
-            continue;
-        }
-        return if wants_command {
-            ShellInput::Command(w)
-        } else {
-            ShellInput::Script(w)
-        };
-    }
-    match iter.next() {
-        Some(w) if wants_command => ShellInput::Command(w),
-        Some(w) => ShellInput::Script(w),
-        None => ShellInput::Stdin,
-    }
-}
-
-/// The text `echo …` or `printf …` prints, when that is all it does.
-fn echoed_text(cmd: &SimpleCommand) -> Option<String> {
-    let (first, rest) = cmd.words.split_first()?;
-    match first.text.as_str() {
-        "echo" | "printf" => {
-            let args: Vec<Word> = rest
-                .iter()
-                .filter(|w| !(w.text.starts_with('-') && w.text.len() == 2))
-                .cloned()
-                .collect();
-            Some(join(&args).replace("\\n", "\n"))
-        }
-        _ => None,
-    }
-}
-
-fn program_of(cmd: &SimpleCommand) -> String {
-    cmd.words
-        .iter()
-        .find(|w| !is_assignment(&w.text))
-        .map(|w| w.text.rsplit('/').next().unwrap_or(&w.text).to_string())
-        .unwrap_or_default()
-}
-
-fn is_assignment(text: &str) -> bool {
-    match text.split_once('=') {
-        Some((name, _)) => {
-            !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '+')
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-        }
-        None => false,
-    }
-}
-
-fn join(words: &[Word]) -> String {
-    let mut out = String::new();
-    for (i, w) in words.iter().enumerate() {
-        if i > 0 {
-            out.push(' ');
-        }
-        out.push_str(&w.text);
-    }
-    out
-}
-
-fn is_system_program(path: &Path) -> bool {
-    ["/bin", "/sbin", "/usr", "/lib", "/opt", "/snap", "/nix"]
-        .iter()
-        .any(|dir| path.starts_with(dir))
-}
-
-fn read_only_program(program: &str) -> bool {
-    matches!(
-        program,
-        "cat"
-            | "chmod"
-            | "ls"
-            | "head"
-            | "tail"
-            | "wc"
-            | "file"
-            | "stat"
-            | "test"
-            | "["
-            | "echo"
-            | "less"
-            | "grep"
-            | "bash"
-            | "sh"
-            | "zsh"
-            | "dash"
-            | "source"
-            | "."
-            | "shellcheck"
-            | "diff"
-    )
-}
-
-fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut buf = vec![0u8; 256];
-    let mut file = std::fs::File::open(path)?;
-    let n = file.read(&mut buf)?;
-    buf.truncate(n);
-    Ok(buf)
 }
