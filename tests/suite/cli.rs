@@ -47,20 +47,28 @@ fn init_writes_a_commented_home_and_keeps_it() {
     );
 }
 
-#[test]
-fn run_prints_the_answer_and_progress_separately() {
+/// `troupe run "When is the launch?"` in a new home: the model's first step
+/// (`first`, with its `read_file` of the notes) and then the answer.
+fn ask_about_the_launch(mut first: serde_json::Value) -> (TestHome, Output) {
     let home = TestHome::new();
     std::fs::write(home.path().join("notes.txt"), "the launch is on friday\n").unwrap();
+    first["tool_calls"] = json!([{"name": "read_file", "arguments": {"path": "notes.txt"}}]);
     let model = write_script(
         &home,
         "turns.json",
         json!([
-            {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+            first,
             {"text": "The launch is on Friday.", "expect": "the launch is on friday"}
         ]),
     );
     let out = troupe(&home, &["run", "--model", &model, "When is the launch?"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    (home, out)
+}
+
+#[test]
+fn run_prints_the_answer_and_progress_separately() {
+    let (home, out) = ask_about_the_launch(json!({}));
     assert_eq!(text(&out.stdout), "The launch is on Friday.\n");
     assert!(
         text(&out.stderr).contains("→ read_file"),
@@ -86,19 +94,7 @@ fn run_prints_the_answer_and_progress_separately() {
 
 #[test]
 fn conversations_lists_them_and_show_prints_one_whole() {
-    let home = TestHome::new();
-    std::fs::write(home.path().join("notes.txt"), "the launch is on friday\n").unwrap();
-    let model = write_script(
-        &home,
-        "turns.json",
-        json!([
-            {"text": "Let me look.",
-             "tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
-            {"text": "The launch is on Friday.", "expect": "the launch is on friday"}
-        ]),
-    );
-    let out = troupe(&home, &["run", "--model", &model, "When is the launch?"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (home, _) = ask_about_the_launch(json!({"text": "Let me look."}));
 
     let listed = troupe(&home, &["conversations"]);
     assert!(listed.status.success(), "{}", text(&listed.stderr));

@@ -73,10 +73,10 @@ impl Journal {
                 let decode = |(body, text): (String, String)| conversations::decode_message(&body, text);
                 let rows = |sql: &str, p: &[&dyn troupe_runtime::rusqlite::ToSql]| -> Result<Vec<(String, String)>> {
                     let mut stmt = conn.prepare_cached(sql)?;
-                    let bodies = stmt
+                    let found = stmt
                         .query_map(p, |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
                         .collect::<std::result::Result<Vec<_>, _>>()?;
-                    Ok(bodies)
+                    Ok(found)
                 };
                 let mut history = Vec::new();
                 match segment {
