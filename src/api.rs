@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use troupe_actors::bot::{BotRecord, BotSpec};
 use troupe_actors::conversation::TurnReport;
-use troupe_actors::node::{Node, NodeError, NodeOptions};
+use troupe_actors::node::{ActorInfo, Node, NodeError, NodeOptions};
 use troupe_actors::routine::scheduler::{
     RoutineService, SchedulerError, SchedulerHandle, SchedulerOptions, Wake,
 };
@@ -79,6 +79,7 @@ pub struct RuntimeBuilder {
     bus: Option<tokio::sync::broadcast::Sender<troupe_actors::events::NodeEvent>>,
     scheduler: bool,
     clock: Option<Arc<dyn Clock>>,
+    no_recovery: bool,
 }
 
 impl RuntimeBuilder {
@@ -149,6 +150,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether the node resumes what a crash interrupted — turns left
+    /// open, undelivered messages, unfinished subagents (on by default).
+    /// `troupe run` turns it off: one turn does not spend its model on
+    /// other conversations; `serve` and `chat` resume them.
+    pub fn recover(mut self, on: bool) -> Self {
+        self.no_recovery = !on;
+        self
+    }
+
     /// Adjusts the actors' settings after the configuration is read.
     pub fn settings(mut self, f: impl FnOnce(&mut Settings) + Send + 'static) -> Self {
         self.settings = Some(Box::new(f));
@@ -216,6 +226,7 @@ impl RuntimeBuilder {
             questions,
             bus: self.bus,
             env: Arc::new(|k: &str| std::env::var(k).ok()),
+            recover: !self.no_recovery,
         })
         .await?;
         let routines = routine_options(&config, self.clock);
@@ -359,6 +370,12 @@ impl Runtime {
     /// Rejects proposal `id`; nothing changes.
     pub async fn reject_proposal(&self, id: i64) -> Result<Proposal, RuntimeError> {
         Ok(troupe_tools::proposals::reject(self.node.store(), id).await?)
+    }
+
+    /// The live actor tree: the node's supervisor, its children, and every
+    /// live conversation with its parent and restart count.
+    pub async fn tree(&self) -> Vec<ActorInfo> {
+        self.node.tree().await
     }
 
     /// Stops every actor; what they did is committed.

@@ -8,7 +8,14 @@
 //! `Status`. Every assistant message and tool result is committed before the
 //! next step starts; a conversation reopened after a crash repairs calls left
 //! without results and goes on where it stopped.
+//!
+//! The actor runs under the node's conversation router, its supervisor. A
+//! panic in a handler or in a step task fails the actor; the router starts
+//! a new incarnation, which takes over the [`carry::Carry`] (who waits, what
+//! is queued), fences off the old incarnation's writes, reloads the history
+//! and resumes the turn the store marks open.
 
+pub mod carry;
 pub mod compaction;
 pub mod history;
 pub mod journal;
@@ -16,7 +23,7 @@ pub mod prompt;
 mod step;
 mod turn;
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -121,6 +128,18 @@ pub enum ConversationMsg {
         /// The turn count when it went idle.
         turns: u64,
     },
+    /// Its work is done (a review, a routine run): passivate now if idle.
+    Release,
+    /// Nothing to do: activates the conversation, which resumes a turn
+    /// the store marks open (recovery after a crash).
+    Wake,
+    /// A step task panicked: the actor fails, and its supervisor restarts it.
+    StepFailed {
+        /// The turn it belongs to.
+        turn: u64,
+        /// The panic's message.
+        error: String,
+    },
     /// A tool step ended (sent by the step task).
     ToolsDone {
         /// The turn it belongs to.
@@ -162,6 +181,8 @@ pub struct ConversationArgs {
     pub label: Option<&'static str>,
     /// Its id was just made: there is no history to load.
     pub fresh: bool,
+    /// What outlives each incarnation of its actor.
+    pub carry: Arc<carry::Carry>,
 }
 
 /// The conversation actor.
@@ -183,9 +204,8 @@ pub struct State {
     pub(crate) guard: Guard,
     pub(crate) turns: u64,
     pub(crate) active: Option<ActiveTurn>,
-    pub(crate) queue: VecDeque<TurnRequest>,
-    /// Out of the node's map and draining: what still arrives is forwarded
-    /// to the conversation's next actor.
+    /// Passivating: what still arrives goes back to the router, which
+    /// holds it for the conversation's next actor.
     pub(crate) passivated: bool,
 }
 
@@ -194,7 +214,6 @@ pub(crate) struct ActiveTurn {
     pub(crate) number: u64,
     pub(crate) cancel: CancellationToken,
     pub(crate) emitter: crate::events::Emitter,
-    pub(crate) done: Option<oneshot::Sender<TurnReport>>,
     pub(crate) steers: Vec<String>,
     pub(crate) notes: Vec<String>,
     pub(crate) usage: Usage,
@@ -273,13 +292,24 @@ impl Actor for Conversation {
         args: ConversationArgs,
     ) -> Result<State, ActorProcessingErr> {
         let mut state = Box::pin(turn::open(args)).await?;
-        if history::awaits_model(&state.history) && state.active.is_none() {
-            // The last run ended mid-turn: go on with it.
+        let open = state.journal.turn_open().await?;
+        if open && history::awaits_model(&state.history) {
+            // The last incarnation (or process) stopped mid-turn: go on
+            // with it; whoever waited for it still does.
             myself.send_message(ConversationMsg::Turn(Box::new(TurnRequest {
                 input: Input::Continue,
                 events: None,
                 done: None,
             })))?;
+        } else {
+            if let Some(waiter) = state.args.carry.end() {
+                // The turn closed in the store, but its incarnation died
+                // before it told its caller.
+                turn::report_closed(&state, waiter);
+            }
+            if let Some(next) = state.args.carry.next() {
+                myself.send_message(ConversationMsg::Turn(Box::new(next)))?;
+            }
         }
         state.refresh_tools();
         schedule_idle_check(&myself, &state);
@@ -295,8 +325,7 @@ impl Actor for Conversation {
         let span = tracing::debug_span!("conversation", id = %state.args.id, bot = %state.args.bot.spec.name);
         // Boxed: the turn loop's future is large, and unboxed it would sit
         // in every idle actor's task for the actor's whole life.
-        Box::pin(handle(myself, msg, state).instrument(span)).await;
-        Ok(())
+        Box::pin(handle(myself, msg, state).instrument(span)).await
     }
 
     async fn post_stop(
@@ -304,13 +333,10 @@ impl Actor for Conversation {
         myself: ActorRef<Self::Msg>,
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
+        let _ = myself;
         if let Some(active) = state.active.take() {
             active.cancel.cancel();
         }
-        state
-            .args
-            .node
-            .conversation_stopped(state.args.id, myself.get_id());
         Ok(())
     }
 }
@@ -322,7 +348,7 @@ pub(crate) fn schedule_idle_check(myself: &ActorRef<ConversationMsg>, state: &St
     let Some(after) = node.settings.passivate_after else {
         return;
     };
-    if !node.settings.durable || state.active.is_some() || !state.queue.is_empty() {
+    if !node.settings.durable || state.active.is_some() || state.args.carry.queued() > 0 {
         return;
     }
     let turns = state.turns;
@@ -330,37 +356,35 @@ pub(crate) fn schedule_idle_check(myself: &ActorRef<ConversationMsg>, state: &St
 }
 
 /// Passivates when nothing happened since the check was asked for: the
-/// actor leaves the node's map (the next message starts a new one from the
-/// store) and drains; what was already in its mailbox is forwarded.
-fn passivate_if_idle(myself: &ActorRef<ConversationMsg>, state: &mut State, turns: u64) {
-    let idle = state.active.is_none() && state.queue.is_empty() && state.turns == turns;
+/// router holds the conversation's messages from now on (the next one
+/// starts a new actor from the store) and drains this one; what was already
+/// in its mailbox goes back to the router.
+async fn passivate_if_idle(myself: &ActorRef<ConversationMsg>, state: &mut State, turns: u64) {
+    let idle = state.active.is_none() && state.args.carry.queued() == 0 && state.turns == turns;
     if !idle || state.passivated {
         return;
     }
-    state.passivated = true;
-    state
-        .args
-        .node
-        .conversation_stopped(state.args.id, myself.get_id());
-    crate::events::Emitter::new(state.args.id, None, state.args.node.bus.clone())
-        .emit(AgentEvent::Passivated);
-    if let Err(e) = myself.drain() {
-        tracing::debug!(error = %e, "a passivated conversation could not drain");
+    let node = &state.args.node;
+    if !node
+        .conversations
+        .passivate(state.args.id, myself.get_id())
+        .await
+    {
+        return;
     }
+    state.passivated = true;
+    crate::events::Emitter::new(state.args.id, None, node.bus.clone()).emit(AgentEvent::Passivated);
 }
 
-/// After passivation: a turn or a steer that reached this actor goes to
-/// the conversation's next one.
+/// After passivation: a turn or a steer that reached this actor goes back
+/// to the router, which holds it for the conversation's next actor.
 fn forward(state: &State, msg: ConversationMsg) {
-    let node = crate::node::Node::from_context(Arc::clone(&state.args.node));
     let id = state.args.id;
     match msg {
         msg @ (ConversationMsg::Turn(_) | ConversationMsg::Steer(_)) => {
-            tokio::spawn(async move {
-                if let Err(e) = node.resend(id, msg).await {
-                    tracing::error!(conversation = %id, error = %e, "a message sent during passivation was lost");
-                }
-            });
+            if let Err(e) = state.args.node.conversations.send(id, msg) {
+                tracing::error!(conversation = %id, error = %e, "a message sent during passivation was lost");
+            }
         }
         ConversationMsg::Status(reply) => {
             let _ = reply.send(Status {
@@ -372,20 +396,30 @@ fn forward(state: &State, msg: ConversationMsg) {
                 history_len: state.history.len(),
             });
         }
-        _ => {}
+        ConversationMsg::Stop
+        | ConversationMsg::Wake
+        | ConversationMsg::Release
+        | ConversationMsg::Idle { .. }
+        | ConversationMsg::StepFailed { .. }
+        | ConversationMsg::ModelDone { .. }
+        | ConversationMsg::ToolsDone { .. } => {}
     }
 }
 
 /// Handles one message; every arm is short, slow work runs in step tasks.
-async fn handle(myself: ActorRef<ConversationMsg>, msg: ConversationMsg, state: &mut State) {
+async fn handle(
+    myself: ActorRef<ConversationMsg>,
+    msg: ConversationMsg,
+    state: &mut State,
+) -> Result<(), ActorProcessingErr> {
     if state.passivated {
         forward(state, msg);
-        return;
+        return Ok(());
     }
     match msg {
         ConversationMsg::Turn(request) => {
             if state.active.is_some() {
-                state.queue.push_back(*request);
+                state.args.carry.enqueue(*request);
             } else {
                 turn::begin(&myself, state, *request).await;
             }
@@ -425,11 +459,18 @@ async fn handle(myself: ActorRef<ConversationMsg>, msg: ConversationMsg, state: 
                 busy: state.active.is_some(),
                 turns: state.turns,
                 steps: state.guard.steps(),
-                queued: state.queue.len(),
+                queued: state.args.carry.queued(),
                 history_len: state.history.len(),
             });
         }
-        ConversationMsg::Idle { turns } => passivate_if_idle(&myself, state, turns),
+        ConversationMsg::Idle { turns } => passivate_if_idle(&myself, state, turns).await,
+        ConversationMsg::Wake => {}
+        ConversationMsg::Release => passivate_if_idle(&myself, state, state.turns).await,
+        ConversationMsg::StepFailed { turn, error } => {
+            if state.active.as_ref().is_some_and(|a| a.number == turn) {
+                return Err(format!("a step of turn {turn} panicked: {error}").into());
+            }
+        }
         ConversationMsg::ModelDone { turn, output } => {
             if state.active.as_ref().is_some_and(|a| a.number == turn) {
                 turn::model_done(&myself, state, *output).await;
@@ -445,4 +486,5 @@ async fn handle(myself: ActorRef<ConversationMsg>, msg: ConversationMsg, state: 
             }
         }
     }
+    Ok(())
 }

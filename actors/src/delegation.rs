@@ -26,7 +26,7 @@ use troupe_runtime::tool::ToolContext;
 
 use crate::budget::{Limits, Scope};
 use crate::conversation::Input;
-use crate::node::{FinishedTurn, Node, NodeContext, Opening, TurnHook};
+use crate::node::{FinishedTurn, Node, NodeContext, Opening, StoredBudget, TurnHook};
 use crate::toolset::Narrowing;
 
 /// The tools a conversation offers now (what its subagents may have at most).
@@ -203,6 +203,11 @@ impl Delegations {
                 },
                 parent: Some(ctx.conversation),
                 budget: Some(Scope::child(&scope, "subagent", Limits::default())),
+                stored_budget: Some(StoredBudget {
+                    scope: "delegation".into(),
+                    limits: settings.delegation_budget,
+                    delegation: Some(delegation),
+                }),
                 title: goal.chars().take(80).collect(),
                 fresh: true,
                 ..Opening::new(bot.clone())
@@ -393,15 +398,8 @@ impl Delegations {
         node: &Node,
         u: &record::Unfinished,
     ) -> Result<(), crate::node::NodeError> {
-        let bot = node.bot(&u.agent)?;
-        let opening = Opening {
-            id: u.sub.conversation,
-            kind: ActorKind::Subagent,
-            parent: Some(u.parent),
-            title: u.sub.goal.chars().take(80).collect(),
-            ..Opening::new(bot)
-        };
-        node.open(opening).await?;
+        // Its opening (tool ceiling, budget) was stored when it was made:
+        // its activation rebuilds it from there.
         node.request(
             u.sub.conversation,
             Input::User(task_message(&u.sub.goal, &u.context)),
@@ -501,6 +499,7 @@ impl TurnHook for Delegations {
                 format!("stopped by the `{budget}` budget ({detail})\n{text}"),
             ),
             TurnOutcome::Refused { detail } => ("failed", format!("the model refused: {detail}")),
+            TurnOutcome::Crashed { error, .. } => ("failed", format!("it crashed: {error}")),
         };
         let bot = turn.bot.spec.name.clone();
         if let Some(mut n) = self.per_bot.get_mut(&bot) {

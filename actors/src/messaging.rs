@@ -214,6 +214,7 @@ pub fn describe(outcome: &TurnOutcome) -> String {
             format!("the `{budget}` budget ran out: {detail}")
         }
         TurnOutcome::Refused { detail } => format!("the model refused: {detail}"),
+        TurnOutcome::Crashed { error, .. } => format!("it crashed: {error}"),
         TurnOutcome::Failed { error } => format!("it failed: {error}"),
     }
 }

@@ -1,7 +1,7 @@
 //! The node: one per process, the root of the actor tree.
 //!
 //! It opens the store, holds the tools, the gate, the models and the bots,
-//! and addresses conversations by id: a conversation's actor is activated
+//! and addresses conversations by id through its actor tree (see [`tree`]): a conversation's actor is activated
 //! from the store on its first message and the node keeps no other handle to
 //! it. At start-up it redelivers durable messages that were never consumed
 //! and resumes the turns a crash interrupted.
@@ -9,10 +9,14 @@
 mod address;
 mod bots;
 mod hooks;
-mod opening;
+pub mod opening;
+pub mod router;
+mod tree;
 
 pub use hooks::{FinishedTurn, TurnHook};
-pub use opening::{Opening, ServiceHook};
+pub use opening::{Opening, ServiceHook, StoredBudget};
+pub use router::Conversations;
+pub use tree::ActorInfo;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +30,7 @@ use troupe_runtime::id::{BotId, ConversationId};
 use troupe_runtime::model::{ModelError, ModelsConfig, ResolveOptions, ResolvedModel};
 use troupe_runtime::protocol::ActorKind;
 use troupe_runtime::store::{conversations, mailbox, Store, StoreError};
+use troupe_runtime::supervise::SupervisorMsg;
 use troupe_runtime::tool::dispatch::{CallGate, DispatchSettings, OpenGate};
 use troupe_runtime::tool::registry::Registry;
 use troupe_runtime::tool::Services;
@@ -113,12 +118,12 @@ pub struct NodeContext {
     model_override: Option<ResolvedModel>,
     env: EnvLookup,
     resolved: Mutex<HashMap<String, ResolvedModel>>,
-    conversations: DashMap<ConversationId, ActorRef<ConversationMsg>>,
+    /// The conversations, by id, under their router.
+    pub(crate) conversations: Conversations,
+    /// The root of the actor tree.
+    root: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
     bots: DashMap<String, BotRecord>,
     hooks: parking_lot::RwLock<Vec<Arc<dyn TurnHook>>>,
-    /// Held per id while its actor is being started, so two messages to one
-    /// idle id never start two actors for it.
-    starting: DashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl std::fmt::Debug for NodeContext {
@@ -201,15 +206,9 @@ impl NodeContext {
         }
     }
 
-    /// Forgets `actor` as `id`'s actor (not a newer one started since).
     /// Notes that `bot`'s own conversation `id` just became its latest.
     pub(crate) fn note_latest(&self, bot: BotId, id: ConversationId) {
         self.latest.insert(bot, id);
-    }
-
-    pub(crate) fn conversation_stopped(&self, id: ConversationId, actor: ractor::ActorId) {
-        self.conversations
-            .remove_if(&id, |_, a| a.get_id() == actor);
     }
 }
 
@@ -233,6 +232,11 @@ pub struct NodeOptions {
     pub bus: Option<broadcast::Sender<NodeEvent>>,
     /// Where questions and approvals wait (shared with the gate).
     pub questions: Arc<Questions>,
+    /// Whether to resume what a crash interrupted (turns left open,
+    /// undelivered messages, unfinished subagents). The long-running node
+    /// (`serve`, `chat`, the Rust API) does; a one-turn `troupe run` does
+    /// not spend its model on other conversations.
+    pub recover: bool,
 }
 
 /// A running node.
@@ -266,12 +270,13 @@ impl Node {
             model_override: options.model_override,
             env: options.env,
             resolved: Mutex::new(HashMap::new()),
-            conversations: DashMap::new(),
+            conversations: Conversations::default(),
+            root: parking_lot::RwLock::new(None),
             bots: DashMap::new(),
             hooks: parking_lot::RwLock::new(Vec::new()),
-            starting: DashMap::new(),
         });
         let node = Node { ctx };
+        node.start_tree().await?;
         node.ctx.services.insert(Arc::new(node.ctx.store.clone()));
         let delegations = Delegations::new(&node);
         node.ctx
@@ -307,8 +312,10 @@ impl Node {
             node.ctx.bots.insert(bot.spec.name.clone(), bot);
         }
         node.ensure_main().await?;
-        node.recover().await?;
-        delegations.recover(&node).await;
+        if options.recover {
+            node.recover().await?;
+            delegations.recover(&node).await;
+        }
         Ok(node)
     }
 
@@ -358,30 +365,33 @@ impl Node {
         Ok(())
     }
 
+    /// Resumes what a crash interrupted, by one policy (written in
+    /// `docs/runtime-semantics.md`): a conversation whose turn is marked
+    /// open is woken, and its actor resumes the turn on its own bot's
+    /// model; a review or a routine run cut short is not resumed (the next
+    /// review looks back again; the scheduler reports the run as
+    /// interrupted), and its turn is closed. Then every durable message
+    /// not yet consumed is delivered again.
     async fn recover(&self) -> Result<(), NodeError> {
         for id in crate::conversation::journal::open_turns(&self.ctx.store).await? {
-            match self.activate(id).await {
-                Ok(_) => {}
-                Err(NodeError::Review(_)) => {
-                    // A review cut short is dropped; the next one looks back again.
-                    let row = self
-                        .ctx
-                        .store
-                        .read(move |c| conversations::get_conversation(c, id))
-                        .await?;
-                    if let Some(row) = row {
-                        crate::conversation::journal::Journal::new(
-                            Some(self.ctx.store.clone()),
-                            id,
-                            row.bot,
-                        )
-                        .set_turn_open(false, None)
-                        .await?;
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(conversation = %id, error = %e, "could not resume an interrupted turn");
-                }
+            let row = self
+                .ctx
+                .store
+                .read(move |c| conversations::get_conversation(c, id))
+                .await?;
+            let Some(row) = row else { continue };
+            if row.kind == crate::review::LABEL || row.kind == ActorKind::RoutineRun.as_str() {
+                crate::conversation::journal::Journal::new(
+                    Some(self.ctx.store.clone()),
+                    id,
+                    row.bot,
+                )
+                .set_turn_open(false, None)
+                .await?;
+                continue;
+            }
+            if let Err(e) = self.ctx.conversations.send(id, ConversationMsg::Wake) {
+                tracing::error!(conversation = %id, error = %e, "could not resume an interrupted turn");
             }
         }
         for envelope in self.ctx.store.read(mailbox::pending_all).await? {
@@ -488,21 +498,10 @@ impl Node {
         {
             tracing::warn!("background work still running at shutdown; it is stopped");
         }
-        let actors: Vec<ActorRef<ConversationMsg>> = self
-            .ctx
-            .conversations
-            .iter()
-            .map(|a| a.value().clone())
-            .collect();
-        for actor in actors {
-            let _ = actor.send_message(ConversationMsg::Stop);
-            let _ = actor
-                .stop_and_wait(
-                    Some("shutdown".into()),
-                    Some(std::time::Duration::from_secs(5)),
-                )
-                .await;
+        for id in self.ctx.conversations.live() {
+            let _ = self.ctx.conversations.send(id, ConversationMsg::Stop);
         }
+        self.stop_tree().await;
         // Index what the writer deferred, so the next process (or another
         // reader of the file) finds every message searchable.
         if let Err(e) = self.ctx.store.catch_up().await {
@@ -519,7 +518,12 @@ impl Node {
 
     /// How many conversation actors are live.
     pub fn live_conversations(&self) -> usize {
-        self.ctx.conversations.len()
+        self.ctx.conversations.live_count()
+    }
+
+    /// The node's conversations (live actors, restarts).
+    pub fn conversations(&self) -> &Conversations {
+        &self.ctx.conversations
     }
 
     /// The kind of a bot's conversations, as stored.

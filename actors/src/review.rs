@@ -200,25 +200,26 @@ pub async fn review(
         return Ok(None);
     }
     let id = ConversationId::new();
-    let actor = node
-        .open(Opening {
-            id,
-            kind: turn.kind,
-            parent: Some(turn.conversation),
-            title: format!("review of {}", turn.conversation),
-            gate: Some(Arc::new(ReviewGate::new(Arc::clone(&ctx.gate), memory_due))),
-            briefing: briefing(&transcript, memory_due),
-            label: Some(LABEL),
-            fresh: true,
-            services: vec![Box::new(|s| s.insert(Arc::new(ProposeRemovals)))],
-            ..Opening::new(turn.bot.clone())
-        })
-        .await?;
+    node.open(Opening {
+        id,
+        kind: turn.kind,
+        parent: Some(turn.conversation),
+        title: format!("review of {}", turn.conversation),
+        gate: Some(Arc::new(ReviewGate::new(Arc::clone(&ctx.gate), memory_due))),
+        briefing: briefing(&transcript, memory_due),
+        label: Some(LABEL),
+        fresh: true,
+        services: vec![Arc::new(|s: &troupe_runtime::tool::Services| {
+            s.insert(Arc::new(ProposeRemovals))
+        })],
+        ..Opening::new(turn.bot.clone())
+    })
+    .await?;
     let (events, done) = node.request(id, Input::User(REQUEST.into())).await?;
     // Nobody watches a review: approvals it would need are refused.
     drop(events);
     let report = done.await.ok();
-    actor.stop(Some("review done".into()));
+    node.release(id);
     Ok(report)
 }
 

@@ -353,6 +353,14 @@ pub enum TurnOutcome {
         /// The error, with what to do.
         error: String,
     },
+    /// The conversation's actor kept crashing and its supervisor gave up
+    /// past the restart limit; its next message starts it afresh.
+    Crashed {
+        /// The last failure, and the limit that was passed.
+        error: String,
+        /// The restarts counted in the limit's window.
+        restarts: u32,
+    },
 }
 
 impl TurnOutcome {
@@ -447,6 +455,37 @@ pub enum AgentEvent {
     Warning {
         /// What happened.
         message: String,
+    },
+    /// An actor of the supervision tree started.
+    ActorStarted {
+        /// Its kind (`conversation`, `subagent`, `scheduler`, …).
+        kind: String,
+        /// Its id.
+        id: String,
+        /// The actor it hangs under, when there is one.
+        parent: Option<String>,
+    },
+    /// An actor of the supervision tree stopped.
+    ActorStopped {
+        /// Its kind.
+        kind: String,
+        /// Its id.
+        id: String,
+        /// Why (`normal`, `shutdown`, `passivated`, `failed: …`).
+        reason: String,
+    },
+    /// An actor failed and its supervisor started it again.
+    ActorRestarted {
+        /// Its kind.
+        kind: String,
+        /// Its id.
+        id: String,
+        /// The actor it hangs under, when there is one.
+        parent: Option<String>,
+        /// How often it was restarted in this process.
+        restarts: u32,
+        /// Why its last incarnation stopped.
+        reason: String,
     },
 }
 

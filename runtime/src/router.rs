@@ -270,6 +270,27 @@ impl<K: RouteKey, M: ractor::Message> Router<K, M> {
         }
     }
 
+    /// Passivates `key` now, if `actor` is its live incarnation (an actor
+    /// that knows it is idle asks this itself; the idle sweep knows only
+    /// when it was last sent to). From the answer on, messages for `key`
+    /// wait for its next incarnation; what is already in the actor's
+    /// mailbox is handled before it stops. `false` when the router did
+    /// not passivate it (another incarnation, or one starting or stopping).
+    pub async fn passivate(&self, key: K, actor: ractor::ActorId) -> Result<bool, RouterError> {
+        ractor::call!(self.actor, RouterMsg::Passivate, key, actor)
+            .map_err(|_| RouterError::Stopped)
+    }
+
+    /// The keys with a live incarnation taking messages.
+    pub fn live_keys(&self) -> Vec<K> {
+        self.shared
+            .slots
+            .iter()
+            .filter(|entry| entry.value().is_live())
+            .map(|entry| entry.key().clone())
+            .collect()
+    }
+
     /// Events about activations, exits, passivations and give-ups.
     pub fn subscribe(&self) -> broadcast::Receiver<RouterEvent<K>> {
         self.shared.events.subscribe()

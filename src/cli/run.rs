@@ -46,6 +46,7 @@ pub fn exit_code(outcome: &TurnOutcome) -> u8 {
         TurnOutcome::Guard { .. } => 3,
         TurnOutcome::Budget { .. } => 4,
         TurnOutcome::Refused { .. } => 5,
+        TurnOutcome::Crashed { .. } => 6,
         TurnOutcome::Stopped => 130,
     }
 }
@@ -60,6 +61,7 @@ pub fn outcome_text(outcome: &TurnOutcome) -> Option<String> {
             Some(format!("stopped by the `{budget}` budget: {detail}"))
         }
         TurnOutcome::Refused { detail } => Some(format!("the model refused: {detail}")),
+        TurnOutcome::Crashed { error, .. } => Some(format!("the conversation crashed: {error}")),
         TurnOutcome::Failed { error } => Some(format!("the turn failed: {error}")),
     }
 }

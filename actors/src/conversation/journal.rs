@@ -4,6 +4,13 @@
 //! commit and returns only once durable. A compaction is recorded as a
 //! segment: the summary message, and how many messages before it stay
 //! verbatim; loading a conversation reads its latest segment only.
+//!
+//! A journal may be *fenced* to one incarnation of its conversation's
+//! actor. When the actor crashes and its supervisor starts the next one,
+//! the new incarnation takes the fence, and every write of the old one —
+//! a step task still finishing a model call or a tool — is refused inside
+//! the writer, before it touches the store. So a conversation never gets
+//! two results for one call, or an answer after its turn was resumed.
 
 use troupe_runtime::id::{BotId, ConversationId, MsgId};
 use troupe_runtime::protocol::{Envelope, Message, Usage};
@@ -17,6 +24,39 @@ pub struct Journal {
     store: Option<Store>,
     conversation: ConversationId,
     bot: BotId,
+    fence: Option<Fence>,
+}
+
+/// Which incarnation of a conversation's actor may write: the one whose
+/// number is the shared counter's current value.
+#[derive(Clone, Debug)]
+pub struct Fence {
+    current: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    mine: u64,
+}
+
+impl Fence {
+    /// Takes the fence: the incarnation this returns for is the only one
+    /// allowed to write from now on.
+    pub fn take(current: &std::sync::Arc<std::sync::atomic::AtomicU64>) -> Self {
+        let mine = current.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        Self {
+            current: std::sync::Arc::clone(current),
+            mine,
+        }
+    }
+
+    /// Refuses the write when a newer incarnation took the fence.
+    fn check(fence: &Option<Fence>) -> Result<()> {
+        match fence {
+            Some(f) if f.current.load(std::sync::atomic::Ordering::SeqCst) != f.mine => {
+                Err(StoreError::Aborted(
+                    "this incarnation of the conversation was replaced after a crash".into(),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -28,6 +68,23 @@ impl Journal {
             store,
             conversation,
             bot,
+            fence: None,
+        }
+    }
+
+    /// This journal, writing only while `fence` is current.
+    pub fn fenced(mut self, fence: Fence) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// Waits until every write queued before this call is committed (or
+    /// refused): a new incarnation calls it after taking the fence, so it
+    /// loads a history no older write can still change.
+    pub async fn settle(&self) -> Result<()> {
+        match &self.store {
+            Some(store) => store.write(|_| Ok(())).await,
+            None => Ok(()),
         }
     }
 
@@ -44,8 +101,10 @@ impl Journal {
         let mut new = conversations::NewConversation::new(self.conversation, self.bot, kind);
         new.parent = parent;
         new.title = title.chars().take(80).collect();
+        let fence = self.fence.clone();
         store
             .write(move |tx| {
+                Fence::check(&fence)?;
                 if conversations::get_conversation(tx, new.id)?.is_none() {
                     conversations::create_conversation(tx, &new)?;
                 }
@@ -119,8 +178,12 @@ impl Journal {
             .iter()
             .map(|m| PreparedMessage::new(self.conversation, m))
             .collect::<Result<Vec<_>>>()?;
+        let fence = self.fence.clone();
         store
-            .write(move |tx| PreparedMessage::append_all(tx, &prepared))
+            .write(move |tx| {
+                Fence::check(&fence)?;
+                PreparedMessage::append_all(tx, &prepared)
+            })
             .await
     }
 
@@ -139,8 +202,10 @@ impl Journal {
         };
         let (conv, bot) = (self.conversation, self.bot);
         let prepared = PreparedMessage::new(conv, &message)?;
+        let fence = self.fence.clone();
         store
             .write(move |tx| {
+                Fence::check(&fence)?;
                 // The turn's opening was queued without waiting: if it did
                 // not land, neither does what follows it.
                 if !turn_is_open(tx, conv)? {
@@ -166,8 +231,10 @@ impl Journal {
             return Ok(true);
         };
         let prepared = PreparedMessage::with_id(envelope.id, conv, &message)?;
+        let fence = self.fence.clone();
         store
             .write(move |tx| {
+                Fence::check(&fence)?;
                 if !mailbox::consume(tx, envelope.id)? {
                     return Ok(false);
                 }
@@ -189,8 +256,10 @@ impl Journal {
         };
         let conv = self.conversation;
         let first = PreparedMessage::new(conv, &first)?;
+        let fence = self.fence.clone();
         let pending = store
             .submit(move |tx| {
+                Fence::check(&fence)?;
                 first.append(tx)?;
                 mark_turn(tx, conv, true)
             })
@@ -205,8 +274,10 @@ impl Journal {
         };
         let conv = self.conversation;
         let first = first.map(|m| PreparedMessage::new(conv, &m)).transpose()?;
+        let fence = self.fence.clone();
         store
             .write(move |tx| {
+                Fence::check(&fence)?;
                 if let Some(m) = &first {
                     m.append(tx)?;
                 }
@@ -222,14 +293,34 @@ impl Journal {
             return Ok(());
         };
         let conv = self.conversation;
+        let fence = self.fence.clone();
         store
             .write(move |tx| {
+                Fence::check(&fence)?;
                 let seq = conversations::append_message_with_id(tx, MsgId::new(), conv, &summary)?;
                 tx.prepare_cached(
                     "INSERT INTO segments (conversation_id, summary_seq, tail_count, created_at) VALUES (?1, ?2, ?3, ?4)",
                 )?
                 .execute(params![conv.to_string(), seq, tail_count as i64, store::now()])?;
                 Ok(())
+            })
+            .await
+    }
+
+    /// Whether the conversation is marked mid-turn in the store (always
+    /// `false` when nothing is kept).
+    pub async fn turn_open(&self) -> Result<bool> {
+        let Some(store) = &self.store else {
+            return Ok(false);
+        };
+        let conv = self.conversation;
+        store
+            .read(move |conn| {
+                Ok(conn
+                    .prepare_cached("SELECT 1 FROM kv WHERE key = ?1")?
+                    .query_row([format!("open_turn:{conv}")], |_| Ok(()))
+                    .optional()?
+                    .is_some())
             })
             .await
     }

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 use troupe_runtime::model::{ModelEvent, ModelRequest, ResolvedModel};
@@ -71,11 +71,22 @@ impl ModelStep {
         let turn = self.turn;
         // The step (and its request's hold on the history) is gone before
         // the actor hears of it, so the actor appends without copying.
-        let output = self.produce().await;
-        let _ = actor.send_message(ConversationMsg::ModelDone {
-            turn,
-            output: Box::new(output),
-        });
+        // A panic (in a provider, in a compaction) fails the actor, whose
+        // supervisor restarts it to resume the turn.
+        let message = match std::panic::AssertUnwindSafe(self.produce())
+            .catch_unwind()
+            .await
+        {
+            Ok(output) => ConversationMsg::ModelDone {
+                turn,
+                output: Box::new(output),
+            },
+            Err(panic) => ConversationMsg::StepFailed {
+                turn,
+                error: panic_text(panic.as_ref()),
+            },
+        };
+        let _ = actor.send_message(message);
     }
 
     async fn produce(mut self) -> ModelOutput {
@@ -261,7 +272,23 @@ pub struct ToolStep {
 
 impl ToolStep {
     /// Runs the calls, commits their results together and reports to `actor`.
+    /// A panic here (tools' own panics are isolated by the dispatcher)
+    /// fails the actor, whose supervisor restarts it.
     pub async fn run(self, actor: ActorRef<ConversationMsg>) {
+        let turn = self.turn;
+        let reporter = actor.clone();
+        if let Err(panic) = std::panic::AssertUnwindSafe(self.run_calls(actor))
+            .catch_unwind()
+            .await
+        {
+            let _ = reporter.send_message(ConversationMsg::StepFailed {
+                turn,
+                error: panic_text(panic.as_ref()),
+            });
+        }
+    }
+
+    async fn run_calls(self, actor: ActorRef<ConversationMsg>) {
         let emitter = &self.emitter;
         let on_start =
             |call: &ToolCall| emitter.emit(AgentEvent::ToolCallStarted { call: call.clone() });
@@ -298,5 +325,16 @@ pub fn result_message(outcome: &CallOutcome) -> Message {
         call_id: outcome.call.id.clone(),
         name: outcome.call.name.clone(),
         result: outcome.result.clone(),
+    }
+}
+
+/// A panic's message, as far as it is text.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_string()
     }
 }

@@ -2,7 +2,6 @@
 //! commit, whether a guard or a budget ends the turn, whether to compact,
 //! what to run next.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use ractor::{ActorProcessingErr, ActorRef};
@@ -11,6 +10,7 @@ use troupe_runtime::model::ModelRequest;
 use troupe_runtime::protocol::{AgentEvent, Message, Payload, StopReason, TurnOutcome, Usage};
 use troupe_runtime::tool::dispatch::{CallOutcome, Dispatcher};
 
+use super::carry::Waiter;
 use super::history;
 use super::journal::Journal;
 use super::prompt;
@@ -25,17 +25,16 @@ use crate::guard::{Guard, Verdict};
 pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessingErr> {
     let node = Arc::clone(&args.node);
     let durable = node.settings.durable;
-    let journal = Journal::new(durable.then(|| node.store.clone()), args.id, args.bot.id);
-    journal
-        .ensure(
-            args.label.unwrap_or(args.kind.as_str()),
-            args.parent,
-            &args.title,
-        )
-        .await?;
+    // This incarnation takes over: the last one's running turn is
+    // cancelled and its writes refused; those already queued land before
+    // the history is read.
+    let fence = args.carry.take_over();
+    let journal =
+        Journal::new(durable.then(|| node.store.clone()), args.id, args.bot.id).fenced(fence);
     let mut history = if args.fresh {
         Vec::new()
     } else {
+        journal.settle().await?;
         journal.load().await?
     };
     let services = args.services.fork();
@@ -49,7 +48,6 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         guard: Guard::new(node.settings.max_steps, node.settings.repeat_limit),
         turns: 0,
         active: None,
-        queue: VecDeque::new(),
         passivated: false,
         args,
     };
@@ -133,7 +131,22 @@ pub(super) async fn begin(
         args.node.note_latest(args.bot.id, args.id);
     }
     let node = Arc::clone(&state.args.node);
-    let emitter = Emitter::new(state.args.id, request.events, node.bus.clone());
+    let resumed = request.input == Input::Continue
+        && request.done.is_none()
+        && request.events.is_none()
+        && state.args.carry.has_waiter();
+    let waiter = if resumed {
+        // The interrupted turn's caller waits for this one.
+        state.args.carry.end().unwrap_or_default()
+    } else {
+        Waiter {
+            events: request.events,
+            done: request.done,
+        }
+    };
+    let emitter = Emitter::new(state.args.id, waiter.events.clone(), node.bus.clone());
+    let cancel = CancellationToken::new();
+    state.args.carry.begin(waiter, cancel.clone());
     let scope = Scope::child(&state.args.budget, "turn", node.settings.turn_budget);
     state
         .services
@@ -143,9 +156,8 @@ pub(super) async fn begin(
         .insert(Arc::new(crate::delegation::TurnScope(Arc::clone(&scope))));
     state.active = Some(ActiveTurn {
         number: state.turns,
-        cancel: CancellationToken::new(),
+        cancel,
         emitter,
-        done: request.done,
         steers: Vec::new(),
         notes: Vec::new(),
         usage: Usage::default(),
@@ -578,22 +590,57 @@ pub(super) async fn finish(
         delivered: active.delivered.clone(),
         tools_used: history::tools_called(&state.history[start..]),
     });
-    if let Some(done) = active.done {
+    if let Some(done) = state.args.carry.end().and_then(|w| w.done) {
         let _ = done.send(report);
     }
     // A steer that arrived during the last model call found no next step:
     // it starts the next turn rather than being lost.
     if !active.steers.is_empty() {
         let text = active.steers.join("\n\n");
-        state.queue.push_front(TurnRequest {
+        state.args.carry.enqueue_first(TurnRequest {
             input: Input::User(text),
             events: None,
             done: None,
         });
     }
-    if let Some(next) = state.queue.pop_front() {
+    if let Some(next) = state.args.carry.next() {
         Box::pin(begin(myself, state, next)).await;
     } else {
         super::schedule_idle_check(myself, state);
+    }
+}
+
+/// Tells the caller of a turn that closed in the store, but whose
+/// incarnation died before reporting it, how it ended: its last answer.
+pub(super) fn report_closed(state: &State, waiter: Waiter) {
+    let answered = matches!(
+        state.history.last(),
+        Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty()
+    );
+    let text = history::last_assistant_text(&state.history);
+    let outcome = if answered {
+        TurnOutcome::Finished
+    } else {
+        TurnOutcome::Failed {
+            error: "the turn ended while its actor crashed; its history holds what was done".into(),
+        }
+    };
+    if let Some(events) = &waiter.events {
+        let _ = events.send(AgentEvent::TurnFinished {
+            outcome: outcome.clone(),
+            text: text.clone(),
+            usage: Usage::default(),
+            cost_usd: 0.0,
+        });
+    }
+    if let Some(done) = waiter.done {
+        let _ = done.send(TurnReport {
+            conversation: state.args.id,
+            outcome,
+            text,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            steps: 0,
+        });
     }
 }

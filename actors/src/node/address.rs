@@ -1,11 +1,10 @@
-//! Conversations by id: the node starts a conversation's actor on its
-//! first message (from the store, or fresh), and every send, steer, stop
-//! and delivery goes through here, so no caller holds an actor across a
-//! restart or a passivation.
+//! Conversations by id: opening one (its row and stored opening), building
+//! its actor's arguments on each activation, and every send, steer, stop
+//! and delivery — all by id through the node's conversation router, so no
+//! caller holds an actor across a restart or a passivation.
 
 use std::sync::Arc;
 
-use ractor::{Actor, ActorRef};
 use tokio::sync::{mpsc, oneshot};
 use troupe_runtime::id::{ConversationId, MsgId};
 use troupe_runtime::protocol::{ActorKind, Address, AgentEvent, Envelope};
@@ -14,9 +13,7 @@ use troupe_runtime::store::conversations;
 use super::{bots, Node, NodeError, Opening};
 use crate::bot::BotRecord;
 use crate::budget::Scope;
-use crate::conversation::{
-    Conversation, ConversationArgs, ConversationMsg, Input, TurnReport, TurnRequest,
-};
+use crate::conversation::{ConversationArgs, ConversationMsg, Input, TurnReport, TurnRequest};
 use crate::toolset::Narrowing;
 
 impl Node {
@@ -27,7 +24,7 @@ impl Node {
         bot: BotRecord,
         narrowing: Narrowing,
         title: Option<String>,
-    ) -> Result<ActorRef<ConversationMsg>, NodeError> {
+    ) -> Result<(), NodeError> {
         let kind = bot.spec.kind();
         self.open(Opening {
             id,
@@ -40,18 +37,53 @@ impl Node {
         .await
     }
 
-    /// Starts (or finds) a conversation as `opening` describes it: a
-    /// subagent, a routine run, or a bot's own conversation.
-    pub async fn open(&self, opening: Opening) -> Result<ActorRef<ConversationMsg>, NodeError> {
+    /// Opens a conversation as `opening` describes it — a subagent, a
+    /// routine run, a review, or a bot's own conversation: its row and its
+    /// stored opening are committed, and its actor starts on its first
+    /// message. Opening a conversation this process already holds changes
+    /// nothing.
+    pub async fn open(&self, opening: Opening) -> Result<(), NodeError> {
         let id = opening.id;
-        if let Some(actor) = self.ctx.conversations.get(&id) {
-            return Ok(actor.clone());
+        let conversations = &self.ctx.conversations;
+        if conversations.opening(&id).is_some() || conversations.is_live(&id) {
+            return Ok(());
         }
-        let lock = Arc::clone(self.ctx.starting.entry(id).or_default().value());
-        let _starting = lock.lock().await;
-        if let Some(actor) = self.ctx.conversations.get(&id) {
-            return Ok(actor.clone());
+        if self.ctx.settings.durable {
+            let mut row = conversations::NewConversation::new(
+                id,
+                opening.bot.id,
+                opening.label.unwrap_or(opening.kind.as_str()),
+            );
+            row.parent = opening.parent;
+            row.title = opening.title.chars().take(80).collect();
+            let stored = opening.stored();
+            self.ctx
+                .store
+                .write(move |tx| {
+                    if conversations::get_conversation(tx, id)?.is_none() {
+                        conversations::create_conversation(tx, &row)?;
+                    }
+                    super::opening::save(tx, id, &stored)
+                })
+                .await?;
         }
+        conversations.remember(opening);
+        Ok(())
+    }
+
+    /// What conversation `id`'s next actor starts with: from the opening
+    /// this process holds, or rebuilt from the store.
+    pub(crate) async fn conversation_args(
+        &self,
+        id: ConversationId,
+    ) -> Result<ConversationArgs, NodeError> {
+        let opening = match self.ctx.conversations.opening(&id) {
+            Some(opening) => opening,
+            None => self.stored_opening(id).await?,
+        };
+        self.ctx
+            .conversations
+            .settle_opening(&id, self.ctx.settings.durable);
         let model = self.ctx.resolve_model(&opening.bot.spec.model)?;
         let budget = opening.budget.unwrap_or_else(|| {
             Scope::root(
@@ -60,10 +92,10 @@ impl Node {
             )
         });
         let services = self.ctx.services.fork();
-        for extra in opening.services {
+        for extra in &opening.services {
             extra(&services);
         }
-        let args = ConversationArgs {
+        Ok(ConversationArgs {
             id,
             kind: opening.kind,
             model,
@@ -78,23 +110,12 @@ impl Node {
             briefing: opening.briefing,
             label: opening.label,
             fresh: opening.fresh,
-        };
-        let (actor, _) = Actor::spawn(None, Conversation, args)
-            .await
-            .map_err(|e| NodeError::Actor(format!("conversation {id} could not start: {e}")))?;
-        self.ctx.conversations.insert(id, actor.clone());
-        self.ctx.starting.remove(&id);
-        Ok(actor)
+            carry: self.ctx.conversations.carry(id),
+        })
     }
 
-    /// The live actor of `id`, activated from the store if needed.
-    pub(super) async fn activate(
-        &self,
-        id: ConversationId,
-    ) -> Result<ActorRef<ConversationMsg>, NodeError> {
-        if let Some(actor) = self.ctx.conversations.get(&id) {
-            return Ok(actor.clone());
-        }
+    /// Rebuilds conversation `id`'s opening from the store.
+    async fn stored_opening(&self, id: ConversationId) -> Result<Opening, NodeError> {
         let row = self
             .ctx
             .store
@@ -111,15 +132,54 @@ impl Node {
             .read(move |c| bots::by_id(c, bot_id))
             .await?
             .ok_or_else(|| NodeError::NoSuchBot(bot_id.to_string()))?;
-        let kind = ActorKind::parse(&row.kind).unwrap_or_else(|| bot.spec.kind());
-        self.open(Opening {
+        let stored = self
+            .ctx
+            .store
+            .read(move |c| super::opening::load(c, id))
+            .await?;
+        let Some(stored) = stored else {
+            // Opened before openings were kept: as its bot's own.
+            let kind = ActorKind::parse(&row.kind).unwrap_or_else(|| bot.spec.kind());
+            return Ok(Opening {
+                id,
+                kind,
+                parent: row.parent,
+                title: row.title,
+                ..Opening::new(bot)
+            });
+        };
+        if stored.in_memory_only {
+            return Err(NodeError::Actor(format!(
+                "conversation {id} was opened with a gate or services only the process that opened it had; \
+                 it cannot be reopened"
+            )));
+        }
+        let budget = match &stored.budget {
+            Some(budget) => {
+                let spent = match budget.delegation {
+                    Some(delegation) => {
+                        self.ctx
+                            .store
+                            .read(move |c| super::opening::delegation_spent(c, delegation))
+                            .await?
+                    }
+                    None => crate::budget::Spent::default(),
+                };
+                Some(super::opening::rebuild_budget(budget, spent))
+            }
+            None => None,
+        };
+        Ok(Opening {
             id,
-            kind,
-            parent: row.parent,
+            kind: stored.kind,
+            narrowing: stored.narrowing(),
+            parent: stored.parent,
+            budget,
+            stored_budget: stored.budget.clone(),
             title: row.title,
+            briefing: stored.briefing.clone(),
             ..Opening::new(bot)
         })
-        .await
     }
 
     /// Sends a user message to a conversation and returns where its events
@@ -164,40 +224,37 @@ impl Node {
         Ok((events_rx, done_rx))
     }
 
-    /// Sends `msg` to the conversation's actor, activating it; if that
-    /// actor stopped meanwhile (it passivated), to the next one.
+    /// Sends `msg` to the conversation's actor, activating it (or to its
+    /// next incarnation, if it is passivating or restarting).
     pub(crate) async fn resend(
         &self,
         conversation: ConversationId,
         msg: ConversationMsg,
     ) -> Result<(), NodeError> {
-        let mut msg = msg;
-        for _ in 0..3 {
-            let actor = self.activate(conversation).await?;
-            match actor.send_message(msg) {
-                Ok(()) => return Ok(()),
-                Err(ractor::MessagingErr::SendErr(back)) => {
-                    self.ctx.conversation_stopped(conversation, actor.get_id());
-                    msg = back;
-                }
-                Err(e) => {
-                    return Err(NodeError::Actor(format!(
-                        "conversation {conversation} is gone: {e}"
-                    )))
-                }
-            }
-        }
-        Err(NodeError::Actor(format!(
-            "conversation {conversation} kept stopping while a message was sent to it"
-        )))
+        self.ctx.conversations.send(conversation, msg)
     }
 
     /// Stops the conversation's running turn.
     pub async fn stop(&self, conversation: ConversationId) -> Result<(), NodeError> {
-        if let Some(actor) = self.ctx.conversations.get(&conversation) {
-            let _ = actor.send_message(ConversationMsg::Stop);
+        if self.ctx.conversations.is_live(&conversation) {
+            let _ = self
+                .ctx
+                .conversations
+                .send(conversation, ConversationMsg::Stop);
         }
         Ok(())
+    }
+
+    /// Lets a conversation whose work is done (a review, a routine run)
+    /// stop now rather than at its idle time; the next message to it brings
+    /// it back.
+    pub fn release(&self, conversation: ConversationId) {
+        if self.ctx.conversations.is_live(&conversation) {
+            let _ = self
+                .ctx
+                .conversations
+                .send(conversation, ConversationMsg::Release);
+        }
     }
 
     /// Adds a message to the running turn.
@@ -215,8 +272,15 @@ impl Node {
         &self,
         conversation: ConversationId,
     ) -> Result<crate::conversation::Status, NodeError> {
-        let actor = self.activate(conversation).await?;
-        ractor::call!(actor, ConversationMsg::Status).map_err(|e| NodeError::Actor(e.to_string()))
+        let (tx, rx) = ractor::concurrency::oneshot();
+        self.ctx
+            .conversations
+            .send(conversation, ConversationMsg::Status(tx.into()))?;
+        rx.await.map_err(|_| {
+            NodeError::Actor(format!(
+                "conversation {conversation} stopped before it answered; ask again"
+            ))
+        })
     }
 
     /// Sends a durable message: committed before this returns its id, then

@@ -177,16 +177,15 @@ async fn converse(
 ) -> Result<(TurnOutcome, String, Usage), String> {
     let options = service.options();
     let title = format!("routine {} — {}", claim.name, show(claim.scheduled_for, tz));
-    let actor = node
-        .open(Opening {
-            id: conversation,
-            kind: ActorKind::RoutineRun,
-            title,
-            fresh: true,
-            ..Opening::new(bot)
-        })
-        .await
-        .map_err(|e| format!("the run's conversation could not open: {e}"))?;
+    node.open(Opening {
+        id: conversation,
+        kind: ActorKind::RoutineRun,
+        title,
+        fresh: true,
+        ..Opening::new(bot)
+    })
+    .await
+    .map_err(|e| format!("the run's conversation could not open: {e}"))?;
     let result = async {
         let (_events, mut done) = node
             .request(conversation, Input::User(prompt(claim, tz)))
@@ -216,7 +215,7 @@ async fn converse(
         }
     }
     .await;
-    actor.stop(Some("the routine run ended".into()));
+    node.release(conversation);
     result
 }
 
@@ -245,6 +244,7 @@ fn failure(outcome: &TurnOutcome) -> Option<String> {
             Some(format!("stopped by the `{budget}` budget: {detail}"))
         }
         TurnOutcome::Refused { detail } => Some(format!("the model refused: {detail}")),
+        TurnOutcome::Crashed { error, .. } => Some(format!("the run crashed: {error}")),
         TurnOutcome::Failed { error } => Some(format!("the run failed: {error}")),
     }
 }

@@ -20,6 +20,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use troupe_runtime::supervise::{ChildSpec, Restart};
 
 use parking_lot::RwLock;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -408,7 +409,6 @@ async fn arm(myself: &ActorRef<SchedulerMsg>, state: &mut SchedulerState) {
 /// A running scheduler.
 #[derive(Debug, Clone)]
 pub struct SchedulerHandle {
-    actor: ActorRef<SchedulerMsg>,
     service: Arc<RoutineService>,
     recovered: Due,
 }
@@ -418,20 +418,49 @@ impl SchedulerHandle {
     /// node's services, settles what was missed while nothing ran
     /// ([`table::recover`]: missed occurrences follow their catch-up policy
     /// and are reported to their owners), then fires routines as they fall due.
+    ///
+    /// The scheduler is a child of the node's root supervisor: if it fails,
+    /// it is started again and looks for due routines at once.
     pub async fn start(node: &Node, options: SchedulerOptions) -> Result<Self, SchedulerError> {
         let service = RoutineService::configure(node, options);
-        let (actor, _) = Actor::spawn(None, Scheduler, (node.clone(), Arc::clone(&service)))
+        let (owner, shared) = (node.clone(), Arc::clone(&service));
+        let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let child = ChildSpec::new("scheduler", move |supervisor| {
+            let (node, service, started) =
+                (owner.clone(), Arc::clone(&shared), Arc::clone(&started));
+            async move {
+                let args = (node, Arc::clone(&service));
+                let (actor, _) = Actor::spawn_linked(None, Scheduler, args, supervisor).await?;
+                *service.actor.write() = Some(actor.clone());
+                if started.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    // A restart: arm the timer again.
+                    actor.send_message(SchedulerMsg::Tick(None))?;
+                }
+                Ok(actor.get_cell())
+            }
+        })
+        // Stopped on purpose (`stop`), it stays stopped.
+        .restart(Restart::Transient);
+        node.supervise(child)
             .await
             .map_err(|e| SchedulerError::Actor(format!("could not start: {e}")))?;
-        *service.actor.write() = Some(actor.clone());
+        let actor = service
+            .actor
+            .read()
+            .clone()
+            .ok_or_else(|| SchedulerError::Actor("it stopped as it started".into()))?;
         let recovered = ractor::call!(actor, SchedulerMsg::Recover)
             .map_err(|e| SchedulerError::Actor(e.to_string()))?
             .map_err(SchedulerError::Actor)?;
-        Ok(Self {
-            actor,
-            service,
-            recovered,
-        })
+        Ok(Self { service, recovered })
+    }
+
+    fn actor(&self) -> Result<ActorRef<SchedulerMsg>, SchedulerError> {
+        self.service
+            .actor
+            .read()
+            .clone()
+            .ok_or_else(|| SchedulerError::Actor("the scheduler has stopped".into()))
     }
 
     /// What start-up settled: runs caught up, occurrences missed, runs
@@ -443,7 +472,7 @@ impl SchedulerHandle {
     /// Looks now and returns what it fired (the claimed runs are started,
     /// not finished: [`SchedulerHandle::subscribe`] tells their ends).
     pub async fn tick(&self) -> Result<Due, SchedulerError> {
-        ractor::call!(self.actor, |reply| SchedulerMsg::Tick(Some(reply)))
+        ractor::call!(self.actor()?, |reply| SchedulerMsg::Tick(Some(reply)))
             .map_err(|e| SchedulerError::Actor(e.to_string()))?
             .map_err(SchedulerError::Actor)
     }
@@ -467,10 +496,11 @@ impl SchedulerHandle {
     /// their reports are then committed and delivered at the next start.
     pub async fn stop(&self) {
         self.service.mark_stopping();
-        self.service.actor.write().take();
-        let _ = self
-            .actor
-            .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(5)))
-            .await;
+        let actor = self.service.actor.write().take();
+        if let Some(actor) = actor {
+            let _ = actor
+                .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(5)))
+                .await;
+        }
     }
 }

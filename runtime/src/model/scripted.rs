@@ -4,7 +4,10 @@
 //! the next turn, as text, tool calls or both, streamed as the same events a
 //! real provider yields. A turn may `expect` a substring in the latest user
 //! or tool message, so a test fails loudly, naming the turn, when the agent
-//! sent something else. Every request is recorded for assertions. For
+//! sent something else. A turn may instead be a fault — `{"fail": "panic"}`
+//! makes the model call panic, `{"fail": "error"}` makes it fail — so a
+//! user's own tests can check that their bots survive a crash. Every
+//! request is recorded for assertions. For
 //! benchmarks, [`ScriptedProvider::from_fn`] answers from a function of the
 //! request with no file and no latency.
 
@@ -32,6 +35,19 @@ pub struct Turn {
     /// The usage reported (missing fields are 0); none is reported if unset.
     #[serde(default, deserialize_with = "partial_usage")]
     pub usage: Option<Usage>,
+    /// A fault in place of an answer.
+    #[serde(default)]
+    pub fail: Option<Fault>,
+}
+
+/// A fault a scripted turn injects instead of answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// The model call panics (the conversation's supervisor restarts it).
+    Panic,
+    /// The model call returns an error (the turn fails with it).
+    Error,
 }
 
 impl Turn {
@@ -59,6 +75,14 @@ impl Turn {
     pub fn expecting(mut self, substring: impl Into<String>) -> Self {
         self.expect = Some(substring.into());
         self
+    }
+
+    /// A turn that injects `fault` instead of answering.
+    pub fn fault(fault: Fault) -> Self {
+        Self {
+            fail: Some(fault),
+            ..Self::default()
+        }
     }
 
     /// This turn, reporting `usage`.
@@ -161,7 +185,7 @@ impl ScriptedProvider {
         })?;
         let file: ScriptFile = serde_json::from_str(&text).map_err(|err| {
             ModelError::Config(format!(
-                "script {} is not {{\"turns\": [...]}} with turns of text, tool_calls, expect, usage: {err}",
+                "script {} is not {{\"turns\": [...]}} with turns of text, tool_calls, expect, usage, fail: {err}",
                 path.display()
             ))
         })?;
@@ -305,6 +329,21 @@ impl Provider for ScriptedProvider {
             state.calls
         };
         let turn = self.turn(number, &request)?;
+        match turn.fail {
+            None => {}
+            Some(Fault::Error) => {
+                return Err(ModelError::Script(format!(
+                    "scripted fault: call {number} fails as its script says"
+                )))
+            }
+            Some(Fault::Panic) => {
+                // A deliberate fault, for users' crash tests.
+                #[allow(clippy::panic)]
+                {
+                    panic!("scripted fault: call {number} panics as its script says")
+                }
+            }
+        }
         Ok(Box::pin(futures::stream::iter(events(turn, number))))
     }
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ractor::concurrency::JoinHandle;
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use super::slot::Slot;
 use super::{Activator, RouteKey, RouterConfig, RouterEvent, Shared};
@@ -34,6 +34,8 @@ pub(crate) enum RouterMsg<K, M> {
     Tick,
     /// A passivating actor had its shutdown deadline: kill it if it still runs.
     PassivationDeadline(K, ActorId),
+    /// The actor `ActorId` of `K` finds itself idle: passivate it now.
+    Passivate(K, ActorId, RpcReplyPort<bool>),
 }
 
 pub(crate) struct RouterArgs<K, M> {
@@ -230,6 +232,29 @@ impl<K: RouteKey, M: ractor::Message> RouterState<K, M> {
         }
     }
 
+    /// Passivates `key` if `id` is its live incarnation and it is neither
+    /// activating nor passivating already; says whether it did.
+    fn passivate(&mut self, myself: &ActorRef<RouterMsg<K, M>>, key: K, id: ActorId) -> bool {
+        let Some(slot) = self.slot(&key) else {
+            return false;
+        };
+        let Some(state) = self.keys.get_mut(&key) else {
+            return false;
+        };
+        let current = state.actor.as_ref().map(|a| a.get_id());
+        if state.activating || state.passivating || current != Some(id) {
+            return false;
+        }
+        let Some(actor) = slot.hold() else {
+            return false;
+        };
+        state.passivating = true;
+        let _ = actor.drain();
+        let deadline = self.args.config.shutdown;
+        myself.send_after(deadline, move || RouterMsg::PassivationDeadline(key, id));
+        true
+    }
+
     fn sweep(&mut self, myself: &ActorRef<RouterMsg<K, M>>) {
         let now = self.args.shared.epoch.fetch_add(1, Ordering::Relaxed) + 1;
         let idle: Vec<(K, Arc<Slot<M>>)> = self
@@ -353,6 +378,10 @@ impl<K: RouteKey, M: ractor::Message> Actor for RouterActor<K, M> {
                 }
             }
             RouterMsg::Tick => state.sweep(&myself),
+            RouterMsg::Passivate(key, id, reply) => {
+                let done = state.passivate(&myself, key, id);
+                let _ = reply.send(done);
+            }
             RouterMsg::PassivationDeadline(key, id) => {
                 if let Some(k) = state.keys.get(&key) {
                     if let Some(actor) = &k.actor {

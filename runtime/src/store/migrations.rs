@@ -23,6 +23,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     ],
     &[MESSAGES_WITHOUT_AUTOINCREMENT],
     &[MESSAGES_WITHOUT_BOT],
+    &[OPENINGS],
 ];
 
 /// The newest schema version this binary knows.
@@ -285,6 +286,17 @@ INSERT INTO messages_fts(messages_fts, rank) VALUES ('automerge', 8);
 /// on read; bodies written before still hold theirs, which is the same).
 /// Together a third less to write per short message, half per long one.
 const MESSAGES_WITHOUT_BOT: &str = "ALTER TABLE messages DROP COLUMN bot_id;";
+
+/// Migration 4: how each conversation was opened — its kind, parent, tool
+/// ceiling, budget and briefing — as one JSON document, so every
+/// activation (after passivation, a restart or a crash) rebuilds the same
+/// actor. Kept apart from `conversations`, whose rows stay small.
+const OPENINGS: &str = r#"
+CREATE TABLE openings (
+    conversation_id TEXT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+    spec            TEXT NOT NULL
+);
+"#;
 
 /// Brings the schema to [`latest`], one transaction per migration.
 ///

@@ -46,6 +46,9 @@ pub enum SupervisorMsg {
     Child(String, RpcReplyPort<Option<ActorCell>>),
     /// A backoff elapsed: start the children waiting to be restarted.
     RestartDue,
+    /// Adds a child after the others and starts it (OTP's `start_child`);
+    /// answers with its cell, or why it could not start (it is then not kept).
+    StartChild(ChildSpec, RpcReplyPort<Result<ActorCell, String>>),
 }
 
 /// The supervisor actor. Spawn it with a [`SupervisorSpec`] as arguments,
@@ -338,6 +341,38 @@ impl Actor for Supervisor {
                     .find(|c| c.spec.id == id)
                     .and_then(|c| c.cell.clone());
                 let _ = reply.send(cell);
+            }
+            SupervisorMsg::StartChild(spec, reply) => {
+                let answer = if state.children.iter().any(|c| c.spec.id == spec.id) {
+                    Err(format!("a child named {:?} exists already", spec.id))
+                } else {
+                    match spec.start(myself.get_cell()).await {
+                        Ok(cell) => {
+                            let id = spec.id.clone();
+                            state.children.push(Child {
+                                spec,
+                                cell: Some(cell.clone()),
+                                state: ChildState::Running,
+                                restarts: 0,
+                                last_exit: None,
+                            });
+                            state.emit(SupervisorEvent::Started {
+                                child: id,
+                                restarts: 0,
+                            });
+                            Ok(cell)
+                        }
+                        Err(error) => {
+                            let error = error.to_string();
+                            state.emit(SupervisorEvent::StartFailed {
+                                child: spec.id.clone(),
+                                error: error.clone(),
+                            });
+                            Err(error)
+                        }
+                    }
+                };
+                let _ = reply.send(answer);
             }
             SupervisorMsg::RestartDue => {
                 if !self.restart_pending(&myself, state).await {

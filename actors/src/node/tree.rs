@@ -1,0 +1,147 @@
+//! The node's actor tree: its root supervisor, the children it supervises,
+//! and a picture of what is live (`troupe ps`, `Runtime::tree()`).
+//!
+//! ```text
+//! node            root supervisor (one_for_one)
+//! ├─ conversations the router of conversations by id
+//! │  └─ conv_…    a conversation (a subagent hangs under the one that delegated)
+//! └─ scheduler    routine timers, when this node fires routines
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorCell, ActorRef};
+use serde::{Deserialize, Serialize};
+use troupe_runtime::supervise::{
+    ChildSpec, ChildState, Intensity, Strategy, Supervisor, SupervisorMsg, SupervisorSpec,
+};
+
+use super::{Node, NodeError};
+
+/// One actor of the tree, as `troupe ps` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActorInfo {
+    /// Its kind (`node`, `conversations`, `scheduler`, `conversation`, `subagent`, …).
+    pub kind: String,
+    /// Its id (a conversation's id, or the child's name).
+    pub id: String,
+    /// The actor it hangs under.
+    pub parent: Option<String>,
+    /// `running`, `restarting` or `stopped`.
+    pub state: String,
+    /// How often it was restarted in this process.
+    pub restarts: u32,
+}
+
+impl Node {
+    /// Starts the root supervisor and its first child, the conversations' router.
+    pub(super) async fn start_tree(&self) -> Result<(), NodeError> {
+        let ctx = Arc::downgrade(&self.ctx);
+        let conversations = ChildSpec::new("conversations", move |supervisor: ActorCell| {
+            let ctx = ctx.clone();
+            async move {
+                let ctx = ctx.upgrade().ok_or("the node is stopping")?;
+                super::router::start(&ctx, supervisor).await
+            }
+        })
+        // The router stops each conversation within 5 s, all at once.
+        .shutdown(Duration::from_secs(10));
+        let spec = SupervisorSpec::new(Strategy::OneForOne)
+            .intensity(Intensity::new(5, Duration::from_secs(60)))
+            .child(conversations);
+        let (root, _) = Actor::spawn(None, Supervisor, spec)
+            .await
+            .map_err(|e| NodeError::Actor(format!("the node's supervisor could not start: {e}")))?;
+        *self.ctx.root.write() = Some(root);
+        Ok(())
+    }
+
+    /// Starts `child` under the node's root supervisor, which restarts it
+    /// by its policy (the routine scheduler joins this way).
+    pub async fn supervise(&self, child: ChildSpec) -> Result<ActorCell, NodeError> {
+        let root = self
+            .ctx
+            .root
+            .read()
+            .clone()
+            .ok_or_else(|| NodeError::Actor("the node has stopped".into()))?;
+        let name = child.id.clone();
+        ractor::call!(root, SupervisorMsg::StartChild, child)
+            .map_err(|e| NodeError::Actor(format!("the node's supervisor did not answer: {e}")))?
+            .map_err(|e| NodeError::Actor(format!("{name} could not start: {e}")))
+    }
+
+    /// Stops the tree: every child in reverse start order, each within its deadline.
+    pub(super) async fn stop_tree(&self) {
+        let root = self.ctx.root.write().take();
+        if let Some(root) = root {
+            let _ = root
+                .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(30)))
+                .await;
+        }
+        self.ctx.conversations.stop_all().await;
+    }
+
+    /// The live actor tree: the root, its children, and every live
+    /// conversation (a subagent under the conversation that delegated to it).
+    pub async fn tree(&self) -> Vec<ActorInfo> {
+        let mut tree = Vec::new();
+        let root: Option<ActorRef<SupervisorMsg>> = self.ctx.root.read().clone();
+        let Some(root) = root else {
+            return tree;
+        };
+        tree.push(ActorInfo {
+            kind: "node".into(),
+            id: "node".into(),
+            parent: None,
+            state: "running".into(),
+            restarts: 0,
+        });
+        let children = ractor::call!(root, SupervisorMsg::Children).unwrap_or_default();
+        for child in children {
+            tree.push(ActorInfo {
+                kind: child.id.clone(),
+                id: child.id.clone(),
+                parent: Some("node".into()),
+                state: match child.state {
+                    ChildState::Running => "running",
+                    ChildState::RestartPending => "restarting",
+                    ChildState::Stopped => "stopped",
+                }
+                .into(),
+                restarts: child.restarts,
+            });
+        }
+        let live = self.ctx.conversations.live();
+        let rows = self
+            .ctx
+            .store
+            .read(move |c| {
+                let mut rows = Vec::new();
+                for id in live {
+                    if let Some(row) =
+                        troupe_runtime::store::conversations::get_conversation(c, id)?
+                    {
+                        rows.push(row);
+                    }
+                }
+                Ok(rows)
+            })
+            .await
+            .unwrap_or_default();
+        for row in rows {
+            tree.push(ActorInfo {
+                kind: row.kind,
+                id: row.id.to_string(),
+                parent: Some(
+                    row.parent
+                        .map_or_else(|| "conversations".to_string(), |p| p.to_string()),
+                ),
+                state: "running".into(),
+                restarts: self.ctx.conversations.restarts(&row.id),
+            });
+        }
+        tree
+    }
+}
