@@ -7,6 +7,7 @@
 mod chat;
 mod info;
 mod proposals;
+mod ps;
 mod run;
 mod show;
 
@@ -89,6 +90,13 @@ pub enum Command {
     },
     /// Host the home's bots and fire its routines until stopped (SIGINT/SIGTERM).
     Serve,
+    /// The actor tree: supervisors, live conversations, restarts; and what
+    /// waits to be resumed.
+    Ps {
+        /// One JSON object per actor.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),
 }
@@ -128,6 +136,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Proposals(args) => proposals::proposals(builder(), args).await,
         Command::Tools { json } => info::tools(json),
         Command::Serve => serve(builder().scheduler(true)).await,
+        Command::Ps { json } => ps::ps(builder(), json).await,
         Command::Bench(args) => {
             let probe = args.probe;
             let line = crate::bench::run(args).await?;

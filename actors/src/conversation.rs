@@ -183,6 +183,8 @@ pub struct ConversationArgs {
     pub fresh: bool,
     /// What outlives each incarnation of its actor.
     pub carry: Arc<carry::Carry>,
+    /// This incarnation replaces one that failed.
+    pub restarted: bool,
 }
 
 /// The conversation actor.
@@ -292,6 +294,7 @@ impl Actor for Conversation {
         args: ConversationArgs,
     ) -> Result<State, ActorProcessingErr> {
         let mut state = Box::pin(turn::open(args)).await?;
+        announce(&state);
         let open = state.journal.turn_open().await?;
         if open && history::awaits_model(&state.history) {
             // The last incarnation (or process) stopped mid-turn: go on
@@ -339,6 +342,35 @@ impl Actor for Conversation {
         }
         Ok(())
     }
+}
+
+/// Tells the node's bus (and whoever waits for an interrupted turn) that
+/// this conversation's actor started, or started again after a failure.
+fn announce(state: &State) {
+    let args = &state.args;
+    let kind = args.label.unwrap_or(args.kind.as_str()).to_string();
+    let parent = args.parent.map(|p| p.to_string());
+    let event = if args.restarted {
+        AgentEvent::ActorRestarted {
+            kind,
+            id: args.id.to_string(),
+            parent,
+            restarts: args.carry.restarted(),
+            reason: "its last incarnation failed".into(),
+        }
+    } else {
+        AgentEvent::ActorStarted {
+            kind,
+            id: args.id.to_string(),
+            parent,
+        }
+    };
+    if args.restarted {
+        if let Some(events) = args.carry.events() {
+            let _ = events.send(event.clone());
+        }
+    }
+    crate::events::Emitter::new(args.id, None, args.node.bus.clone()).emit(event);
 }
 
 /// Asks for an idle check once the conversation has sat idle for the

@@ -49,6 +49,22 @@ pub trait Activator<K, M>: Send + Sync + 'static {
         key: K,
         supervisor: ActorCell,
     ) -> Result<ActorRef<M>, ActorProcessingErr>;
+
+    /// Like [`Activator::activate`], told whether this activation replaces
+    /// an incarnation that failed (a restart). The router calls this one;
+    /// by default it is `activate`.
+    async fn activate_as(
+        &self,
+        key: K,
+        supervisor: ActorCell,
+        restarted: bool,
+    ) -> Result<ActorRef<M>, ActorProcessingErr>
+    where
+        K: Send + 'static,
+    {
+        let _ = restarted;
+        self.activate(key, supervisor).await
+    }
 }
 
 /// What a key can be: hashable, comparable, printable, cheap to clone.

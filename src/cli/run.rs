@@ -90,8 +90,23 @@ pub fn progress_line(event: &AgentEvent) -> Option<String> {
         }
         AgentEvent::Notice { topic, text } => Some(format!("[{topic}] {text}")),
         AgentEvent::Warning { message } => Some(format!("warning: {message}")),
+        AgentEvent::ActorRestarted {
+            kind, id, restarts, ..
+        } => Some(format!(
+            "↻ {kind} {id} crashed and was restarted (restart {restarts}); its turn resumes"
+        )),
         _ => None,
     }
+}
+
+/// Whether an event is about the actor tree (printed from the node's bus).
+fn is_lifecycle(event: &AgentEvent) -> bool {
+    matches!(
+        event,
+        AgentEvent::ActorStarted { .. }
+            | AgentEvent::ActorStopped { .. }
+            | AgentEvent::ActorRestarted { .. }
+    )
 }
 
 /// Runs `troupe run`.
@@ -105,7 +120,13 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
     if let Some(n) = args.max_steps {
         builder = builder.set("agent.max_steps_per_turn", n.to_string());
     }
-    let runtime = builder.build().await?;
+    // The actor tree's events (starts, stops, restarts of this run's
+    // conversation and its subagents) come from the node's bus.
+    let bus = tokio::sync::broadcast::channel(4096).0;
+    let mut tree = bus.subscribe();
+    // One turn: what a crash left in other conversations is for `serve`
+    // or `chat` to resume, on their own bots' models.
+    let runtime = builder.recover(false).event_bus(bus).build().await?;
     let node = runtime.node();
     let bot = args.bot.as_deref().unwrap_or(MAIN_AGENT);
     let narrowing = Narrowing {
@@ -127,11 +148,35 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
     };
     let (mut events, done) = node.send(conversation, args.prompt.join(" ")).await?;
     let mut stdout = std::io::stdout();
-    while let Some(event) = events.recv().await {
-        if args.json {
-            writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
-        } else if let Some(line) = progress_line(&event) {
-            eprintln!("{line}");
+    loop {
+        tokio::select! {
+            event = events.recv() => {
+                let Some(event) = event else { break };
+                if is_lifecycle(&event) {
+                    // Printed from the bus, with every other actor's.
+                    continue;
+                }
+                if args.json {
+                    writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
+                } else if let Some(line) = progress_line(&event) {
+                    eprintln!("{line}");
+                }
+            }
+            Ok(node_event) = tree.recv() => {
+                if !is_lifecycle(&node_event.event) {
+                    continue;
+                }
+                if args.json {
+                    writeln!(stdout, "{}", serde_json::to_string(&node_event.event)?)?;
+                } else if let Some(line) = progress_line(&node_event.event) {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+    while let Ok(node_event) = tree.try_recv() {
+        if args.json && is_lifecycle(&node_event.event) {
+            writeln!(stdout, "{}", serde_json::to_string(&node_event.event)?)?;
         }
     }
     let report = done

@@ -8,5 +8,6 @@ mod docs;
 mod review;
 mod routines;
 mod smoke;
+mod supervision;
 mod support;
 mod turn_loop;

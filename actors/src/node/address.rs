@@ -111,6 +111,7 @@ impl Node {
             label: opening.label,
             fresh: opening.fresh,
             carry: self.ctx.conversations.carry(id),
+            restarted: false,
         })
     }
 
@@ -210,6 +211,7 @@ impl Node {
         ),
         NodeError,
     > {
+        self.ensure_exists(conversation).await?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = oneshot::channel();
         self.resend(
@@ -222,6 +224,25 @@ impl Node {
         )
         .await?;
         Ok((events_rx, done_rx))
+    }
+
+    /// Errs with [`NodeError::NoSuchConversation`] unless `id` is live,
+    /// opened by this process, or stored (a read only for the first two
+    /// failing), so a caller hears of a wrong id instead of a lost message.
+    async fn ensure_exists(&self, id: ConversationId) -> Result<(), NodeError> {
+        let conversations = &self.ctx.conversations;
+        if conversations.is_live(&id) || conversations.is_open(&id) {
+            return Ok(());
+        }
+        let row = self
+            .ctx
+            .store
+            .read(move |c| conversations::get_conversation(c, id))
+            .await?;
+        match row {
+            Some(_) => Ok(()),
+            None => Err(NodeError::NoSuchConversation(id)),
+        }
     }
 
     /// Sends `msg` to the conversation's actor, activating it (or to its
@@ -272,6 +293,7 @@ impl Node {
         &self,
         conversation: ConversationId,
     ) -> Result<crate::conversation::Status, NodeError> {
+        self.ensure_exists(conversation).await?;
         let (tx, rx) = ractor::concurrency::oneshot();
         self.ctx
             .conversations

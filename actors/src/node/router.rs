@@ -114,6 +114,11 @@ impl Conversations {
         self.openings.insert(opening.id, opening);
     }
 
+    /// Whether this process opened `id` and still holds its opening.
+    pub(crate) fn is_open(&self, id: &ConversationId) -> bool {
+        self.openings.contains_key(id)
+    }
+
     /// How `id` was opened, when this process opened it and still holds it.
     pub(crate) fn opening(&self, id: &ConversationId) -> Option<Opening> {
         let mut opening = self.openings.get_mut(id)?;
@@ -159,9 +164,19 @@ impl Activator<ConversationId, ConversationMsg> for Activate {
         id: ConversationId,
         supervisor: ActorCell,
     ) -> Result<ActorRef<ConversationMsg>, ActorProcessingErr> {
+        self.activate_as(id, supervisor, false).await
+    }
+
+    async fn activate_as(
+        &self,
+        id: ConversationId,
+        supervisor: ActorCell,
+        restarted: bool,
+    ) -> Result<ActorRef<ConversationMsg>, ActorProcessingErr> {
         let ctx = self.node.upgrade().ok_or("the node is stopping")?;
         let node = Node::from_context(ctx);
-        let args = node.conversation_args(id).await?;
+        let mut args = node.conversation_args(id).await?;
+        args.restarted = restarted;
         let (actor, _) = Actor::spawn_linked(None, Conversation, args, supervisor).await?;
         Ok(actor)
     }
@@ -230,35 +245,9 @@ async fn on_event(ctx: &Arc<NodeContext>, event: RouterEvent<ConversationId>) {
         }
     };
     match event {
-        RouterEvent::Activated { key, restarted } => {
-            let (kind, parent) = match describe(&key) {
-                Some(found) => found,
-                None => stored_kind(ctx, key).await,
-            };
-            let parent = parent.map(|p| p.to_string());
-            if restarted {
-                let restarts = conversations.carry(key).restarted();
-                publish(
-                    key,
-                    AgentEvent::ActorRestarted {
-                        kind,
-                        id: key.to_string(),
-                        parent,
-                        restarts,
-                        reason: "it failed".into(),
-                    },
-                );
-            } else {
-                publish(
-                    key,
-                    AgentEvent::ActorStarted {
-                        kind,
-                        id: key.to_string(),
-                        parent,
-                    },
-                );
-            }
-        }
+        // The conversation announces its own start (and restart) as it
+        // starts, before anything it does: see `Conversation::pre_start`.
+        RouterEvent::Activated { .. } => {}
         RouterEvent::Exited { key, reason } => {
             let (kind, _) = match describe(&key) {
                 Some(found) => found,

@@ -95,7 +95,7 @@ impl<K: RouteKey, M: ractor::Message> RouterState<K, M> {
         let myself = myself.clone();
         tokio::spawn(async move {
             let result = activator
-                .activate(key.clone(), myself.get_cell())
+                .activate_as(key.clone(), myself.get_cell(), restarted)
                 .await
                 .map_err(|e| e.to_string());
             let _ = myself.send_message(RouterMsg::Activated {

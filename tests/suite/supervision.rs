@@ -1,0 +1,299 @@
+//! The actor tree in production: conversations are restarted by their
+//! supervisor, resume their turn, and rebuild how they were opened; the
+//! recovery policy resumes only open turns.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::json;
+use troupe::actors::budget::Limits;
+use troupe::actors::delegation::record;
+use troupe::actors::node::{Opening, StoredBudget};
+use troupe::actors::toolset::Narrowing;
+use troupe::runtime::home::MAIN_AGENT;
+use troupe::runtime::id::{ConversationId, DelegationId, SubagentId};
+use troupe::runtime::model::{Fault, ModelRequest, ScriptedProvider, Turn};
+use troupe::runtime::protocol::{ActorKind, Message};
+use troupe::{AgentEvent, TurnOutcome};
+
+use super::support::*;
+
+fn tool_names(request: &ModelRequest) -> Vec<String> {
+    request.tools.iter().map(|t| t.name.clone()).collect()
+}
+
+#[tokio::test]
+async fn a_model_step_that_panics_is_restarted_and_its_caller_gets_the_answer() {
+    let home = TestHome::new();
+    let model = script(vec![
+        Turn::fault(Fault::Panic),
+        Turn::text("recovered after the crash"),
+    ]);
+    let runtime = home.builder(model.clone()).build().await.unwrap();
+    let bot = runtime.bot(MAIN_AGENT).await.unwrap();
+    let mut turn = bot.send("hello").await.unwrap();
+    let restarts = wait_for(&mut turn, |e| match e {
+        AgentEvent::ActorRestarted { restarts, .. } => Some(*restarts),
+        _ => None,
+    })
+    .await;
+    assert_eq!(restarts, 1);
+    let report = turn.result().await.unwrap();
+    assert_eq!(report.outcome, TurnOutcome::Finished);
+    assert_eq!(report.text, "recovered after the crash");
+    assert_eq!(model.calls(), 2);
+
+    let id = bot.conversation().to_string();
+    let tree = runtime.tree().await;
+    let live: Vec<_> = tree.iter().filter(|a| a.id == id).collect();
+    assert_eq!(live.len(), 1, "one live actor for the id: {tree:?}");
+    assert_eq!(live[0].restarts, 1);
+    assert_eq!(live[0].parent.as_deref(), Some("conversations"));
+    // The resumed turn answered the one user message once.
+    let requests = model.requests();
+    assert_eq!(requests[1].messages.as_slice(), &[Message::user("hello")]);
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn past_the_restart_limit_the_caller_gets_crashed_and_the_next_message_starts_afresh() {
+    let home = TestHome::new();
+    let model = script(vec![
+        Turn::fault(Fault::Panic),
+        Turn::fault(Fault::Panic),
+        Turn::fault(Fault::Panic),
+        Turn::fault(Fault::Panic),
+        Turn::text("a fresh start"),
+    ]);
+    let runtime = home.builder(model.clone()).build().await.unwrap();
+    let bot = runtime.bot(MAIN_AGENT).await.unwrap();
+    let report = ask(&bot, "hello").await;
+    match &report.outcome {
+        TurnOutcome::Crashed { error, restarts } => {
+            assert_eq!(*restarts, 3);
+            assert!(error.contains("restart limit of 3"), "{error}");
+        }
+        other => panic!("expected Crashed, got {other:?}"),
+    }
+    assert_eq!(model.calls(), 4);
+
+    let report = ask(&bot, "again").await;
+    assert_eq!(report.outcome, TurnOutcome::Finished);
+    assert_eq!(report.text, "a fresh start");
+    assert_eq!(model.calls(), 5, "the crashed turn was not resumed");
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_model_error_fails_the_turn_without_a_restart() {
+    let home = TestHome::new();
+    let model = script(vec![Turn::fault(Fault::Error)]);
+    let runtime = home.builder(model.clone()).build().await.unwrap();
+    let bot = runtime.bot(MAIN_AGENT).await.unwrap();
+    let report = ask(&bot, "hello").await;
+    match &report.outcome {
+        TurnOutcome::Failed { error } => assert!(error.contains("scripted fault"), "{error}"),
+        other => panic!("expected Failed, got {other:?}"),
+    }
+    assert_eq!(
+        runtime.node().conversations().restarts(&bot.conversation()),
+        0
+    );
+    runtime.shutdown().await;
+}
+
+/// A subagent opened with a tool ceiling and a delegation budget of two
+/// tool calls, as `delegate` opens one.
+async fn open_subagent(runtime: &troupe::Runtime, parent: ConversationId) -> ConversationId {
+    let node = runtime.node();
+    let bot = node.bot(MAIN_AGENT).unwrap();
+    let (delegation, sub) = (DelegationId::new(), ConversationId::new());
+    let rows = vec![(SubagentId::new(), sub, "look".to_string(), String::new())];
+    node.store()
+        .write(move |tx| record::create(tx, delegation, parent, MAIN_AGENT, false, &rows))
+        .await
+        .unwrap();
+    let ceiling: HashSet<String> = ["read_file", "find_files"].map(String::from).into();
+    let limits = Limits {
+        tool_calls: Some(2),
+        ..Limits::default()
+    };
+    node.open(Opening {
+        id: sub,
+        kind: ActorKind::Subagent,
+        narrowing: Narrowing {
+            only: None,
+            parent: Some(Arc::new(ceiling)),
+        },
+        parent: Some(parent),
+        budget: Some(troupe::actors::budget::Scope::root("delegation", limits)),
+        stored_budget: Some(StoredBudget {
+            scope: "delegation".into(),
+            limits,
+            delegation: Some(delegation),
+        }),
+        fresh: true,
+        ..Opening::new(bot)
+    })
+    .await
+    .unwrap();
+    sub
+}
+
+#[tokio::test]
+async fn a_subagent_keeps_its_tool_ceiling_and_spent_budget_across_passivation_and_a_crash() {
+    let home = TestHome::new();
+    std::fs::write(home.path().join("notes.txt"), "some notes").unwrap();
+    let read = || Turn::tool_call("read_file", json!({"path": "notes.txt"}));
+    // Answers by what it is asked: the parent hears of its delegation too.
+    let model = Arc::new(ScriptedProvider::from_fn(move |request| {
+        match request.messages.last() {
+            Some(Message::Tool { name, .. }) if name == "read_file" => Turn::text("read once"),
+            Some(m) if m.text() == "first" => read(),
+            Some(m) if m.text() == "second" => Turn::text("still here"),
+            _ => Turn::text("noted"),
+        }
+    }));
+    let runtime = home.builder(model.clone()).build().await.unwrap();
+    let parent = runtime.bot(MAIN_AGENT).await.unwrap().conversation();
+    let sub = open_subagent(&runtime, parent).await;
+
+    let (_events, done) = runtime.node().send(sub, "first").await.unwrap();
+    assert_eq!(done.await.unwrap().outcome, TurnOutcome::Finished);
+    // Passivated, then activated again from the store.
+    let mut bus = runtime.node().subscribe();
+    runtime.node().release(sub);
+    on_bus(&mut bus, |e| {
+        (e.conversation == sub && e.event == AgentEvent::Passivated).then_some(())
+    })
+    .await;
+    let (_events, done) = runtime.node().send(sub, "second").await.unwrap();
+    let report = done.await.unwrap();
+    assert_eq!(report.text, "still here", "{report:?}");
+    let ceiling = ["find_files", "read_file"];
+    for request in model
+        .requests()
+        .iter()
+        .filter(|r| r.messages[0].text() == "first")
+    {
+        let mut names = tool_names(request);
+        names.sort();
+        assert!(
+            names.iter().all(|n| ceiling.contains(&n.as_str())),
+            "a tool beyond the ceiling was offered: {names:?}"
+        );
+    }
+    runtime.shutdown().await;
+
+    // A new process: the opening is read back from the store. One tool
+    // call of two was spent; the next (refused: beyond the ceiling) spends
+    // the rest, and the turn ends on the delegation's budget.
+    let model = Arc::new(ScriptedProvider::from_fn(move |request| {
+        match request.messages.last() {
+            Some(Message::Tool { name, .. }) if name == "write_file" => read(),
+            Some(Message::Tool { .. }) => Turn::text("never asked"),
+            _ => Turn::tool_call("write_file", json!({"path": "x.txt", "content": "no"})),
+        }
+    }));
+    let runtime = home.builder(model.clone()).build().await.unwrap();
+    let (_events, done) = runtime.node().send(sub, "third").await.unwrap();
+    let report = done.await.unwrap();
+    match &report.outcome {
+        TurnOutcome::Budget { budget, .. } => assert_eq!(budget, "delegation.tool_calls"),
+        other => panic!("expected the delegation's budget to end the turn, got {other:?}"),
+    }
+    assert!(!home.path().join("x.txt").exists(), "write_file ran");
+    // The refused call counts against the budget too: one model call.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 1);
+    let stored = runtime
+        .node()
+        .store()
+        .read(move |c| troupe::runtime::store::conversations::load_messages(c, sub))
+        .await
+        .unwrap();
+    let refused = stored.iter().rev().find_map(|m| match &m.message {
+        Message::Tool { name, result, .. } if name == "write_file" => Some(result.clone()),
+        _ => None,
+    });
+    assert!(
+        refused.is_some_and(|r| r.is_error()),
+        "write_file was not refused"
+    );
+    let mut names = tool_names(&requests[0]);
+    names.sort();
+    assert_eq!(names, ceiling);
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn recovery_resumes_open_turns_only_and_only_in_a_recovering_node() {
+    let home = TestHome::new();
+    let gate = Gate::new("wait_here");
+    let model = script(vec![
+        Turn::tool_call("wait_here", json!({})),
+        Turn::fault(Fault::Error),
+    ]);
+    let runtime = home
+        .builder(model.clone())
+        .tool(gate.clone())
+        .build()
+        .await
+        .unwrap();
+    let bot = runtime.bot(MAIN_AGENT).await.unwrap();
+    let open = bot.conversation();
+    let _turn = bot.send("wait").await.unwrap();
+    tokio::time::timeout(WAIT, gate.entered.notified())
+        .await
+        .unwrap();
+    // A second conversation whose turn closed as failed: its history ends
+    // in the user's message, and it must not be answered again.
+    let closed = bot.new_conversation().await.unwrap();
+    let report = ask(&closed, "fail").await;
+    assert!(matches!(report.outcome, TurnOutcome::Failed { .. }));
+    // The process stops mid-turn: the first turn stays open in the store.
+    runtime.shutdown().await;
+
+    // A node that does not recover (`troupe run`) leaves it alone.
+    let idle = script(vec![]);
+    let runtime = home
+        .builder(idle.clone())
+        .tool(gate.clone())
+        .recover(false)
+        .build()
+        .await
+        .unwrap();
+    runtime.node().status(closed.conversation()).await.unwrap();
+    assert_eq!(idle.calls(), 0);
+    runtime.shutdown().await;
+
+    // A recovering node resumes it, and the model finishes the turn.
+    let model = script(vec![Turn::text("resumed")]);
+    let runtime = home
+        .builder(model.clone())
+        .tool(gate.clone())
+        .build()
+        .await
+        .unwrap();
+    let mut bus = runtime.node().subscribe();
+    let status = runtime.node().status(open).await.unwrap();
+    if status.busy {
+        on_bus(&mut bus, |e| {
+            (e.conversation == open && matches!(e.event, AgentEvent::TurnFinished { .. }))
+                .then_some(())
+        })
+        .await;
+    }
+    assert_eq!(model.calls(), 1);
+    // The call the shutdown cut short has its result (stopped, or
+    // "outcome unknown" had the process died), and the turn goes on.
+    let last = model.requests()[0].messages.last().cloned().unwrap();
+    assert!(
+        matches!(&last, Message::Tool { name, result, .. } if name == "wait_here" && result.is_error()),
+        "{last:?}"
+    );
+    // A turn closed as failed is not resumed by activating it.
+    runtime.node().status(closed.conversation()).await.unwrap();
+    assert_eq!(model.calls(), 1);
+    runtime.shutdown().await;
+}
