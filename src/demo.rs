@@ -93,6 +93,7 @@ pub fn model() -> ScriptedProvider {
             ),
         }
     })
+    .recording(false)
 }
 
 /// Runs the demo in `home` (a new folder when `None`) and prints its transcript.

@@ -80,13 +80,18 @@ impl Home {
         self.root.join("documents")
     }
 
+    /// `bots/`, which holds each bot's own folder.
+    pub fn bots_dir(&self) -> PathBuf {
+        self.root.join("bots")
+    }
+
     /// The folder of an agent's own files: the home itself for the main
     /// agent, `bots/<name>/` for a bot.
     pub fn agent_dir(&self, agent: &str) -> PathBuf {
         if agent == MAIN_AGENT {
             self.root.clone()
         } else {
-            self.root.join("bots").join(agent)
+            self.bots_dir().join(agent)
         }
     }
 

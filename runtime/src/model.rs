@@ -37,7 +37,7 @@ pub use http::HttpOptions;
 pub use limit::{ConcurrencyLimit, ConcurrencyLimits};
 pub use openai::OpenAiClient;
 pub use retry::{RetryPolicy, Timeouts};
-pub use scripted::{Fault, ScriptedCall, ScriptedProvider, Turn};
+pub use scripted::{Fault, ScriptedCall, ScriptedProvider, Turn, KEPT_REQUESTS};
 pub use spec::{
     resolve, resolve_with, ModelDef, ModelsConfig, Pricing, ResolveOptions, ResolvedModel, Spend,
 };

@@ -9,6 +9,7 @@
 //! isolated from panics and run concurrently when read-only.
 
 pub mod catalog;
+pub mod depth;
 pub mod dispatch;
 pub mod registry;
 pub mod services;

@@ -7,6 +7,7 @@ mod cli;
 mod docs;
 mod review;
 mod routines;
+mod security;
 mod smoke;
 mod supervision;
 mod support;

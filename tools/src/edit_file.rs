@@ -44,7 +44,7 @@ impl EditFile {
                  exactly once unless `replace_all` is set; give enough surrounding lines to make \
                  it unique. Only LF versus CRLF line endings are tolerated, nothing else. The \
                  file must have been read with read_file in this conversation and be unchanged \
-                 since.",
+                 since. Memory and skills are refused: use the memory and skill_manage tools.",
                 schema_for::<EditFileParams>(),
             )
             .gated_by(GateSubject::WritePath("path".into())),

@@ -197,3 +197,29 @@ fn replace_tolerates_only_line_endings() {
         Err(EditError::NotFound { near: true })
     );
 }
+
+#[tokio::test]
+async fn edit_file_on_a_bots_memory_is_refused_and_names_the_memory_tool() {
+    let f = fixture();
+    let notes = f.ctx.home.agent_notes("scout");
+    std::fs::create_dir_all(notes.parent().unwrap()).unwrap();
+    std::fs::write(&notes, "Scout notes.\n").unwrap();
+    std::os::unix::fs::symlink(notes.parent().unwrap(), f.cwd.join("scout-memory")).unwrap();
+    let result = ReadFile::new()
+        .call(json!({"path": "scout-memory/MEMORY.md"}), &f.ctx)
+        .await;
+    assert!(!result.is_error(), "{}", result.text);
+    let result = edit(
+        &f,
+        json!({"path": "scout-memory/MEMORY.md", "old_string": "Scout", "new_string": "Evil"}),
+    )
+    .await;
+    assert!(result.is_error());
+    assert!(
+        result.text.contains("bot `scout`'s memory")
+            && result.text.contains("use `memory` instead"),
+        "{}",
+        result.text
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "Scout notes.\n");
+}

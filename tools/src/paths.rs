@@ -9,8 +9,10 @@
 //! component (`/home/u/.troupe-evil` is not inside `/home/u/.troupe`).
 //!
 //! What is refused:
-//! - for writing: system folders ([`SYSTEM_AREAS`]) and the home's own
-//!   settings, plugins and database ([`Home::protected_paths`]);
+//! - for writing: system folders ([`SYSTEM_AREAS`]), the home's own
+//!   settings, plugins and database ([`Home::protected_paths`]), and the
+//!   agents' memory and skills, which only their own tools write
+//!   ([`agent_files`]);
 //! - for reading: the home files that can hold keys and tokens
 //!   (`models.toml`, `mcp.json`, `plugin-data/`) and `/proc`, which exposes
 //!   the process's environment and memory. `config.toml` stays readable: it
@@ -29,6 +31,8 @@ use std::path::{Component, Path, PathBuf};
 
 use troupe_runtime::home::Home;
 use troupe_runtime::tool::ToolContext;
+
+pub mod agent_files;
 
 /// System folders the file tools never write.
 pub const SYSTEM_AREAS: &[&str] = &[
@@ -71,6 +75,16 @@ pub enum PathError {
         shown: String,
         /// The protected file or folder's name.
         name: String,
+    },
+    /// An agent's memory or skills, for writing: only their tools write them.
+    #[error("refused: {shown} is {what}, which the file tools never write; use {tools} instead (what those tools write is checked for injected instructions and invisible characters)")]
+    AgentFile {
+        /// The path as asked and as resolved.
+        shown: String,
+        /// What the area is.
+        what: String,
+        /// The tools to use instead.
+        tools: &'static str,
     },
     /// A home file that can hold keys, for reading.
     #[error("refused: {shown} is troupe's `{name}`, which can hold keys and tokens, so the file tools do not read it")]
@@ -174,7 +188,14 @@ fn check(home: &Home, real: &Path, access: Access, shown: String) -> Result<(), 
                     });
                 }
             }
-            // The home's own folders stay writable wherever the home lives.
+            if let Some(owner) = agent_files::owner(home, real) {
+                return Err(PathError::AgentFile {
+                    shown,
+                    what: owner.what,
+                    tools: owner.tools,
+                });
+            }
+            // The home's other folders stay writable wherever the home lives.
             if real.starts_with(&home_root) {
                 return Ok(());
             }

@@ -154,11 +154,18 @@ fn every_protected_home_file_is_refused_for_writing() {
             format!("refused: `{raw}` is troupe's own `{name}`, which the file tools never write; ask the user to change it")
         );
     }
-    // The agent's own files in the home stay writable, and config.toml readable.
-    let notes = f.home.agent_notes(troupe_runtime::home::MAIN_AGENT);
+    // The home's other folders stay writable (memory and skills do not:
+    // see below), and config.toml readable.
+    let spilled = f.home.spill_dir().join("result.txt");
     assert_eq!(
-        confine_in(&f.home, &f.cwd, &notes.display().to_string(), Access::Write).unwrap(),
-        notes
+        confine_in(
+            &f.home,
+            &f.cwd,
+            &spilled.display().to_string(),
+            Access::Write
+        )
+        .unwrap(),
+        spilled
     );
     let config = f.home.config_file();
     assert_eq!(
@@ -268,4 +275,130 @@ fn atomic_writes_create_folders_keep_permissions_and_leave_no_temp_file() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("file.sh")]);
+}
+
+// ---- the agents' own files ----------------------------------------------------
+
+fn agent_file_refusal(f: &Fixture, raw: &str, shown: &str, what: &str, tools: &str) {
+    assert_eq!(
+        refusal_text(f, raw, Access::Write),
+        format!(
+            "refused: {shown} is {what}, which the file tools never write; use {tools} instead \
+             (what those tools write is checked for injected instructions and invisible characters)"
+        ),
+        "{raw}"
+    );
+}
+
+#[test]
+fn write_file_cannot_get_around_the_memory_filter_by_any_path() {
+    let f = fixture();
+    let memory = f.home.memory_dir(troupe_runtime::home::MAIN_AGENT);
+    std::fs::create_dir_all(&memory).unwrap();
+    std::fs::write(memory.join("MEMORY.md"), "notes\n").unwrap();
+    symlink(&memory, f.cwd.join("mem")).unwrap();
+    let what = "the agent's memory (`memory/`: USER.md, MEMORY.md)";
+    let user = f.home.user_profile();
+    for raw in [
+        user.display().to_string(),
+        f.home.agent_notes("assistant").display().to_string(),
+        "../.troupe/memory/USER.md".to_string(),
+        "../.troupe/./memory/../memory/MEMORY.md".to_string(),
+        "mem/MEMORY.md".to_string(),
+        "mem/new.md".to_string(),
+    ] {
+        let real = confine_in(&f.home, &f.cwd, &raw, Access::Read).unwrap();
+        let shown = if std::path::Path::new(&raw) == real {
+            format!("`{}`", real.display())
+        } else {
+            format!("`{raw}` (which resolves to `{}`)", real.display())
+        };
+        agent_file_refusal(&f, &raw, &shown, what, "`memory`");
+    }
+    // From another working folder, a relative path reaches the same file.
+    let elsewhere = f.root.join("elsewhere/deeper");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    assert!(matches!(
+        confine_in(
+            &f.home,
+            &elsewhere,
+            "../../.troupe/memory/USER.md",
+            Access::Write
+        ),
+        Err(PathError::AgentFile {
+            tools: "`memory`",
+            ..
+        })
+    ));
+    // Reading stays allowed.
+    assert!(confine_in(&f.home, &f.cwd, "mem/MEMORY.md", Access::Read).is_ok());
+}
+
+#[test]
+fn write_file_cannot_create_a_skill_or_touch_a_bots_own_files() {
+    let f = fixture();
+    let skills = f.home.root().join("skills/evil/SKILL.md");
+    agent_file_refusal(
+        &f,
+        &skills.display().to_string(),
+        &format!("`{}`", skills.display()),
+        "the skill library (`skills/`)",
+        "`skill_manage`",
+    );
+    let scout = f.home.agent_dir("scout");
+    std::fs::create_dir_all(scout.join("memory")).unwrap();
+    let cases = [
+        (
+            "memory/MEMORY.md",
+            "bot `scout`'s memory (`bots/scout/memory/`)",
+            "`memory`",
+        ),
+        (
+            "skills/x/SKILL.md",
+            "bot `scout`'s skills (`bots/scout/skills/`)",
+            "`skill_manage`",
+        ),
+        (
+            "notes.md",
+            "bot `scout`'s own folder (`bots/scout/`)",
+            "`memory` (its notes) and `skill_manage` (its skills)",
+        ),
+    ];
+    for (rel, what, tools) in cases {
+        let path = scout.join(rel);
+        agent_file_refusal(
+            &f,
+            &path.display().to_string(),
+            &format!("`{}`", path.display()),
+            what,
+            tools,
+        );
+    }
+    // A bot folder that does not exist yet is still the bots' area.
+    let later = f.home.root().join("bots/later/memory/MEMORY.md");
+    agent_file_refusal(
+        &f,
+        &later.display().to_string(),
+        &format!("`{}`", later.display()),
+        "the bots' own folders (`bots/`)",
+        "`memory` (its notes) and `skill_manage` (its skills)",
+    );
+    // A bot folder that is a link elsewhere is judged by its target.
+    let outside = f.root.join("outside-bot");
+    std::fs::create_dir_all(outside.join("skills")).unwrap();
+    symlink(&outside, f.home.root().join("bots/linked")).unwrap();
+    assert!(matches!(
+        confine_in(
+            &f.home,
+            &f.cwd,
+            &outside.join("skills/s/SKILL.md").display().to_string(),
+            Access::Write
+        ),
+        Err(PathError::AgentFile {
+            tools: "`skill_manage`",
+            ..
+        })
+    ));
+    // The home's other folders stay writable.
+    assert!(confine_in(&f.home, &f.cwd, "../.troupe/spill/x.txt", Access::Write).is_ok());
 }

@@ -41,7 +41,8 @@ impl WriteFile {
                  existing file must have been read with read_file in this conversation and be \
                  unchanged since. The write is atomic and keeps the file's permissions. To \
                  change part of a file, prefer edit_file. System folders and troupe's own \
-                 settings are refused.",
+                 settings are refused, and so are memory and skills: use the memory and \
+                 skill_manage tools for those.",
                 schema_for::<WriteFileParams>(),
             )
             .gated_by(GateSubject::WritePath("path".into())),

@@ -6,11 +6,14 @@
 //! or tool message, so a test fails loudly, naming the turn, when the agent
 //! sent something else. A turn may instead be a fault — `{"fail": "panic"}`
 //! makes the model call panic, `{"fail": "error"}` makes it fail — so a
-//! user's own tests can check that their bots survive a crash. Every
-//! request is recorded for assertions. For
+//! user's own tests can check that their bots survive a crash. The latest
+//! [`KEPT_REQUESTS`] requests are kept for assertions, no more, so a long
+//! scripted chat does not grow without bound (a script named in the model
+//! settings keeps none). For
 //! benchmarks, [`ScriptedProvider::from_fn`] answers from a function of the
 //! request with no file and no latency.
 
+use std::collections::VecDeque;
 use std::path::Path;
 
 use parking_lot::Mutex;
@@ -144,9 +147,12 @@ enum Source {
     Function(Box<Responder>),
 }
 
+/// How many of the latest requests a recording provider keeps.
+pub const KEPT_REQUESTS: usize = 100;
+
 struct State {
     calls: usize,
-    requests: Vec<ModelRequest>,
+    requests: VecDeque<ModelRequest>,
 }
 
 /// A provider answering from a script or a function.
@@ -213,7 +219,8 @@ impl ScriptedProvider {
         .recording(false)
     }
 
-    /// Whether to keep every request (on by default; off for benchmarks).
+    /// Whether to keep the latest [`KEPT_REQUESTS`] requests (on by default;
+    /// off for benchmarks and wherever nobody reads them).
     pub fn recording(mut self, record: bool) -> Self {
         self.record = record;
         self
@@ -225,14 +232,14 @@ impl ScriptedProvider {
             record: true,
             state: Mutex::new(State {
                 calls: 0,
-                requests: Vec::new(),
+                requests: VecDeque::new(),
             }),
         }
     }
 
-    /// Every request received, in order.
+    /// The requests received, in order: the latest [`KEPT_REQUESTS`].
     pub fn requests(&self) -> Vec<ModelRequest> {
-        self.state.lock().requests.clone()
+        self.state.lock().requests.iter().cloned().collect()
     }
 
     /// How many calls were made.
@@ -324,7 +331,10 @@ impl Provider for ScriptedProvider {
             let mut state = self.state.lock();
             state.calls += 1;
             if self.record {
-                state.requests.push(request.clone());
+                if state.requests.len() == KEPT_REQUESTS {
+                    state.requests.pop_front();
+                }
+                state.requests.push_back(request.clone());
             }
             state.calls
         };

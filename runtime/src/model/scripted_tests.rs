@@ -190,3 +190,40 @@ async fn the_weather_function_calls_the_tool_then_answers() {
         "the benchmark provider keeps nothing"
     );
 }
+
+#[tokio::test]
+async fn a_long_scripted_chat_keeps_only_the_latest_requests_not_every_one() {
+    // 5,000 turns once kept every request: 2.75 GB. Now the record is bounded.
+    let script = ScriptedProvider::from_fn(|_| Turn::text("ok"));
+    let calls = KEPT_REQUESTS * 3;
+    for n in 0..calls {
+        let sent = request(vec![Message::user(format!("message {n}"))]);
+        let (_, error) = collect(script.stream(sent).await.unwrap()).await;
+        assert_eq!(error, None);
+    }
+    let kept = script.requests();
+    assert_eq!(script.calls(), calls);
+    assert_eq!(kept.len(), KEPT_REQUESTS);
+    assert_eq!(
+        kept.first().map(|r| r.messages[0].text().to_string()),
+        Some(format!("message {}", calls - KEPT_REQUESTS))
+    );
+    assert_eq!(
+        kept.last().map(|r| r.messages[0].text().to_string()),
+        Some(format!("message {}", calls - 1))
+    );
+}
+
+#[tokio::test]
+async fn a_provider_not_recording_keeps_no_request() {
+    let script = ScriptedProvider::from_fn(|_| Turn::text("ok")).recording(false);
+    let (_, error) = collect(
+        script
+            .stream(request(vec![Message::user("hi")]))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(error, None);
+    assert_eq!(script.requests(), Vec::new());
+}

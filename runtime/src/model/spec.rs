@@ -321,7 +321,8 @@ pub fn resolve_with(
         ),
         "script" => {
             let path = home_root.join(rest);
-            let provider = ScriptedProvider::load(&path)?;
+            // Nobody reads a settings-named script's requests: keep none.
+            let provider = ScriptedProvider::load(&path)?.recording(false);
             Ok(ResolvedModel {
                 spec: spec.to_string(),
                 provider: Arc::new(provider),

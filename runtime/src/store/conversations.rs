@@ -16,6 +16,7 @@ use super::error::StoreError;
 use super::{now, parse_time};
 use crate::id::{BotId, ConversationId, MsgId};
 use crate::protocol::Message;
+use crate::tool::depth;
 
 /// What a new conversation is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +172,7 @@ impl PreparedMessage {
         // The text goes in its own column; the body keeps the rest.
         let mut rest = message.clone();
         let text = std::mem::take(rest.text_mut());
+        bound_depth(&mut rest);
         let body = serde_json::to_string(&rest).map_err(|e| StoreError::Codec {
             what: "message",
             detail: e.to_string(),
@@ -207,6 +209,27 @@ impl PreparedMessage {
             self.created_at,
         ])?;
         Ok(())
+    }
+}
+
+/// Replaces tool-call arguments and tool-result data nested deeper than
+/// [`depth::MAX_DEPTH`] with a stand-in, so every stored body stays well
+/// within what [`decode_message`] reads (serde_json stops at 128 levels).
+fn bound_depth(message: &mut Message) {
+    match message {
+        Message::User { .. } => {}
+        Message::Assistant { tool_calls, .. } => {
+            for call in tool_calls {
+                if let Some(kept) = depth::stand_in(&call.arguments) {
+                    call.arguments = kept;
+                }
+            }
+        }
+        Message::Tool { result, .. } => {
+            if let Some(kept) = depth::stand_in(&result.data) {
+                result.data = kept;
+            }
+        }
     }
 }
 

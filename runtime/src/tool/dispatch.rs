@@ -2,7 +2,7 @@
 //!
 //! Every call of every actor goes through [`Dispatcher::run_step`]: the tool
 //! is looked up among those the conversation can see, its arguments are
-//! checked against its schema, the gate admits or refuses it, and it runs in
+//! checked against the depth limit ([`depth`]) and its schema, the gate admits or refuses it, and it runs in
 //! its own task under a timeout, so a panicking tool becomes an error result
 //! and the actor lives on. Read-only calls of one model step run together;
 //! the others run one after another, in the order the model made them.
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 
 use super::registry::Registry;
-use super::{spill, validate, Exposure, Tool, ToolContext, ToolSpec};
+use super::{depth, spill, validate, Exposure, Tool, ToolContext, ToolSpec};
 use crate::protocol::{ToolCall, ToolResult};
 
 /// Whether the gate lets a call run.
@@ -195,6 +195,9 @@ impl Dispatcher {
             return self.unknown_tool(call, visible);
         };
         let spec = tool.spec();
+        if let Some(refusal) = depth::refusal(call) {
+            return ToolResult::error(refusal);
+        }
         let args = match &call.arguments {
             serde_json::Value::Null => serde_json::json!({}),
             other => other.clone(),
