@@ -209,6 +209,8 @@ pub struct State {
     /// Passivating: what still arrives goes back to the router, which
     /// holds it for the conversation's next actor.
     pub(crate) passivated: bool,
+    /// What the open turn being resumed answers (from the store).
+    pub(crate) resuming: Option<Envelope>,
 }
 
 /// The turn in progress.
@@ -225,6 +227,8 @@ pub(crate) struct ActiveTurn {
     pub(crate) last_stop: Option<StopReason>,
     /// The final answer's commit closed the turn in the store already.
     pub(crate) closed_in_store: bool,
+    /// The reply that commit enqueued, to route once the turn ends.
+    pub(crate) reply: Option<Envelope>,
     /// The turn's first commit, queued and not yet waited for.
     pub(crate) opening: Option<troupe_runtime::store::Pending<()>>,
     pub(crate) delivered: Option<Envelope>,
@@ -295,8 +299,9 @@ impl Actor for Conversation {
     ) -> Result<State, ActorProcessingErr> {
         let mut state = Box::pin(turn::open(args)).await?;
         announce(&state);
-        let open = state.journal.turn_open().await?;
-        if open && history::awaits_model(&state.history) {
+        let open = state.journal.open_turn_state().await?;
+        if let Some(open) = open.filter(|_| history::awaits_model(&state.history)) {
+            state.resuming = open.answers;
             // The last incarnation (or process) stopped mid-turn: go on
             // with it; whoever waited for it still does.
             myself.send_message(ConversationMsg::Turn(Box::new(TurnRequest {

@@ -4,10 +4,10 @@
 //! A message is committed to the store before the sender gets its delivery
 //! id, then delivered into the target bot's own conversation. When the
 //! target's turn on it ends, its answer — or why it failed — goes back to the
-//! sender's conversation as a durable notice.
+//! sender's conversation as a durable notice ([`reply`]), enqueued in the
+//! same commit that closes the answering turn.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -15,7 +15,7 @@ use troupe_runtime::id::MsgId;
 use troupe_runtime::protocol::{Address, Envelope, Payload, ToolResult, TurnOutcome};
 use troupe_runtime::tool::ToolContext;
 
-use crate::node::{FinishedTurn, Node, TurnHook};
+use crate::node::Node;
 
 /// The loop guard: at most `max` exchanges between a pair of agents within
 /// `window`, then the pair waits `cooldown`.
@@ -139,69 +139,51 @@ pub async fn send(
     }
 }
 
-/// Sends each answered message's reply back to its sender.
-pub struct ReplyHook {
-    node: std::sync::Weak<crate::node::NodeContext>,
-}
-
-impl ReplyHook {
-    /// A hook replying through `node`.
-    pub fn new(node: &Node) -> Arc<Self> {
-        Arc::new(Self {
-            node: Arc::downgrade(node.context()),
-        })
-    }
-}
-
-impl TurnHook for ReplyHook {
-    fn turn_finished(&self, turn: &FinishedTurn) {
-        let Some(envelope) = &turn.delivered else {
-            return;
-        };
-        let Payload::Text {
-            expects_reply: true,
-            ..
-        } = &envelope.body
-        else {
-            return;
-        };
-        let Address::Conversation(sender) = envelope.from else {
-            return;
-        };
-        let Some(ctx) = self.node.upgrade() else {
-            return;
-        };
-        let name = &turn.bot.spec.name;
-        let text = match &turn.report.outcome {
-            TurnOutcome::Finished => format!("`{name}` replied:\n{}", turn.report.text),
-            other => format!(
-                "`{name}` could not answer your message ({}).{}",
-                describe(other),
-                if turn.report.text.is_empty() {
-                    String::new()
-                } else {
-                    format!(" What it said:\n{}", turn.report.text)
-                }
-            ),
-        };
-        let reply = Envelope {
-            id: MsgId::new(),
-            from: Address::Conversation(turn.conversation),
-            to: Address::Conversation(sender),
-            body: Payload::Notice {
-                topic: "reply".into(),
-                text,
-                data: serde_json::json!({"from": name, "in_reply_to": envelope.id.to_string()}),
-            },
-            sent_at: chrono::Utc::now(),
-        };
-        let node = Node::from_context(ctx);
-        tokio::spawn(async move {
-            if let Err(e) = node.deliver(reply).await {
-                tracing::error!(error = %e, "a reply could not be delivered");
+/// The reply to `answered` — a delivered message that expects one — from
+/// `bot`'s conversation `from`, whose turn on it ended with `outcome` and
+/// `text`; `None` when the message expects no reply. The turn that answers
+/// enqueues it in the same commit that closes it, so the sender hears
+/// exactly once, even when the turn was resumed after a crash.
+pub fn reply(
+    answered: &Envelope,
+    from: troupe_runtime::id::ConversationId,
+    bot: &str,
+    outcome: &TurnOutcome,
+    text: &str,
+) -> Option<Envelope> {
+    let Payload::Text {
+        expects_reply: true,
+        ..
+    } = &answered.body
+    else {
+        return None;
+    };
+    let Address::Conversation(sender) = answered.from else {
+        return None;
+    };
+    let text = match outcome {
+        TurnOutcome::Finished => format!("`{bot}` replied:\n{text}"),
+        other => format!(
+            "`{bot}` could not answer your message ({}).{}",
+            describe(other),
+            if text.is_empty() {
+                String::new()
+            } else {
+                format!(" What it said:\n{text}")
             }
-        });
-    }
+        ),
+    };
+    Some(Envelope {
+        id: MsgId::new(),
+        from: Address::Conversation(from),
+        to: Address::Conversation(sender),
+        body: Payload::Notice {
+            topic: "reply".into(),
+            text,
+            data: serde_json::json!({"from": bot, "in_reply_to": answered.id.to_string()}),
+        },
+        sent_at: chrono::Utc::now(),
+    })
 }
 
 /// A turn's end, in words.

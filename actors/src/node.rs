@@ -42,7 +42,6 @@ use crate::conversation::prompt::PromptParts;
 use crate::conversation::ConversationMsg;
 use crate::delegation::{Delegations, DelegationsHandle};
 use crate::events::NodeEvent;
-use crate::messaging::ReplyHook;
 use crate::settings::Settings;
 use crate::toolset::Narrowing;
 use troupe_runtime::agents::Agents;
@@ -301,7 +300,6 @@ impl Node {
             troupe_tools::run_command::background::BackgroundCommands::default(),
         ));
         node.ctx.add_hook(delegations.clone());
-        node.ctx.add_hook(ReplyHook::new(&node));
         if node.ctx.settings.review_every_n_turns > 0 {
             node.ctx.add_hook(crate::review::ReviewHook::new(
                 &node,

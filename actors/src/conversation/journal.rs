@@ -188,7 +188,8 @@ impl Journal {
     }
 
     /// Appends an assistant message and the usage of the call that made
-    /// it; with `ends_turn`, closes the turn in the same commit.
+    /// it; with `ends_turn`, closes the turn in the same commit, and
+    /// enqueues `reply` (the answer to the message the turn answers) in it.
     pub async fn append_assistant(
         &self,
         message: Message,
@@ -196,6 +197,7 @@ impl Journal {
         usage: Usage,
         cost_usd: f64,
         ends_turn: bool,
+        reply: Option<Envelope>,
     ) -> Result<()> {
         let Some(store) = &self.store else {
             return Ok(());
@@ -216,7 +218,10 @@ impl Journal {
                 prepared.append(tx)?;
                 usage::add(tx, conv, bot, &model, &usage, cost_usd, chrono::Utc::now())?;
                 if ends_turn {
-                    mark_turn(tx, conv, false)?;
+                    mark_turn(tx, conv, None)?;
+                    if let Some(reply) = &reply {
+                        mailbox::enqueue(tx, reply)?;
+                    }
                 }
                 Ok(())
             })
@@ -239,7 +244,9 @@ impl Journal {
                     return Ok(false);
                 }
                 prepared.append(tx)?;
-                mark_turn(tx, conv, true)?;
+                // The open turn records what it answers: a turn resumed
+                // after a crash still replies.
+                mark_turn(tx, conv, Some(Some(&envelope)))?;
                 Ok(true)
             })
             .await
@@ -261,10 +268,30 @@ impl Journal {
             .submit(move |tx| {
                 Fence::check(&fence)?;
                 first.append(tx)?;
-                mark_turn(tx, conv, true)
+                mark_turn(tx, conv, Some(None))
             })
             .await?;
         Ok(Some(pending))
+    }
+
+    /// Closes the turn and enqueues `reply` (the answer to the message the
+    /// turn answers) in the same commit.
+    pub async fn close_turn(&self, reply: Option<Envelope>) -> Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let conv = self.conversation;
+        let fence = self.fence.clone();
+        store
+            .write(move |tx| {
+                Fence::check(&fence)?;
+                mark_turn(tx, conv, None)?;
+                if let Some(reply) = &reply {
+                    mailbox::enqueue(tx, reply)?;
+                }
+                Ok(())
+            })
+            .await
     }
 
     /// Marks the conversation as mid-turn (or not), so a restart resumes it.
@@ -281,7 +308,7 @@ impl Journal {
                 if let Some(m) = &first {
                     m.append(tx)?;
                 }
-                mark_turn(tx, conv, open)
+                mark_turn(tx, conv, open.then_some(None))
             })
             .await
     }
@@ -307,20 +334,21 @@ impl Journal {
             .await
     }
 
-    /// Whether the conversation is marked mid-turn in the store (always
-    /// `false` when nothing is kept).
-    pub async fn turn_open(&self) -> Result<bool> {
+    /// The turn the store marks open, if any (never, when nothing is kept).
+    pub async fn open_turn_state(&self) -> Result<Option<OpenTurn>> {
         let Some(store) = &self.store else {
-            return Ok(false);
+            return Ok(None);
         };
         let conv = self.conversation;
         store
             .read(move |conn| {
-                Ok(conn
-                    .prepare_cached("SELECT 1 FROM kv WHERE key = ?1")?
-                    .query_row([format!("open_turn:{conv}")], |_| Ok(()))
-                    .optional()?
-                    .is_some())
+                let value: Option<String> = conn
+                    .prepare_cached("SELECT value FROM kv WHERE key = ?1")?
+                    .query_row([format!("open_turn:{conv}")], |r| r.get(0))
+                    .optional()?;
+                // Marks written before turns recorded what they answer
+                // hold a timestamp: they answer nothing.
+                Ok(value.map(|v| serde_json::from_str(&v).unwrap_or_default()))
             })
             .await
     }
@@ -335,12 +363,35 @@ fn turn_is_open(tx: &Transaction<'_>, conv: ConversationId) -> Result<bool> {
         .is_some())
 }
 
-/// Marks `conv` as mid-turn, or not.
-fn mark_turn(tx: &Transaction<'_>, conv: ConversationId, open: bool) -> Result<()> {
+/// A turn the store marks open.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OpenTurn {
+    /// When it opened.
+    #[serde(default)]
+    pub at: String,
+    /// The delivered message it answers, if it expects a reply.
+    #[serde(default)]
+    pub answers: Option<Envelope>,
+}
+
+/// Marks `conv` as mid-turn (`Some`, with the message it answers), or not.
+fn mark_turn(
+    tx: &Transaction<'_>,
+    conv: ConversationId,
+    open: Option<Option<&Envelope>>,
+) -> Result<()> {
     let key = format!("open_turn:{conv}");
-    if open {
+    if let Some(answers) = open {
+        let value = serde_json::to_string(&OpenTurn {
+            at: store::now(),
+            answers: answers.cloned(),
+        })
+        .map_err(|e| StoreError::Codec {
+            what: "open turn",
+            detail: e.to_string(),
+        })?;
         tx.prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")?
-            .execute(params![key, store::now()])?;
+            .execute(params![key, value])?;
     } else {
         tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?
             .execute(params![key])?;
@@ -382,6 +433,7 @@ mod tests {
                 Usage::default(),
                 0.0,
                 true,
+                None,
             )
         };
         // No opening (as when it failed): the answer is refused, not orphaned.

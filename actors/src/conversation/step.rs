@@ -35,6 +35,8 @@ pub enum ModelOutput {
         compacted: Option<Vec<Message>>,
         /// Whether the answer ends the turn; its commit closed the turn too.
         ends_turn: bool,
+        /// The reply committed with the answer that ended the turn.
+        reply: Option<troupe_runtime::protocol::Envelope>,
     },
     /// The turn was stopped mid-call; partial text, if any, is committed.
     Stopped {
@@ -57,6 +59,18 @@ pub struct ModelStep {
     pub(crate) emitter: Emitter,
     pub(crate) cancel: CancellationToken,
     pub(crate) compaction: Option<Compaction>,
+    /// What an answer that ends the turn replies to, if anything.
+    pub(crate) replying: Option<Replying>,
+}
+
+/// The message a turn answers, and what it said so far: an answer that
+/// ends the turn commits the reply with it.
+pub struct Replying {
+    pub(crate) answered: troupe_runtime::protocol::Envelope,
+    pub(crate) conversation: troupe_runtime::id::ConversationId,
+    pub(crate) bot: String,
+    /// The turn's last text before this step (when the answer has none).
+    pub(crate) earlier: String,
 }
 
 /// A compaction to run before the model call.
@@ -174,7 +188,7 @@ impl ModelStep {
                     let partial = (!text.is_empty()).then(|| Message::assistant(text.clone()));
                     if let Some(p) = &partial {
                         let cost = self.model.pricing.cost(&usage);
-                        if let Err(e) = self.journal.append_assistant(p.clone(), self.model.model.clone(), usage, cost, false).await {
+                        if let Err(e) = self.journal.append_assistant(p.clone(), self.model.model.clone(), usage, cost, false, None).await {
                             tracing::error!(error = %e, "partial answer not saved");
                         }
                     }
@@ -217,6 +231,23 @@ impl ModelStep {
             tool_calls,
         };
         let cost_usd = self.model.pricing.cost(&usage);
+        let reply = match (&self.replying, &message) {
+            (Some(r), Message::Assistant { content, .. }) if ends_turn => {
+                let text = if content.is_empty() {
+                    &r.earlier
+                } else {
+                    content
+                };
+                crate::messaging::reply(
+                    &r.answered,
+                    r.conversation,
+                    &r.bot,
+                    &troupe_runtime::protocol::TurnOutcome::Finished,
+                    text,
+                )
+            }
+            _ => None,
+        };
         if let Err(e) = self
             .journal
             .append_assistant(
@@ -225,6 +256,7 @@ impl ModelStep {
                 usage,
                 cost_usd,
                 ends_turn,
+                reply.clone(),
             )
             .await
         {
@@ -239,6 +271,7 @@ impl ModelStep {
             cost_usd,
             compacted: None,
             ends_turn,
+            reply,
         }
     }
 }

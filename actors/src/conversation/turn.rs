@@ -49,6 +49,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         turns: 0,
         active: None,
         passivated: false,
+        resuming: None,
         args,
     };
     let mut system = prompt::system_prompt(&node.prompt_parts(&state.args.bot.spec));
@@ -166,10 +167,13 @@ pub(super) async fn begin(
         start_len: state.history.len(),
         last_stop: None,
         closed_in_store: false,
+        reply: None,
         opening: None,
         delivered: match &request.input {
             Input::Delivered(envelope) => Some(envelope.clone()),
-            _ => None,
+            // A resumed turn answers what the store says it answered.
+            Input::Continue => state.resuming.take(),
+            Input::User(_) => None,
         },
     });
     let first = match request.input {
@@ -340,6 +344,14 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
         max_tokens: model.max_output_tokens,
         temperature: None,
     };
+    let replying = active.delivered.as_ref().map(|answered| step::Replying {
+        answered: answered.clone(),
+        conversation: state.args.id,
+        bot: state.args.bot.spec.name.clone(),
+        earlier: history::last_assistant_text(
+            &state.history[active.start_len.min(state.history.len())..],
+        ),
+    });
     let step = ModelStep {
         turn: active.number,
         model,
@@ -348,6 +360,7 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
         emitter: active.emitter.clone(),
         cancel: active.cancel.clone(),
         compaction,
+        replying,
     };
     let actor = myself.clone();
     drop(node);
@@ -406,6 +419,7 @@ pub(super) async fn model_done(
             cost_usd,
             compacted,
             ends_turn,
+            reply,
         } => {
             if let Some(history) = compacted {
                 state.replace_history(history);
@@ -422,6 +436,7 @@ pub(super) async fn model_done(
             active.scope.charge_model(usage.total(), cost_usd);
             active.last_stop = Some(stop.clone());
             active.closed_in_store = ends_turn;
+            active.reply = reply;
             let Message::Assistant {
                 content,
                 tool_calls,
@@ -560,13 +575,34 @@ pub(super) async fn finish(
     }
     // The turn's channel goes with the turn, so its caller's stream ends.
     state.services.remove::<crate::channel::TurnChannel>();
-    if !active.closed_in_store {
-        if let Err(e) = state.journal.set_turn_open(false, None).await {
-            tracing::error!(error = %e, "could not close the turn in the store");
-        }
-    }
     let start = active.start_len.min(state.history.len());
     let text = history::last_assistant_text(&state.history[start..]);
+    if !active.closed_in_store {
+        // The reply to what the turn answered is committed with its close.
+        let reply = active.delivered.as_ref().and_then(|answered| {
+            crate::messaging::reply(
+                answered,
+                state.args.id,
+                &state.args.bot.spec.name,
+                &outcome,
+                &text,
+            )
+        });
+        match state.journal.close_turn(reply.clone()).await {
+            Ok(()) => active.reply = reply,
+            Err(e) => tracing::error!(error = %e, "could not close the turn in the store"),
+        }
+    }
+    if let Some(reply) = active.reply.take() {
+        // Committed: routing it now is only a wake-up (the next start
+        // delivers whatever is still pending).
+        let node = crate::node::Node::from_context(Arc::clone(&state.args.node));
+        tokio::spawn(async move {
+            if let Err(e) = node.route(reply).await {
+                tracing::warn!(error = %e, "a committed reply could not be routed; it waits in the mailbox");
+            }
+        });
+    }
     let report = TurnReport {
         conversation: state.args.id,
         outcome: outcome.clone(),
