@@ -73,6 +73,9 @@ impl CallGate for TrustGate {
                 ));
             }
             Verdict::Ask { reason } => reason,
+            // No sandbox runs commands yet, so what the gate cannot read is
+            // asked in every mode; a sandbox will run it there instead.
+            Verdict::Unanalysable { reason, .. } => reason,
         };
         let reply = self
             .questions

@@ -12,7 +12,11 @@
 //! 2. the user's **deny list** blocks (deny beats allow);
 //! 3. commands acting **outside the machine** ([`outside`]) ask the user
 //!    every time, even in auto mode: writes through `gh`, `gcloud`, `gws`,
-//!    printing their tokens, anything touching troupe's database or plugins;
+//!    printing their tokens, code fetched and run (`curl … | sh`), anything
+//!    touching troupe's database or plugins; then commands the gate
+//!    **cannot read** ([`unanalysable`]: computed program names, generated or
+//!    inline code) get their own verdict, [`Verdict::Unanalysable`], asked in
+//!    every mode until a sandbox can run them;
 //! 4. **dangerous** patterns ([`danger`]) go to the [`Guardian`], which
 //!    approves, denies or asks the user. Auto mode skips this step only, and
 //!    so does a command every risky part of which the user's allow list
@@ -21,7 +25,8 @@
 //! Commands are parsed ([`shell`]) and seen through ([`inspect`]): nested
 //! `sh -c`, `eval`, substitutions and the scripts a command runs are judged
 //! like the command itself, and quoted data (`git commit -m "rm -rf /"`) is
-//! not mistaken for a command. What cannot be analysed is never allowed.
+//! not mistaken for a command. What cannot be analysed is never allowed
+//! unasked.
 //! Rules are data ([`rules`]) whose examples are checked when they load.
 //!
 //! In an unattended run (a routine, a subagent) nobody can answer a
@@ -37,6 +42,7 @@ pub mod inspect;
 pub mod outside;
 pub mod rules;
 pub mod shell;
+pub mod unanalysable;
 
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +68,16 @@ pub enum Verdict {
     /// The user must approve the call first.
     Ask {
         /// What the call does and why it needs approval; shown to the user.
+        reason: String,
+    },
+    /// The gate cannot read what the command runs (a computed program name,
+    /// generated or inline code): it never runs unchecked. Until commands
+    /// can run in a sandbox, the user is asked, as for [`Verdict::Ask`], in
+    /// every mode; a sandbox will let auto mode run it there instead.
+    Unanalysable {
+        /// The rule that found it (`computed-program`, `inline-code`, …).
+        rule: String,
+        /// What could not be read and what to do; shown to the user.
         reason: String,
     },
 }

@@ -10,6 +10,8 @@ use crate::model::{ModelError, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::protocol::{StopReason, ToolCall};
 use crate::tool::{GateSubject, ToolSpec};
 
+#[path = "trust_tests/forms.rs"]
+mod forms;
 #[path = "trust_tests/guardian.rs"]
 mod guardian_tests;
 
@@ -81,6 +83,13 @@ fn deny(rule: &str, reason: &str) -> Verdict {
 
 fn ask(reason: &str) -> Verdict {
     Verdict::Ask {
+        reason: reason.into(),
+    }
+}
+
+fn unanalysable(rule: &str, reason: &str) -> Verdict {
+    Verdict::Unanalysable {
+        rule: rule.into(),
         reason: reason.into(),
     }
 }
@@ -475,7 +484,8 @@ async fn a_command_too_long_to_analyse_asks() {
     let text = format!("echo {}", "a".repeat(10_000));
     assert_eq!(
         check(&gate(GateMode::Auto), &f.ctx, &text).await,
-        ask(
+        unanalysable(
+            "unanalysable",
             "The gate cannot analyse this command: it is 10005 characters long, more than the \
              10000 the gate analyses. It is never run unchecked, so the user decides; to avoid \
              the question, run simpler commands (shorter, quotes closed, less nesting, scripts \
@@ -559,17 +569,20 @@ async fn a_missing_or_self_written_script_is_not_allowed() {
     let missing = f.ctx.cwd.join("nope.sh");
     assert_eq!(
         check(&gate, &f.ctx, "bash nope.sh").await,
-        ask(&format!(
+        unanalysable(
+            "unanalysable",
+            &format!(
             "The gate cannot analyse this command: it runs the script {}, which does not exist, \
              so the gate cannot read what it would run. It is never run unchecked, so the user \
              decides; to avoid the question, run simpler commands (shorter, quotes closed, less \
              nesting, scripts that exist).",
-            missing.display()
-        ))
+                missing.display()
+            )
+        )
     );
     assert!(matches!(
         check(&gate, &f.ctx, "echo 'rm -rf /' > ok.sh && bash ok.sh").await,
-        Verdict::Ask { reason } if reason.contains("the same command also changes")
+        Verdict::Unanalysable { reason, .. } if reason.contains("the same command also changes")
     ));
 }
 

@@ -5,13 +5,15 @@
 //! that waits for input ends at once instead of hanging the turn), pagers and
 //! colors off, and standard output and error on one pipe so they interleave
 //! as they were written. It leads its own process group, so a timeout, a
-//! stop or a stopped turn ends the whole tree ([`process`]). Output is kept
+//! stop or a stopped turn ends the whole tree ([`process`]), and it dies with
+//! troupe, however troupe ends ([`tether`]). Output is kept
 //! within [`HEAD_BYTES`] + [`TAIL_BYTES`] while it is read ([`output`]). In
 //! the background, output goes to a log file instead ([`background`]).
 
 pub mod background;
 pub mod output;
 pub mod process;
+pub mod tether;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -196,16 +198,20 @@ async fn run(
         let err = out.try_clone()?;
         let mut cmd = shell(command, cwd);
         cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
-        // The command holds the pipe's write end: dropping it here leaves
-        // only the child's, so the read ends when the child's tree is done.
-        let child = cmd.spawn()?;
-        Ok::<_, std::io::Error>((child, receiver))
+        // The command holds the pipe's write end: starting it drops it here,
+        // leaving only the child's, so the read ends when its tree is done.
+        let running = tether::start(cmd)?;
+        Ok::<_, std::io::Error>((running, receiver))
     })();
-    let (mut child, mut pipe) = match spawned {
+    let (running, mut pipe) = match spawned {
         Ok(spawned) => spawned,
         Err(e) => return ToolResult::error(format!("could not start bash: {e}")),
     };
-    let pgid = child.id();
+    let tether::Running {
+        mut child,
+        pgid,
+        watchdog,
+    } = running;
     let mut output = BoundedOutput::new(HEAD_BYTES, TAIL_BYTES);
     let mut buf = vec![0_u8; 64 * 1024];
     let deadline = tokio::time::sleep(timeout);
@@ -243,6 +249,8 @@ async fn run(
             _ => pipe_open = false,
         }
     }
+    // The shell has ended: what it left running keeps running, as before.
+    drop(watchdog);
     let ending = ending.unwrap_or(Ending::Exit(-1));
     let mut text = output.text();
     if text.is_empty() {

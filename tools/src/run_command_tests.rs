@@ -281,3 +281,95 @@ fn the_spec_is_failure_tolerant_and_gated_by_the_command() {
     assert_eq!(spec.gate, GateSubject::Command("command".into()));
     assert_eq!(spec.parameters["properties"]["timeout"]["maximum"], 600);
 }
+
+/// The environment variable that makes [`tether_helper`] act: the folder it
+/// runs its command in.
+const TETHER_HELPER: &str = "TROUPE_TETHER_HELPER";
+
+/// Not a test by itself (without [`TETHER_HELPER`] it returns at once): the
+/// stand-in for troupe in
+/// `a_command_and_its_children_die_when_troupe_is_sigkilled`, which runs
+/// this test binary again as a process of its own. It starts a command with
+/// the same code `run_command` uses, writes the shell's pid, and waits to
+/// be killed.
+#[test]
+fn tether_helper() {
+    let Some(dir) = std::env::var_os(TETHER_HELPER).map(PathBuf::from) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut cmd = process::shell(
+            "sleep 1000 & echo $! > grandchild.tmp && mv grandchild.tmp grandchild.pid; sleep 1000",
+            &dir,
+        );
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let running = tether::start(cmd).unwrap();
+        std::fs::write(dir.join("leader.tmp"), running.pgid.unwrap().to_string()).unwrap();
+        std::fs::rename(dir.join("leader.tmp"), dir.join("leader.pid")).unwrap();
+        std::future::pending::<()>().await;
+    });
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[tokio::test]
+async fn a_command_and_its_children_die_when_troupe_is_sigkilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "run_command::tests::tether_helper",
+            "--nocapture",
+        ])
+        .env(TETHER_HELPER, dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (leader, grandchild) = (
+        dir.path().join("leader.pid"),
+        dir.path().join("grandchild.pid"),
+    );
+    wait_until("the helper to start its command", || {
+        read_pid(&leader).is_some() && read_pid(&grandchild).is_some()
+    })
+    .await;
+    let (leader, grandchild) = (read_pid(&leader).unwrap(), read_pid(&grandchild).unwrap());
+    assert!(!is_dead(leader) && !is_dead(grandchild));
+    // SIGKILL: no clean-up code of the helper runs.
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+    wait_until("the command's shell to die with its parent", || {
+        is_dead(leader)
+    })
+    .await;
+    wait_until("what the shell started to die with it", || {
+        is_dead(grandchild)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn what_a_finished_command_left_running_is_not_killed_by_its_watchdog() {
+    let f = fixture();
+    let result = run_cmd(
+        &f,
+        json!({"command": "nohup sleep 1000 >/dev/null 2>&1 & echo $! > left.pid"}),
+    )
+    .await;
+    assert!(!result.is_error(), "{}", result.text);
+    let left = read_pid(&f.cwd.join("left.pid")).unwrap();
+    // The watchdog was dismissed, not fired: the process is still there.
+    assert!(!is_dead(left));
+    let pid = rustix::process::Pid::from_raw(i32::try_from(left).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    wait_until("the left-over sleep to be killed", || is_dead(left)).await;
+}

@@ -58,8 +58,19 @@ impl GateContext {
 /// unattended run can refuse by it.
 enum Outcome {
     Allow,
-    Deny { rule: String, reason: String },
-    Ask { rule: String, reason: String },
+    Deny {
+        rule: String,
+        reason: String,
+    },
+    Ask {
+        rule: String,
+        reason: String,
+    },
+    /// Asked today; a sandbox may run it instead later.
+    Unanalysable {
+        rule: String,
+        reason: String,
+    },
 }
 
 /// What steps 1 to 3 found in a command.
@@ -126,15 +137,20 @@ impl Gate {
         match outcome {
             Outcome::Allow => Verdict::Allow,
             Outcome::Deny { rule, reason } => Verdict::Deny { rule, reason },
-            Outcome::Ask { rule, reason } if ctx.unattended => Verdict::Deny {
-                rule,
-                reason: format!(
-                    "{reason} Nobody is here to approve it: this run is unattended (a routine or \
-                     a subagent), so it is refused. Do the task without it, or leave it for a \
-                     conversation with the user."
-                ),
-            },
+            Outcome::Ask { rule, reason } | Outcome::Unanalysable { rule, reason }
+                if ctx.unattended =>
+            {
+                Verdict::Deny {
+                    rule,
+                    reason: format!(
+                        "{reason} Nobody is here to approve it: this run is unattended (a \
+                         routine or a subagent), so it is refused. Do the task without it, or \
+                         leave it for a conversation with the user."
+                    ),
+                }
+            }
             Outcome::Ask { reason, .. } => Verdict::Ask { reason },
+            Outcome::Unanalysable { rule, reason } => Verdict::Unanalysable { rule, reason },
         }
     }
 
@@ -257,7 +273,7 @@ impl Gate {
                 if let Some(pattern) = self.deny.raw_match(text) {
                     return Screened::Decided(deny_listed(&shorten(text, 120), pattern));
                 }
-                return Screened::Decided(Outcome::Ask {
+                return Screened::Decided(Outcome::Unanalysable {
                     rule: "unanalysable".into(),
                     reason: format!(
                         "The gate cannot analyse this command: {e}. It is never run unchecked, \
@@ -299,6 +315,22 @@ impl Gate {
                 reason: format!(
                     "`{}` {}. Commands that act outside this machine need the user's approval \
                      every time, even in auto mode (rule `{}`).",
+                    hit.snippet, hit.reason, hit.rule
+                ),
+                rule: hit.rule,
+            });
+        }
+        if let Some(hit) = self
+            .rules
+            .hits(Tier::Unanalysable, &analysis, env)
+            .into_iter()
+            .next()
+        {
+            return Screened::Decided(Outcome::Unanalysable {
+                reason: format!(
+                    "`{}` {}. A command the gate cannot read is never run unchecked, in any mode \
+                     (rule `{}`): the user decides each time. To avoid the question, write the \
+                     program's name out, or put the code in a script file and run that.",
                     hit.snippet, hit.reason, hit.rule
                 ),
                 rule: hit.rule,

@@ -9,15 +9,24 @@
 //! `. x.sh`), which are read and judged on their content. The result is a flat
 //! list of [`Invocation`]s every rule is matched against.
 //!
+//! What it cannot see through it marks ([`Opaque`]): a program whose name is
+//! computed when it runs (`$(printf 'rm')`, `$R`), code generated when it
+//! runs (decoded text piped to a shell, `sh -c "$x"`, `eval "$x"`), code
+//! given inline to an interpreter (`python3 -c`, `perl -e`, a here-document)
+//! and code fetched from outside the machine (`curl … | sh`). The gate never
+//! lets such a command run unasked.
+//!
 //! It fails closed: a command too long, nested too deep, a script that
 //! cannot be read, or a script the same command writes before running it is an
 //! [`AnalysisError`], never a pass.
 
 use std::path::{Component, Path, PathBuf};
 
+mod interpreters;
 mod words;
 
 use super::shell::{self, FunctionDef, Parsed, Redirect, RedirectKind, SimpleCommand, Word};
+use interpreters::{Code, FETCHERS};
 use words::{
     echoed_text, is_assignment, is_system_program, join, option_takes_value, program_of, read_head,
     read_only_program, shell_input, ShellInput, SHELLS,
@@ -100,9 +109,8 @@ pub struct Invocation {
     pub elevated: bool,
     /// The program of the command piped into it, if any.
     pub piped_from: Option<String>,
-    /// Whether it runs code only known when it runs: a shell reading a pipe,
-    /// `sh -c "$x"`, `eval "$x"`, `source <(…)`.
-    pub runs_unknown_code: bool,
+    /// Code it runs that the gate cannot read, if any.
+    pub opaque: Option<Opaque>,
     /// The script file it was read from, if any.
     pub script: Option<PathBuf>,
     /// Every word of the simple command, wrappers included, space-joined.
@@ -183,6 +191,23 @@ impl Invocation {
             })
             .map(|r| r.target.text.as_str())
     }
+}
+
+/// Code an invocation runs that the gate cannot read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Opaque {
+    /// Its program's name is computed when it runs: `$(printf 'rm') -rf /`,
+    /// `R='rm -rf'; $R /`, `$a$b`.
+    ComputedProgram,
+    /// It runs code generated when it runs: a shell or `eval` fed decoded or
+    /// computed text (`… | base64 -d | sh`, `sh -c "$x"`, `source <(…)`).
+    GeneratedCode,
+    /// An interpreter given its code inline or on its input: `python3 -c`,
+    /// `perl -e`, `node -e`, `php -r`, `python3 - <<EOF`.
+    InlineCode,
+    /// It runs code fetched from outside the machine: `curl … | sh`,
+    /// `bash <(wget -O- …)`, `python3 -c "$(curl …)"`.
+    Fetched,
 }
 
 /// Everything a command line runs.
@@ -269,7 +294,9 @@ struct Walker<'a> {
     here: Env,
     limits: &'a Limits,
     out: Analysis,
-    scripts: Vec<PathBuf>,
+    /// The scripts run, each with the invocation that runs it by an
+    /// interpreter (that one does not count as writing it).
+    scripts: Vec<(PathBuf, Option<usize>)>,
 }
 
 impl Walker<'_> {
@@ -285,7 +312,8 @@ impl Walker<'_> {
         self.out.functions.append(&mut parsed.functions);
         for cmd in &parsed.commands {
             let source = cmd.piped_from.and_then(|i| parsed.commands.get(i));
-            self.command(cmd, source, elevated, script)?;
+            let fetched = fed_by_fetcher(&parsed.commands, cmd);
+            self.command(cmd, source, fetched, elevated, script)?;
         }
         Ok(())
     }
@@ -294,6 +322,7 @@ impl Walker<'_> {
         &mut self,
         cmd: &SimpleCommand,
         source: Option<&SimpleCommand>,
+        fetched: bool,
         elevated: bool,
         script: Option<&Path>,
     ) -> Result<(), AnalysisError> {
@@ -316,7 +345,7 @@ impl Walker<'_> {
                     redirects: cmd.redirects.clone(),
                     elevated,
                     piped_from: None,
-                    runs_unknown_code: false,
+                    opaque: None,
                     script: script.map(Path::to_path_buf),
                     full_text,
                     cwd: self.here.cwd.clone(),
@@ -334,7 +363,7 @@ impl Walker<'_> {
             redirects: cmd.redirects.clone(),
             elevated,
             piped_from,
-            runs_unknown_code: false,
+            opaque: computed_name(program_word).then_some(Opaque::ComputedProgram),
             script: script.map(Path::to_path_buf),
             full_text,
             cwd: self.here.cwd.clone(),
@@ -343,15 +372,18 @@ impl Walker<'_> {
         let mut nested: Vec<(String, bool)> = Vec::new();
         let mut scripts: Vec<(String, bool)> = Vec::new();
         let program = inv.program.as_str();
+        let mut opaque: Option<Opaque> = None;
         if SHELLS.contains(&program) {
             match shell_input(&inv.args) {
                 ShellInput::Command(w) => {
-                    inv.runs_unknown_code |= w.dynamic;
+                    if w.dynamic {
+                        opaque = Some(self.word_source(w));
+                    }
                     nested.push((w.text.clone(), elevated));
                 }
                 ShellInput::Script(w) => {
                     if w.dynamic {
-                        inv.runs_unknown_code = true;
+                        opaque = Some(self.word_source(w));
                     } else {
                         scripts.push((w.text.clone(), true));
                     }
@@ -361,23 +393,59 @@ impl Walker<'_> {
                         nested.push((text.clone(), elevated));
                     } else if let Some(src) = source {
                         match echoed_text(src) {
-                            Some(text) => nested.push((text, elevated)),
-                            None => inv.runs_unknown_code = true,
+                            Some(text) if !fetched => nested.push((text, elevated)),
+                            _ if fetched => opaque = Some(Opaque::Fetched),
+                            _ => opaque = Some(Opaque::GeneratedCode),
+                        }
+                    } else if let Some(input) = read_redirect(cmd) {
+                        // `bash < x.sh` runs the file like `bash x.sh`.
+                        if input.dynamic {
+                            opaque = Some(self.word_source(input));
+                        } else {
+                            scripts.push((input.text.clone(), true));
                         }
                     }
                 }
             }
         } else if program == "eval" {
-            inv.runs_unknown_code |= inv.args.iter().any(|w| w.dynamic);
+            if let Some(w) = inv.args.iter().find(|w| w.dynamic) {
+                opaque = Some(self.word_source(w));
+            }
             nested.push((join(&inv.args), elevated));
         } else if program == "source" || program == "." {
             if let Some(w) = inv.args.first() {
                 if w.dynamic {
-                    inv.runs_unknown_code = true;
+                    opaque = Some(self.word_source(w));
                 } else {
                     scripts.push((w.text.clone(), true));
                 }
             }
+        } else if let Some(code) = interpreters::code(program, &inv.args) {
+            opaque = match code {
+                Code::Inline(Some(w)) if w.dynamic => match self.word_source(w) {
+                    Opaque::Fetched => Some(Opaque::Fetched),
+                    _ => Some(Opaque::InlineCode),
+                },
+                Code::Inline(_) => Some(Opaque::InlineCode),
+                Code::Stdin if fetched => Some(Opaque::Fetched),
+                Code::Stdin if cmd.stdin_text.is_some() || source.is_some() => {
+                    Some(Opaque::InlineCode)
+                }
+                Code::Stdin => match read_redirect(cmd) {
+                    Some(input) if input.dynamic => Some(self.word_source(input)),
+                    Some(input) => {
+                        self.interpreted(&input.text);
+                        None
+                    }
+                    None => None,
+                },
+                Code::Script(w) if w.dynamic => Some(self.word_source(w)),
+                Code::Script(w) => {
+                    self.interpreted(&w.text);
+                    None
+                }
+                Code::Module => None,
+            };
         } else if program == "find" {
             let mut rest = inv.args.iter();
             while let Some(w) = rest.next() {
@@ -392,7 +460,7 @@ impl Walker<'_> {
                         depth,
                         ..SimpleCommand::default()
                     };
-                    self.command(&sub, None, elevated, script)?;
+                    self.command(&sub, None, false, elevated, script)?;
                 }
             }
         } else if inv.path.contains('/') && !program_word.dynamic {
@@ -402,6 +470,8 @@ impl Walker<'_> {
                 }
             }
         }
+        // A computed name says the most: keep it over what the arguments show.
+        inv.opaque = inv.opaque.or(opaque);
         if matches!(inv.program.as_str(), "cd" | "pushd") {
             let target = inv.operands().first().map(|t| self.here.resolve(t));
             self.here.cwd = match target {
@@ -519,7 +589,7 @@ impl Walker<'_> {
                 problem: "cannot be located (its name or folder depends on a variable)".into(),
             });
         };
-        self.scripts.push(path.clone());
+        self.scripts.push((path.clone(), None));
         let problem = |p: String| AnalysisError::Script {
             path: path.clone(),
             problem: p,
@@ -563,11 +633,36 @@ impl Walker<'_> {
         self.text(&content, depth, elevated, Some(&path))
     }
 
+    /// What a dynamic word that holds code brings: code fetched from
+    /// outside when a fetcher runs inside it (`"$(curl …)"`, `<(wget …)`),
+    /// else code generated when it runs.
+    fn word_source(&self, word: &Word) -> Opaque {
+        let fetches = shell::parse(&word.text, self.limits.max_depth)
+            .is_ok_and(|parsed| parsed.commands.iter().any(runs_fetcher));
+        if fetches {
+            Opaque::Fetched
+        } else {
+            Opaque::GeneratedCode
+        }
+    }
+
+    /// Records a script an interpreter runs, for the self-written check;
+    /// the invocation about to be pushed is the one running it.
+    fn interpreted(&mut self, written: &str) {
+        if let Some(path) = self.here.resolve(written) {
+            let runner = self.out.invocations.len();
+            self.scripts.push((path, Some(runner)));
+        }
+    }
+
     /// A command that writes a script and runs it is judged before the
     /// script has its new content: such a command cannot be allowed.
     fn check_self_written_scripts(&self) -> Result<(), AnalysisError> {
-        for script in &self.scripts {
-            for inv in &self.out.invocations {
+        for (script, runner) in &self.scripts {
+            for (index, inv) in self.out.invocations.iter().enumerate() {
+                if *runner == Some(index) {
+                    continue;
+                }
                 let writes_it = inv
                     .redirect_writes()
                     .chain(if read_only_program(&inv.program) {
@@ -590,4 +685,71 @@ impl Walker<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether the program word's name (after its last `/`) is computed when
+/// it runs: `$(printf rm)`, `$R`, `$a$b`, `` `echo rm` ``. A folder computed
+/// in front of a written name (`"$DIR"/run.sh`) still names its program.
+fn computed_name(word: &Word) -> bool {
+    if !word.dynamic {
+        return false;
+    }
+    let name = word.text.rsplit('/').next().unwrap_or(&word.text);
+    name.is_empty() || name.contains(['$', '`', '(', ')', '{', '}', '\'', '"', '\\'])
+}
+
+/// Whether any command in the pipeline feeding `cmd` runs a fetcher
+/// (`curl … | tee x | sh`).
+fn fed_by_fetcher(commands: &[SimpleCommand], cmd: &SimpleCommand) -> bool {
+    let mut next = cmd.piped_from;
+    let mut seen = 0;
+    while let Some(index) = next {
+        let Some(source) = commands.get(index) else {
+            return false;
+        };
+        if runs_fetcher(source) {
+            return true;
+        }
+        seen += 1;
+        if seen > commands.len() {
+            return false;
+        }
+        next = source.piped_from;
+    }
+    false
+}
+
+/// Whether a simple command runs a program that fetches from outside the
+/// machine, directly or behind a wrapper (`sudo curl`).
+fn runs_fetcher(cmd: &SimpleCommand) -> bool {
+    const WRAPPERS: &[&str] = &[
+        "sudo", "doas", "env", "command", "builtin", "exec", "nohup", "setsid", "time", "nice",
+        "ionice", "stdbuf", "timeout", "xargs",
+    ];
+    for w in &cmd.words {
+        let text = w.text.as_str();
+        let name = text.rsplit('/').next().unwrap_or(text);
+        if FETCHERS.contains(&name) {
+            return true;
+        }
+        let skipped = is_assignment(text)
+            || WRAPPERS.contains(&name)
+            || text.starts_with('-')
+            || text
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '.' || c == 's' || c == 'm');
+        if !skipped {
+            return false;
+        }
+    }
+    false
+}
+
+/// The file a command reads its input from (`< x.sh`), if any.
+fn read_redirect(cmd: &SimpleCommand) -> Option<&Word> {
+    cmd.redirects
+        .iter()
+        .rev()
+        .find(|r| r.kind == RedirectKind::Read)
+        .map(|r| &r.target)
 }

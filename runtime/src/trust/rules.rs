@@ -20,6 +20,9 @@ pub enum Tier {
     Hardline,
     /// Acts outside the machine: the user approves each time, even in auto mode.
     Outside,
+    /// Cannot be read (computed programs, generated or inline code): never
+    /// approved unasked, in any mode.
+    Unanalysable,
     /// Risky: the guardian judges it (skipped in auto mode).
     Dangerous,
 }
@@ -241,6 +244,7 @@ impl RuleSet {
     pub fn builtin() -> Result<Self, RuleError> {
         let mut rules = super::hardline::rules()?;
         rules.extend(super::outside::rules()?);
+        rules.extend(super::unanalysable::rules()?);
         rules.extend(super::danger::rules()?);
         Self::new(rules)
     }

@@ -22,6 +22,7 @@ use troupe_runtime::id::ConversationId;
 use troupe_runtime::tool::Services;
 
 use super::process::{end_tree, shell, Ending};
+use super::tether::{self, Running};
 
 /// How much of a log's end a notification carries.
 const SUMMARY_TAIL_BYTES: u64 = 2000;
@@ -93,9 +94,11 @@ impl BackgroundCommands {
         let mut cmd = shell(launch.command, launch.cwd);
         cmd.stdout(Stdio::from(file.try_clone()?))
             .stderr(Stdio::from(file));
-        let mut child = cmd.spawn()?;
-        drop(cmd);
-        let pgid = child.id();
+        let Running {
+            mut child,
+            pgid,
+            watchdog,
+        } = tether::start(cmd)?;
         let stop = CancellationToken::new();
         let (ended_tx, ended) = watch::channel(None);
         let job = Arc::new(Job {
@@ -129,6 +132,8 @@ impl BackgroundCommands {
                     Ending::Timeout(timeout.unwrap_or_default())
                 }
             };
+            // The shell has ended: what it left running keeps running.
+            drop(watchdog);
             let line = ending.to_string();
             let log = job.log.clone();
             let summary = tokio::task::spawn_blocking(move || {
