@@ -36,7 +36,7 @@ pub enum ModelOutput {
         /// Whether the answer ends the turn; its commit closed the turn too.
         ends_turn: bool,
         /// The reply committed with the answer that ended the turn.
-        reply: Option<troupe_runtime::protocol::Envelope>,
+        reply: Option<Box<troupe_runtime::protocol::Envelope>>,
     },
     /// The turn was stopped mid-call; partial text, if any, is committed.
     Stopped {
@@ -271,7 +271,7 @@ impl ModelStep {
             cost_usd,
             compacted: None,
             ends_turn,
-            reply,
+            reply: reply.map(Box::new),
         }
     }
 }

@@ -436,7 +436,7 @@ pub(super) async fn model_done(
             active.scope.charge_model(usage.total(), cost_usd);
             active.last_stop = Some(stop.clone());
             active.closed_in_store = ends_turn;
-            active.reply = reply;
+            active.reply = reply.map(|r| *r);
             let Message::Assistant {
                 content,
                 tool_calls,
