@@ -36,7 +36,8 @@ pub enum StoreError {
     /// The file is not a SQLite database, or it is damaged.
     #[error(
         "{path} is not a SQLite database or is damaged ({detail}); troupe left it untouched: \
-         move it aside or restore a backup, then start again"
+         `troupe doctor` checks it and copies what can be read, or move it aside or restore a \
+         backup, then start again"
     )]
     Corrupt {
         /// The database file.

@@ -73,8 +73,14 @@ pub fn refuse_missing(path: &Path, other_data: &[PathBuf]) -> Result<()> {
 /// [`StoreError::Damaged`] with SQLite's first findings, or the error that
 /// kept the check from running.
 pub fn quick_check(path: &Path) -> Result<()> {
-    let conn = open_read_only(path)?;
-    let findings = pragma_lines(&conn, "PRAGMA quick_check").map_err(|e| e.at(path))?;
+    // A check that cannot even run (SQLite calls the file malformed) found
+    // damage too.
+    let damaged = |e: StoreError| match e.at(path) {
+        StoreError::Corrupt { path, detail } => StoreError::Damaged { path, detail },
+        other => other,
+    };
+    let conn = open_read_only(path).map_err(damaged)?;
+    let findings = pragma_lines(&conn, "PRAGMA quick_check").map_err(damaged)?;
     if findings == ["ok"] {
         return Ok(());
     }
@@ -122,8 +128,14 @@ pub fn diagnose(path: &Path) -> Result<Diagnosis> {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(at)?;
-    let integrity = pragma_lines(&conn, "PRAGMA integrity_check").map_err(|e| e.at(path))?;
-    let tables = full_text_tables(&conn).map_err(|e| e.at(path))?;
+    // A check SQLite cannot finish (it calls the file malformed) is a
+    // finding, not a failure to check.
+    let integrity = match pragma_lines(&conn, "PRAGMA integrity_check").map_err(|e| e.at(path)) {
+        Ok(lines) => lines,
+        Err(StoreError::Corrupt { detail, .. }) => vec![detail],
+        Err(e) => return Err(e),
+    };
+    let tables = full_text_tables(&conn).unwrap_or_default();
     let tx = conn.transaction().map_err(at)?;
     let full_text = tables
         .into_iter()

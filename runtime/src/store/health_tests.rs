@@ -7,18 +7,18 @@ use crate::store::Store;
 fn filled(dir: &Path, rows: usize) -> PathBuf {
     let path = dir.join("troupe.db");
     drop(Store::open(&path).unwrap());
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch("CREATE TABLE filler (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+    let mut conn = Connection::open(&path).unwrap();
+    let tx = conn.transaction().unwrap();
+    tx.execute_batch("CREATE TABLE filler (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
         .unwrap();
-    let mut insert = conn
-        .prepare("INSERT INTO filler (text) VALUES (?1)")
-        .unwrap();
+    let mut insert = tx.prepare("INSERT INTO filler (text) VALUES (?1)").unwrap();
     for i in 0..rows {
         insert
             .execute([format!("row {i} {}", "some words ".repeat(20))])
             .unwrap();
     }
     drop(insert);
+    tx.commit().unwrap();
     conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
         .unwrap();
     drop(conn);
