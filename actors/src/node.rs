@@ -7,7 +7,7 @@
 //! and resumes the turns a crash interrupted.
 
 mod address;
-mod bots;
+pub mod bots;
 mod hooks;
 mod opening;
 

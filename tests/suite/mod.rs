@@ -5,6 +5,7 @@ mod background;
 mod chat;
 mod cli;
 mod docs;
+mod home;
 mod review;
 mod routines;
 mod smoke;
