@@ -343,6 +343,8 @@ pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
         loop_cooldown: std::time::Duration::from_secs(config.messaging.loop_cooldown_secs),
         ask_timeout: std::time::Duration::from_secs(600),
         passivate_after: (config.router.idle_secs > 0).then(|| config.router.idle()),
+        max_user_message_bytes: usize::try_from(config.limits.max_user_message_bytes)
+            .unwrap_or(usize::MAX),
         review_every_n_turns: if config.review.enabled {
             config.review.every_n_turns
         } else {

@@ -6,6 +6,7 @@ mod chat;
 mod cli;
 mod docs;
 mod home;
+mod limits;
 mod review;
 mod routines;
 mod smoke;

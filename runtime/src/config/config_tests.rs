@@ -114,6 +114,9 @@ fn documented_defaults() -> Config {
             json: false,
         },
         router: Router { idle_secs: 600 },
+        limits: Limits {
+            max_user_message_bytes: 262_144,
+        },
     }
 }
 
@@ -285,7 +288,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, delegation, messaging, routines, review, providers, store, log, router \
+             compaction, trust, delegation, messaging, routines, review, providers, store, log, router, limits \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )
