@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use troupe_runtime::home::Home;
 use troupe_runtime::protocol::ActorKind;
 use troupe_runtime::store::{conversations, search, usage};
 use troupe_tools::table;
@@ -11,11 +12,17 @@ use super::view::View;
 
 /// `troupe init`.
 pub async fn init(home: Option<std::path::PathBuf>, force: bool) -> anyhow::Result<ExitCode> {
+    let root = home.clone().map(Home::new).unwrap_or_else(Home::from_env);
+    let new_home = !root.root().exists();
+    // Taking the lock creates the folder.
     let lock = super::owner::lock(home, false).await?;
     let home = lock.home().clone();
     let report = troupe_runtime::config::init_home(&home, force);
     super::owner::release(lock);
-    let report = report?;
+    let mut report = report?;
+    if new_home {
+        report.created.insert(0, home.root().to_path_buf());
+    }
     println!("troupe home: {}", home.root().display());
     for path in &report.created {
         println!("  created  {}", path.display());
