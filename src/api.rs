@@ -11,9 +11,15 @@
 //! runtime.shutdown().await;
 //! # Ok(()) }
 //! ```
+//!
+//! A runtime owns its home's writes: [`RuntimeBuilder::build`] takes the
+//! home's lock ([`HomeLock`]) before it starts the node, so a second
+//! process (or a second runtime in this one) on the same home is refused
+//! with the owner named, instead of resuming the turns the first is
+//! running. [`Runtime::shutdown`] releases it, recording a clean end.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 use troupe_actors::bot::{BotRecord, BotSpec};
@@ -26,11 +32,12 @@ use troupe_actors::routine::{CatchUp, Clock};
 use troupe_actors::settings::Settings;
 use troupe_actors::toolset::Narrowing;
 use troupe_runtime::config::Config;
-use troupe_runtime::home::Home;
+use troupe_runtime::home::{Home, HomeLock, LockError};
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::model::{ModelsConfig, Provider, ResolvedModel};
 use troupe_runtime::protocol::AgentEvent;
 use troupe_runtime::store::proposals::{self, Proposal};
+use troupe_runtime::store::StoreError;
 use troupe_runtime::tool::Tool;
 
 /// Why the runtime could not do what was asked.
@@ -57,6 +64,15 @@ pub enum RuntimeError {
     /// A proposal could not be decided.
     #[error(transparent)]
     Proposal(#[from] troupe_tools::proposals::ProposalError),
+    /// Another process owns the home, or its lock file failed.
+    #[error(transparent)]
+    Home(#[from] LockError),
+    /// The home's database is damaged, missing, or could not be checked.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The check of the home's database stopped before it finished.
+    #[error("the check of the home's database stopped before it finished ({0}); try again")]
+    Check(String),
     /// The conversation ended before the turn reported.
     #[error("the conversation stopped before the turn ended")]
     Gone,
@@ -165,10 +181,55 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Creates the home if needed, reads its configuration and starts the node.
-    pub async fn build(self) -> Result<Runtime, RuntimeError> {
-        let home = self.home.map(Home::new).unwrap_or_else(Home::from_env);
-        troupe_runtime::config::ensure_home(&home)?;
+    /// Takes the home's lock, creates or completes the home, checks its
+    /// database when the last owner did not end cleanly, reads the
+    /// configuration and starts the node.
+    ///
+    /// # Errors
+    ///
+    /// [`RuntimeError::Home`] when another process owns the home (it is
+    /// named), [`RuntimeError::Store`] when its database is damaged or
+    /// missing, and what kept the configuration or the node from starting.
+    pub async fn build(mut self) -> Result<Runtime, RuntimeError> {
+        let home = self
+            .home
+            .take()
+            .map(Home::new)
+            .unwrap_or_else(Home::from_env);
+        let lock = HomeLock::acquire(&home)?;
+        let (lock, checked) = tokio::task::spawn_blocking(move || {
+            let mut lock = lock;
+            let checked = troupe_runtime::config::ensure_home(lock.home())
+                .map_err(RuntimeError::from)
+                .and_then(|_| Ok(lock.check_database()?));
+            (lock, checked)
+        })
+        .await
+        .map_err(|e| RuntimeError::Check(e.to_string()))?;
+        let started = match checked {
+            Ok(()) => self.start(home).await,
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok((node, scheduler)) => Ok(Runtime {
+                node,
+                scheduler,
+                lock: Arc::new(Mutex::new(Some(lock))),
+            }),
+            Err(e) => {
+                // Nothing ran: the end is clean (unless the database was
+                // suspect and is still unchecked, which the lock keeps).
+                if let Err(release) = lock.release() {
+                    tracing::warn!(error = %release, "the home's lock file could not be updated");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads the configuration of `home` (locked and checked) and starts
+    /// the node and, when asked, the scheduler.
+    async fn start(self, home: Home) -> Result<(Node, Option<SchedulerHandle>), RuntimeError> {
         let env = |k: &str| std::env::var(k).ok();
         let config = Config::load(&home, &env, &self.overrides)?;
         let models = ModelsConfig::load(&home.models_file())?;
@@ -236,7 +297,7 @@ impl RuntimeBuilder {
             RoutineService::configure(&node, routines);
             None
         };
-        Ok(Runtime { node, scheduler })
+        Ok((node, scheduler))
     }
 }
 
@@ -293,6 +354,8 @@ pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
         loop_cooldown: std::time::Duration::from_secs(config.messaging.loop_cooldown_secs),
         ask_timeout: std::time::Duration::from_secs(600),
         passivate_after: (config.router.idle_secs > 0).then(|| config.router.idle()),
+        max_user_message_bytes: usize::try_from(config.limits.max_user_message_bytes)
+            .unwrap_or(usize::MAX),
         review_every_n_turns: if config.review.enabled {
             config.review.every_n_turns
         } else {
@@ -306,6 +369,9 @@ pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
 pub struct Runtime {
     node: Node,
     scheduler: Option<SchedulerHandle>,
+    /// The home's lock, until [`Runtime::shutdown`] releases it (or the
+    /// last clone is dropped, which the next owner takes for a crash).
+    lock: Arc<Mutex<Option<HomeLock>>>,
 }
 
 impl Runtime {
@@ -378,13 +444,25 @@ impl Runtime {
         self.node.tree().await
     }
 
-    /// Stops every actor; what they did is committed.
+    /// Stops every actor; what they did is committed. Then the home's
+    /// lock is released, recording a clean end, and another process may
+    /// own the home.
     pub async fn shutdown(&self) {
         match &self.scheduler {
             Some(scheduler) => scheduler.stop().await,
             None => RoutineService::of(&self.node).mark_stopping(),
         }
         self.node.shutdown().await;
+        let lock = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(lock) = lock {
+            if let Err(e) = lock.release() {
+                tracing::warn!(error = %e, "the home's lock file could not be updated");
+            }
+        }
     }
 }
 

@@ -1,15 +1,25 @@
 //! The command line: `troupe init | run | chat | demo | serve | bots | …`.
 //!
-//! Every command takes `--home DIR` (or `TROUPE_HOME`) and creates the home
-//! on first use. Results go to stdout, progress and errors to stderr; an
-//! error is one paragraph saying what was wrong and what to do.
+//! Every command takes `--home DIR` (or `TROUPE_HOME`). Results go to
+//! stdout, progress and errors to stderr; an error is one paragraph saying
+//! what was wrong and what to do.
+//!
+//! Two kinds of command: the writing ones (`init`, `run`, `chat`, `serve`,
+//! `demo`, `doctor`, `proposals approve|reject`) take the home's lock, and
+//! create or complete the home; only one process at a time runs them on a
+//! home. The listing ones (`bots`, `conversations`, `show`, `search`,
+//! `usage`, `routines`, `proposals`) read the home read-only beside it and
+//! never start a node ([`view`]).
 
 mod chat;
+mod doctor;
 mod info;
+mod owner;
 mod proposals;
 mod ps;
 mod run;
 mod show;
+mod view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +27,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::api::{Runtime, RuntimeBuilder};
+use view::View;
 
 /// troupe: an actor runtime for LLM agents that work together.
 #[derive(Debug, Parser)]
@@ -97,6 +108,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check the home's database (integrity and full-text indexes) and say how to recover a copy.
+    Doctor(doctor::DoctorArgs),
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),
 }
@@ -107,7 +120,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let _ = troupe_runtime::telemetry::init(&filter, false);
     let home = cli.home.clone();
     let overrides = parse_overrides(&cli.overrides)?;
-    let builder = move || {
+    let read_only = || View::open(cli.home.clone(), &overrides);
+    let builder = || {
         let mut b = Runtime::builder();
         if let Some(h) = &home {
             b = b.home(h.clone());
@@ -118,25 +132,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         b
     };
     match cli.command {
-        Command::Init { force } => info::init(cli.home, force),
+        Command::Init { force } => info::init(cli.home.clone(), force).await,
         Command::Run(args) => run::run(builder(), args).await,
         Command::Demo => {
             crate::demo::run(cli.home.clone()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Chat(args) => chat::chat(builder().scheduler(true), args).await,
-        Command::Bots => info::bots(builder()).await,
+        Command::Bots => info::bots(&read_only().await?).await,
         Command::Conversations { limit, bot } => {
-            info::conversations(builder(), limit, bot.as_deref()).await
+            info::conversations(&read_only().await?, limit, bot.as_deref()).await
         }
-        Command::Show { conversation, json } => show::show(builder(), &conversation, json).await,
-        Command::Search { query, limit } => info::search(builder(), &query.join(" "), limit).await,
-        Command::Usage => info::usage(builder()).await,
-        Command::Routines => info::routines(builder()).await,
-        Command::Proposals(args) => proposals::proposals(builder(), args).await,
+        Command::Show { conversation, json } => {
+            show::show(&read_only().await?, &conversation, json).await
+        }
+        Command::Search { query, limit } => {
+            info::search(&read_only().await?, &query.join(" "), limit).await
+        }
+        Command::Usage => info::usage(&read_only().await?).await,
+        Command::Routines => info::routines(&read_only().await?).await,
+        Command::Proposals(args) => proposals::proposals(cli.home.clone(), &overrides, args).await,
         Command::Tools { json } => info::tools(json),
         Command::Serve => serve(builder().scheduler(true)).await,
         Command::Ps { json } => ps::ps(builder(), json).await,
+        Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,
         Command::Bench(args) => {
             let probe = args.probe;
             let line = crate::bench::run(args).await?;

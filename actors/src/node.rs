@@ -7,7 +7,7 @@
 //! and resumes the turns a crash interrupted.
 
 mod address;
-mod bots;
+pub mod bots;
 mod hooks;
 pub mod opening;
 pub mod router;
@@ -70,6 +70,9 @@ pub enum NodeError {
     /// An actor could not be started or reached.
     #[error("actor: {0}")]
     Actor(String),
+    /// A user message was over the size limit; nothing was stored.
+    #[error(transparent)]
+    TooLarge(#[from] crate::settings::MessageTooLarge),
     /// The conversation was a background review, which is never resumed.
     #[error("conversation {0} was a background review; reviews are not resumed")]
     Review(ConversationId),

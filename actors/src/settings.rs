@@ -1,9 +1,32 @@
 //! What the actors need to know from the configuration, in one place.
+//!
+//! It also holds the one check of a user message's size: a message is
+//! stored whole and sent to the model with every later request, so a 10 MB
+//! paste would weigh on the conversation forever. It is refused where user
+//! text enters ([`Node::send`](crate::node::Node::send) and `steer`), before
+//! anything is stored.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::budget::Limits;
+
+/// The default of [`Settings::max_user_message_bytes`]: 256 KiB.
+pub const DEFAULT_MAX_USER_MESSAGE_BYTES: usize = 256 * 1024;
+
+/// A user message larger than [`Settings::max_user_message_bytes`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the message is {size} bytes, over the limit of {limit} bytes ([limits] \
+     max_user_message_bytes); nothing was stored. Shorten it, or put the text in a file and ask \
+     the agent to read it, or raise the limit (`--set limits.max_user_message_bytes=N`)"
+)]
+pub struct MessageTooLarge {
+    /// The message's size, in bytes.
+    pub size: usize,
+    /// The limit, in bytes.
+    pub limit: usize,
+}
 
 /// The actors' settings, taken from `config.toml` (or set in code).
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +80,8 @@ pub struct Settings {
     /// back from the store on its next message); never when `None`, and
     /// never when nothing is durable.
     pub passivate_after: Option<Duration>,
+    /// The largest user message, in bytes ([`Settings::check_user_message`]).
+    pub max_user_message_bytes: usize,
 }
 
 impl Default for Settings {
@@ -85,6 +110,42 @@ impl Default for Settings {
             ask_timeout: Duration::from_secs(600),
             review_every_n_turns: 0,
             passivate_after: None,
+            max_user_message_bytes: DEFAULT_MAX_USER_MESSAGE_BYTES,
         }
+    }
+}
+
+impl Settings {
+    /// Refuses a user message over [`Settings::max_user_message_bytes`].
+    ///
+    /// # Errors
+    ///
+    /// [`MessageTooLarge`] with the size and the limit.
+    pub fn check_user_message(&self, text: &str) -> Result<(), MessageTooLarge> {
+        if text.len() > self.max_user_message_bytes {
+            return Err(MessageTooLarge {
+                size: text.len(),
+                limit: self.max_user_message_bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_message_over_the_limit_names_its_size_the_limit_and_the_setting() {
+        let settings = Settings {
+            max_user_message_bytes: 4,
+            ..Settings::default()
+        };
+        assert_eq!(settings.check_user_message("four"), Ok(()));
+        let err = settings.check_user_message("fives").unwrap_err();
+        assert_eq!(err, MessageTooLarge { size: 5, limit: 4 });
+        let text = err.to_string();
+        assert!(text.starts_with("the message is 5 bytes, over the limit of 4 bytes ([limits] max_user_message_bytes)"), "{text}");
     }
 }

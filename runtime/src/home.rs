@@ -5,9 +5,16 @@
 //! bot's own folder under `bots/<name>/`, `spill/` for oversized tool results,
 //! `commands/` for background command output and `documents/` for converted
 //! documents. `Home` only names paths; reading and writing them belongs to the
-//! modules that own each file.
+//! modules that own each file. One process at a time writes a home: it holds
+//! the lock on `troupe.lock` ([`HomeLock`]).
+
+mod database;
+mod lock;
 
 use std::path::{Path, PathBuf};
+
+pub use database::traces_of_use;
+pub use lock::{Holder, HomeLock, LockError, Owner, Seal};
 
 /// The name of the main agent, whose files live at the top of the home.
 pub const MAIN_AGENT: &str = "assistant";
@@ -58,6 +65,12 @@ impl Home {
     /// `troupe.db`, the SQLite store.
     pub fn database(&self) -> PathBuf {
         self.root.join("troupe.db")
+    }
+
+    /// `troupe.lock`: locked by the process that owns the home's writes,
+    /// and naming it ([`HomeLock`]).
+    pub fn lock_file(&self) -> PathBuf {
+        self.root.join("troupe.lock")
     }
 
     /// `plugins/`.
@@ -127,6 +140,7 @@ impl Home {
             self.database(),
             self.root.join("troupe.db-wal"),
             self.root.join("troupe.db-shm"),
+            self.lock_file(),
         ]
     }
 }

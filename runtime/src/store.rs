@@ -18,9 +18,12 @@
 //!   in one job — e.g. consuming a mailbox message and appending it to a
 //!   conversation atomically.
 //!
-//! Opening never takes an exclusive lock (two processes may share a home),
-//! never overwrites a file that is not a database, and refuses a schema
-//! newer than this binary.
+//! Opening never takes an exclusive lock (the home's lock, not SQLite's,
+//! decides which process writes: see [`crate::home::HomeLock`]), never
+//! overwrites a file that is not a database, and refuses a schema newer
+//! than this binary. [`Store::open_read_only`] opens a store for the
+//! listing commands that run beside the home's owner: readers only, no
+//! migration, every write refused. [`health`] checks a database whole.
 //!
 //! # Examples
 //!
@@ -51,6 +54,7 @@
 
 pub mod conversations;
 mod error;
+pub mod health;
 pub mod kv;
 pub mod mailbox;
 pub mod migrations;
@@ -127,7 +131,8 @@ pub struct Store {
 
 struct Inner {
     path: PathBuf,
-    writes: mpsc::Sender<Box<dyn writer::Job>>,
+    /// `None` when the store was opened read-only.
+    writes: Option<mpsc::Sender<Box<dyn writer::Job>>>,
     reads: mpsc::Sender<reader::ReadJob>,
 }
 
@@ -173,10 +178,92 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
-                writes,
+                writes: Some(writes),
                 reads,
             }),
         })
+    }
+
+    /// Opens the existing database at `path` for reading only: no writer,
+    /// no migration, connections opened with `SQLITE_OPEN_READ_ONLY`, so
+    /// it runs beside the process that writes it and cannot change it.
+    /// Every write fails with [`StoreError::ReadOnly`]; [`Store::catch_up`]
+    /// does nothing (searches see what the writer indexed).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NoDatabase`] when there is no database (or an empty
+    /// file) at `path`; [`StoreError::OlderSchema`] or
+    /// [`StoreError::NewerSchema`] when its schema is not this binary's.
+    pub fn open_read_only(path: &Path, options: OpenOptions) -> Result<Store> {
+        let no_database = || StoreError::NoDatabase {
+            path: path.to_path_buf(),
+        };
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.len() > 0 => {}
+            Ok(_) => return Err(no_database()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(no_database()),
+            Err(source) => {
+                return Err(StoreError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
+        check_header(path)?;
+        let readers = (0..options.readers.max(1))
+            .map(|_| connect_read_only(path, &options))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(first) = readers.first() {
+            let found: i64 = first
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .map_err(|e| StoreError::from(e).at(path))?;
+            let known = migrations::latest();
+            if found == 0 {
+                return Err(no_database());
+            }
+            if found > known {
+                return Err(StoreError::NewerSchema {
+                    path: path.to_path_buf(),
+                    found,
+                    known,
+                });
+            }
+            if found < known {
+                return Err(StoreError::OlderSchema {
+                    path: path.to_path_buf(),
+                    found,
+                    known,
+                });
+            }
+        }
+        let (reads, read_rx) = mpsc::channel(READ_QUEUE);
+        reader::spawn(readers, read_rx).map_err(|source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                writes: None,
+                reads,
+            }),
+        })
+    }
+
+    /// Whether the store was opened read-only ([`Store::open_read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.writes.is_none()
+    }
+
+    /// The writer's queue, or [`StoreError::ReadOnly`].
+    fn writes(&self) -> Result<&mpsc::Sender<Box<dyn writer::Job>>> {
+        self.inner
+            .writes
+            .as_ref()
+            .ok_or_else(|| StoreError::ReadOnly {
+                path: self.inner.path.clone(),
+            })
     }
 
     /// The database file.
@@ -212,8 +299,7 @@ impl Store {
         F: Fn(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         let (job, rx) = writer::TypedJob::boxed(f);
-        self.inner
-            .writes
+        self.writes()?
             .send(job)
             .await
             .map_err(|_| StoreError::Closed)?;
@@ -224,7 +310,11 @@ impl Store {
     /// `updated_at` current (the writer defers both; see
     /// [`conversations::catch_up`]). Searches and "latest conversation"
     /// lookups call it first; it costs one small write when nothing waits.
+    /// On a read-only store it does nothing.
     pub async fn catch_up(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Ok(());
+        }
         let (indexed, newest) = self.read(conversations::positions).await?;
         if newest > indexed {
             self.write(conversations::catch_up).await?;
@@ -240,8 +330,7 @@ impl Store {
         F: Fn(&Transaction<'_>) -> Result<T> + Send + 'static,
     {
         let (job, rx) = writer::TypedJob::boxed(f);
-        self.inner
-            .writes
+        self.writes()?
             .blocking_send(job)
             .map_err(|_| StoreError::Closed)?;
         rx.blocking_recv().map_err(|_| StoreError::Closed)?
@@ -375,6 +464,27 @@ fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connectio
         &options.busy_timeout.as_millis().to_string(),
         &get("busy_timeout")?.to_string(),
     )?;
+    Ok(conn)
+}
+
+/// Opens one read-only connection: no journal mode is set (the file keeps
+/// the writer's WAL) and nothing is written.
+fn connect_read_only(path: &Path, options: &OpenOptions) -> Result<Connection> {
+    let at = |e: rusqlite::Error| StoreError::from(e).at(path);
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(at)?;
+    conn.busy_timeout(options.busy_timeout).map_err(at)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_err(at)?;
+    conn.pragma_update(None, "query_only", true).map_err(at)?;
+    conn.pragma_update(None, "temp_store", 2).map_err(at)?;
+    conn.pragma_update(None, "cache_size", -(32 * 1024))
+        .map_err(at)?;
     Ok(conn)
 }
 

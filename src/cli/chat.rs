@@ -136,7 +136,15 @@ pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCo
         if line == "/quit" || line == "/exit" {
             break;
         }
-        let (mut events, done) = node.send(conversation, line).await?;
+        let (mut events, done) = match node.send(conversation, line).await {
+            Ok(turn) => turn,
+            // Refused before anything was stored: the session goes on.
+            Err(NodeError::TooLarge(e)) => {
+                writeln!(stdout, "  troupe: {e}")?;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let mut streamed = false;
         loop {
             tokio::select! {

@@ -1,5 +1,5 @@
-//! The listing commands: `init`, `bots`, `conversations`, `search`, `usage`,
-//! `routines`, `tools`.
+//! The listing commands: `bots`, `conversations`, `search`, `usage`,
+//! `routines`, `tools` (read-only: see [`super::view`]), and `init`.
 
 use std::process::ExitCode;
 
@@ -8,12 +8,21 @@ use troupe_runtime::protocol::ActorKind;
 use troupe_runtime::store::{conversations, search, usage};
 use troupe_tools::table;
 
-use super::Builder;
+use super::view::View;
 
 /// `troupe init`.
-pub fn init(home: Option<std::path::PathBuf>, force: bool) -> anyhow::Result<ExitCode> {
-    let home = home.map(Home::new).unwrap_or_else(Home::from_env);
-    let report = troupe_runtime::config::init_home(&home, force)?;
+pub async fn init(home: Option<std::path::PathBuf>, force: bool) -> anyhow::Result<ExitCode> {
+    let root = home.clone().map(Home::new).unwrap_or_else(Home::from_env);
+    let new_home = !root.root().exists();
+    // Taking the lock creates the folder.
+    let lock = super::owner::lock(home, false).await?;
+    let home = lock.home().clone();
+    let report = troupe_runtime::config::init_home(&home, force);
+    super::owner::release(lock);
+    let mut report = report?;
+    if new_home {
+        report.created.insert(0, home.root().to_path_buf());
+    }
     println!("troupe home: {}", home.root().display());
     for path in &report.created {
         println!("  created  {}", path.display());
@@ -35,9 +44,8 @@ pub fn init(home: Option<std::path::PathBuf>, force: bool) -> anyhow::Result<Exi
 }
 
 /// `troupe bots`.
-pub async fn bots(builder: Builder) -> anyhow::Result<ExitCode> {
-    let runtime = builder.build().await?;
-    for bot in runtime.node().bots() {
+pub async fn bots(view: &View) -> anyhow::Result<ExitCode> {
+    for bot in view.bots().await? {
         let model = if bot.spec.model.is_empty() {
             "(default model)"
         } else {
@@ -54,22 +62,19 @@ pub async fn bots(builder: Builder) -> anyhow::Result<ExitCode> {
 /// `troupe conversations`: the latest first, each with its size and its
 /// title (or its first user message).
 pub async fn conversations(
-    builder: Builder,
+    view: &View,
     limit: usize,
     bot: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
-    let runtime = builder.build().await?;
     let bot = match bot {
-        Some(name) => Some(runtime.node().bot(name)?.id),
+        Some(name) => Some(view.bot(name).await?.id),
         None => None,
     };
-    let store = runtime.node().store();
-    store.catch_up().await?;
     let filter = search::Filter {
         bot,
         ..search::Filter::default()
     };
-    let rows = store
+    let rows = view
         .read(move |c| search::latest_conversations(c, &filter, limit))
         .await?;
     if rows.is_empty() {
@@ -104,14 +109,19 @@ fn one_line(text: &str, max: usize) -> String {
 }
 
 /// `troupe search QUERY`.
-pub async fn search(builder: Builder, query: &str, limit: usize) -> anyhow::Result<ExitCode> {
-    let runtime = builder.build().await?;
+pub async fn search(view: &View, query: &str, limit: usize) -> anyhow::Result<ExitCode> {
     let q = query.to_string();
-    let store = runtime.node().store();
-    store.catch_up().await?;
-    let hits = store
+    let hits = view
         .read(move |c| conversations::search_messages(c, &q, limit))
         .await?;
+    // Read-only, this cannot index what the writer deferred; say so.
+    let waiting = view.read(conversations::unindexed).await?;
+    if waiting > 0 {
+        eprintln!(
+            "troupe: {waiting} newer message(s) are not searchable yet; the process that owns \
+             this home indexes them (at the latest when it stops, or at the next `troupe run`)"
+        );
+    }
     if hits.is_empty() {
         println!("no message matches `{query}`");
     }
@@ -128,12 +138,11 @@ pub async fn search(builder: Builder, query: &str, limit: usize) -> anyhow::Resu
 }
 
 /// `troupe usage`.
-pub async fn usage(builder: Builder) -> anyhow::Result<ExitCode> {
-    let runtime = builder.build().await?;
-    let rows = runtime.node().store().read(usage::by_bot_and_day).await?;
-    let names: std::collections::HashMap<_, _> = runtime
-        .node()
+pub async fn usage(view: &View) -> anyhow::Result<ExitCode> {
+    let rows = view.read(usage::by_bot_and_day).await?;
+    let names: std::collections::HashMap<_, _> = view
         .bots()
+        .await?
         .into_iter()
         .map(|b| (b.id, b.spec.name))
         .collect();
@@ -157,15 +166,12 @@ pub async fn usage(builder: Builder) -> anyhow::Result<ExitCode> {
 }
 
 /// `troupe routines`: every routine, when it fires next and how it last ran.
-pub async fn routines(builder: Builder) -> anyhow::Result<ExitCode> {
-    use troupe_actors::routine::run::{show, user_tz};
+pub async fn routines(view: &View) -> anyhow::Result<ExitCode> {
+    use troupe_actors::routine::run::show;
     use troupe_actors::routine::table;
 
-    let runtime = builder.build().await?;
-    let node = runtime.node();
-    let tz = user_tz(node);
-    let rows = node
-        .store()
+    let tz = view.config.agent.timezone;
+    let rows = view
         .read(|c| {
             let out = table::list(c, None).and_then(|routines| {
                 routines
@@ -173,9 +179,11 @@ pub async fn routines(builder: Builder) -> anyhow::Result<ExitCode> {
                     .map(|r| Ok((table::runs(c, r.id, 1)?.pop(), r)))
                     .collect::<Result<Vec<_>, table::RoutineError>>()
             });
-            Ok(out)
+            Ok(Some(out))
         })
-        .await??;
+        .await?
+        .transpose()?
+        .unwrap_or_default();
     if rows.is_empty() {
         println!("no routines; a bot makes them with cronjob_manage");
     }
@@ -196,7 +204,6 @@ pub async fn routines(builder: Builder) -> anyhow::Result<ExitCode> {
             r.schedule.text()
         );
     }
-    runtime.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }
 

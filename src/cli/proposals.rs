@@ -1,11 +1,18 @@
 //! `troupe proposals`: the memory changes the background review proposed,
 //! to approve or reject.
+//!
+//! Listing reads the home read-only ([`super::view`]). Approving or
+//! rejecting writes, so it takes the home's lock and opens the store for
+//! writing, but starts no node: deciding a proposal resumes nothing and
+//! calls no model.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use troupe_runtime::store::proposals::{Proposal, ProposalStatus};
+use troupe_runtime::store::proposals::{self as stored, Proposal, ProposalStatus};
+use troupe_runtime::store::Store;
 
-use super::Builder;
+use super::view::View;
 
 /// What `troupe proposals` does.
 #[derive(Debug, clap::Subcommand)]
@@ -48,35 +55,48 @@ fn line(p: &Proposal) -> String {
 }
 
 /// Runs `troupe proposals`.
-pub async fn proposals(builder: Builder, args: ProposalsArgs) -> anyhow::Result<ExitCode> {
-    let runtime = builder.build().await?;
-    let outcome = match args.action {
-        None => {
-            let list = runtime.proposals(!args.all).await?;
-            if list.is_empty() {
-                println!(
-                    "no {}proposals; the background review makes them when it would replace or remove memory",
-                    if args.all { "" } else { "pending " }
-                );
-            }
-            for p in &list {
-                println!("{}", line(p));
-            }
-            if list.iter().any(|p| p.status == ProposalStatus::Pending) {
-                println!("\n`troupe proposals approve N` applies one, `troupe proposals reject N` drops it.");
-            }
-            Ok(())
+pub async fn proposals(
+    home: Option<PathBuf>,
+    overrides: &[(String, String)],
+    args: ProposalsArgs,
+) -> anyhow::Result<ExitCode> {
+    let Some(action) = args.action else {
+        let view = View::open(home, overrides).await?;
+        let pending_only = !args.all;
+        let list = view.read(move |c| stored::list(c, pending_only)).await?;
+        if list.is_empty() {
+            println!(
+                "no {}proposals; the background review makes them when it would replace or remove memory",
+                if args.all { "" } else { "pending " }
+            );
         }
-        Some(ProposalsAction::Approve { id }) => runtime
-            .approve_proposal(id)
-            .await
-            .map(|p| println!("approved and applied: {}", line(&p))),
-        Some(ProposalsAction::Reject { id }) => runtime
-            .reject_proposal(id)
-            .await
-            .map(|p| println!("rejected: {}", line(&p))),
+        for p in &list {
+            println!("{}", line(p));
+        }
+        if list.iter().any(|p| p.status == ProposalStatus::Pending) {
+            println!(
+                "\n`troupe proposals approve N` applies one, `troupe proposals reject N` drops it."
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
     };
-    runtime.shutdown().await;
-    outcome?;
+    let lock = super::owner::lock(home, true).await?;
+    let home = lock.home().clone();
+    let path = home.database();
+    let decided = async {
+        let store = tokio::task::spawn_blocking(move || Store::open(&path)).await??;
+        let outcome = match action {
+            ProposalsAction::Approve { id } => troupe_tools::proposals::approve(&home, &store, id)
+                .await
+                .map(|p| format!("approved and applied: {}", line(&p))),
+            ProposalsAction::Reject { id } => troupe_tools::proposals::reject(&store, id)
+                .await
+                .map(|p| format!("rejected: {}", line(&p))),
+        };
+        anyhow::Ok(outcome?)
+    }
+    .await;
+    super::owner::release(lock);
+    println!("{}", decided?);
     Ok(ExitCode::SUCCESS)
 }

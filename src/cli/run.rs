@@ -128,6 +128,12 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
     // or `chat` to resume, on their own bots' models.
     let runtime = builder.recover(false).event_bus(bus).build().await?;
     let node = runtime.node();
+    let prompt = args.prompt.join(" ");
+    // Before a conversation is opened for it: a refused message leaves nothing.
+    if let Err(e) = node.context().settings.check_user_message(&prompt) {
+        runtime.shutdown().await;
+        return Err(e.into());
+    }
     let bot = args.bot.as_deref().unwrap_or(MAIN_AGENT);
     let narrowing = Narrowing {
         only: args.tools.as_deref().map(|t| {
@@ -146,7 +152,7 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
         Some(id) => super::conversation_id(id)?,
         None => node.new_conversation(bot, narrowing).await?,
     };
-    let (mut events, done) = node.send(conversation, args.prompt.join(" ")).await?;
+    let (mut events, done) = node.send(conversation, prompt).await?;
     let mut stdout = std::io::stdout();
     loop {
         tokio::select! {

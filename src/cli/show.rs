@@ -8,7 +8,7 @@ use troupe_runtime::id::ConversationId;
 use troupe_runtime::store::search::{self, ConversationSummary, Line};
 use troupe_runtime::store::{conversations, StoreError};
 
-use super::Builder;
+use super::view::View;
 
 /// What a transcript is read from.
 struct Transcript {
@@ -18,11 +18,9 @@ struct Transcript {
 }
 
 /// `troupe show`.
-pub async fn show(builder: Builder, conversation: &str, json: bool) -> anyhow::Result<ExitCode> {
+pub async fn show(view: &View, conversation: &str, json: bool) -> anyhow::Result<ExitCode> {
     let id = super::conversation_id(conversation)?;
-    let runtime = builder.build().await?;
-    let store = runtime.node().store().clone();
-    let transcript = store
+    let transcript = view
         .read(move |c| {
             let Some(summary) = search::conversation_summary(c, id)? else {
                 return Ok(None);
@@ -37,7 +35,6 @@ pub async fn show(builder: Builder, conversation: &str, json: bool) -> anyhow::R
             }))
         })
         .await?;
-    runtime.shutdown().await;
     let Some(transcript) = transcript else {
         anyhow::bail!(
             "no conversation {id} in this home; `troupe conversations` lists the ones there are \

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::support::TestHome;
 
-fn troupe(home: &TestHome, args: &[&str]) -> Output {
+pub(super) fn troupe(home: &TestHome, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_troupe"))
         .arg("--home")
         .arg(home.path())
@@ -19,11 +19,11 @@ fn troupe(home: &TestHome, args: &[&str]) -> Output {
         .expect("the troupe binary runs")
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(super) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn write_script(home: &TestHome, name: &str, turns: serde_json::Value) -> String {
+pub(super) fn write_script(home: &TestHome, name: &str, turns: serde_json::Value) -> String {
     let path = home.path().join(name);
     std::fs::write(&path, json!({ "turns": turns }).to_string()).unwrap();
     format!("script:{}", path.display())

@@ -5,6 +5,8 @@ mod background;
 mod chat;
 mod cli;
 mod docs;
+mod home;
+mod limits;
 mod review;
 mod routines;
 mod security;

@@ -196,7 +196,9 @@ impl Node {
         ),
         NodeError,
     > {
-        self.request(conversation, Input::User(text.into())).await
+        let text = text.into();
+        self.ctx.settings.check_user_message(&text)?;
+        self.request(conversation, Input::User(text)).await
     }
 
     /// Starts a turn with any input.
@@ -284,7 +286,9 @@ impl Node {
         conversation: ConversationId,
         text: impl Into<String>,
     ) -> Result<(), NodeError> {
-        self.resend(conversation, ConversationMsg::Steer(text.into()))
+        let text = text.into();
+        self.ctx.settings.check_user_message(&text)?;
+        self.resend(conversation, ConversationMsg::Steer(text))
             .await
     }
 

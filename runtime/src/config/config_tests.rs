@@ -114,6 +114,9 @@ fn documented_defaults() -> Config {
             json: false,
         },
         router: Router { idle_secs: 600 },
+        limits: Limits {
+            max_user_message_bytes: 262_144,
+        },
     }
 }
 
@@ -285,7 +288,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, delegation, messaging, routines, review, providers, store, log, router \
+             compaction, trust, delegation, messaging, routines, review, providers, store, log, router, limits \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )
@@ -484,11 +487,43 @@ fn ensure_home_creates_only_a_missing_home() {
 }
 
 #[test]
+fn a_home_cut_short_while_being_created_is_completed_on_the_next_start() {
+    // The first start wrote config.toml (edited since) and died before
+    // models.toml and the folders; a temp file of the cut write is left.
+    let (_dir, home) = home_with("[agent]\nmodel = \"mine\"\n");
+    std::fs::write(home.root().join(".models.toml.999.tmp"), "# half").unwrap();
+    let report = ensure_home(&home).unwrap().unwrap();
+    assert!(report.created.contains(&home.models_file()));
+    assert!(report
+        .created
+        .contains(&home.memory_dir(crate::home::MAIN_AGENT)));
+    assert_eq!(report.kept, vec![home.config_file()]);
+    assert_eq!(
+        std::fs::read_to_string(home.config_file()).unwrap(),
+        "[agent]\nmodel = \"mine\"\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.models_file()).unwrap(),
+        MODELS_EXAMPLE
+    );
+    // No temporary file of ours is left beside them.
+    let mut names: Vec<String> = std::fs::read_dir(home.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    names.sort();
+    assert_eq!(names, vec![".models.toml.999.tmp".to_string()]);
+    assert_eq!(ensure_home(&home).unwrap(), None, "complete now");
+}
+
+#[test]
 fn nothing_is_overwritten_after_an_error() {
     let bad = "[agent]\nmodel = = \"x\"\n";
     let (_dir, home) = home_with(bad);
     assert!(Config::load(&home, &no_env, &[]).is_err());
-    assert_eq!(ensure_home(&home).unwrap(), None);
+    let completed = ensure_home(&home).unwrap().unwrap();
+    assert!(completed.kept.contains(&home.config_file()));
     let report = init_home(&home, false).unwrap();
     assert!(report.kept.contains(&home.config_file()));
     assert!(Config::load(&home, &no_env, &[]).is_err());

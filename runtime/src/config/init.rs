@@ -4,6 +4,13 @@
 //! present, commented out, with its default and a line of explanation, so a
 //! user edits by uncommenting. A file already there is the user's and is kept;
 //! with `force` it is moved aside to `<name>.bak` rather than lost.
+//!
+//! A home can be cut short while it is being created (a crash, a full disk,
+//! Ctrl-C between two files). So every start completes what is missing
+//! ([`ensure_home`]) instead of only creating a home that is not there, and
+//! each file is published whole: written to a temporary file beside it,
+//! synced, then linked into place under its name, which fails rather than
+//! replace a file that appeared meanwhile. A reader never sees half a file.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -114,18 +121,17 @@ pub fn init_home(home: &Home, force: bool) -> Result<InitReport, ConfigError> {
     Ok(report)
 }
 
-/// Initializes `home` if it does not exist yet: every command that needs a
-/// home creates it on first use. Returns what was done, or `None` when the
-/// home was already there.
+/// Creates `home`, or completes one whose creation was cut short: every
+/// missing folder and file is created, none that exists is touched. Every
+/// command that needs a home calls it on start. Returns what was done, or
+/// `None` when the home was already complete.
 ///
 /// # Errors
 ///
 /// As [`init_home`].
 pub fn ensure_home(home: &Home) -> Result<Option<InitReport>, ConfigError> {
-    if home.root().exists() {
-        return Ok(None);
-    }
-    init_home(home, false).map(Some)
+    let report = init_home(home, false)?;
+    Ok((!report.created.is_empty()).then_some(report))
 }
 
 /// Writes `text` to a new file at `path`, keeping or moving aside one that is
@@ -152,16 +158,36 @@ fn write_file(
         std::fs::rename(path, &aside).map_err(write_error)?;
         backup = Some(aside);
     }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(write_error)?;
-    file.write_all(text.as_bytes()).map_err(write_error)?;
-    file.sync_all().map_err(write_error)?;
+    publish(path, text).map_err(write_error)?;
     match backup {
         Some(aside) => report.replaced.push((path.to_owned(), aside)),
         None => report.created.push(path.to_owned()),
+    }
+    Ok(())
+}
+
+/// Writes `text` to `path` whole or not at all: into a temporary file in the
+/// same folder, synced, then hard-linked under its name (which fails with
+/// [`std::io::ErrorKind::AlreadyExists`] instead of replacing a file that
+/// appeared meanwhile). The temporary name is removed either way.
+fn publish(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(path.file_name().unwrap_or_default());
+    name.push(format!(".{}.tmp", std::process::id()));
+    let temp = path.with_file_name(name);
+    let written = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::hard_link(&temp, path)
+    })();
+    let _ = std::fs::remove_file(&temp);
+    written?;
+    // The new name is durable once its folder is.
+    if let Some(folder) = path.parent() {
+        if let Ok(dir) = std::fs::File::open(folder) {
+            let _ = dir.sync_all();
+        }
     }
     Ok(())
 }

@@ -55,6 +55,7 @@ pub const KEYS: &[&str] = &[
     "log.filter",
     "log.json",
     "router.idle_secs",
+    "limits.max_user_message_bytes",
 ];
 
 /// Short environment variables and the key each one sets. The long form

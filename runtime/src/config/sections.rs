@@ -346,6 +346,24 @@ impl Router {
     }
 }
 
+/// `[limits]`: the largest inputs troupe accepts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// The largest user message, in bytes of UTF-8 (`run`, `chat`, the
+    /// Rust API's `send` and `steer`); a larger one is refused before
+    /// anything is stored.
+    pub max_user_message_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_user_message_bytes: 256 * 1024,
+        }
+    }
+}
+
 /// An IANA timezone, written as its name.
 mod timezone {
     use serde::de::Error as _;

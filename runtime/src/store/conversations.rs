@@ -283,6 +283,13 @@ pub(crate) fn catch_up_if_due(tx: &Transaction<'_>, busy: bool) -> Result<(), St
     Ok(())
 }
 
+/// How many messages wait for [`catch_up`] to become searchable (a
+/// read-only reader cannot catch up itself; it can say so).
+pub fn unindexed(conn: &Connection) -> Result<i64, StoreError> {
+    let (indexed, newest) = positions(conn)?;
+    Ok((newest - indexed).max(0))
+}
+
 /// The last indexed message `seq`, and the newest.
 pub(crate) fn positions(tx: &Connection) -> Result<(i64, i64), StoreError> {
     let indexed: i64 = tx

@@ -36,13 +36,66 @@ pub enum StoreError {
     /// The file is not a SQLite database, or it is damaged.
     #[error(
         "{path} is not a SQLite database or is damaged ({detail}); troupe left it untouched: \
-         move it aside or restore a backup, then start again"
+         `troupe doctor` checks it and copies what can be read, or move it aside or restore a \
+         backup, then start again"
     )]
     Corrupt {
         /// The database file.
         path: PathBuf,
         /// What SQLite or the header check said.
         detail: String,
+    },
+    /// The database is damaged: the check at open found faults.
+    #[error(
+        "{path} is damaged (PRAGMA quick_check: {detail}); troupe stopped before writing into it. \
+         Run `troupe doctor` to see what is wrong and `troupe doctor --recover FILE` to copy what \
+         can be read, then move the damaged file aside (keep it) and put the copy in its place"
+    )]
+    Damaged {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's first findings.
+        detail: String,
+    },
+    /// The database is missing or empty, but the home shows it had one.
+    #[error(
+        "{path} is missing or empty, but this home had a database ({evidence} exist); troupe \
+         will not start a new, empty store over it. Put the database back or restore a backup \
+         (`troupe doctor` checks it); to start afresh on purpose, move those aside too"
+    )]
+    Missing {
+        /// The database file.
+        path: PathBuf,
+        /// What shows the home had a database.
+        evidence: String,
+    },
+    /// There is no database to read yet.
+    #[error("there is no database at {path} yet: nothing has run in this home (`troupe run` or `troupe chat` starts)")]
+    NoDatabase {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// A write was asked of a store opened read-only.
+    #[error(
+        "{path} is open read-only here (a listing command); writes go through the process \
+         that owns the home"
+    )]
+    ReadOnly {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// A read-only open found a schema older than this binary's.
+    #[error(
+        "{path}: schema version {found} is older than this troupe's ({known}); a writing command \
+         (`troupe run`, `chat` or `serve`) upgrades it, then listing commands read it"
+    )]
+    OlderSchema {
+        /// The database file.
+        path: PathBuf,
+        /// The version found in the file.
+        found: i64,
+        /// The newest version this binary knows.
+        known: i64,
     },
     /// The file could not be opened, read or written.
     #[error("{path}: {source}; check that the path exists, is writable and the disk is not full")]
@@ -157,6 +210,21 @@ impl StoreError {
             Self::Corrupt { path, detail } => Self::Corrupt {
                 path: path.clone(),
                 detail: detail.clone(),
+            },
+            Self::Damaged { path, detail } => Self::Damaged {
+                path: path.clone(),
+                detail: detail.clone(),
+            },
+            Self::Missing { path, evidence } => Self::Missing {
+                path: path.clone(),
+                evidence: evidence.clone(),
+            },
+            Self::NoDatabase { path } => Self::NoDatabase { path: path.clone() },
+            Self::ReadOnly { path } => Self::ReadOnly { path: path.clone() },
+            Self::OlderSchema { path, found, known } => Self::OlderSchema {
+                path: path.clone(),
+                found: *found,
+                known: *known,
             },
             Self::Io { path, source } => Self::Io {
                 path: path.clone(),

@@ -270,7 +270,7 @@ fn hold_writer(store: &Store) -> HeldWriter {
         release_rx.recv_timeout(Duration::from_secs(10)).unwrap();
         Ok(())
     });
-    store.inner.writes.try_send(blocker).unwrap();
+    store.writes().unwrap().try_send(blocker).unwrap();
     started_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     HeldWriter { release, done }
 }
@@ -303,7 +303,7 @@ fn a_failing_job_rolls_back_only_itself_within_its_batch() {
     });
     let (d, d_done) = writer::TypedJob::boxed(|_tx| -> Result<()> { panic!("d panics") });
     for job in [a, b, c, d] {
-        store.inner.writes.try_send(job).unwrap();
+        store.writes().unwrap().try_send(job).unwrap();
     }
     held.release();
     assert_eq!(a_done.blocking_recv().unwrap().unwrap(), 1);
@@ -663,7 +663,7 @@ fn a_busy_writer_defers_the_index_until_a_quieter_batch() {
                 }
                 Ok(())
             });
-            store.inner.writes.try_send(job).unwrap();
+            store.writes().unwrap().try_send(job).unwrap();
             done
         })
         .collect();
@@ -680,4 +680,46 @@ fn a_busy_writer_defers_the_index_until_a_quieter_batch() {
         })
         .unwrap();
     assert_eq!(found(), conversations::CATCH_UP_ROWS as usize + 1);
+}
+
+#[tokio::test]
+async fn a_read_only_store_reads_beside_the_writer_and_refuses_writes() {
+    let (_dir, path) = temp_db();
+    assert!(matches!(
+        Store::open_read_only(&path, OpenOptions::default()),
+        Err(StoreError::NoDatabase { .. })
+    ));
+    let writer = Store::open(&path).unwrap();
+    let (_, conv) = new_conversation_async(&writer).await;
+    writer
+        .write(move |tx| conversations::append_message(tx, conv, &Message::user("hello")))
+        .await
+        .unwrap();
+    let reader = Store::open_read_only(&path, OpenOptions::default()).unwrap();
+    assert!(reader.is_read_only());
+    let history = reader
+        .read(move |c| conversations::load_messages(c, conv))
+        .await
+        .unwrap();
+    assert_eq!(history[0].message, Message::user("hello"));
+    let refused = reader
+        .write(move |tx| conversations::append_message(tx, conv, &Message::user("no")))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, StoreError::ReadOnly { .. }),
+        "{refused:?}"
+    );
+    reader.catch_up().await.unwrap();
+    // What the writer commits next is seen by the reader.
+    writer
+        .write(move |tx| conversations::append_message(tx, conv, &Message::user("again")))
+        .await
+        .unwrap();
+    let count = reader
+        .read(move |c| conversations::load_messages(c, conv))
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(count, 2);
 }
