@@ -14,7 +14,6 @@
 pub mod record;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use dashmap::{DashMap, DashSet};
@@ -40,8 +39,6 @@ pub struct TurnScope(pub Arc<Scope>);
 /// The node's delegations: limits, running counts, waiting routine runs.
 pub struct Delegations {
     node: Weak<NodeContext>,
-    per_bot: DashMap<String, usize>,
-    on_node: AtomicUsize,
     waiters: DashMap<DelegationId, oneshot::Sender<String>>,
     timed_out: DashSet<ConversationId>,
 }
@@ -49,7 +46,7 @@ pub struct Delegations {
 impl std::fmt::Debug for Delegations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Delegations")
-            .field("running", &self.on_node.load(Ordering::Relaxed))
+            .field("waiting", &self.waiters.len())
             .finish()
     }
 }
@@ -59,8 +56,6 @@ impl Delegations {
     pub fn new(node: &Node) -> Arc<Self> {
         Arc::new(Self {
             node: Arc::downgrade(node.context()),
-            per_bot: DashMap::new(),
-            on_node: AtomicUsize::new(0),
             waiters: DashMap::new(),
             timed_out: DashSet::new(),
         })
@@ -136,22 +131,6 @@ impl Delegations {
             ));
         }
         let n = tasks.len();
-        let on_bot = self.per_bot.get(&ctx.agent).map(|c| *c).unwrap_or(0);
-        if on_bot + n > settings.max_subagents_per_bot {
-            return ToolResult::error(format!(
-                "{on_bot} subagent(s) of `{}` are running and {n} more would pass its limit of {} \
-                 ([delegation] max_concurrent_per_bot); wait for them, stop some, or give fewer tasks.",
-                ctx.agent, settings.max_subagents_per_bot
-            ));
-        }
-        let on_node = self.on_node.load(Ordering::SeqCst);
-        if on_node + n > settings.max_subagents_per_node {
-            return ToolResult::error(format!(
-                "{on_node} subagent(s) are running on this node and {n} more would pass its limit of {} \
-                 ([delegation] max_concurrent_per_node); wait, or give fewer tasks.",
-                settings.max_subagents_per_node
-            ));
-        }
         let bot = match node.bot(&ctx.agent) {
             Ok(bot) => bot,
             Err(e) => return ToolResult::error(e.to_string()),
@@ -171,20 +150,30 @@ impl Delegations {
             .collect();
         let rows = subs.clone();
         let (parent, agent) = (ctx.conversation, ctx.agent.clone());
-        if let Err(e) = node
+        let admission = record::Admission {
+            per_bot: settings.max_subagents_per_bot,
+            per_node: settings.max_subagents_per_node,
+            deadline: deadline_after(settings.subagent_timeout),
+        };
+        let deadline = admission.deadline;
+        let admitted = node
             .store()
-            .write(move |tx| record::create(tx, delegation, parent, &agent, waits, &rows))
-            .await
-        {
-            return ToolResult::error(format!("the delegation could not be recorded: {e}"));
+            .write(move |tx| {
+                record::admit(tx, delegation, parent, &agent, waits, &rows, &admission)
+            })
+            .await;
+        match admitted {
+            Ok(record::Admitted::Yes) => {}
+            Ok(record::Admitted::No(why)) => return ToolResult::error(why),
+            Err(e) => {
+                return ToolResult::error(format!("the delegation could not be recorded: {e}"))
+            }
         }
         let waiter = waits.then(|| {
             let (tx, rx) = oneshot::channel();
             self.waiters.insert(delegation, tx);
             rx
         });
-        *self.per_bot.entry(ctx.agent.clone()).or_default() += n;
-        self.on_node.fetch_add(n, Ordering::SeqCst);
         let parent_scope = ctx
             .services
             .get::<TurnScope>()
@@ -229,7 +218,7 @@ impl Delegations {
                 lines.push(format!("- {sub}: could not start ({e})"));
                 continue;
             }
-            self.watch_timeout(node, *conversation, settings.subagent_timeout);
+            self.watch_timeout(node, *conversation, deadline);
             lines.push(format!(
                 "- {sub}: {}",
                 goal.lines().next().unwrap_or_default()
@@ -255,16 +244,22 @@ impl Delegations {
         }
     }
 
+    /// Stops the subagent of `conversation` at `deadline` if it still runs
+    /// then. The deadline is stored with the subagent, so recovery arms it
+    /// again after a restart.
     fn watch_timeout(
         self: &Arc<Self>,
         node: &Node,
         conversation: ConversationId,
-        timeout: std::time::Duration,
+        deadline: chrono::DateTime<chrono::Utc>,
     ) {
         let this = Arc::clone(self);
         let node = node.clone();
+        let left = (deadline - chrono::Utc::now())
+            .to_std()
+            .unwrap_or(std::time::Duration::ZERO);
         tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
+            tokio::time::sleep(left).await;
             let still = node
                 .store()
                 .read(move |c| record::by_conversation(c, conversation))
@@ -274,7 +269,11 @@ impl Delegations {
                 .is_some_and(|s| s.status == "running");
             if still {
                 this.timed_out.insert(conversation);
-                let _ = node.stop(conversation).await;
+                // Through the router even when it is not live yet (a turn
+                // resuming after a restart): the stop follows the resumption.
+                let _ = node
+                    .conversations()
+                    .send(conversation, crate::conversation::ConversationMsg::Stop);
             }
         });
     }
@@ -353,7 +352,12 @@ impl Delegations {
         for unfinished in running {
             let conversation = unfinished.sub.conversation;
             if unfinished.open {
-                continue; // its turn resumes, and ends through the hook
+                // Its turn resumes and ends through the hook; its deadline
+                // still holds.
+                if let Some(deadline) = unfinished.deadline {
+                    self.watch_timeout(node, conversation, deadline);
+                }
+                continue;
             }
             if !unfinished.started {
                 // Troupe stopped before its task reached it: start it again.
@@ -405,13 +409,20 @@ impl Delegations {
             Input::User(task_message(&u.sub.goal, &u.context)),
         )
         .await?;
-        self.watch_timeout(
-            node,
-            u.sub.conversation,
-            node.context().settings.subagent_timeout,
-        );
+        let deadline = u
+            .deadline
+            .unwrap_or_else(|| deadline_after(node.context().settings.subagent_timeout));
+        self.watch_timeout(node, u.sub.conversation, deadline);
         Ok(())
     }
+}
+
+/// The deadline of a subagent starting now.
+fn deadline_after(timeout: std::time::Duration) -> chrono::DateTime<chrono::Utc> {
+    chrono::Duration::from_std(timeout)
+        .ok()
+        .and_then(|d| chrono::Utc::now().checked_add_signed(d))
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC)
 }
 
 fn task_message(goal: &str, context: &str) -> String {
@@ -501,15 +512,6 @@ impl TurnHook for Delegations {
             TurnOutcome::Refused { detail } => ("failed", format!("the model refused: {detail}")),
             TurnOutcome::Crashed { error, .. } => ("failed", format!("it crashed: {error}")),
         };
-        let bot = turn.bot.spec.name.clone();
-        if let Some(mut n) = self.per_bot.get_mut(&bot) {
-            *n = n.saturating_sub(1);
-        }
-        let _ = self
-            .on_node
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                Some(n.saturating_sub(1))
-            });
         // `record_end` needs an Arc of self; the hook holds one through the node.
         if let Some(this) = node.context().services.get::<DelegationsHandle>() {
             this.0.record_end(&node, conversation, status, &result);

@@ -477,10 +477,11 @@ impl Node {
             None => self.new_conversation(bot, Narrowing::default()).await,
         }
     }
-    /// Stops every conversation, after letting background work (reviews)
-    /// finish for up to [`BACKGROUND_GRACE`]; turns in progress are stopped
-    /// and their state is already committed. Last, the search index takes
-    /// the messages the writer had not indexed yet.
+    /// Stops the actor tree, after letting background work (reviews)
+    /// finish for up to [`BACKGROUND_GRACE`]. Turns in progress are cut
+    /// short, not ended: what they did is committed, they stay open in the
+    /// store, and the next recovering start resumes them. Last, the search
+    /// index takes the messages the writer had not indexed yet.
     pub async fn shutdown(&self) {
         self.ctx
             .stopping
@@ -499,9 +500,9 @@ impl Node {
         {
             tracing::warn!("background work still running at shutdown; it is stopped");
         }
-        for id in self.ctx.conversations.live() {
-            let _ = self.ctx.conversations.send(id, ConversationMsg::Stop);
-        }
+        // The actors stop without ending their turns: a turn cut short
+        // stays open in the store and the next start resumes it (a
+        // subagent is not recorded as stopped because its process exited).
         self.stop_tree().await;
         // Index what the writer deferred, so the next process (or another
         // reader of the file) finds every message searchable.

@@ -297,3 +297,146 @@ async fn recovery_resumes_open_turns_only_and_only_in_a_recovering_node() {
     assert_eq!(model.calls(), 1);
     runtime.shutdown().await;
 }
+
+fn last_user(request: &ModelRequest) -> String {
+    request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            Message::User { content } => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_message_agent_receiver_that_crashes_mid_turn_still_replies_once() {
+    let home = TestHome::new();
+    let crashed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let once = Arc::clone(&crashed);
+    let model = Arc::new(ScriptedProvider::from_fn(move |request| {
+        let last = last_user(request);
+        if last.starts_with("[message from assistant") {
+            if !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Turn::fault(Fault::Panic);
+            }
+            return Turn::text("pong after a crash");
+        }
+        if last.starts_with("[notice: reply]") {
+            return Turn::text("got it");
+        }
+        match request.messages.last() {
+            Some(Message::Tool { .. }) => Turn::text("sent"),
+            _ => Turn::tool_call(
+                "message_agent",
+                json!({"target": "scout", "message": "ping"}),
+            ),
+        }
+    }));
+    let (bus, mut events) = tokio::sync::broadcast::channel(4096);
+    let runtime = home.builder(model).event_bus(bus).build().await.unwrap();
+    runtime
+        .spawn_bot(troupe::BotSpec::new("scout", "Scout", "Answers pings."))
+        .await
+        .unwrap();
+    let main = runtime.bot(MAIN_AGENT).await.unwrap();
+    assert_eq!(ask(&main, "ping the scout").await.text, "sent");
+    let main_id = main.conversation();
+    let text = on_bus(&mut events, |e| match &e.event {
+        AgentEvent::Notice { topic, text } if topic == "reply" && e.conversation == main_id => {
+            Some(text.clone())
+        }
+        _ => None,
+    })
+    .await;
+    assert_eq!(text, "`scout` replied:\npong after a crash");
+    on_bus(&mut events, |e| {
+        (e.conversation == main_id && matches!(e.event, AgentEvent::TurnFinished { .. }))
+            .then_some(())
+    })
+    .await;
+    assert!(crashed.load(std::sync::atomic::Ordering::SeqCst));
+    let stored = runtime
+        .node()
+        .store()
+        .read(move |c| troupe::runtime::store::conversations::load_messages(c, main_id))
+        .await
+        .unwrap();
+    let replies = stored
+        .iter()
+        .filter(|m| m.message.text().starts_with("[notice: reply]"))
+        .count();
+    assert_eq!(replies, 1, "exactly one reply");
+    runtime.shutdown().await;
+}
+
+/// A model whose subagents hold on the `hold` tool until stopped.
+fn holding_model() -> Arc<ScriptedProvider> {
+    Arc::new(ScriptedProvider::from_fn(|request| {
+        let first = request
+            .messages
+            .iter()
+            .find_map(|m| match m {
+                Message::User { content } => Some(content.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        if first.starts_with("Your task:") {
+            return Turn::tool_call("hold", json!({}));
+        }
+        if last_user(request).starts_with("[notice: delegation]") {
+            return Turn::text("reported");
+        }
+        match request.messages.last() {
+            Some(Message::Tool { .. }) => Turn::text("started"),
+            _ => Turn::tool_call(
+                "delegate",
+                json!({"tasks": [{"goal": "hold on", "context": "test"}]}),
+            ),
+        }
+    }))
+}
+
+#[tokio::test]
+async fn a_subagents_timeout_fires_after_a_process_restart() {
+    let home = TestHome::new();
+    let gate = Gate::new("hold");
+    let runtime = home
+        .builder(holding_model())
+        .tool(gate.clone())
+        .set("delegation.child_timeout_secs", "2")
+        .build()
+        .await
+        .unwrap();
+    let main = runtime.bot(MAIN_AGENT).await.unwrap();
+    assert_eq!(ask(&main, "go").await.text, "started");
+    tokio::time::timeout(WAIT, gate.entered.notified())
+        .await
+        .unwrap();
+    // The process stops with the subagent mid-turn: it is not recorded as
+    // ended, and its deadline is in the store.
+    runtime.shutdown().await;
+
+    let (bus, mut events) = tokio::sync::broadcast::channel(4096);
+    let runtime = home
+        .builder(holding_model())
+        .tool(Gate::new("hold"))
+        .set("delegation.child_timeout_secs", "2")
+        .event_bus(bus)
+        .build()
+        .await
+        .unwrap();
+    let main_id = main.conversation();
+    let text = on_bus(&mut events, |e| match &e.event {
+        AgentEvent::Notice { topic, text }
+            if topic == "delegation" && e.conversation == main_id =>
+        {
+            Some(text.clone())
+        }
+        _ => None,
+    })
+    .await;
+    assert!(text.contains("## 1. hold on\n[timed_out]"), "{text}");
+    runtime.shutdown().await;
+}

@@ -33,6 +33,91 @@ where
     })
 }
 
+/// How many subagents may run at once, and when new ones must end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admission {
+    /// Subagents of one bot.
+    pub per_bot: usize,
+    /// Subagents of the node.
+    pub per_node: usize,
+    /// When the new subagents time out.
+    pub deadline: chrono::DateTime<chrono::Utc>,
+}
+
+impl Default for Admission {
+    /// No limit, and no deadline worth the name (tests, tools of our own).
+    fn default() -> Self {
+        Self {
+            per_bot: usize::MAX,
+            per_node: usize::MAX,
+            deadline: chrono::DateTime::<chrono::Utc>::MAX_UTC,
+        }
+    }
+}
+
+/// Whether a delegation was admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admitted {
+    /// Recorded; its subagents count as running.
+    Yes,
+    /// Past a limit: why, in words for the model.
+    No(String),
+}
+
+/// Counts the running subagents (of the node, and of `bot`) and, within
+/// `admission`'s limits, records a new delegation and its subagents, each
+/// with its task and deadline — in one transaction, so concurrent
+/// `delegate` calls never pass a limit, and the count after a restart is
+/// the store's.
+pub fn admit(
+    tx: &Transaction<'_>,
+    id: DelegationId,
+    parent: ConversationId,
+    bot: &str,
+    waits: bool,
+    subagents: &[(SubagentId, ConversationId, String, String)],
+    admission: &Admission,
+) -> Result<Admitted, StoreError> {
+    let n = subagents.len();
+    let count =
+        |sql: &str, p: &[&dyn troupe_runtime::rusqlite::ToSql]| -> Result<usize, StoreError> {
+            let c: i64 = tx.prepare_cached(sql)?.query_row(p, |r| r.get(0))?;
+            Ok(usize::try_from(c).unwrap_or(0))
+        };
+    let on_bot = count(
+        "SELECT COUNT(*) FROM subagents s JOIN delegations d ON d.id = s.delegation_id
+         WHERE s.status = 'running' AND d.bot_id = ?1",
+        &[&bot],
+    )?;
+    if on_bot.saturating_add(n) > admission.per_bot {
+        return Ok(Admitted::No(format!(
+            "{on_bot} subagent(s) of `{bot}` are running and {n} more would pass its limit of {} \
+             ([delegation] max_concurrent_per_bot); wait for them, stop some, or give fewer tasks.",
+            admission.per_bot
+        )));
+    }
+    let on_node = count(
+        "SELECT COUNT(*) FROM subagents WHERE status = 'running'",
+        &[],
+    )?;
+    if on_node.saturating_add(n) > admission.per_node {
+        return Ok(Admitted::No(format!(
+            "{on_node} subagent(s) are running on this node and {n} more would pass its limit of {} \
+             ([delegation] max_concurrent_per_node); wait, or give fewer tasks.",
+            admission.per_node
+        )));
+    }
+    create(tx, id, parent, bot, waits, subagents)?;
+    if admission.deadline < chrono::DateTime::<chrono::Utc>::MAX_UTC {
+        tx.prepare_cached("UPDATE subagents SET deadline = ?2 WHERE delegation_id = ?1")?
+            .execute(params![
+                id.to_string(),
+                store::timestamp(admission.deadline)
+            ])?;
+    }
+    Ok(Admitted::Yes)
+}
+
 /// Records a new delegation and its subagents, each with its task.
 pub fn create(
     tx: &Transaction<'_>,
@@ -153,6 +238,8 @@ pub struct Unfinished {
     pub open: bool,
     /// Whether its conversation has any message (false: it never started).
     pub started: bool,
+    /// When it times out, if a deadline was stored.
+    pub deadline: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Subagents still marked running.
@@ -161,7 +248,8 @@ pub fn running(conn: &Connection) -> Result<Vec<Unfinished>, StoreError> {
         "SELECT s.id, s.delegation_id, s.conversation_id, s.goal, s.status, s.result, s.context,
                 d.parent_conversation, d.bot_id,
                 EXISTS (SELECT 1 FROM kv WHERE key = 'open_turn:' || s.conversation_id),
-                EXISTS (SELECT 1 FROM messages WHERE conversation_id = s.conversation_id)
+                EXISTS (SELECT 1 FROM messages WHERE conversation_id = s.conversation_id),
+                s.deadline
          FROM subagents s JOIN delegations d ON d.id = s.delegation_id WHERE s.status = 'running'",
     )?;
     let rows = stmt
@@ -173,11 +261,12 @@ pub fn running(conn: &Connection) -> Result<Vec<Unfinished>, StoreError> {
                 r.get::<_, String>(8)?,
                 r.get::<_, bool>(9)?,
                 r.get::<_, bool>(10)?,
+                r.get::<_, Option<String>>(11)?,
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
     rows.into_iter()
-        .map(|(r, context, parent, agent, open, started)| {
+        .map(|(r, context, parent, agent, open, started, deadline)| {
             Ok(Unfinished {
                 sub: decode(r)?,
                 context,
@@ -185,6 +274,9 @@ pub fn running(conn: &Connection) -> Result<Vec<Unfinished>, StoreError> {
                 agent,
                 open,
                 started,
+                deadline: deadline
+                    .and_then(|d| chrono::DateTime::parse_from_rfc3339(&d).ok())
+                    .map(|d| d.with_timezone(&chrono::Utc)),
             })
         })
         .collect()
@@ -293,3 +385,7 @@ pub fn end(
         notice,
     }))
 }
+
+#[cfg(test)]
+#[path = "record_tests.rs"]
+mod tests;

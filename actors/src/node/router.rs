@@ -290,6 +290,59 @@ async fn stored_kind(
 /// The router gave up on `id`: its waiters get a typed error naming the
 /// limit, and its open turn is closed so its next message starts afresh
 /// instead of resuming what crashed.
+/// Closes the open turn of a conversation its supervisor gave up on —
+/// with the reply to what it answered, in the same commit — and tells the
+/// node's turn hooks (a delegation records its subagent as failed).
+async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &TurnReport) {
+    use crate::conversation::journal::Journal;
+    let store = ctx.store.clone();
+    let found = store
+        .read(move |c| {
+            let Some(row) = troupe_runtime::store::conversations::get_conversation(c, id)? else {
+                return Ok(None);
+            };
+            Ok(super::bots::by_id(c, row.bot)?.map(|bot| (row, bot)))
+        })
+        .await;
+    let (row, bot) = match found {
+        Ok(Some(found)) => found,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::error!(conversation = %id, error = %e, "could not read the crashed conversation");
+            return;
+        }
+    };
+    let journal = Journal::new(Some(store), id, bot.id);
+    let answers = match journal.open_turn_state().await {
+        Ok(open) => open.and_then(|o| o.answers),
+        Err(_) => None,
+    };
+    let reply = answers
+        .as_ref()
+        .and_then(|a| crate::messaging::reply(a, id, &bot.spec.name, &report.outcome, ""));
+    if let Err(e) = journal.close_turn(reply.clone()).await {
+        tracing::error!(conversation = %id, error = %e, "could not close the crashed turn");
+        return;
+    }
+    let node = Node::from_context(Arc::clone(ctx));
+    if let Some(reply) = reply {
+        if let Err(e) = node.route(reply).await {
+            tracing::warn!(error = %e, "a committed reply waits in the mailbox");
+        }
+    }
+    let kind =
+        troupe_runtime::protocol::ActorKind::parse(&row.kind).unwrap_or_else(|| bot.spec.kind());
+    ctx.turn_finished(&super::FinishedTurn {
+        conversation: id,
+        kind,
+        bot,
+        parent: row.parent,
+        report: report.clone(),
+        delivered: answers,
+        tools_used: Default::default(),
+    });
+}
+
 async fn gave_up(ctx: &Arc<NodeContext>, id: ConversationId, reason: ExitReason) {
     let carry = ctx.conversations.carry(id);
     // Fence off whatever the last incarnation still runs.
@@ -303,16 +356,6 @@ async fn gave_up(ctx: &Arc<NodeContext>, id: ConversationId, reason: ExitReason)
         RESTART_INTENSITY.max_restarts,
     );
     tracing::error!(conversation = %id, %reason, "a conversation kept crashing; its supervisor gave up");
-    if ctx.settings.durable {
-        let journal = crate::conversation::journal::Journal::new(
-            Some(ctx.store.clone()),
-            id,
-            troupe_runtime::id::BotId::new(),
-        );
-        if let Err(e) = journal.set_turn_open(false, None).await {
-            tracing::error!(conversation = %id, error = %e, "could not close the crashed turn");
-        }
-    }
     let report = TurnReport {
         conversation: id,
         outcome: TurnOutcome::Crashed {
@@ -324,6 +367,9 @@ async fn gave_up(ctx: &Arc<NodeContext>, id: ConversationId, reason: ExitReason)
         cost_usd: 0.0,
         steps: 0,
     };
+    if ctx.settings.durable {
+        close_crashed(ctx, id, &report).await;
+    }
     if let Some(events) = carry.events() {
         let _ = events.send(AgentEvent::TurnFinished {
             outcome: report.outcome.clone(),

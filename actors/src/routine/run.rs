@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use troupe_runtime::home::MAIN_AGENT;
 use troupe_runtime::id::{ConversationId, MsgId, RoutineId, RunId};
 use troupe_runtime::protocol::{ActorKind, Address, Envelope, Payload, TurnOutcome, Usage};
-use troupe_runtime::store::StoreError;
+use troupe_runtime::store::{mailbox, StoreError};
 
 use super::clock::Clock;
 use super::scheduler::RoutineService;
@@ -116,8 +116,7 @@ pub async fn execute(node: &Node, service: &RoutineService, claim: Claim) -> Run
         Ok(bot) => bot,
         Err(e) => {
             end.summary = format!("not run: {e}");
-            record(node, &end, None, clock.as_ref()).await;
-            end.notified = report(node, service, &claim, &end, tz).await;
+            end.notified = settle(node, service, &claim, &end, None, clock.as_ref(), tz).await;
             return end;
         }
     };
@@ -156,11 +155,16 @@ pub async fn execute(node: &Node, service: &RoutineService, claim: Claim) -> Run
             None
         }
     };
-    record(node, &end, usage.as_ref(), clock.as_ref()).await;
-    let silent = end.status == RunStatus::Done && end.summary.trim_start().starts_with(SILENT);
-    if !silent {
-        end.notified = report(node, service, &claim, &end, tz).await;
-    }
+    end.notified = settle(
+        node,
+        service,
+        &claim,
+        &end,
+        usage.as_ref(),
+        clock.as_ref(),
+        tz,
+    )
+    .await;
     end
 }
 
@@ -249,9 +253,26 @@ fn failure(outcome: &TurnOutcome) -> Option<String> {
     }
 }
 
-/// Records the run's end; a run no longer held (settled by another
-/// scheduler) is left as it is.
-async fn record(node: &Node, end: &RunEnd, usage: Option<&Usage>, clock: &dyn Clock) {
+/// Records the run's end and, unless it ended silently, enqueues its
+/// notice to the owner in the same commit, then delivers it; whether a
+/// notice was committed. A run no longer held (settled by another
+/// scheduler) is left as it is, and reported by whoever settled it.
+async fn settle(
+    node: &Node,
+    service: &RoutineService,
+    claim: &Claim,
+    end: &RunEnd,
+    usage: Option<&Usage>,
+    clock: &dyn Clock,
+    tz: Tz,
+) -> bool {
+    let silent = end.status == RunStatus::Done && end.summary.trim_start().starts_with(SILENT);
+    let notice = if silent {
+        None
+    } else {
+        let (text, data) = report(claim, end, tz);
+        notice(node, &claim.owner_bot, text, data)
+    };
     let (run, status, summary, usage, now) = (
         end.run_id,
         end.status,
@@ -259,25 +280,36 @@ async fn record(node: &Node, end: &RunEnd, usage: Option<&Usage>, clock: &dyn Cl
         usage.copied(),
         clock.now(),
     );
+    let committed = notice.clone();
     let finished = node
         .store()
         .write(move |tx| {
-            table::finish_run(tx, run, status, &summary, usage.as_ref(), now).map_err(to_store)
+            table::finish_run(tx, run, status, &summary, usage.as_ref(), now).map_err(to_store)?;
+            if let Some(envelope) = &committed {
+                mailbox::enqueue(tx, envelope)?;
+            }
+            Ok(())
         })
         .await;
     if let Err(e) = finished {
         tracing::warn!(run = %end.run_id, error = %e, "could not record a routine run's end");
+        return false;
     }
+    let Some(envelope) = notice else {
+        return false;
+    };
+    if !service.is_stopping() {
+        // Committed: routing is only the wake-up; the next start delivers
+        // whatever is still pending.
+        if let Err(e) = node.route(envelope).await {
+            tracing::warn!(run = %end.run_id, error = %e, "a routine notice waits in the mailbox");
+        }
+    }
+    true
 }
 
-/// Tells the owner how the run went; whether the notice was sent.
-async fn report(
-    node: &Node,
-    service: &RoutineService,
-    claim: &Claim,
-    end: &RunEnd,
-    tz: Tz,
-) -> bool {
+/// The notice telling the owner how the run went: its text and data.
+fn report(claim: &Claim, end: &RunEnd, tz: Tz) -> (String, serde_json::Value) {
     let at = show(claim.scheduled_for, tz);
     let text = match end.status {
         RunStatus::Done => format!(
@@ -297,7 +329,24 @@ async fn report(
         "conversation": end.conversation.map(|c| c.to_string()),
         "scheduled_for": table::fmt_ts(claim.scheduled_for),
     });
-    notify(node, service, &claim.owner_bot, text, data).await
+    (text, data)
+}
+
+/// A `routine` notice to `owner`'s conversation (the main agent's when the
+/// owner is gone); `None` when there is neither.
+fn notice(node: &Node, owner: &str, text: String, data: serde_json::Value) -> Option<Envelope> {
+    let bot = node.bot(owner).or_else(|_| node.bot(MAIN_AGENT)).ok()?;
+    Some(Envelope {
+        id: MsgId::new(),
+        from: Address::Service(SENDER.into()),
+        to: Address::Bot(bot.id),
+        body: Payload::Notice {
+            topic: "routine".into(),
+            text,
+            data,
+        },
+        sent_at: Utc::now(),
+    })
 }
 
 /// Sends a `routine` notice to `owner`'s conversation (the main agent's
@@ -310,19 +359,8 @@ pub(crate) async fn notify(
     text: String,
     data: serde_json::Value,
 ) -> bool {
-    let Some(bot) = node.bot(owner).or_else(|_| node.bot(MAIN_AGENT)).ok() else {
+    let Some(envelope) = notice(node, owner, text, data) else {
         return false;
-    };
-    let envelope = Envelope {
-        id: MsgId::new(),
-        from: Address::Service(SENDER.into()),
-        to: Address::Bot(bot.id),
-        body: Payload::Notice {
-            topic: "routine".into(),
-            text,
-            data,
-        },
-        sent_at: Utc::now(),
     };
     let sent = if service.is_stopping() {
         node.store()

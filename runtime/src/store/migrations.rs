@@ -24,6 +24,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[MESSAGES_WITHOUT_AUTOINCREMENT],
     &[MESSAGES_WITHOUT_BOT],
     &[OPENINGS],
+    &[SUBAGENT_DEADLINES],
 ];
 
 /// The newest schema version this binary knows.
@@ -296,6 +297,15 @@ CREATE TABLE openings (
     conversation_id TEXT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
     spec            TEXT NOT NULL
 );
+"#;
+
+/// Migration 5: each subagent's deadline, stored when it starts, so a
+/// timeout is armed again after a restart; and an index of the running
+/// ones, which the delegation limits count in the transaction that admits
+/// a new delegation.
+const SUBAGENT_DEADLINES: &str = r#"
+ALTER TABLE subagents ADD COLUMN deadline TEXT;
+CREATE INDEX subagents_running ON subagents (status) WHERE status = 'running';
 "#;
 
 /// Brings the schema to [`latest`], one transaction per migration.
