@@ -299,7 +299,12 @@ impl Actor for Conversation {
     ) -> Result<State, ActorProcessingErr> {
         let mut state = Box::pin(turn::open(args)).await?;
         announce(&state);
-        let open = state.journal.open_turn_state().await?;
+        // A conversation just made has no turn to resume: no read.
+        let open = if state.args.fresh {
+            None
+        } else {
+            state.journal.open_turn_state().await?
+        };
         if let Some(open) = open.filter(|_| history::awaits_model(&state.history)) {
             state.resuming = open.answers;
             // The last incarnation (or process) stopped mid-turn: go on

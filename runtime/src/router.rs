@@ -165,6 +165,7 @@ pub enum RouterError {
 
 pub(crate) struct Shared<K, M> {
     pub(crate) slots: DashMap<K, Arc<Slot<M>>>,
+    pub(crate) activator: Arc<dyn Activator<K, M>>,
     pub(crate) epoch: AtomicU64,
     pub(crate) events: broadcast::Sender<RouterEvent<K>>,
 }
@@ -214,14 +215,16 @@ impl<K: RouteKey, M: ractor::Message> Router<K, M> {
         parent: Option<ActorCell>,
     ) -> Result<Self, RouterError> {
         let (events, _) = broadcast::channel(config.events.max(1));
+        let activator: Arc<dyn Activator<K, M>> = Arc::new(activator);
         let shared = Arc::new(Shared {
             slots: DashMap::new(),
+            activator: Arc::clone(&activator),
             epoch: AtomicU64::new(0),
             events,
         });
         let args = RouterArgs {
             shared: shared.clone(),
-            activator: Arc::new(activator),
+            activator,
             config,
         };
         let spawned = match parent {
@@ -246,6 +249,18 @@ impl<K: RouteKey, M: ractor::Message> Router<K, M> {
                     Entry::Occupied(entry) => entry.get().clone(),
                     Entry::Vacant(entry) => {
                         entry.insert(Arc::new(Slot::waiting(msg, epoch)));
+                        // The sender's runtime starts the activation itself,
+                        // one hop fewer than through the router's mailbox;
+                        // the router hears when it is done.
+                        if tokio::runtime::Handle::try_current().is_ok() {
+                            actor::spawn_activation(
+                                Arc::clone(&self.shared.activator),
+                                self.actor.clone(),
+                                key,
+                                false,
+                            );
+                            return Ok(());
+                        }
                         return self
                             .actor
                             .send_message(RouterMsg::Activate(key.clone()))
@@ -262,6 +277,46 @@ impl<K: RouteKey, M: ractor::Message> Router<K, M> {
                 Err(back) => msg = back,
             }
         }
+    }
+
+    /// Like [`Router::send`], but when `key` has no slot yet the caller's
+    /// task runs its activation itself and hands the message to the new
+    /// actor at once: no task is spawned and the router is not waited for
+    /// (it hears of the actor afterwards, off the caller's path). Messages
+    /// other senders send meanwhile wait in the slot, in order.
+    pub async fn send_activating(&self, key: K, msg: M) -> Result<(), RouterError> {
+        let epoch = self.shared.epoch.load(Ordering::Relaxed);
+        if self.shared.slots.contains_key(&key) {
+            return self.send(key, msg);
+        }
+        match self.shared.slots.entry(key.clone()) {
+            Entry::Occupied(_) => return self.send(key, msg),
+            Entry::Vacant(entry) => {
+                entry.insert(Arc::new(Slot::waiting(msg, epoch)));
+            }
+        }
+        let result = self
+            .shared
+            .activator
+            .activate_as(key.clone(), self.actor.get_cell(), false)
+            .await
+            .map_err(|e| e.to_string());
+        if let Ok(actor) = &result {
+            if let Some(slot) = self.shared.slots.get(&key).map(|s| s.clone()) {
+                slot.go_live(actor);
+            }
+        }
+        let started = result.as_ref().ok().cloned();
+        let told = self.actor.send_message(RouterMsg::Activated {
+            key,
+            result,
+            restarted: false,
+        });
+        if let (Err(_), Some(actor)) = (told, started) {
+            actor.stop(Some(ExitReason::SHUTDOWN.to_string()));
+            return Err(RouterError::Stopped);
+        }
+        Ok(())
     }
 
     /// Sends the request `make` builds around a reply port and waits for the

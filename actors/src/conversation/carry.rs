@@ -47,13 +47,18 @@ pub struct Carry {
 
 impl Carry {
     /// Starts a new incarnation: the previous one's running turn is
-    /// cancelled and its writes are refused from now on.
-    pub fn take_over(&self) -> Fence {
+    /// cancelled and its writes are refused from now on. Says whether a
+    /// turn was running (its step tasks may still have writes queued).
+    pub fn take_over(&self) -> (Fence, bool) {
         let fence = Fence::take(&self.incarnation);
-        if let Some(cancel) = self.inner.lock().cancel.take() {
-            cancel.cancel();
-        }
-        fence
+        let cut = match self.inner.lock().cancel.take() {
+            Some(cancel) => {
+                cancel.cancel();
+                true
+            }
+            None => false,
+        };
+        (fence, cut)
     }
 
     /// Which incarnation is current (1 for the first).

@@ -28,13 +28,15 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     // This incarnation takes over: the last one's running turn is
     // cancelled and its writes refused; those already queued land before
     // the history is read.
-    let fence = args.carry.take_over();
+    let (fence, cut) = args.carry.take_over();
     let journal =
         Journal::new(durable.then(|| node.store.clone()), args.id, args.bot.id).fenced(fence);
     let mut history = if args.fresh {
         Vec::new()
     } else {
-        journal.settle().await?;
+        if cut {
+            journal.settle().await?;
+        }
         journal.load().await?
     };
     let services = args.services.fork();

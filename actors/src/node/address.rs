@@ -39,15 +39,16 @@ impl Node {
 
     /// Opens a conversation as `opening` describes it — a subagent, a
     /// routine run, a review, or a bot's own conversation: its row and its
-    /// stored opening are committed, and its actor starts on its first
-    /// message. Opening a conversation this process already holds changes
-    /// nothing.
+    /// stored opening are committed, and a new conversation's actor starts
+    /// (a stored one starts on its first message). Opening a conversation
+    /// this process already holds changes nothing.
     pub async fn open(&self, opening: Opening) -> Result<(), NodeError> {
         let id = opening.id;
         let conversations = &self.ctx.conversations;
-        if conversations.opening(&id).is_some() || conversations.is_live(&id) {
+        if conversations.is_open(&id) || conversations.is_live(&id) {
             return Ok(());
         }
+        let fresh = opening.fresh;
         if self.ctx.settings.durable {
             let mut row = conversations::NewConversation::new(
                 id,
@@ -68,6 +69,11 @@ impl Node {
                 .await?;
         }
         conversations.remember(opening);
+        if fresh {
+            // A conversation just made starts now, as `open` promises; its
+            // first message finds it live.
+            conversations.deliver(id, ConversationMsg::Wake).await?;
+        }
         Ok(())
     }
 
@@ -117,27 +123,24 @@ impl Node {
 
     /// Rebuilds conversation `id`'s opening from the store.
     async fn stored_opening(&self, id: ConversationId) -> Result<Opening, NodeError> {
-        let row = self
+        // One trip to a reader: the row, its bot and its stored opening.
+        let (row, bot, stored) = self
             .ctx
             .store
-            .read(move |c| conversations::get_conversation(c, id))
+            .read(move |c| {
+                let Some(row) = conversations::get_conversation(c, id)? else {
+                    return Ok(None);
+                };
+                let bot = bots::by_id(c, row.bot)?;
+                let stored = super::opening::load(c, id)?;
+                Ok(Some((row, bot, stored)))
+            })
             .await?
             .ok_or(NodeError::NoSuchConversation(id))?;
         if row.kind == crate::review::LABEL {
             return Err(NodeError::Review(id));
         }
-        let bot_id = row.bot;
-        let bot = self
-            .ctx
-            .store
-            .read(move |c| bots::by_id(c, bot_id))
-            .await?
-            .ok_or_else(|| NodeError::NoSuchBot(bot_id.to_string()))?;
-        let stored = self
-            .ctx
-            .store
-            .read(move |c| super::opening::load(c, id))
-            .await?;
+        let bot = bot.ok_or_else(|| NodeError::NoSuchBot(row.bot.to_string()))?;
         let Some(stored) = stored else {
             // Opened before openings were kept: as its bot's own.
             let kind = ActorKind::parse(&row.kind).unwrap_or_else(|| bot.spec.kind());
@@ -254,7 +257,7 @@ impl Node {
         conversation: ConversationId,
         msg: ConversationMsg,
     ) -> Result<(), NodeError> {
-        self.ctx.conversations.send(conversation, msg)
+        self.ctx.conversations.deliver(conversation, msg).await
     }
 
     /// Stops the conversation's running turn.

@@ -37,7 +37,7 @@ pub const RESTART_INTENSITY: Intensity = Intensity {
 pub struct Conversations {
     router: parking_lot::RwLock<Option<Router<ConversationId, ConversationMsg>>>,
     carries: DashMap<ConversationId, Arc<Carry>>,
-    openings: DashMap<ConversationId, Opening>,
+    openings: DashMap<ConversationId, Arc<Opening>>,
 }
 
 impl std::fmt::Debug for Conversations {
@@ -63,6 +63,22 @@ impl Conversations {
             RouterError::Stopped => NodeError::Actor("the node is stopping".into()),
             other => NodeError::Actor(other.to_string()),
         })
+    }
+
+    /// Sends `msg` to conversation `id`; if it has no actor yet, the
+    /// caller's task starts it (see [`Router::send_activating`]).
+    pub(crate) async fn deliver(
+        &self,
+        id: ConversationId,
+        msg: ConversationMsg,
+    ) -> Result<(), NodeError> {
+        self.router()?
+            .send_activating(id, msg)
+            .await
+            .map_err(|e| match e {
+                RouterError::Stopped => NodeError::Actor("the node is stopping".into()),
+                other => NodeError::Actor(other.to_string()),
+            })
     }
 
     /// Whether `id` has a live actor.
@@ -111,7 +127,7 @@ impl Conversations {
 
     /// Remembers how `id` was opened, for its activations in this process.
     pub(crate) fn remember(&self, opening: Opening) {
-        self.openings.insert(opening.id, opening);
+        self.openings.insert(opening.id, Arc::new(opening));
     }
 
     /// Whether this process opened `id` and still holds its opening.
@@ -122,9 +138,11 @@ impl Conversations {
     /// How `id` was opened, when this process opened it and still holds it.
     pub(crate) fn opening(&self, id: &ConversationId) -> Option<Opening> {
         let mut opening = self.openings.get_mut(id)?;
-        let found = opening.clone();
-        // Fresh only once: every later activation loads what was committed.
-        opening.fresh = false;
+        let found = Opening::clone(&opening);
+        if opening.fresh {
+            // Fresh only once: every later activation loads what was committed.
+            Arc::make_mut(&mut opening).fresh = false;
+        }
         Some(found)
     }
 
@@ -346,7 +364,7 @@ async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &Turn
 async fn gave_up(ctx: &Arc<NodeContext>, id: ConversationId, reason: ExitReason) {
     let carry = ctx.conversations.carry(id);
     // Fence off whatever the last incarnation still runs.
-    let _ = carry.take_over();
+    let _fenced = carry.take_over();
     let restarts = carry.restarts();
     let error = format!(
         "conversation {id} failed {} times within {} s, past its restart limit of {} ({reason}); \

@@ -38,6 +38,31 @@ pub(crate) enum RouterMsg<K, M> {
     Passivate(K, ActorId, RpcReplyPort<bool>),
 }
 
+/// Runs `activator` for `key` in a task and tells `router` what came of it.
+/// If the router is gone by then, the new actor is stopped.
+pub(crate) fn spawn_activation<K: RouteKey, M: ractor::Message>(
+    activator: Arc<dyn Activator<K, M>>,
+    router: ActorRef<RouterMsg<K, M>>,
+    key: K,
+    restarted: bool,
+) {
+    tokio::spawn(async move {
+        let result = activator
+            .activate_as(key.clone(), router.get_cell(), restarted)
+            .await
+            .map_err(|e| e.to_string());
+        let started = result.as_ref().ok().cloned();
+        let sent = router.send_message(RouterMsg::Activated {
+            key,
+            result,
+            restarted,
+        });
+        if let (Err(_), Some(actor)) = (sent, started) {
+            actor.stop(Some(ExitReason::SHUTDOWN.to_string()));
+        }
+    });
+}
+
 pub(crate) struct RouterArgs<K, M> {
     pub(crate) shared: Arc<Shared<K, M>>,
     pub(crate) activator: Arc<dyn Activator<K, M>>,
@@ -91,19 +116,7 @@ impl<K: RouteKey, M: ractor::Message> RouterState<K, M> {
 
     fn activate(&mut self, myself: &ActorRef<RouterMsg<K, M>>, key: K, restarted: bool) {
         self.keys.entry(key.clone()).or_default().activating = true;
-        let activator = self.args.activator.clone();
-        let myself = myself.clone();
-        tokio::spawn(async move {
-            let result = activator
-                .activate_as(key.clone(), myself.get_cell(), restarted)
-                .await
-                .map_err(|e| e.to_string());
-            let _ = myself.send_message(RouterMsg::Activated {
-                key,
-                result,
-                restarted,
-            });
-        });
+        spawn_activation(self.args.activator.clone(), myself.clone(), key, restarted);
     }
 
     /// Forgets `key` if nothing waits for it, else activates it again.
@@ -195,6 +208,10 @@ impl<K: RouteKey, M: ractor::Message> RouterState<K, M> {
         restarted: bool,
     ) {
         let slot = self.slot(&key);
+        if slot.is_some() && !self.keys.contains_key(&key) {
+            // Activated straight from a sender (its first message).
+            self.keys.insert(key.clone(), KeyState::default());
+        }
         let Some(state) = self.keys.get_mut(&key) else {
             if let Ok(actor) = result {
                 actor.stop(Some(ExitReason::SHUTDOWN.to_string()));

@@ -23,8 +23,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     ],
     &[MESSAGES_WITHOUT_AUTOINCREMENT],
     &[MESSAGES_WITHOUT_BOT],
-    &[OPENINGS],
-    &[SUBAGENT_DEADLINES],
+    &[OPENINGS, SUBAGENT_DEADLINES],
 ];
 
 /// The newest schema version this binary knows.
@@ -299,7 +298,7 @@ CREATE TABLE openings (
 );
 "#;
 
-/// Migration 5: each subagent's deadline, stored when it starts, so a
+/// Also migration 4: each subagent's deadline, stored when it starts, so a
 /// timeout is armed again after a restart; and an index of the running
 /// ones, which the delegation limits count in the transaction that admits
 /// a new delegation.
