@@ -2,12 +2,15 @@
 //! and `ask_user`'s questions, shared by `troupe chat` and `troupe run`.
 //!
 //! The prompts are written over any line reader and writer, so the answer
-//! logic is tested on memory rather than a real terminal.
+//! logic is tested on memory rather than a real terminal. Where nobody can
+//! answer (`troupe run` with stdin not a terminal), [`unanswerable`] says
+//! what was asked and how to let it through next time, instead of the turn
+//! waiting out the gate's timeout in silence.
 
 use std::io::Write;
 
 use tokio::io::{AsyncBufRead, Lines};
-use troupe_runtime::protocol::ToolCall;
+use troupe_runtime::protocol::{AgentEvent, ToolCall};
 
 /// The choices of an approval prompt.
 const APPROVAL_CHOICES: &str = "[o]nce, [s]ession, [a]lways, [d]eny";
@@ -102,6 +105,57 @@ fn choices(question: &serde_json::Value) -> Vec<&str> {
         .flatten()
         .filter_map(|c| c.as_str())
         .collect()
+}
+
+/// For a question nobody can answer (stdin is not a terminal): what was
+/// asked, and how to let it through next time. `None` for other events.
+pub fn unanswerable(event: &AgentEvent) -> Option<String> {
+    match event {
+        AgentEvent::ApprovalRequested { call, reason, .. } => Some(approval_text(call, reason)),
+        AgentEvent::QuestionAsked { questions, .. } => Some(questions_text(questions)),
+        _ => None,
+    }
+}
+
+fn approval_text(call: &ToolCall, reason: &str) -> String {
+    let mut text = format!(
+        "this turn needs your approval, and nobody can give it: stdin is not a terminal. \
+         The call did not run, and the turn was stopped.\n  call: {} {}\n  why: {reason}\n  \
+         choices: once, session, always, deny\nTo let it run:\n  - run the same command in \
+         a terminal and answer the question (`always` remembers the approval in this home).",
+        call.name, call.arguments
+    );
+    if let Some(command) = call.arguments.get("command").and_then(|c| c.as_str()) {
+        let quoted = serde_json::to_string(command).unwrap_or_default();
+        text.push_str(&format!(
+            "\n  - or pass `--auto`: risky commands run without asking (commands that act \
+             outside the machine or cannot be analysed are still asked).\n  - or allow such \
+             commands in config.toml, a glob over the command (`re:` for a regex):\n      \
+             [trust]\n      allow = [{quoted}]"
+        ));
+    }
+    text
+}
+
+fn questions_text(questions: &serde_json::Value) -> String {
+    let mut text = String::from(
+        "the model asked you questions (`ask_user`), and nobody can answer them: stdin is not \
+         a terminal. The turn was stopped.",
+    );
+    for q in questions.as_array().into_iter().flatten() {
+        text.push_str(&format!(
+            "\n  ? {}",
+            q["question"].as_str().unwrap_or_default()
+        ));
+        for (i, choice) in choices(q).iter().enumerate() {
+            text.push_str(&format!("\n    {}. {choice}", i + 1));
+        }
+    }
+    text.push_str(
+        "\nRun the same command in a terminal to answer them, or give what they ask in the \
+         prompt (or leave the tool out with `--tools`).",
+    );
+    text
 }
 
 #[cfg(test)]

@@ -1,11 +1,11 @@
-//! The terminal prompts on memory: what the user reads, and what each typed
-//! answer becomes.
+//! The terminal prompts on memory: what the user reads, what each typed
+//! answer becomes, and the text shown when nobody can answer.
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use troupe_actors::gate::parse_approval;
-use troupe_runtime::protocol::ToolCall;
+use troupe_runtime::protocol::{AgentEvent, ToolCall};
 use troupe_runtime::trust::ApprovalAnswer;
 
 use super::*;
@@ -96,4 +96,40 @@ async fn questions_are_cancelled_when_input_ends() {
     .await
     .unwrap();
     assert_eq!(answers, None);
+}
+
+#[test]
+fn an_unanswerable_approval_says_what_was_asked_and_every_way_to_allow_it() {
+    let text = unanswerable(&AgentEvent::ApprovalRequested {
+        request_id: "ask_1".into(),
+        call: rm_build(),
+        reason: "it deletes".into(),
+    })
+    .unwrap();
+    for part in [
+        "stdin is not a terminal",
+        "call: run_command {\"command\":\"rm -rf ./build\"}",
+        "why: it deletes",
+        "choices: once, session, always, deny",
+        "in a terminal",
+        "--auto",
+        "[trust]\n      allow = [\"rm -rf ./build\"]",
+    ] {
+        assert!(text.contains(part), "`{part}` missing from:\n{text}");
+    }
+}
+
+#[test]
+fn unanswerable_questions_are_listed_with_their_choices() {
+    let text = unanswerable(&AgentEvent::QuestionAsked {
+        request_id: "ask_2".into(),
+        questions: json!([{"question": "Which city?", "choices": ["Paris", "Other"]}]),
+    })
+    .unwrap();
+    assert!(
+        text.contains("? Which city?\n    1. Paris\n    2. Other"),
+        "{text}"
+    );
+    assert!(text.contains("in a terminal"), "{text}");
+    assert_eq!(unanswerable(&AgentEvent::Passivated), None);
 }
