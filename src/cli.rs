@@ -17,6 +17,7 @@ mod info;
 mod owner;
 mod proposals;
 mod ps;
+mod questions;
 mod run;
 mod show;
 mod view;

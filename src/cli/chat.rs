@@ -16,6 +16,7 @@ use troupe_runtime::home::MAIN_AGENT;
 use troupe_runtime::protocol::AgentEvent;
 use troupe_runtime::store::conversations;
 
+use super::questions;
 use super::run::{outcome_text, progress_line};
 use super::Builder;
 
@@ -34,42 +35,6 @@ pub struct ChatArgs {
     /// Go on with this conversation (`conv_…`), whichever bot it is with.
     #[arg(long, conflicts_with_all = ["bot", "new"])]
     pub conversation: Option<String>,
-}
-
-/// Asks `ask_user`'s questions at the prompt; `None` when the user leaves (cancel).
-async fn ask_questions(
-    lines: &mut tokio::io::Lines<BufReader<tokio::io::Stdin>>,
-    stdout: &mut std::io::Stdout,
-    questions: &serde_json::Value,
-) -> anyhow::Result<Option<serde_json::Value>> {
-    let mut answers = Vec::new();
-    for q in questions.as_array().into_iter().flatten() {
-        writeln!(stdout, "  ? {}", q["question"].as_str().unwrap_or_default())?;
-        let choices: Vec<&str> = q["choices"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c.as_str())
-            .collect();
-        for (i, choice) in choices.iter().enumerate() {
-            writeln!(stdout, "    {}. {choice}", i + 1)?;
-        }
-        write!(stdout, "  answer: ")?;
-        stdout.flush()?;
-        let Some(line) = lines.next_line().await? else {
-            return Ok(None);
-        };
-        let line = line.trim().to_string();
-        // A number picks a choice; anything else is the answer itself.
-        let picked = line
-            .parse::<usize>()
-            .ok()
-            .and_then(|n| choices.get(n.wrapping_sub(1)))
-            .map(|c| c.to_string())
-            .unwrap_or(line);
-        answers.push(serde_json::json!({"question": q["question"], "answer": picked}));
-    }
-    Ok(Some(serde_json::json!({ "answers": answers })))
 }
 
 /// Runs `troupe chat`.
@@ -151,12 +116,12 @@ pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCo
                 event = events.recv() => {
                     let Some(event) = event else { break };
                     match &event {
-                        AgentEvent::QuestionAsked { request_id, questions } => {
+                        AgentEvent::QuestionAsked { request_id, questions: asked } => {
                             if streamed {
                                 writeln!(stdout)?;
                                 streamed = false;
                             }
-                            let answers = ask_questions(&mut lines, &mut stdout, questions).await?;
+                            let answers = questions::questions(&mut lines, &mut stdout, "  ", asked).await?;
                             node.answer(request_id, answers);
                         }
                         AgentEvent::ApprovalRequested { request_id, call, reason } => {
@@ -164,11 +129,8 @@ pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCo
                                 writeln!(stdout)?;
                                 streamed = false;
                             }
-                            writeln!(stdout, "  approval needed: {} {}\n  why: {reason}", call.name, call.arguments)?;
-                            write!(stdout, "  [o]nce, [s]ession, [a]lways, [d]eny? ")?;
-                            stdout.flush()?;
-                            let answer = lines.next_line().await?.unwrap_or_else(|| "deny".into());
-                            node.answer(request_id, Some(serde_json::json!(answer.trim())));
+                            let answer = questions::approval(&mut lines, &mut stdout, "  ", call, reason).await?;
+                            node.answer(request_id, Some(answer));
                         }
                         AgentEvent::TextDelta { text } => {
                             write!(stdout, "{text}")?;

@@ -1,6 +1,20 @@
-//! `troupe run`: one turn, non-interactive.
+//! `troupe run`: one turn, non-interactive, and by default the turns its
+//! subagents' reports start.
+//!
+//! A turn that delegates leaves subagents working in the background; their
+//! report arrives later as a notice that starts another turn. Returning after
+//! the first turn would cut them off (they would resume only when a node next
+//! starts), so the run waits for them (`follow`) and prints the answer given
+//! after the report; `--no-wait` leaves them to the next node instead.
+//!
+//! A question the turn asks (the gate's approval, `ask_user`) is put on the
+//! terminal when stdin is one. Otherwise nobody can answer it, so the run
+//! ends at once with [`NEEDS_ANSWER`], the question and how to allow it,
+//! rather than waiting out the gate's timeout in silence.
 
-use std::io::Write;
+mod follow;
+mod watch;
+
 use std::process::ExitCode;
 
 use troupe_actors::toolset::Narrowing;
@@ -8,6 +22,7 @@ use troupe_runtime::home::MAIN_AGENT;
 use troupe_runtime::protocol::{AgentEvent, TurnOutcome};
 
 use super::Builder;
+use watch::Watch;
 
 /// Arguments of `troupe run`.
 #[derive(Debug, clap::Args)]
@@ -33,12 +48,23 @@ pub struct RunArgs {
     /// The most model calls in this turn.
     #[arg(long)]
     pub max_steps: Option<u32>,
+    /// Return after this turn even if it started subagents: they are left
+    /// to the next node on this home (`troupe serve` or `troupe chat`).
+    #[arg(long)]
+    pub no_wait: bool,
     /// The prompt.
     #[arg(required = true, num_args = 1..)]
     pub prompt: Vec<String>,
 }
 
-/// The exit status of a turn's outcome.
+/// The exit status of a run whose turn asked a question (an approval, or
+/// `ask_user`) that nobody could answer because stdin is not a terminal.
+pub const NEEDS_ANSWER: u8 = 7;
+
+/// The exit status of a turn's outcome: 0 finished, 1 failed, 3 stopped by
+/// a guard, 4 by a budget, 5 refused by the model, 6 crashed past its
+/// restart limit, 130 stopped; and [`NEEDS_ANSWER`] (7) when the run could
+/// not ask its question. `docs/getting-started.md` lists the same.
 pub fn exit_code(outcome: &TurnOutcome) -> u8 {
     match outcome {
         TurnOutcome::Finished => 0,
@@ -152,8 +178,9 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
         Some(id) => super::conversation_id(id)?,
         None => node.new_conversation(bot, narrowing).await?,
     };
+    let before = follow::Before::look(node, conversation).await?;
     let (mut events, done) = node.send(conversation, prompt).await?;
-    let mut stdout = std::io::stdout();
+    let mut watch = Watch::new(node.clone(), conversation, args.json);
     loop {
         tokio::select! {
             event = events.recv() => {
@@ -162,41 +189,33 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
                     // Printed from the bus, with every other actor's.
                     continue;
                 }
-                if args.json {
-                    writeln!(stdout, "{}", serde_json::to_string(&event)?)?;
-                } else if let Some(line) = progress_line(&event) {
-                    eprintln!("{line}");
-                }
+                watch.show(&event).await?;
             }
-            Ok(node_event) = tree.recv() => {
-                if !is_lifecycle(&node_event.event) {
-                    continue;
-                }
-                if args.json {
-                    writeln!(stdout, "{}", serde_json::to_string(&node_event.event)?)?;
-                } else if let Some(line) = progress_line(&node_event.event) {
-                    eprintln!("{line}");
-                }
-            }
+            Ok(node_event) = tree.recv() => watch.during_first(node_event)?,
         }
     }
     while let Ok(node_event) = tree.try_recv() {
-        if args.json && is_lifecycle(&node_event.event) {
-            writeln!(stdout, "{}", serde_json::to_string(&node_event.event)?)?;
-        }
+        watch.during_first(node_event)?;
     }
     let report = done
         .await
         .map_err(|_| anyhow::anyhow!("the conversation stopped before the turn ended"))?;
-    if !args.json && !report.text.is_empty() {
-        writeln!(stdout, "{}", report.text)?;
+    watch.answer(&report.outcome, &report.text)?;
+    if watch.unanswered.is_none() {
+        if args.no_wait {
+            follow::leave(&watch, &before).await?;
+        } else {
+            follow::wait(&mut watch, &mut tree, &before).await?;
+        }
     }
-    if let Some(reason) = outcome_text(&report.outcome) {
-        eprintln!("troupe: {reason}");
+    if let Some(question) = watch.unanswered.take() {
+        eprintln!("troupe: {question}");
+        runtime.shutdown().await;
+        return Ok(ExitCode::from(NEEDS_ANSWER));
     }
     if runtime.node().reviews_running() > 0 {
         eprintln!("troupe: finishing a background review of this conversation");
     }
     runtime.shutdown().await;
-    Ok(ExitCode::from(exit_code(&report.outcome)))
+    Ok(ExitCode::from(exit_code(&watch.outcome)))
 }

@@ -9,6 +9,7 @@ mod home;
 mod limits;
 mod review;
 mod routines;
+mod run;
 mod security;
 mod smoke;
 mod supervision;
