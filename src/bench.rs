@@ -9,6 +9,7 @@
 
 mod mailbox;
 mod many;
+mod restart;
 mod turns;
 
 use std::sync::Arc;
@@ -39,6 +40,8 @@ pub enum Workload {
     Message,
     /// Stored conversations activated after a restart (`--n` conversations).
     Activation,
+    /// A model call that panics, to the supervisor's restart and the resumed turn (`--n` restarts).
+    Restart,
 }
 
 /// Arguments of `troupe bench`.
@@ -102,6 +105,7 @@ async fn in_process(
         Workload::Message => many::message(n.unwrap_or(2_000)).await,
         Workload::Activation => turns::activation(n.unwrap_or(1_000)).await,
         Workload::ColdStart => turns::cold_start(durable).await,
+        Workload::Restart => restart::restart(n.unwrap_or(500), durable).await,
     }
 }
 

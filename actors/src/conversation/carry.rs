@@ -10,7 +10,7 @@
 //! step tasks of the dead incarnation are cancelled and fenced off.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -40,7 +40,7 @@ struct Inner {
 /// One conversation's state across incarnations of its actor.
 #[derive(Debug, Default)]
 pub struct Carry {
-    incarnation: Arc<AtomicU64>,
+    incarnation: Arc<tokio::sync::RwLock<u64>>,
     restarts: AtomicU32,
     inner: Mutex<Inner>,
 }
@@ -49,8 +49,8 @@ impl Carry {
     /// Starts a new incarnation: the previous one's running turn is
     /// cancelled and its writes are refused from now on. Says whether a
     /// turn was running (its step tasks may still have writes queued).
-    pub fn take_over(&self) -> (Fence, bool) {
-        let fence = Fence::take(&self.incarnation);
+    pub async fn take_over(&self) -> (Fence, bool) {
+        let fence = Fence::take(&self.incarnation).await;
         let cut = match self.inner.lock().cancel.take() {
             Some(cancel) => {
                 cancel.cancel();
@@ -59,11 +59,6 @@ impl Carry {
             None => false,
         };
         (fence, cut)
-    }
-
-    /// Which incarnation is current (1 for the first).
-    pub fn incarnation(&self) -> u64 {
-        self.incarnation.load(Ordering::SeqCst)
     }
 
     /// Counts a restart; returns the count.

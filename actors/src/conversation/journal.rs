@@ -28,35 +28,35 @@ pub struct Journal {
 }
 
 /// Which incarnation of a conversation's actor may write: the one whose
-/// number is the shared counter's current value.
+/// number the shared gate holds.
+///
+/// A write is checked and *queued* under the gate's read lock; a takeover
+/// bumps the number under its write lock and then waits for what is queued
+/// ([`Journal::settle`]). So every write queued before the takeover — the
+/// last turn's legitimate work, even if it lands late — is in the history
+/// the new incarnation loads, and nothing queued after it gets in.
 #[derive(Clone, Debug)]
 pub struct Fence {
-    current: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    gate: std::sync::Arc<tokio::sync::RwLock<u64>>,
     mine: u64,
 }
 
 impl Fence {
     /// Takes the fence: the incarnation this returns for is the only one
     /// allowed to write from now on.
-    pub fn take(current: &std::sync::Arc<std::sync::atomic::AtomicU64>) -> Self {
-        let mine = current.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    pub async fn take(gate: &std::sync::Arc<tokio::sync::RwLock<u64>>) -> Self {
+        let mut current = gate.write().await;
+        *current += 1;
         Self {
-            current: std::sync::Arc::clone(current),
-            mine,
+            gate: std::sync::Arc::clone(gate),
+            mine: *current,
         }
     }
+}
 
-    /// Refuses the write when a newer incarnation took the fence.
-    fn check(fence: &Option<Fence>) -> Result<()> {
-        match fence {
-            Some(f) if f.current.load(std::sync::atomic::Ordering::SeqCst) != f.mine => {
-                Err(StoreError::Aborted(
-                    "this incarnation of the conversation was replaced after a crash".into(),
-                ))
-            }
-            _ => Ok(()),
-        }
-    }
+/// Refused: a newer incarnation of the conversation took over.
+fn superseded() -> StoreError {
+    StoreError::Aborted("this incarnation of the conversation was replaced after a crash".into())
 }
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -76,6 +76,33 @@ impl Journal {
     pub fn fenced(mut self, fence: Fence) -> Self {
         self.fence = Some(fence);
         self
+    }
+
+    /// Queues `job` if this journal's incarnation still holds the fence.
+    async fn submit<T, F>(&self, store: &Store, job: F) -> Result<store::Pending<T>>
+    where
+        T: Send + 'static,
+        F: Fn(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        match &self.fence {
+            Some(fence) => {
+                let current = fence.gate.read().await;
+                if *current != fence.mine {
+                    return Err(superseded());
+                }
+                store.submit(job).await
+            }
+            None => store.submit(job).await,
+        }
+    }
+
+    /// Queues `job` (if the fence allows) and waits for its commit.
+    async fn write<T, F>(&self, store: &Store, job: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Fn(&Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        self.submit(store, job).await?.wait().await
     }
 
     /// Waits until every write queued before this call is committed (or
@@ -101,16 +128,13 @@ impl Journal {
         let mut new = conversations::NewConversation::new(self.conversation, self.bot, kind);
         new.parent = parent;
         new.title = title.chars().take(80).collect();
-        let fence = self.fence.clone();
-        store
-            .write(move |tx| {
-                Fence::check(&fence)?;
-                if conversations::get_conversation(tx, new.id)?.is_none() {
-                    conversations::create_conversation(tx, &new)?;
-                }
-                Ok(())
-            })
-            .await
+        self.write(store, move |tx| {
+            if conversations::get_conversation(tx, new.id)?.is_none() {
+                conversations::create_conversation(tx, &new)?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// The model-visible history: the latest segment's summary, the messages
@@ -178,12 +202,7 @@ impl Journal {
             .iter()
             .map(|m| PreparedMessage::new(self.conversation, m))
             .collect::<Result<Vec<_>>>()?;
-        let fence = self.fence.clone();
-        store
-            .write(move |tx| {
-                Fence::check(&fence)?;
-                PreparedMessage::append_all(tx, &prepared)
-            })
+        self.write(store, move |tx| PreparedMessage::append_all(tx, &prepared))
             .await
     }
 
@@ -204,28 +223,25 @@ impl Journal {
         };
         let (conv, bot) = (self.conversation, self.bot);
         let prepared = PreparedMessage::new(conv, &message)?;
-        let fence = self.fence.clone();
-        store
-            .write(move |tx| {
-                Fence::check(&fence)?;
-                // The turn's opening was queued without waiting: if it did
-                // not land, neither does what follows it.
-                if !turn_is_open(tx, conv)? {
-                    return Err(StoreError::Aborted(
-                        "the turn's first message was not saved".into(),
-                    ));
+        self.write(store, move |tx| {
+            // The turn's opening was queued without waiting: if it did
+            // not land, neither does what follows it.
+            if !turn_is_open(tx, conv)? {
+                return Err(StoreError::Aborted(
+                    "the turn's first message was not saved".into(),
+                ));
+            }
+            prepared.append(tx)?;
+            usage::add(tx, conv, bot, &model, &usage, cost_usd, chrono::Utc::now())?;
+            if ends_turn {
+                mark_turn(tx, conv, None)?;
+                if let Some(reply) = &reply {
+                    mailbox::enqueue(tx, reply)?;
                 }
-                prepared.append(tx)?;
-                usage::add(tx, conv, bot, &model, &usage, cost_usd, chrono::Utc::now())?;
-                if ends_turn {
-                    mark_turn(tx, conv, None)?;
-                    if let Some(reply) = &reply {
-                        mailbox::enqueue(tx, reply)?;
-                    }
-                }
-                Ok(())
-            })
-            .await
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Applies a delivered message: consumes it and appends it in one
@@ -236,20 +252,17 @@ impl Journal {
             return Ok(true);
         };
         let prepared = PreparedMessage::with_id(envelope.id, conv, &message)?;
-        let fence = self.fence.clone();
-        store
-            .write(move |tx| {
-                Fence::check(&fence)?;
-                if !mailbox::consume(tx, envelope.id)? {
-                    return Ok(false);
-                }
-                prepared.append(tx)?;
-                // The open turn records what it answers: a turn resumed
-                // after a crash still replies.
-                mark_turn(tx, conv, Some(Some(&envelope)))?;
-                Ok(true)
-            })
-            .await
+        self.write(store, move |tx| {
+            if !mailbox::consume(tx, envelope.id)? {
+                return Ok(false);
+            }
+            prepared.append(tx)?;
+            // The open turn records what it answers: a turn resumed
+            // after a crash still replies.
+            mark_turn(tx, conv, Some(Some(&envelope)))?;
+            Ok(true)
+        })
+        .await
     }
 
     /// Queues the start of a turn — its first message, and the mark that
@@ -263,10 +276,8 @@ impl Journal {
         };
         let conv = self.conversation;
         let first = PreparedMessage::new(conv, &first)?;
-        let fence = self.fence.clone();
-        let pending = store
-            .submit(move |tx| {
-                Fence::check(&fence)?;
+        let pending = self
+            .submit(store, move |tx| {
                 first.append(tx)?;
                 mark_turn(tx, conv, Some(None))
             })
@@ -281,17 +292,14 @@ impl Journal {
             return Ok(());
         };
         let conv = self.conversation;
-        let fence = self.fence.clone();
-        store
-            .write(move |tx| {
-                Fence::check(&fence)?;
-                mark_turn(tx, conv, None)?;
-                if let Some(reply) = &reply {
-                    mailbox::enqueue(tx, reply)?;
-                }
-                Ok(())
-            })
-            .await
+        self.write(store, move |tx| {
+            mark_turn(tx, conv, None)?;
+            if let Some(reply) = &reply {
+                mailbox::enqueue(tx, reply)?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Marks the conversation as mid-turn (or not), so a restart resumes it.
@@ -301,16 +309,13 @@ impl Journal {
         };
         let conv = self.conversation;
         let first = first.map(|m| PreparedMessage::new(conv, &m)).transpose()?;
-        let fence = self.fence.clone();
-        store
-            .write(move |tx| {
-                Fence::check(&fence)?;
-                if let Some(m) = &first {
-                    m.append(tx)?;
-                }
-                mark_turn(tx, conv, open.then_some(None))
-            })
-            .await
+        self.write(store, move |tx| {
+            if let Some(m) = &first {
+                m.append(tx)?;
+            }
+            mark_turn(tx, conv, open.then_some(None))
+        })
+        .await
     }
 
     /// Records a compaction: the summary message and how many messages
@@ -320,10 +325,7 @@ impl Journal {
             return Ok(());
         };
         let conv = self.conversation;
-        let fence = self.fence.clone();
-        store
-            .write(move |tx| {
-                Fence::check(&fence)?;
+        self.write(store, move |tx| {
                 let seq = conversations::append_message_with_id(tx, MsgId::new(), conv, &summary)?;
                 tx.prepare_cached(
                     "INSERT INTO segments (conversation_id, summary_seq, tail_count, created_at) VALUES (?1, ?2, ?3, ?4)",
@@ -460,5 +462,36 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
+    }
+
+    #[tokio::test]
+    async fn writes_queued_before_a_takeover_land_and_later_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        let (conv, bot) = (ConversationId::new(), BotId::new());
+        let gate = std::sync::Arc::new(tokio::sync::RwLock::new(0));
+        let old = Journal::new(Some(store.clone()), conv, bot).fenced(Fence::take(&gate).await);
+        old.ensure("conversation", None, "t").await.unwrap();
+        // The old incarnation queues its turn's opening and dies before it lands.
+        let queued = old.open_turn(Message::user("hi")).await.unwrap().unwrap();
+        let new = Journal::new(Some(store.clone()), conv, bot).fenced(Fence::take(&gate).await);
+        new.settle().await.unwrap();
+        queued.wait().await.unwrap();
+        assert_eq!(new.load().await.unwrap(), vec![Message::user("hi")]);
+        assert!(new.open_turn_state().await.unwrap().is_some());
+        // What the old one's step tasks try after the takeover is refused.
+        let late = old
+            .append(vec![Message::assistant("late")])
+            .await
+            .unwrap_err();
+        assert!(
+            late.to_string().contains("replaced after a crash"),
+            "{late}"
+        );
+        new.append(vec![Message::assistant("hello")]).await.unwrap();
+        assert_eq!(
+            new.load().await.unwrap(),
+            vec![Message::user("hi"), Message::assistant("hello")]
+        );
     }
 }

@@ -28,7 +28,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     // This incarnation takes over: the last one's running turn is
     // cancelled and its writes refused; those already queued land before
     // the history is read.
-    let (fence, cut) = args.carry.take_over();
+    let (fence, cut) = args.carry.take_over().await;
     let journal =
         Journal::new(durable.then(|| node.store.clone()), args.id, args.bot.id).fenced(fence);
     let mut history = if args.fresh {

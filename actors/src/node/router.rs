@@ -364,7 +364,7 @@ async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &Turn
 async fn gave_up(ctx: &Arc<NodeContext>, id: ConversationId, reason: ExitReason) {
     let carry = ctx.conversations.carry(id);
     // Fence off whatever the last incarnation still runs.
-    let _fenced = carry.take_over();
+    let _fenced = carry.take_over().await;
     let restarts = carry.restarts();
     let error = format!(
         "conversation {id} failed {} times within {} s, past its restart limit of {} ({reason}); \
