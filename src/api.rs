@@ -429,8 +429,7 @@ impl Runtime {
     /// Applies proposal `id`; one that no longer applies is marked failed
     /// and answered as an error.
     pub async fn approve_proposal(&self, id: i64) -> Result<Proposal, RuntimeError> {
-        let ctx = self.node.context();
-        Ok(troupe_tools::proposals::approve(&ctx.home, &ctx.store, id).await?)
+        Ok(troupe_tools::proposals::approve(self.node.home(), self.node.store(), id).await?)
     }
 
     /// Rejects proposal `id`; nothing changes.

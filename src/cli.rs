@@ -174,7 +174,7 @@ async fn serve(builder: Builder) -> anyhow::Result<ExitCode> {
     eprintln!(
         "troupe serving {} bot(s) from {}; Ctrl-C or SIGTERM stops it",
         runtime.node().bots().len(),
-        runtime.node().context().home.root().display()
+        runtime.node().home().root().display()
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

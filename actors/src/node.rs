@@ -331,9 +331,25 @@ impl Node {
         self.ctx.questions.answer(request_id, answer)
     }
 
-    /// What the node's actors share.
-    pub fn context(&self) -> &Arc<NodeContext> {
+    /// What the node's actors share (inside this crate only: others use
+    /// the narrow accessors below, or messages).
+    pub(crate) fn context(&self) -> &Arc<NodeContext> {
         &self.ctx
+    }
+
+    /// The actors' settings.
+    pub fn settings(&self) -> &Settings {
+        &self.ctx.settings
+    }
+
+    /// The home.
+    pub fn home(&self) -> &Home {
+        &self.ctx.home
+    }
+
+    /// The services every conversation's tools get.
+    pub fn services(&self) -> &Services {
+        &self.ctx.services
     }
 
     /// The store.

@@ -156,7 +156,7 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
     let node = runtime.node();
     let prompt = args.prompt.join(" ");
     // Before a conversation is opened for it: a refused message leaves nothing.
-    if let Err(e) = node.context().settings.check_user_message(&prompt) {
+    if let Err(e) = node.settings().check_user_message(&prompt) {
         runtime.shutdown().await;
         return Err(e.into());
     }

@@ -99,11 +99,8 @@ fn context(runtime: &Runtime, agent: &str) -> ToolContext {
         agent: agent.into(),
         bot: bot.id,
         kind: bot.spec.kind(),
-        services: node.context().services.fork(),
-        ..ToolContext::standalone(
-            node.context().home.clone(),
-            node.context().settings.cwd.clone(),
-        )
+        services: node.services().fork(),
+        ..ToolContext::standalone(node.home().clone(), node.settings().cwd.clone())
     }
 }
 

@@ -7,10 +7,11 @@
 //!
 //! A journal may be *fenced* to one incarnation of its conversation's
 //! actor. When the actor crashes and its supervisor starts the next one,
-//! the new incarnation takes the fence, and every write of the old one —
-//! a step task still finishing a model call or a tool — is refused inside
-//! the writer, before it touches the store. So a conversation never gets
-//! two results for one call, or an answer after its turn was resumed.
+//! the new incarnation takes the fence: what the old one queued before
+//! lands first, and every later write of the old one — a step task still
+//! finishing a model call or a tool — is refused before it is queued. So a
+//! conversation never gets two results for one call, or an answer after
+//! its turn was resumed, and never loses what its last turn committed.
 
 use troupe_runtime::id::{BotId, ConversationId, MsgId};
 use troupe_runtime::protocol::{Envelope, Message, Usage};
