@@ -130,12 +130,29 @@ pub async fn send(
         },
         sent_at: chrono::Utc::now(),
     };
-    match node.deliver(envelope).await {
-        Ok(id) => ToolResult::ok_with(
+    let id = match node.store().send(envelope.clone()).await {
+        Ok(id) => id,
+        Err(e) => {
+            return ToolResult::error(format!(
+                "the message could not be delivered to `{target}`: {e}"
+            ))
+        }
+    };
+    let data = serde_json::json!({"delivery_id": id.to_string(), "target": target});
+    match node.route(envelope).await {
+        Ok(()) => ToolResult::ok_with(
             format!("Delivered to `{target}` (delivery id {id}). Its reply will arrive later as a notice in this conversation."),
-            serde_json::json!({"delivery_id": id.to_string(), "target": target}),
+            data,
         ),
-        Err(e) => ToolResult::error(format!("the message could not be delivered to `{target}`: {e}")),
+        // Committed: it is delivered when the target next runs. Saying
+        // "could not be delivered" would invite a second send.
+        Err(e) => ToolResult::ok_with(
+            format!(
+                "Committed to `{target}`'s mailbox (delivery id {id}), but it could not be handed over now ({e}); \
+                 it will be delivered when `{target}` next runs, and its reply will arrive as a notice. Do not send it again."
+            ),
+            data,
+        ),
     }
 }
 
