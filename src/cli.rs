@@ -155,7 +155,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Proposals(args) => proposals::proposals(cli.home.clone(), &overrides, args).await,
         Command::Tools { json } => info::tools(json),
         Command::Serve => serve(builder().scheduler(true)).await,
-        Command::Ps { json } => ps::ps(builder(), json).await,
+        Command::Ps { json } => ps::ps(builder(), read_only, json).await,
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,
         Command::Bench(args) => {
             let probe = args.probe;

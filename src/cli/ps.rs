@@ -4,17 +4,49 @@
 //! a node of this home starts with — its root supervisor and children —
 //! and, at rest, what waits for a long-running node: turns a crash left
 //! open and durable messages not yet delivered. It never resumes them.
+//! While another process owns the home, it names that process and reads
+//! what waits from the store, read-only.
 
 use std::process::ExitCode;
 
 use troupe_actors::conversation::journal;
+use troupe_runtime::home::LockError;
 use troupe_runtime::store::mailbox;
 
+use super::view::View;
 use super::Builder;
+use crate::api::RuntimeError;
 
 /// Runs `troupe ps`.
-pub async fn ps(builder: Builder, json: bool) -> anyhow::Result<ExitCode> {
-    let runtime = builder.recover(false).build().await?;
+pub async fn ps<F>(
+    builder: Builder,
+    read_only: impl FnOnce() -> F,
+    json: bool,
+) -> anyhow::Result<ExitCode>
+where
+    F: std::future::Future<Output = anyhow::Result<View>>,
+{
+    let runtime = match builder.recover(false).build().await {
+        Ok(runtime) => runtime,
+        Err(RuntimeError::Home(LockError::InUse { owner, .. })) => {
+            let view = read_only().await?;
+            let open = view
+                .read(|c| {
+                    let mut stmt =
+                        c.prepare("SELECT COUNT(*) FROM kv WHERE key LIKE 'open_turn:%'")?;
+                    Ok(stmt.query_row([], |r| r.get::<_, i64>(0))?)
+                })
+                .await?;
+            let pending = view.read(|c| Ok(mailbox::pending_all(c)?.len())).await?;
+            println!(
+                "the home is run by {owner}: its live actor tree is in that process \
+                 (reaching it needs the server's API).\n{open} turn(s) in progress, \
+                 {pending} message(s) waiting for delivery."
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let tree = runtime.tree().await;
     let store = runtime.node().store().clone();
     let open = journal::open_turns(&store).await?;
