@@ -440,3 +440,36 @@ async fn a_subagents_timeout_fires_after_a_process_restart() {
     assert!(text.contains("## 1. hold on\n[timed_out]"), "{text}");
     runtime.shutdown().await;
 }
+
+#[test]
+fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
+    use super::cli::{text, troupe, write_script};
+    let home = TestHome::new();
+    let out = troupe(&home, &["ps", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let actors: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = actors.iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["node", "conversations"], "{actors:?}");
+
+    let model = write_script(
+        &home,
+        "crash.json",
+        json!([{"fail": "panic"}, {"text": "recovered after the crash"}]),
+    );
+    let out = troupe(&home, &["run", "--json", "--model", &model, "hello"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let events: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let restarted = events
+        .iter()
+        .find(|e| e["event"] == "actor_restarted")
+        .expect("an actor_restarted event");
+    assert_eq!(restarted["kind"], "conversation");
+    assert_eq!(restarted["restarts"], 1);
+    assert_eq!(events.last().unwrap()["text"], "recovered after the crash");
+}
