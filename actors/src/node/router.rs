@@ -267,6 +267,9 @@ async fn on_event(ctx: &Arc<NodeContext>, event: RouterEvent<ConversationId>) {
         // starts, before anything it does: see `Conversation::pre_start`.
         RouterEvent::Activated { .. } => {}
         RouterEvent::Exited { key, reason } => {
+            if ctx.bus.receiver_count() == 0 {
+                return;
+            }
             let (kind, _) = match describe(&key) {
                 Some(found) => found,
                 None => stored_kind(ctx, key).await,
