@@ -5,9 +5,9 @@
 //! `ask_user`: nobody is there to answer; no `cronjob_manage`: a routine
 //! cannot make routines). Its prompt is the routine's, under a header that
 //! says what it is and how to stay quiet. When the turn ends the run is
-//! recorded (`finish_run`) and the owner's conversation is told through the
-//! durable mailbox, unless the reply is `[SILENT]`; a failed run is always
-//! reported. While the turn runs its lease is renewed, so another
+//! recorded (`finish_run`) and, in the same commit, a notice for the owner's
+//! conversation is put in the durable mailbox, unless the reply is
+//! `[SILENT]`; a failed run is always reported. While the turn runs its lease is renewed, so another
 //! scheduler does not take it for dead.
 
 use std::sync::Arc;
@@ -116,7 +116,7 @@ pub async fn execute(node: &Node, service: &RoutineService, claim: Claim) -> Run
         Ok(bot) => bot,
         Err(e) => {
             end.summary = format!("not run: {e}");
-            record(node, &end, None, clock.as_ref()).await;
+            record(node, &end, None, clock.as_ref(), None).await;
             end.notified = report(node, service, &claim, &end, tz).await;
             return end;
         }
@@ -156,10 +156,19 @@ pub async fn execute(node: &Node, service: &RoutineService, claim: Claim) -> Run
             None
         }
     };
-    record(node, &end, usage.as_ref(), clock.as_ref()).await;
     let silent = end.status == RunStatus::Done && end.summary.trim_start().starts_with(SILENT);
-    if !silent {
-        end.notified = report(node, service, &claim, &end, tz).await;
+    // The notice is enqueued in the transaction that records the end, so a
+    // crash between the two cannot lose it (nor can a run settled by another
+    // scheduler meanwhile be reported twice: then neither is written).
+    let notice = if silent {
+        None
+    } else {
+        let (text, data) = report_text(&claim, &end, tz);
+        envelope(node, &claim.owner_bot, text, data)
+    };
+    let recorded = record(node, &end, usage.as_ref(), clock.as_ref(), notice.clone()).await;
+    if let (true, Some(notice)) = (recorded, notice) {
+        end.notified = service.is_stopping() || node.route(notice).await.is_ok();
     }
     end
 }
@@ -249,9 +258,16 @@ fn failure(outcome: &TurnOutcome) -> Option<String> {
     }
 }
 
-/// Records the run's end; a run no longer held (settled by another
+/// Records the run's end, with `notice` enqueued in the same commit;
+/// whether it was recorded. A run no longer held (settled by another
 /// scheduler) is left as it is.
-async fn record(node: &Node, end: &RunEnd, usage: Option<&Usage>, clock: &dyn Clock) {
+async fn record(
+    node: &Node,
+    end: &RunEnd,
+    usage: Option<&Usage>,
+    clock: &dyn Clock,
+    notice: Option<Envelope>,
+) -> bool {
     let (run, status, summary, usage, now) = (
         end.run_id,
         end.status,
@@ -262,12 +278,17 @@ async fn record(node: &Node, end: &RunEnd, usage: Option<&Usage>, clock: &dyn Cl
     let finished = node
         .store()
         .write(move |tx| {
-            table::finish_run(tx, run, status, &summary, usage.as_ref(), now).map_err(to_store)
+            table::finish_run(tx, run, status, &summary, usage.as_ref(), now).map_err(to_store)?;
+            if let Some(notice) = &notice {
+                troupe_runtime::store::mailbox::enqueue(tx, notice)?;
+            }
+            Ok(())
         })
         .await;
-    if let Err(e) = finished {
+    if let Err(e) = &finished {
         tracing::warn!(run = %end.run_id, error = %e, "could not record a routine run's end");
     }
+    finished.is_ok()
 }
 
 /// Tells the owner how the run went; whether the notice was sent.
@@ -278,6 +299,12 @@ async fn report(
     end: &RunEnd,
     tz: Tz,
 ) -> bool {
+    let (text, data) = report_text(claim, end, tz);
+    notify(node, service, &claim.owner_bot, text, data).await
+}
+
+/// The text and data of the notice telling the owner how the run went.
+fn report_text(claim: &Claim, end: &RunEnd, tz: Tz) -> (String, serde_json::Value) {
     let at = show(claim.scheduled_for, tz);
     let text = match end.status {
         RunStatus::Done => format!(
@@ -297,7 +324,7 @@ async fn report(
         "conversation": end.conversation.map(|c| c.to_string()),
         "scheduled_for": table::fmt_ts(claim.scheduled_for),
     });
-    notify(node, service, &claim.owner_bot, text, data).await
+    (text, data)
 }
 
 /// Sends a `routine` notice to `owner`'s conversation (the main agent's
@@ -310,19 +337,8 @@ pub(crate) async fn notify(
     text: String,
     data: serde_json::Value,
 ) -> bool {
-    let Some(bot) = node.bot(owner).or_else(|_| node.bot(MAIN_AGENT)).ok() else {
+    let Some(envelope) = envelope(node, owner, text, data) else {
         return false;
-    };
-    let envelope = Envelope {
-        id: MsgId::new(),
-        from: Address::Service(SENDER.into()),
-        to: Address::Bot(bot.id),
-        body: Payload::Notice {
-            topic: "routine".into(),
-            text,
-            data,
-        },
-        sent_at: Utc::now(),
     };
     let sent = if service.is_stopping() {
         node.store()
@@ -340,4 +356,26 @@ pub(crate) async fn notify(
             false
         }
     }
+}
+
+/// A `routine` notice for `owner`'s conversation (the main agent's when the
+/// owner is gone); `None` when neither exists.
+pub(crate) fn envelope(
+    node: &Node,
+    owner: &str,
+    text: String,
+    data: serde_json::Value,
+) -> Option<Envelope> {
+    let bot = node.bot(owner).or_else(|_| node.bot(MAIN_AGENT)).ok()?;
+    Some(Envelope {
+        id: MsgId::new(),
+        from: Address::Service(SENDER.into()),
+        to: Address::Bot(bot.id),
+        body: Payload::Notice {
+            topic: "routine".into(),
+            text,
+            data,
+        },
+        sent_at: Utc::now(),
+    })
 }
