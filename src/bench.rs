@@ -6,7 +6,11 @@
 //! short text. One turn is user message → model → tool → model. Each run
 //! prints one JSON line (the last line of its output) with the machine's core
 //! count, so a comparison is one command away.
+//!
+//! `crash` is different: it measures nothing but checks that a process
+//! killed at random moments loses and duplicates nothing ([`crash`]).
 
+pub mod crash;
 mod mailbox;
 mod many;
 mod restart;
@@ -42,6 +46,11 @@ pub enum Workload {
     Activation,
     /// A model call that panics, to the supervisor's restart and the resumed turn (`--n` restarts).
     Restart,
+    /// The crash harness: a worker process killed `--kills` times, then checked.
+    Crash,
+    /// Internal: the crash harness's worker.
+    #[value(hide = true)]
+    CrashWorker,
 }
 
 /// Arguments of `troupe bench`.
@@ -59,10 +68,26 @@ pub struct BenchArgs {
     /// Internal: run as the cold-start probe.
     #[arg(long, hide = true)]
     pub probe: bool,
+    /// `crash`: how many times to kill the worker.
+    #[arg(long, default_value_t = 30)]
+    pub kills: usize,
+    /// `crash`: the seed of the kill times and the workload.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Internal: which crash worker this is.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub incarnation: u64,
+    /// Internal: the crash worker settles instead of driving the workload.
+    #[arg(long, hide = true)]
+    pub settle: bool,
 }
 
-/// Runs a workload and prints its JSON line.
-pub async fn run(args: BenchArgs) -> anyhow::Result<serde_json::Value> {
+/// Runs a workload and returns its JSON line (`home`: the crash harness's,
+/// from `--home`).
+pub async fn run(
+    args: BenchArgs,
+    home: Option<std::path::PathBuf>,
+) -> anyhow::Result<serde_json::Value> {
     let durable = match args.durable.as_str() {
         "on" => true,
         "off" => false,
@@ -73,6 +98,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<serde_json::Value> {
         // thread that called `block_on`.
         Workload::ColdStart if args.probe => turns::probe(durable).await?,
         Workload::ColdStart => turns::cold_start(durable).await?,
+        Workload::Crash => crash::bench(home, args.kills, args.seed).await?,
+        Workload::CrashWorker => {
+            let home = home.ok_or_else(|| anyhow::anyhow!("the crash worker needs --home"))?;
+            crash::worker::run(&home, args.seed, args.incarnation, args.settle).await?;
+            serde_json::Value::Null
+        }
         // The rest from a task of the runtime, as a server's handlers or
         // another agent drive it: the `block_on` thread is not one of the
         // runtime's workers, and every wake-up across to it would count.
@@ -106,6 +137,9 @@ async fn in_process(
         Workload::Activation => turns::activation(n.unwrap_or(1_000)).await,
         Workload::ColdStart => turns::cold_start(durable).await,
         Workload::Restart => restart::restart(n.unwrap_or(500), durable).await,
+        Workload::Crash | Workload::CrashWorker => {
+            anyhow::bail!("the crash harness runs in its own processes")
+        }
     }
 }
 

@@ -158,12 +158,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ps { json } => ps::ps(builder(), read_only, json).await,
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,
         Command::Bench(args) => {
-            let probe = args.probe;
-            let line = crate::bench::run(args).await?;
-            if !probe {
+            let quiet = args.probe || args.workload == crate::bench::Workload::CrashWorker;
+            let line = crate::bench::run(args, cli.home.clone()).await?;
+            if !quiet {
                 println!("{line}");
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(if crate::bench::crash::passed(&line) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
     }
 }

@@ -4,6 +4,7 @@ mod agents;
 mod background;
 mod chat;
 mod cli;
+mod crash;
 mod docs;
 mod home;
 mod limits;

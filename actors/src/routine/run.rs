@@ -271,7 +271,7 @@ async fn settle(
         None
     } else {
         let (text, data) = report(claim, end, tz);
-        notice(node, &claim.owner_bot, text, data)
+        envelope(node, &claim.owner_bot, text, data)
     };
     let (run, status, summary, usage, now) = (
         end.run_id,
@@ -334,7 +334,12 @@ fn report(claim: &Claim, end: &RunEnd, tz: Tz) -> (String, serde_json::Value) {
 
 /// A `routine` notice to `owner`'s conversation (the main agent's when the
 /// owner is gone); `None` when there is neither.
-fn notice(node: &Node, owner: &str, text: String, data: serde_json::Value) -> Option<Envelope> {
+pub(crate) fn envelope(
+    node: &Node,
+    owner: &str,
+    text: String,
+    data: serde_json::Value,
+) -> Option<Envelope> {
     let bot = node.bot(owner).or_else(|_| node.bot(MAIN_AGENT)).ok()?;
     Some(Envelope {
         id: MsgId::new(),
@@ -347,35 +352,4 @@ fn notice(node: &Node, owner: &str, text: String, data: serde_json::Value) -> Op
         },
         sent_at: Utc::now(),
     })
-}
-
-/// Sends a `routine` notice to `owner`'s conversation (the main agent's
-/// when the owner is gone); whether it was sent. While the service stops,
-/// it is only committed: the next start delivers it.
-pub(crate) async fn notify(
-    node: &Node,
-    service: &RoutineService,
-    owner: &str,
-    text: String,
-    data: serde_json::Value,
-) -> bool {
-    let Some(envelope) = notice(node, owner, text, data) else {
-        return false;
-    };
-    let sent = if service.is_stopping() {
-        node.store()
-            .send(envelope)
-            .await
-            .map(|_| ())
-            .map_err(NodeError::from)
-    } else {
-        node.deliver(envelope).await.map(|_| ())
-    };
-    match sent {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::error!(owner, error = %e, "could not send a routine notice");
-            false
-        }
-    }
 }

@@ -270,12 +270,16 @@ impl Actor for Scheduler {
 }
 
 /// Claims what is due (or, at start-up, settles what was missed), reports
-/// missed and interrupted runs, and starts the claimed ones.
+/// missed and interrupted runs, and starts the claimed ones. The reports are
+/// enqueued in the transaction that records them, so a crash right after
+/// it cannot lose one.
 async fn pass(state: &SchedulerState, recovering: bool) -> Result<Due, String> {
     let options = state.service.options();
     let now = options.clock.now();
     let (holder, lease) = (options.holder.clone(), options.lease);
-    let due = state
+    let tz = user_tz(&state.node);
+    let node = state.node.clone();
+    let (due, notices) = state
         .node
         .store()
         .write(move |tx| {
@@ -284,25 +288,33 @@ async fn pass(state: &SchedulerState, recovering: bool) -> Result<Due, String> {
             } else {
                 table::claim_due(tx, now, &holder, lease)
             };
-            due.map_err(to_store)
+            let due = due.map_err(to_store)?;
+            let reports = due
+                .missed
+                .iter()
+                .map(|m| (m.owner_bot.as_str(), missed_notice(m, tz)))
+                .chain(
+                    due.interrupted
+                        .iter()
+                        .map(|i| (i.owner_bot.as_str(), interrupted_notice(i, tz))),
+                );
+            let notices: Vec<_> = reports
+                .filter_map(|(owner, (text, data))| run::envelope(&node, owner, text, data))
+                .collect();
+            for notice in &notices {
+                troupe_runtime::store::mailbox::enqueue(tx, notice)?;
+            }
+            Ok((due, notices))
         })
         .await
         .map_err(|e| e.to_string())?;
-    let tz = user_tz(&state.node);
-    for missed in &due.missed {
-        let (text, data) = missed_notice(missed, tz);
-        run::notify(&state.node, &state.service, &missed.owner_bot, text, data).await;
-    }
-    for interrupted in &due.interrupted {
-        let (text, data) = interrupted_notice(interrupted, tz);
-        run::notify(
-            &state.node,
-            &state.service,
-            &interrupted.owner_bot,
-            text,
-            data,
-        )
-        .await;
+    if !state.service.is_stopping() {
+        for notice in notices {
+            if let Err(e) = state.node.route(notice).await {
+                // Committed: the next start delivers it.
+                tracing::error!(error = %e, "could not deliver a routine notice");
+            }
+        }
     }
     for claim in &due.claims {
         run::spawn(

@@ -1,0 +1,407 @@
+//! What the crash harness checks once the last worker stopped, from the
+//! store (read-only) and the files the workers wrote.
+//!
+//! - Every acknowledged user message or post is in its conversation exactly
+//!   once, and no message sent (acknowledged or not) is there twice.
+//! - No `ledger_append` call id is in the ledger twice; a call whose stored
+//!   result is a success is there once (one answered "outcome unknown" may
+//!   be there or not); nothing ran for a call the store does not hold; every
+//!   stored call has its result.
+//! - Every `message_agent` delivery has exactly one reply notice in the
+//!   sender's conversation.
+//! - Every delegation is reported, with exactly one notice in its parent.
+//! - Every routine run that ended has exactly one notice.
+//! - `PRAGMA integrity_check` says `ok`.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use serde_json::json;
+use troupe_runtime::protocol::{Envelope, Message, Payload, ToolStatus};
+use troupe_runtime::rusqlite::{Connection, OpenFlags};
+use troupe_runtime::store::conversations::decode_message;
+
+use super::model::LEDGER_TOOL;
+use super::Files;
+
+/// One stored message.
+struct Row {
+    id: String,
+    conversation: String,
+    message: Message,
+}
+
+/// Checks the home and returns the counts, as the JSON line's fields.
+pub fn check(home: &Path, files: &Files) -> anyhow::Result<serde_json::Value> {
+    let db = Connection::open_with_flags(home.join("troupe.db"), OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let integrity: String = db.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+    let rows = messages(&db)?;
+    let mut out = serde_json::Map::new();
+    out.insert("integrity".into(), json!(integrity));
+    out.insert(
+        "turns".into(),
+        json!(rows
+            .iter()
+            .filter(|r| matches!(&r.message, Message::Assistant { tool_calls, .. } if tool_calls.is_empty()))
+            .count()),
+    );
+    sends(files, &rows, &mut out)?;
+    tools(&db, files, &rows, &mut out)?;
+    replies(&db, &rows, &mut out)?;
+    delegations(&db, &rows, &mut out)?;
+    routines(&db, &rows, &mut out)?;
+    Ok(serde_json::Value::Object(out))
+}
+
+fn messages(db: &Connection) -> anyhow::Result<Vec<Row>> {
+    let mut stmt =
+        db.prepare("SELECT id, conversation_id, body, text FROM messages ORDER BY seq")?;
+    let raw = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    raw.into_iter()
+        .map(|(id, conversation, body, text)| {
+            Ok(Row {
+                id,
+                conversation,
+                message: decode_message(&body, text)?,
+            })
+        })
+        .collect()
+}
+
+fn lines(path: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
+/// The tokens of `<<task KIND TOKEN>>` markers in a user message.
+fn markers(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("<<task ") {
+        rest = &rest[at + 7..];
+        if let Some((inner, after)) = rest.split_once(">>") {
+            if let Some((_, token)) = inner.split_once(' ') {
+                out.push(token);
+            }
+            rest = after;
+        }
+    }
+    out
+}
+
+/// Acknowledged messages applied once; none sent applied twice.
+fn sends(
+    files: &Files,
+    rows: &[Row],
+    out: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    let mut applied: HashMap<(String, String), usize> = HashMap::new();
+    let ids: HashSet<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.conversation.as_str(), r.id.as_str()))
+        .collect();
+    for row in rows {
+        if let Message::User { content } = &row.message {
+            for token in markers(content) {
+                *applied
+                    .entry((row.conversation.clone(), token.to_string()))
+                    .or_default() += 1;
+            }
+        }
+    }
+    let sent = lines(&files.sent);
+    let count = |conv: &str, token: &str| {
+        applied
+            .get(&(conv.to_string(), token.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    let mut lost = 0;
+    let mut acknowledged = 0;
+    let mut failed = 0;
+    for ack in lines(&files.acks) {
+        match ack.as_slice() {
+            [kind, conv, token, id] if kind == "user" || kind == "post" => {
+                acknowledged += 1;
+                let by_id = kind == "user" || ids.contains(&(conv.as_str(), id.as_str()));
+                if count(conv, token) == 0 || !by_id {
+                    lost += 1;
+                }
+            }
+            [kind, ..] if kind == "failed" => failed += 1,
+            _ => {}
+        }
+    }
+    let duplicated = sent
+        .iter()
+        .filter(|s| matches!(s.as_slice(), [_, conv, token] if count(conv, token) > 1))
+        .count();
+    out.insert("sent".into(), json!(sent.len()));
+    out.insert("acknowledged".into(), json!(acknowledged));
+    out.insert("turns_not_finished".into(), json!(failed));
+    out.insert("lost".into(), json!(lost));
+    out.insert("duplicated".into(), json!(duplicated));
+    Ok(())
+}
+
+/// Side effects against the calls and results the store holds.
+fn tools(
+    db: &Connection,
+    files: &Files,
+    rows: &[Row],
+    out: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    let mut stmt = db.prepare("SELECT id FROM conversations WHERE kind = 'routine_run'")?;
+    let routine_runs = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<HashSet<_>, _>>()?;
+    let mut runs: HashMap<String, usize> = HashMap::new();
+    for line in lines(&files.ledger) {
+        if let [id, _, _] = line.as_slice() {
+            *runs.entry(id.clone()).or_default() += 1;
+        }
+    }
+    let mut calls = HashSet::new();
+    // An interrupted routine run is closed, not resumed: its last calls
+    // keep no result, and their outcome is unknown.
+    let mut closed_unanswered: HashSet<String> = HashSet::new();
+    let mut results: HashMap<String, Vec<bool>> = HashMap::new();
+    for row in rows {
+        match &row.message {
+            Message::Assistant { tool_calls, .. } => {
+                let ours = tool_calls
+                    .iter()
+                    .filter(|c| c.name == LEDGER_TOOL)
+                    .map(|c| c.id.clone());
+                if routine_runs.contains(&row.conversation) {
+                    closed_unanswered.extend(ours.clone());
+                }
+                calls.extend(ours);
+            }
+            Message::Tool {
+                call_id,
+                name,
+                result,
+            } if name == LEDGER_TOOL => {
+                let unknown =
+                    result.data.get("outcome").and_then(|o| o.as_str()) == Some("unknown");
+                results
+                    .entry(call_id.clone())
+                    .or_default()
+                    .push(result.status == ToolStatus::Ok && !unknown);
+            }
+            _ => {}
+        }
+    }
+    let run = |id: &str| runs.get(id).copied().unwrap_or(0);
+    let unknown = results.values().filter(|r| r.iter().all(|ok| !ok)).count();
+    out.insert("tool_calls".into(), json!(calls.len()));
+    out.insert("tools_run".into(), json!(runs.values().sum::<usize>()));
+    out.insert("outcome_unknown".into(), json!(unknown));
+    out.insert(
+        "tools_run_twice".into(),
+        json!(runs.values().filter(|n| **n > 1).count()),
+    );
+    out.insert(
+        "tools_missing".into(),
+        json!(results
+            .iter()
+            .filter(|(id, r)| r.contains(&true) && run(id) == 0)
+            .count()),
+    );
+    out.insert(
+        "calls_missing".into(),
+        json!(runs.keys().filter(|id| !calls.contains(*id)).count()),
+    );
+    out.insert(
+        "results_missing".into(),
+        json!(calls
+            .iter()
+            .filter(|id| !results.contains_key(*id) && !closed_unanswered.contains(*id))
+            .count()),
+    );
+    out.insert(
+        "results_duplicated".into(),
+        json!(results.values().filter(|r| r.len() > 1).count()),
+    );
+    Ok(())
+}
+
+/// The mailbox's envelopes, parsed.
+fn envelopes(db: &Connection) -> anyhow::Result<Vec<Envelope>> {
+    let mut stmt = db.prepare("SELECT envelope FROM mailbox")?;
+    let raw = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(raw
+        .iter()
+        .filter_map(|e| serde_json::from_str(e).ok())
+        .collect())
+}
+
+/// One reply notice per `message_agent` delivery, in the sender's history.
+fn replies(
+    db: &Connection,
+    rows: &[Row],
+    out: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    let mut replies_to: HashMap<String, Vec<String>> = HashMap::new();
+    for envelope in envelopes(db)? {
+        if let Payload::Notice { topic, data, .. } = &envelope.body {
+            if let (true, Some(to)) = (
+                topic == "reply",
+                data.get("in_reply_to").and_then(|v| v.as_str()),
+            ) {
+                replies_to
+                    .entry(to.to_string())
+                    .or_default()
+                    .push(envelope.id.to_string());
+            }
+        }
+    }
+    let applied: HashMap<&str, &str> = rows
+        .iter()
+        .map(|r| (r.id.as_str(), r.conversation.as_str()))
+        .collect();
+    let (mut sent, mut missing, mut duplicated) = (0, 0, 0);
+    for row in rows {
+        let Message::Tool { name, result, .. } = &row.message else {
+            continue;
+        };
+        let delivery = result.data.get("delivery_id").and_then(|v| v.as_str());
+        let (true, Some(delivery)) = (
+            name == "message_agent" && result.status == ToolStatus::Ok,
+            delivery,
+        ) else {
+            continue;
+        };
+        sent += 1;
+        let in_sender = replies_to
+            .get(delivery)
+            .map(|ids| {
+                ids.iter()
+                    .filter(|id| applied.get(id.as_str()) == Some(&row.conversation.as_str()))
+                    .count()
+            })
+            .unwrap_or(0);
+        match in_sender {
+            0 => missing += 1,
+            1 => {}
+            _ => duplicated += 1,
+        }
+    }
+    out.insert("messages_to_agents".into(), json!(sent));
+    out.insert("replies_missing".into(), json!(missing));
+    out.insert("replies_duplicated".into(), json!(duplicated));
+    Ok(())
+}
+
+/// Every delegation reported, once, in its parent's history.
+fn delegations(
+    db: &Connection,
+    rows: &[Row],
+    out: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    let mut stmt = db.prepare("SELECT id, parent_conversation, status, waits FROM delegations")?;
+    let all = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, bool>(3)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut notices: HashMap<&str, Vec<&str>> = HashMap::new();
+    for row in rows {
+        if let Message::User { content } = &row.message {
+            if content.starts_with("[notice: delegation]") {
+                notices
+                    .entry(row.conversation.as_str())
+                    .or_default()
+                    .push(content);
+            }
+        }
+    }
+    let (mut missing, mut duplicated) = (0, 0);
+    for (id, parent, status, waits) in &all {
+        let told = notices
+            .get(parent.as_str())
+            .map(|n| n.iter().filter(|t| t.contains(id.as_str())).count())
+            .unwrap_or(0);
+        if status != "reported" || (!waits && told == 0) {
+            missing += 1;
+        } else if told > 1 {
+            duplicated += 1;
+        }
+    }
+    out.insert("delegations".into(), json!(all.len()));
+    out.insert("reports_missing".into(), json!(missing));
+    out.insert("reports_duplicated".into(), json!(duplicated));
+    Ok(())
+}
+
+/// Every routine run that ended told its owner once. Notices name the run
+/// by when it was scheduled (one run a minute, so that is unique).
+fn routines(
+    db: &Connection,
+    rows: &[Row],
+    out: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    let mut stmt =
+        db.prepare("SELECT scheduled_for, status FROM routine_runs WHERE status != 'skipped'")?;
+    let runs = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    let notices: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| match &r.message {
+            Message::User { content } if content.starts_with("[notice: routine]") => {
+                Some(content.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    let (mut missing, mut duplicated) = (0, 0);
+    for (at, status) in &runs {
+        let at = chrono::DateTime::parse_from_rfc3339(at)?.with_timezone(&chrono::Utc);
+        let key = format!("scheduled for {}", at.format("%Y-%m-%d %H:%M UTC"));
+        let told = notices.iter().filter(|n| n.contains(&key)).count();
+        if (status != "done" && status != "failed") || told == 0 {
+            missing += 1;
+        } else if told > 1 {
+            duplicated += 1;
+        }
+    }
+    out.insert("routine_runs".into(), json!(runs.len()));
+    out.insert("routine_reports_missing".into(), json!(missing));
+    out.insert("routine_reports_duplicated".into(), json!(duplicated));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_are_read_whole() {
+        assert_eq!(
+            markers("[message from user]\n<<task tool i1-10>> and <<task msg i2-3>>"),
+            vec!["i1-10", "i2-3"]
+        );
+        assert_eq!(markers("no marker <<task"), Vec::<&str>::new());
+    }
+}

@@ -1,0 +1,343 @@
+//! The crash harness's child process: a node on the harness's home driving
+//! the mixed workload until it is killed, or, when asked to settle, letting
+//! what the crashes left finish and then stopping cleanly.
+//!
+//! Everything the parent checks afterwards is written before or after the
+//! act it describes, never in between: a send is noted in `sent` before it
+//! is made, and in `acks` only once troupe acknowledged it — a durable post
+//! when `deliver` returned its id (committed), a user message when its turn
+//! reported finished.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use troupe_actors::routine::{table, CatchUp, Clock, NewRoutine, VirtualClock};
+use troupe_actors::toolset::Narrowing;
+use troupe_runtime::id::{ConversationId, MsgId};
+use troupe_runtime::protocol::{Address, Envelope, Payload, TurnOutcome};
+use troupe_runtime::rusqlite::Connection;
+
+use super::model::{self, append_synced, task, Ledger, PEER};
+use super::{Files, Rng};
+use crate::{BotSpec, Runtime};
+
+/// How long a routine run's lease lasts: longer than any run, so only a
+/// dead worker's runs expire.
+const LEASE_SECS: i64 = 3600;
+
+/// At most this many user turns waiting for their report at once.
+const IN_FLIGHT: usize = 8;
+
+/// How long settling may take before the worker gives up.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs the worker on `home` until killed (or, with `settle`, until quiet).
+pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyhow::Result<()> {
+    let files = Files::new(home);
+    std::fs::create_dir_all(&files.dir)?;
+    let clock = Arc::new(VirtualClock::new(read_clock(&files.clock)));
+    let runtime = Runtime::builder()
+        .home(home)
+        .cwd(&files.dir)
+        .provider(Arc::new(model::provider()))
+        .tool(Ledger::new(files.ledger.clone()))
+        .clock(Arc::clone(&clock) as Arc<dyn Clock>)
+        .scheduler(true)
+        .set("review.enabled", "false")
+        .set("agent.timezone", "UTC")
+        .set("messaging.loop_max_exchanges", "1000000")
+        .set("delegation.max_concurrent_per_bot", "100000")
+        .set("delegation.max_concurrent_per_node", "100000")
+        .set("routines.lease_secs", LEASE_SECS.to_string())
+        .set("routines.catch_up", "skip")
+        .build()
+        .await?;
+    let conversations = setup(&runtime, &files, clock.now()).await?;
+    // The parent holds our stdin: when it goes away, so do we. A thread of
+    // its own, not the runtime's blocking pool, which would wait for it.
+    std::thread::spawn(|| {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        std::process::exit(3);
+    });
+    println!("ready");
+    if settle {
+        let settled = settle_down(&runtime, &files, &clock).await;
+        runtime.shutdown().await;
+        return settled;
+    }
+    let mut rng = Rng::new(seed ^ incarnation.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    drive(
+        &runtime,
+        &files,
+        &clock,
+        &conversations,
+        incarnation,
+        &mut rng,
+    )
+    .await
+}
+
+/// The bots, the conversations the workload uses, and the routine; made
+/// once, found again after a restart.
+async fn setup(
+    runtime: &Runtime,
+    files: &Files,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Vec<ConversationId>> {
+    let node = runtime.node();
+    for (name, title) in [("alpha", "Alpha"), (PEER, "Beta")] {
+        if node.bot(name).is_err() {
+            node.create_bot(BotSpec::new(name, title, "Works for the crash harness."))
+                .await?;
+        }
+    }
+    if let Ok(text) = std::fs::read_to_string(&files.setup) {
+        let ids: Result<Vec<ConversationId>, _> = text.split_whitespace().map(str::parse).collect();
+        if let Ok(ids) = ids {
+            if ids.len() == 3 {
+                return Ok(ids);
+            }
+        }
+    }
+    let first = node.latest_conversation("alpha").await?;
+    let second = node.new_conversation("alpha", Narrowing::default()).await?;
+    let peer = node.latest_conversation(PEER).await?;
+    let tz = troupe_actors::routine::run::user_tz(node);
+    let schedule = troupe_actors::routine::parse("every 1m", now, tz)?;
+    let created = node
+        .store()
+        .write(move |tx| {
+            let new = NewRoutine {
+                owner_bot: "alpha".into(),
+                name: "tick".into(),
+                prompt: "Record that the routine ran.".into(),
+                schedule: schedule.clone(),
+                catch_up: CatchUp::Skip,
+            };
+            match table::create(tx, new, now) {
+                Ok(_) | Err(troupe_actors::routine::RoutineError::NameTaken { .. }) => Ok(()),
+                Err(e) => Err(troupe_runtime::store::StoreError::Invalid(e.to_string())),
+            }
+        })
+        .await;
+    created?;
+    let ids = vec![first, second, peer];
+    let text: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    std::fs::write(&files.setup, text.join(" "))?;
+    Ok(ids)
+}
+
+/// The workload: user tasks, durable posts and routine ticks, forever.
+async fn drive(
+    runtime: &Runtime,
+    files: &Files,
+    clock: &Arc<VirtualClock>,
+    conversations: &[ConversationId],
+    incarnation: u64,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+    let alpha = &conversations[..2];
+    for n in 0u64.. {
+        let token = format!("i{incarnation}-{n}");
+        let roll = rng.below(100);
+        let (kind, conversation) = match roll {
+            0..=29 => ("tool", conversations[rng.below(3) as usize]),
+            30..=49 => ("msg", alpha[rng.below(2) as usize]),
+            50..=64 => ("delegate", alpha[rng.below(2) as usize]),
+            65..=89 => ("post", conversations[rng.below(3) as usize]),
+            _ => {
+                tick(runtime, files, clock).await?;
+                continue;
+            }
+        };
+        if kind == "post" {
+            post(runtime, files, conversation, &token).await?;
+            continue;
+        }
+        let permit = Arc::clone(&permits).acquire_owned().await?;
+        append_synced(&files.sent, &format!("user\t{conversation}\t{token}\n"))?;
+        let (_events, done) = runtime
+            .node()
+            .send(conversation, task(kind, &token))
+            .await?;
+        let acks = files.acks.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Ok(report) = done.await {
+                let line = match report.outcome {
+                    TurnOutcome::Finished => format!("user\t{conversation}\t{token}\t-\n"),
+                    other => format!("failed\t{conversation}\t{token}\t{other:?}\n"),
+                };
+                let _ = append_synced(&acks, &line);
+            }
+        });
+    }
+    Ok(())
+}
+
+/// A durable message from the user: acknowledged once committed.
+async fn post(
+    runtime: &Runtime,
+    files: &Files,
+    conversation: ConversationId,
+    token: &str,
+) -> anyhow::Result<()> {
+    append_synced(&files.sent, &format!("post\t{conversation}\t{token}\n"))?;
+    let envelope = Envelope {
+        id: MsgId::new(),
+        from: Address::Service("crash-harness".into()),
+        to: Address::Conversation(conversation),
+        body: Payload::Text {
+            sender: "user".into(),
+            text: task("tool", token),
+            expects_reply: false,
+        },
+        sent_at: Utc::now(),
+    };
+    let id = runtime.node().deliver(envelope).await?;
+    append_synced(
+        &files.acks,
+        &format!("post\t{conversation}\t{token}\t{id}\n"),
+    )?;
+    Ok(())
+}
+
+/// Moves the routine clock on by `by` (one minute by default), saves it,
+/// and lets the scheduler look.
+async fn tick(runtime: &Runtime, files: &Files, clock: &VirtualClock) -> anyhow::Result<()> {
+    advance(runtime, files, clock, TimeDelta::minutes(1)).await
+}
+
+async fn advance(
+    runtime: &Runtime,
+    files: &Files,
+    clock: &VirtualClock,
+    by: TimeDelta,
+) -> anyhow::Result<()> {
+    let now = clock.advance(by);
+    // Written whole or not at all: a worker killed mid-write must not
+    // leave the next one a clock that went back.
+    let partial = files.clock.with_extension("partial");
+    std::fs::write(&partial, now.to_rfc3339())?;
+    std::fs::rename(&partial, &files.clock)?;
+    if let Some(scheduler) = runtime.scheduler() {
+        scheduler.tick().await?;
+    }
+    Ok(())
+}
+
+/// The clock saved by the last worker, or now.
+fn read_clock(path: &PathBuf) -> DateTime<Utc> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| DateTime::parse_from_rfc3339(t.trim()).ok())
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_else(Utc::now)
+}
+
+/// Waits until nothing is left to do: first what the crashes left besides
+/// routine runs; then, past the lease of a dead worker's runs, those too.
+async fn settle_down(runtime: &Runtime, files: &Files, clock: &VirtualClock) -> anyhow::Result<()> {
+    let holder = runtime
+        .scheduler()
+        .map(|s| s.holder().to_string())
+        .unwrap_or_default();
+    let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
+    wait_quiet(runtime, Some(holder), deadline).await?;
+    // Past the lease of every run a dead worker left.
+    let leases = runtime
+        .node()
+        .store()
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT max(lease_until) FROM routine_runs WHERE status IN ('claimed', 'running')",
+                [],
+                |r| r.get::<_, Option<String>>(0),
+            ))
+        })
+        .await??;
+    let until = leases
+        .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+        .map(|t| t.with_timezone(&Utc) - clock.now())
+        .unwrap_or_default();
+    let past_lease = until.max(TimeDelta::zero()) + TimeDelta::minutes(2);
+    advance(runtime, files, clock, past_lease).await?;
+    wait_quiet(runtime, None, deadline).await
+}
+
+/// Polls the store until it is quiet twice in a row; with `holder`, only
+/// that scheduler's routine runs count.
+async fn wait_quiet(
+    runtime: &Runtime,
+    holder: Option<String>,
+    deadline: tokio::time::Instant,
+) -> anyhow::Result<()> {
+    let mut quiet_in_a_row = 0;
+    loop {
+        let holder = holder.clone();
+        let busy = runtime
+            .node()
+            .store()
+            .read(move |c| Ok(busy(c, holder.as_deref())))
+            .await?;
+        match busy {
+            Ok(None) => quiet_in_a_row += 1,
+            Ok(Some(_)) => quiet_in_a_row = 0,
+            Err(e) => anyhow::bail!("the store could not be read: {e}"),
+        }
+        if quiet_in_a_row >= 2 {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let what = match busy {
+                Ok(Some(what)) => what,
+                _ => "unknown".into(),
+            };
+            anyhow::bail!("not quiet after {SETTLE_TIMEOUT:?}: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// What is still going on, if anything.
+fn busy(
+    c: &Connection,
+    holder: Option<&str>,
+) -> Result<Option<String>, troupe_runtime::rusqlite::Error> {
+    let count = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0));
+    let checks = [
+        (
+            "undelivered messages",
+            "SELECT count(*) FROM mailbox WHERE consumed_at IS NULL",
+        ),
+        (
+            "open turns",
+            "SELECT count(*) FROM kv WHERE key LIKE 'open_turn:%'",
+        ),
+        (
+            "running delegations",
+            "SELECT count(*) FROM delegations WHERE status = 'running'",
+        ),
+        (
+            "running subagents",
+            "SELECT count(*) FROM subagents WHERE status = 'running'",
+        ),
+    ];
+    for (what, sql) in checks {
+        let n = count(sql)?;
+        if n > 0 {
+            return Ok(Some(format!("{n} {what}")));
+        }
+    }
+    let runs = c.query_row(
+        "SELECT count(*) FROM routine_runs WHERE status IN ('claimed', 'running') \
+         AND (?1 IS NULL OR claimed_by = ?1)",
+        [holder],
+        |r| r.get::<_, i64>(0),
+    )?;
+    Ok((runs > 0).then(|| format!("{runs} routine runs")))
+}
