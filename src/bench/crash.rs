@@ -91,7 +91,9 @@ impl Rng {
 }
 
 /// Runs the harness: `kills` kills on `home` (a new temp folder when
-/// `None`), then the check. Returns the JSON line.
+/// `None`, or when `home` is already used — the harness never runs on a
+/// home with anything in it, `TROUPE_HOME` included), then the check.
+/// Returns the JSON line.
 pub async fn bench(
     home: Option<PathBuf>,
     kills: usize,
@@ -99,9 +101,15 @@ pub async fn bench(
 ) -> anyhow::Result<serde_json::Value> {
     let temp = tempfile::tempdir()?;
     let home = match home {
-        Some(home) => {
-            refuse_used(&home)?;
-            home
+        Some(home) if !is_used(&home) => home,
+        Some(used) => {
+            eprintln!(
+                "troupe: {} is in use; the crash harness fills its home with test bots and kills \
+                 processes on it, so it runs in a new folder, {}",
+                used.display(),
+                temp.path().display()
+            );
+            temp.path().to_path_buf()
         }
         None => temp.path().to_path_buf(),
     };
@@ -154,19 +162,12 @@ pub fn passed(line: &serde_json::Value) -> bool {
     counts_ok && integrity_ok
 }
 
-/// A home given on the command line must be new or empty: the harness
-/// fills it with test bots.
-fn refuse_used(home: &Path) -> anyhow::Result<()> {
-    let used = std::fs::read_dir(home)
+/// Whether `home` has anything in it (the harness fills its home with
+/// test bots, so it never runs on a used one).
+fn is_used(home: &Path) -> bool {
+    std::fs::read_dir(home)
         .map(|mut entries| entries.next().is_some())
-        .unwrap_or(false);
-    anyhow::ensure!(
-        !used,
-        "{} is not empty; `troupe bench crash` fills its home with test bots and kills processes on it. \
-         Give it a new folder with --home, or none (a temp folder is used)",
-        home.display()
-    );
-    Ok(())
+        .unwrap_or(false)
 }
 
 /// Starts a worker; its stdout is piped, its stderr appended to the log.
