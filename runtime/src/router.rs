@@ -88,6 +88,10 @@ pub struct RouterConfig {
     pub shutdown: Duration,
     /// Capacity of the event channel ([`Router::subscribe`]).
     pub events: usize,
+    /// Whether activations are reported as events (every other event
+    /// always is). A router whose subscribers only care about exits turns
+    /// it off: one wake-up fewer per activation.
+    pub report_activations: bool,
 }
 
 impl Default for RouterConfig {
@@ -99,6 +103,7 @@ impl Default for RouterConfig {
             backoff: Backoff::None,
             shutdown: Duration::from_secs(5),
             events: 1024,
+            report_activations: true,
         }
     }
 }

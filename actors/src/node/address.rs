@@ -57,14 +57,17 @@ impl Node {
             );
             row.parent = opening.parent;
             row.title = opening.title.chars().take(80).collect();
-            let stored = opening.stored();
+            let stored = opening.to_store();
             self.ctx
                 .store
                 .write(move |tx| {
                     if conversations::get_conversation(tx, id)?.is_none() {
                         conversations::create_conversation(tx, &row)?;
                     }
-                    super::opening::save(tx, id, &stored)
+                    match &stored {
+                        Some(stored) => super::opening::save(tx, id, stored),
+                        None => Ok(()),
+                    }
                 })
                 .await?;
         }

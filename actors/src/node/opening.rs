@@ -96,6 +96,21 @@ impl Opening {
         self.gate.is_some() || !self.services.is_empty()
     }
 
+    /// Its durable part, or `None` when it is just its bot's own
+    /// conversation (nothing to store: a conversation with no stored
+    /// opening opens as its bot's own).
+    pub fn to_store(&self) -> Option<StoredOpening> {
+        let plain = self.kind == self.bot.spec.kind()
+            && self.parent.is_none()
+            && self.narrowing.only.is_none()
+            && self.narrowing.parent.is_none()
+            && self.stored_budget.is_none()
+            && self.briefing.is_empty()
+            && self.label.is_none()
+            && !self.in_memory_only();
+        (!plain).then(|| self.stored())
+    }
+
     /// Its durable part.
     pub fn stored(&self) -> StoredOpening {
         let sorted = |set: &HashSet<String>| {

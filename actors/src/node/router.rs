@@ -214,6 +214,8 @@ pub(crate) async fn start(
         backoff: Backoff::None,
         shutdown: std::time::Duration::from_secs(5),
         events: 4096,
+        // A conversation announces its own start (see its `pre_start`).
+        report_activations: false,
     };
     let activator = Activate {
         node: Arc::downgrade(node),

@@ -230,10 +230,12 @@ impl<K: RouteKey, M: ractor::Message> RouterState<K, M> {
                 state.actor = Some(actor.clone());
                 self.by_id.insert(id, key.clone());
                 slot.go_live(&actor);
-                self.emit(RouterEvent::Activated {
-                    key: key.clone(),
-                    restarted,
-                });
+                if self.args.config.report_activations {
+                    self.emit(RouterEvent::Activated {
+                        key: key.clone(),
+                        restarted,
+                    });
+                }
                 if let Some(reason) = self.orphans.remove(&id) {
                     self.on_exit(myself, id, reason);
                 }
