@@ -229,6 +229,9 @@ pub(crate) struct ActiveTurn {
     pub(crate) closed_in_store: bool,
     /// The reply that commit enqueued, to route once the turn ends.
     pub(crate) reply: Option<Envelope>,
+    /// A message handed over again that was applied before: the turn does
+    /// nothing, and nobody is told it ran.
+    pub(crate) redelivered: bool,
     /// The turn's first commit, queued and not yet waited for.
     pub(crate) opening: Option<troupe_runtime::store::Pending<()>>,
     pub(crate) delivered: Option<Envelope>,

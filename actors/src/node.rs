@@ -10,6 +10,7 @@ mod address;
 pub mod bots;
 mod hooks;
 pub mod opening;
+pub mod post_office;
 pub mod router;
 mod tree;
 

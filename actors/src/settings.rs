@@ -82,6 +82,10 @@ pub struct Settings {
     pub passivate_after: Option<Duration>,
     /// The largest user message, in bytes ([`Settings::check_user_message`]).
     pub max_user_message_bytes: usize,
+    /// How long a durable message may wait unconsumed before the post
+    /// office hands it over again (it was committed, but handing it over
+    /// failed or its receiver stopped first); never when `None`.
+    pub redeliver_after: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -111,6 +115,7 @@ impl Default for Settings {
             review_every_n_turns: 0,
             passivate_after: None,
             max_user_message_bytes: DEFAULT_MAX_USER_MESSAGE_BYTES,
+            redeliver_after: Some(Duration::from_secs(60)),
         }
     }
 }

@@ -452,7 +452,11 @@ fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let kinds: Vec<&str> = actors.iter().map(|a| a["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["node", "conversations"], "{actors:?}");
+    assert_eq!(
+        kinds,
+        ["node", "conversations", "post_office"],
+        "{actors:?}"
+    );
 
     let model = write_script(
         &home,
@@ -472,4 +476,42 @@ fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
     assert_eq!(restarted["kind"], "conversation");
     assert_eq!(restarted["restarts"], 1);
     assert_eq!(events.last().unwrap()["text"], "recovered after the crash");
+}
+
+#[tokio::test]
+async fn the_post_office_hands_over_a_message_committed_but_never_handed_over() {
+    let home = TestHome::new();
+    let model = script(vec![Turn::text("noted")]);
+    let (bus, mut events) = tokio::sync::broadcast::channel(4096);
+    let runtime = home
+        .builder(model.clone())
+        .settings(|s| s.redeliver_after = Some(std::time::Duration::from_millis(50)))
+        .event_bus(bus)
+        .build()
+        .await
+        .unwrap();
+    let main = runtime.bot(MAIN_AGENT).await.unwrap();
+    let to = main.conversation();
+    // Committed, as a sender's send is, but never handed over.
+    let envelope = troupe::runtime::protocol::Envelope {
+        id: troupe::runtime::id::MsgId::new(),
+        from: troupe::runtime::protocol::Address::Service("test".into()),
+        to: troupe::runtime::protocol::Address::Conversation(to),
+        body: troupe::runtime::protocol::Payload::Notice {
+            topic: "waiting".into(),
+            text: "left in the mailbox".into(),
+            data: serde_json::Value::Null,
+        },
+        sent_at: chrono::Utc::now(),
+    };
+    runtime.node().store().send(envelope).await.unwrap();
+    let text = on_bus(&mut events, |e| match &e.event {
+        AgentEvent::Notice { topic, text } if topic == "waiting" && e.conversation == to => {
+            Some(text.clone())
+        }
+        _ => None,
+    })
+    .await;
+    assert_eq!(text, "left in the mailbox");
+    runtime.shutdown().await;
 }

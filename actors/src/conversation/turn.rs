@@ -170,6 +170,7 @@ pub(super) async fn begin(
         last_stop: None,
         closed_in_store: false,
         reply: None,
+        redelivered: false,
         opening: None,
         delivered: match &request.input {
             Input::Delivered(envelope) => Some(envelope.clone()),
@@ -202,9 +203,12 @@ pub(super) async fn begin(
                     None
                 }
                 Ok(false) => {
-                    // Applied before: a redelivery after a crash. Nothing to do.
+                    // Applied before: handed over again (after a crash, or
+                    // by the post office). Nothing to do, nobody to tell.
                     if let Some(active) = state.active.as_mut() {
                         active.delivered = None;
+                        active.redelivered = true;
+                        active.closed_in_store = true;
                     }
                     finish(myself, state, TurnOutcome::Finished).await;
                     return;
@@ -613,21 +617,23 @@ pub(super) async fn finish(
         cost_usd: active.cost_usd,
         steps: state.guard.steps(),
     };
-    active.emitter.emit(AgentEvent::TurnFinished {
-        outcome,
-        text,
-        usage: active.usage,
-        cost_usd: active.cost_usd,
-    });
-    state.args.node.turn_finished(&crate::node::FinishedTurn {
-        conversation: state.args.id,
-        kind: state.args.kind,
-        bot: state.args.bot.clone(),
-        parent: state.args.parent,
-        report: report.clone(),
-        delivered: active.delivered.clone(),
-        tools_used: history::tools_called(&state.history[start..]),
-    });
+    if !active.redelivered {
+        active.emitter.emit(AgentEvent::TurnFinished {
+            outcome,
+            text,
+            usage: active.usage,
+            cost_usd: active.cost_usd,
+        });
+        state.args.node.turn_finished(&crate::node::FinishedTurn {
+            conversation: state.args.id,
+            kind: state.args.kind,
+            bot: state.args.bot.clone(),
+            parent: state.args.parent,
+            report: report.clone(),
+            delivered: active.delivered.clone(),
+            tools_used: history::tools_called(&state.history[start..]),
+        });
+    }
     if let Some(done) = state.args.carry.end().and_then(|w| w.done) {
         let _ = done.send(report);
     }

@@ -5,6 +5,7 @@
 //! node            root supervisor (one_for_one)
 //! ├─ conversations the router of conversations by id
 //! │  └─ conv_…    a conversation (a subagent hangs under the one that delegated)
+//! ├─ post_office  hands over durable messages left waiting
 //! └─ scheduler    routine timers, when this node fires routines
 //! ```
 
@@ -47,9 +48,16 @@ impl Node {
         })
         // The router stops each conversation within 5 s, all at once.
         .shutdown(Duration::from_secs(10));
-        let spec = SupervisorSpec::new(Strategy::OneForOne)
+        let mut spec = SupervisorSpec::new(Strategy::OneForOne)
             .intensity(Intensity::new(5, Duration::from_secs(60)))
             .child(conversations);
+        if let (Some(every), true) = (self.ctx.settings.redeliver_after, self.ctx.settings.durable)
+        {
+            let node = Arc::downgrade(&self.ctx);
+            spec = spec.child(ChildSpec::actor("post_office", move || {
+                (super::post_office::PostOffice, (node.clone(), every))
+            }));
+        }
         let (root, _) = Actor::spawn(None, Supervisor, spec)
             .await
             .map_err(|e| NodeError::Actor(format!("the node's supervisor could not start: {e}")))?;
