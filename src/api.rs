@@ -252,7 +252,8 @@ impl RuntimeBuilder {
             max_output_tokens: None,
             pricing: Default::default(),
         });
-        let mut tools = troupe_tools::builtin();
+        say_where_commands_run(&config.sandbox);
+        let mut tools = troupe_tools::builtin_with(config.sandbox);
         for tool in self.tools {
             tools.register(tool)?;
         }
@@ -298,6 +299,25 @@ impl RuntimeBuilder {
             None
         };
         Ok((node, scheduler))
+    }
+}
+
+/// Says once, at start, when commands will not run in a sandbox: without
+/// one, troupe's home is protected only by the gate asking.
+fn say_where_commands_run(settings: &troupe_runtime::sandbox::SandboxSettings) {
+    use troupe_runtime::sandbox::{Placement, Unsandboxed, INSTALL_HINT};
+    match settings.place() {
+        Ok(Placement::Sandboxed(_)) => {}
+        Ok(Placement::Unsandboxed(Unsandboxed::TurnedOff)) => tracing::info!(
+            "commands run unsandboxed ([sandbox] mode = \"off\"): every command that could \
+             touch troupe's home is asked first"
+        ),
+        Ok(Placement::Unsandboxed(Unsandboxed::Missing(why))) => tracing::warn!(
+            "commands run unsandboxed: {why}. Until a sandbox works, every command that could \
+             touch troupe's home is asked first, in auto mode too; to protect the home, \
+             {INSTALL_HINT}"
+        ),
+        Err(e) => tracing::warn!("{e}"),
     }
 }
 

@@ -10,7 +10,8 @@ use troupe_runtime::model::ResolvedModel;
 use troupe_runtime::trust::{FileApprovals, Gate, GateMode, GatePolicy, ModelGuardian, TrustError};
 
 /// The gate for `config`: its rules, the user's lists, the guardian (a call
-/// to `guardian_model` when there is one) and approvals kept in the home.
+/// to `guardian_model` when there is one), approvals kept in the home, and
+/// whether `[sandbox]` puts commands in a sandbox on this machine.
 pub fn for_config(
     config: &Config,
     home: &Home,
@@ -27,7 +28,9 @@ pub fn for_config(
         allow: config.trust.allow.clone(),
         limits: Default::default(),
     };
-    let mut gate = Gate::new(&policy)?.with_approvals(Arc::new(FileApprovals::open(home)?));
+    let mut gate = Gate::new(&policy)?
+        .with_approvals(Arc::new(FileApprovals::open(home)?))
+        .with_sandbox(config.sandbox.holds());
     if let Some(model) = guardian_model {
         gate = gate.with_guardian(Arc::new(ModelGuardian::new(
             Arc::clone(&model.provider),

@@ -61,6 +61,8 @@ pub struct Config {
     pub compaction: Compaction,
     /// `[trust]`: the approval gate.
     pub trust: Trust,
+    /// `[sandbox]`: where local commands run.
+    pub sandbox: crate::sandbox::SandboxSettings,
     /// `[delegation]`: limits on subagents.
     pub delegation: Delegation,
     /// `[messaging]`: messages between agents and loop protection.

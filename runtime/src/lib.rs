@@ -3,7 +3,8 @@
 //! It holds what every actor and tool shares and nothing that names a
 //! particular tool or actor: typed ids, the wire protocol, supervision, the
 //! router, the store, model providers, the tool trait and its dispatch, the
-//! trust gate, configuration and the home on disk. Dependencies point one way:
+//! trust gate, the sandbox commands run in, configuration and the home on
+//! disk. Dependencies point one way:
 //! `troupe-runtime` ← `troupe-tools` ← `troupe-actors` ← `troupe`.
 
 pub mod agents;
@@ -14,6 +15,7 @@ pub mod id;
 pub mod model;
 pub mod protocol;
 pub mod router;
+pub mod sandbox;
 pub mod store;
 pub mod supervise;
 pub mod telemetry;

@@ -15,8 +15,11 @@
 //!    printing their tokens, code fetched and run (`curl … | sh`), anything
 //!    touching troupe's database or plugins; then commands the gate
 //!    **cannot read** ([`unanalysable`]: computed program names, generated or
-//!    inline code) get their own verdict, [`Verdict::Unanalysable`], asked in
-//!    every mode until a sandbox can run them;
+//!    inline code) get their own verdict, [`Verdict::Unanalysable`], asked
+//!    in ask mode and run in the sandbox in auto mode (asked in both when
+//!    commands run without one); and, when commands run without a sandbox,
+//!    every command that could touch troupe's home ([`unsandboxed`]) is
+//!    asked in every mode;
 //! 4. **dangerous** patterns ([`danger`]) go to the [`Guardian`], which
 //!    approves, denies or asks the user. Auto mode skips this step only, and
 //!    so does a command every risky part of which the user's allow list
@@ -43,6 +46,7 @@ pub mod outside;
 pub mod rules;
 pub mod shell;
 pub mod unanalysable;
+pub mod unsandboxed;
 
 use serde::{Deserialize, Serialize};
 
@@ -71,9 +75,10 @@ pub enum Verdict {
         reason: String,
     },
     /// The gate cannot read what the command runs (a computed program name,
-    /// generated or inline code): it never runs unchecked. Until commands
-    /// can run in a sandbox, the user is asked, as for [`Verdict::Ask`], in
-    /// every mode; a sandbox will let auto mode run it there instead.
+    /// generated or inline code): it never runs unchecked. The user is
+    /// asked, as for [`Verdict::Ask`]; in auto mode with commands in a
+    /// sandbox the gate gives [`Verdict::Allow`] instead, and the sandbox
+    /// holds it.
     Unanalysable {
         /// The rule that found it (`computed-program`, `inline-code`, …).
         rule: String,

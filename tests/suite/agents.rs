@@ -433,7 +433,10 @@ async fn ask_user_waits_for_the_answer_through_the_channel() {
 #[tokio::test]
 async fn a_risky_command_waits_for_the_users_approval() {
     let home = TestHome::new();
-    std::fs::create_dir_all(home.path().join("build")).unwrap();
+    // A working folder of its own: commands run in a sandbox where troupe's
+    // home, and a working folder inside it, are read-only.
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join("build")).unwrap();
     let model = script(vec![
         Turn::tool_call(
             "run_command",
@@ -443,7 +446,7 @@ async fn a_risky_command_waits_for_the_users_approval() {
         Turn::tool_call("run_command", json!({"command": "rm -rf ./other"})),
         Turn::text("ok").expecting("the user refused it"),
     ]);
-    let runtime = home.builder(model).build().await.unwrap();
+    let runtime = home.builder(model).cwd(work.path()).build().await.unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
     for answer in ["once", "deny"] {
         let mut turn = bot.send("clean up").await.unwrap();
@@ -456,7 +459,7 @@ async fn a_risky_command_waits_for_the_users_approval() {
         let report = turn.result().await.unwrap();
         assert_eq!(report.outcome, TurnOutcome::Finished, "{report:?}");
     }
-    assert!(!home.path().join("build").exists());
+    assert!(!work.path().join("build").exists());
 }
 
 #[tokio::test]

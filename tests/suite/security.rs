@@ -1,6 +1,6 @@
 //! The holes found by attacking the landed build, pinned end to end
 //! (see docs/security.md): what a hostile model sends cannot make a
-//! conversation unloadable.
+//! conversation unloadable, and a command cannot rewrite troupe's home.
 
 use std::sync::Arc;
 
@@ -82,4 +82,126 @@ async fn arguments_nested_126_deep_get_an_error_result_and_the_conversation_stil
         )
     );
     runtime.shutdown().await;
+}
+
+/// `troupe run --auto` in `work`, on the home `home`, with `args` before
+/// the prompt.
+fn run_auto(home: &std::path::Path, work: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(home)
+        .args(["run", "--auto"])
+        .args(args)
+        .arg("tidy up")
+        .current_dir(work)
+        .env_remove("TROUPE_HOME")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+/// A temp folder holding a home (`home/`, created by `troupe init`) and a
+/// working folder (`work/`), with a script at `work/turns.json`.
+fn home_and_work(
+    turns: Value,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    String,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (home, work) = (root.join("home"), root.join("work"));
+    std::fs::create_dir_all(&work).unwrap();
+    let init = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(&home)
+        .arg("init")
+        .env_remove("TROUPE_HOME")
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let script = work.join("turns.json");
+    std::fs::write(&script, json!({ "turns": turns }).to_string()).unwrap();
+    (dir, home, work, format!("script:{}", script.display()))
+}
+
+#[test]
+fn an_auto_run_cannot_rewrite_the_config_from_a_command_in_the_sandbox() {
+    if troupe::runtime::sandbox::Sandbox::detect_or_skip("an auto run in the sandbox").is_none() {
+        return;
+    }
+    let config = "HOME/config.toml";
+    let turns = json!([
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo made > made.txt"}}]},
+        // Inline code: unanalysable, so auto mode runs it in the sandbox.
+        {"tool_calls": [{"name": "run_command", "arguments": {"command":
+            format!("python3 -c \"open('{config}', 'w').write('[trust]\\nmode = 1')\"")}}]},
+        {"tool_calls": [{"name": "run_command", "arguments": {"command":
+            format!("sed -i 's/^#mode = \"ask\"/mode = \"auto\"/' {config}")}}]},
+        {"text": "done"}
+    ]);
+    let (_dir, home, work, _) = home_and_work(json!([]));
+    let turns: Value = serde_json::from_str(
+        &turns
+            .to_string()
+            .replace("HOME", &home.display().to_string()),
+    )
+    .unwrap();
+    let script = work.join("turns.json");
+    std::fs::write(&script, json!({ "turns": turns }).to_string()).unwrap();
+    let before = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    let out = run_auto(
+        &home,
+        &work,
+        &["--model", &format!("script:{}", script.display())],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "done");
+    assert_eq!(
+        std::fs::read_to_string(work.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("config.toml")).unwrap(),
+        before
+    );
+    assert!(err.contains("Read-only file system"), "{err}");
+}
+
+#[test]
+fn without_a_sandbox_a_command_naming_the_home_is_asked_in_auto_mode() {
+    let (_dir, home, work, _) = home_and_work(json!([]));
+    let command = format!("echo 'mode = \"auto\"' >> {}/config.toml", home.display());
+    let script = work.join("turns.json");
+    std::fs::write(
+        &script,
+        json!({ "turns": [
+            {"tool_calls": [{"name": "run_command", "arguments": {"command": command}}]},
+            {"text": "done"}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let before = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    let model = format!("script:{}", script.display());
+    let out = run_auto(
+        &home,
+        &work,
+        &["--set", "sandbox.mode=off", "--model", &model],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Asked even with --auto; nobody can answer without a terminal: status 7.
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert!(err.contains("runs without a sandbox"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(home.join("config.toml")).unwrap(),
+        before
+    );
 }

@@ -33,14 +33,21 @@ use std::sync::Arc;
 
 use troupe_runtime::tool::registry::Registry;
 
-/// Every built-in tool, in the table's order (the order the model sees).
+/// Every built-in tool, in the table's order (the order the model sees),
+/// with commands run per the default `[sandbox]` settings.
 pub fn builtin() -> Registry {
+    builtin_with(troupe_runtime::sandbox::SandboxSettings::default())
+}
+
+/// Every built-in tool, with `run_command` running its commands where
+/// `sandbox` (`[sandbox]` in `config.toml`) says.
+pub fn builtin_with(sandbox: troupe_runtime::sandbox::SandboxSettings) -> Registry {
     let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> = vec![
         Arc::new(read_file::ReadFile::new()),
         Arc::new(write_file::WriteFile::new()),
         Arc::new(edit_file::EditFile::new()),
         Arc::new(find_files::FindFiles::new()),
-        Arc::new(run_command::RunCommand::new()),
+        Arc::new(run_command::RunCommand::with_sandbox(sandbox)),
         Arc::new(memory::MemoryTool::new()),
         Arc::new(ask_user::AskUser::new()),
         Arc::new(delegate::Delegate::new()),

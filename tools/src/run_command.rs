@@ -9,6 +9,15 @@
 //! troupe, however troupe ends ([`tether`]). Output is kept
 //! within [`HEAD_BYTES`] + [`TAIL_BYTES`] while it is read ([`output`]). In
 //! the background, output goes to a log file instead ([`background`]).
+//!
+//! Where the machine has one, it runs in a sandbox
+//! ([`troupe_runtime::sandbox`], per `[sandbox]` in `config.toml`): the
+//! working folder is writable, troupe's home and the rest of the machine are
+//! read-only, `/tmp` is private. That is what keeps an agent from rewriting
+//! troupe's own settings however it spells the command. Each result's
+//! `sandbox` field says where it ran (`"bubblewrap"` or `"unsandboxed"`).
+//! In a sandbox, what a command leaves running ends with it (its PID
+//! namespace ends): a server belongs in `background: true`.
 
 pub mod background;
 pub mod output;
@@ -21,6 +30,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use troupe_runtime::protocol::ToolResult;
+use troupe_runtime::sandbox::{Confinement, Placement, Sandbox, SandboxSettings};
 use troupe_runtime::tool::{parse_args, schema_for, GateSubject, Tool, ToolContext, ToolSpec};
 
 use background::{BackgroundCommands, CommandNotifications, Launch};
@@ -69,12 +79,20 @@ pub struct RunCommandParams {
 /// The `run_command` tool.
 pub struct RunCommand {
     spec: ToolSpec,
+    sandbox: SandboxSettings,
 }
 
 impl RunCommand {
-    /// The tool with its spec.
+    /// The tool with its spec, running commands in the machine's sandbox
+    /// when it has one (the default `[sandbox]` settings).
     pub fn new() -> Self {
+        Self::with_sandbox(SandboxSettings::default())
+    }
+
+    /// The tool, running commands where `sandbox` says.
+    pub fn with_sandbox(sandbox: SandboxSettings) -> Self {
         Self {
+            sandbox,
             spec: ToolSpec::new(
                 "run_command",
                 "Run a bash command and get its output (stdout and stderr together) and exit \
@@ -82,7 +100,9 @@ impl RunCommand {
                  120 s, at most 600) kills the command and everything it started. Output over \
                  30,000 bytes keeps its start and end. `background: true` returns at once with \
                  an id; the output goes to a log file whose last line says how it ended; \
-                 `notify_on_complete` tells you when it ends; `stop: <id>` ends it.",
+                 `notify_on_complete` tells you when it ends; `stop: <id>` ends it. Where the \
+                 machine has a sandbox, commands run in it: the working folder is writable, \
+                 troupe's home and the rest of the machine read-only, /tmp private.",
                 schema_for::<RunCommandParams>(),
             )
             .failure_tolerant()
@@ -148,6 +168,24 @@ impl Tool for RunCommand {
         if params.notify_on_complete && !params.background {
             return ToolResult::error("`notify_on_complete` applies only with background: true");
         }
+        let placement = match self.sandbox.place() {
+            Ok(placement) => placement,
+            Err(e) => {
+                return ToolResult::error_with(
+                    format!("the command did not run: {e}"),
+                    serde_json::json!({"sandbox": "none"}),
+                )
+            }
+        };
+        let confinement = Confinement {
+            writable: vec![ctx.cwd.clone()],
+            read_only: vec![ctx.home.root().to_path_buf()],
+            network: self.sandbox.network,
+        };
+        let sandbox = match &placement {
+            Placement::Sandboxed(sandbox) => Some((sandbox, &confinement)),
+            Placement::Unsandboxed(_) => None,
+        };
         if params.background {
             let notifier = ctx.services.get::<CommandNotifications>();
             let notify = match (params.notify_on_complete, notifier) {
@@ -162,6 +200,7 @@ impl Tool for RunCommand {
                 dir: &dir,
                 timeout,
                 notify,
+                sandbox,
             }) {
                 Ok(started) => {
                     let mut text = format!(
@@ -175,13 +214,25 @@ impl Tool for RunCommand {
                     }
                     ToolResult::ok_with(
                         text,
-                        serde_json::json!({"id": started.id, "log": started.log}),
+                        serde_json::json!({
+                            "id": started.id,
+                            "log": started.log,
+                            "sandbox": placement.label(),
+                        }),
                     )
                 }
                 Err(e) => ToolResult::error(format!("could not start the command: {e}")),
             };
         }
-        run(&command, &cwd, timeout.unwrap_or(DEFAULT_TIMEOUT), ctx).await
+        let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let mut result = run(&command, &cwd, timeout, sandbox, ctx).await;
+        if result.data.is_null() {
+            result.data = serde_json::json!({});
+        }
+        if let Some(data) = result.data.as_object_mut() {
+            data.insert("sandbox".into(), placement.label().into());
+        }
+        result
     }
 }
 
@@ -190,13 +241,14 @@ async fn run(
     command: &str,
     cwd: &std::path::Path,
     timeout: Duration,
+    sandbox: Option<(&Sandbox, &Confinement)>,
     ctx: &ToolContext,
 ) -> ToolResult {
     let spawned = (|| {
         let (sender, receiver) = tokio::net::unix::pipe::pipe()?;
         let out = sender.into_blocking_fd()?;
         let err = out.try_clone()?;
-        let mut cmd = shell(command, cwd);
+        let mut cmd = shell(command, cwd, sandbox);
         cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
         // The command holds the pipe's write end: starting it drops it here,
         // leaving only the child's, so the read ends when its tree is done.

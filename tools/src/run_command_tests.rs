@@ -11,10 +11,19 @@ use troupe_runtime::id::ConversationId;
 use super::background::CommandNotifier;
 use super::*;
 
+#[path = "run_command_tests/sandbox.rs"]
+mod sandbox;
+
 struct Fixture {
     _dir: tempfile::TempDir,
     ctx: ToolContext,
     cwd: PathBuf,
+}
+
+/// Where a test runs its commands: in the machine's sandbox (when it has
+/// one) and unsandboxed.
+fn placements() -> [SandboxSettings; 2] {
+    [SandboxSettings::default(), SandboxSettings::off()]
 }
 
 fn fixture() -> Fixture {
@@ -31,12 +40,36 @@ fn fixture() -> Fixture {
 }
 
 async fn run_cmd(f: &Fixture, args: serde_json::Value) -> ToolResult {
+    run_in(f, SandboxSettings::default(), args).await
+}
+
+async fn run_in(f: &Fixture, sandbox: SandboxSettings, args: serde_json::Value) -> ToolResult {
     tokio::time::timeout(
         Duration::from_secs(60),
-        RunCommand::new().call(args, &f.ctx),
+        RunCommand::with_sandbox(sandbox).call(args, &f.ctx),
     )
     .await
     .expect("run_command returned within a minute")
+}
+
+/// The host pids of the processes running exactly `sleep <marker>`: seen
+/// from outside, whatever PID namespace they run in.
+fn sleeping(marker: &str) -> Vec<u32> {
+    let want = format!("sleep\0{marker}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want.as_bytes())
+                && !is_dead(*pid)
+        })
+        .collect()
+}
+
+/// A marker no other test's `sleep` uses: `1000.<test><n>`.
+fn marker(test: u32, n: usize) -> String {
+    format!("1000.{test}{n}")
 }
 
 /// Waits (up to 10 s) until `done` holds, checking every few milliseconds:
@@ -60,14 +93,6 @@ fn is_dead(pid: u32) -> bool {
             .rsplit_once(") ")
             .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
     }
-}
-
-fn pids(file: &Path) -> Vec<u32> {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
 }
 
 #[tokio::test]
@@ -102,40 +127,47 @@ async fn standard_input_is_closed() {
 
 #[tokio::test]
 async fn a_timeout_kills_the_whole_tree() {
-    let f = fixture();
-    let command = "echo $$ >> pids; sleep 1000 & echo $! >> pids; \
-                   (sleep 1000 & echo $! >> pids; wait) & echo $! >> pids; sleep 1000";
-    let result = run_cmd(&f, json!({"command": command, "timeout": 1})).await;
-    assert!(result.is_error());
-    assert_eq!(result.text, "(no output)\n[killed: timeout after 1 s]");
-    let pids = pids(&f.cwd.join("pids"));
-    assert_eq!(pids.len(), 4, "{pids:?}");
-    wait_until("every process of the tree to end", || {
-        pids.iter().all(|&p| is_dead(p))
-    })
-    .await;
+    for (n, sandbox) in placements().into_iter().enumerate() {
+        let f = fixture();
+        let (a, b, c) = (marker(11, n), marker(12, n), marker(13, n));
+        let command =
+            format!("sleep {a} & (sleep {b} & wait) & sleep 0.2; touch started; sleep {c}");
+        let result = run_in(&f, sandbox, json!({"command": command, "timeout": 1})).await;
+        assert!(result.is_error());
+        assert_eq!(result.text, "(no output)\n[killed: timeout after 1 s]");
+        assert!(f.cwd.join("started").exists(), "{sandbox:?}");
+        wait_until("every process of the tree to end", || {
+            [&a, &b, &c].iter().all(|m| sleeping(m).is_empty())
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
 async fn stopping_the_turn_kills_the_whole_tree() {
-    let f = fixture();
-    let pid_file = f.cwd.join("pids");
-    let cancel = f.ctx.cancel.clone();
-    let call = run_cmd(
-        &f,
-        json!({"command": "sleep 1000 & echo $! >> pids; echo $$ >> pids; wait"}),
-    );
-    let stopper = async {
-        wait_until("the command to start", || pids(&pid_file).len() == 2).await;
-        cancel.cancel();
-    };
-    let (result, ()) = tokio::join!(call, stopper);
-    assert_eq!(result.text, "(no output)\n[stopped: the turn was stopped]");
-    let pids = pids(&pid_file);
-    wait_until("every process of the tree to end", || {
-        pids.iter().all(|&p| is_dead(p))
-    })
-    .await;
+    for (n, sandbox) in placements().into_iter().enumerate() {
+        let f = fixture();
+        let (a, b) = (marker(21, n), marker(22, n));
+        let cancel = f.ctx.cancel.clone();
+        let call = run_in(
+            &f,
+            sandbox,
+            json!({"command": format!("sleep {a} & sleep {b}; wait")}),
+        );
+        let stopper = async {
+            wait_until("the command to start", || {
+                !sleeping(&a).is_empty() && !sleeping(&b).is_empty()
+            })
+            .await;
+            cancel.cancel();
+        };
+        let (result, ()) = tokio::join!(call, stopper);
+        assert_eq!(result.text, "(no output)\n[stopped: the turn was stopped]");
+        wait_until("every process of the tree to end", || {
+            sleeping(&a).is_empty() && sleeping(&b).is_empty()
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -176,41 +208,60 @@ async fn bad_arguments_are_errors() {
 
 #[tokio::test]
 async fn a_background_command_is_logged_and_stopped() {
-    let f = fixture();
-    let started = run_cmd(
-        &f,
-        json!({"command": "echo begin; echo $$ >> pids; sleep 1000 & echo $! >> pids; wait", "background": true}),
-    )
-    .await;
-    assert!(!started.is_error(), "{}", started.text);
-    let id = started.data["id"].as_str().unwrap().to_string();
-    let log = PathBuf::from(started.data["log"].as_str().unwrap());
-    assert_eq!(log, f.ctx.home.commands_dir().join(format!("{id}.log")));
-    let pid_file = f.cwd.join("pids");
-    wait_until("the command to start", || pids(&pid_file).len() == 2).await;
-    let stopped = run_cmd(&f, json!({"stop": id})).await;
-    assert!(!stopped.is_error(), "{}", stopped.text);
-    assert_eq!(
-        stopped.text,
-        format!(
-            "Stopped `{id}`: [stopped]. Its output is in {}.",
-            log.display()
+    for (n, sandbox) in placements().into_iter().enumerate() {
+        let f = fixture();
+        let (a, b) = (marker(31, n), marker(32, n));
+        let started = run_in(
+            &f,
+            sandbox,
+            json!({"command": format!("echo begin; sleep {a} & sleep {b}; wait"), "background": true}),
         )
-    );
-    assert_eq!(std::fs::read_to_string(&log).unwrap(), "begin\n[stopped]\n");
-    let pids = pids(&pid_file);
-    wait_until("every process of the tree to end", || {
-        pids.iter().all(|&p| is_dead(p))
-    })
-    .await;
-    let again = run_cmd(&f, json!({"stop": id})).await;
-    assert_eq!(
-        again.text,
-        format!(
-            "`{id}` had already ended: [stopped]. Its output is in {}.",
-            log.display()
-        )
-    );
+        .await;
+        assert!(!started.is_error(), "{}", started.text);
+        let expected = if n == 0 {
+            sandbox_label()
+        } else {
+            "unsandboxed"
+        };
+        assert_eq!(started.data["sandbox"], expected);
+        let id = started.data["id"].as_str().unwrap().to_string();
+        let log = PathBuf::from(started.data["log"].as_str().unwrap());
+        assert_eq!(log, f.ctx.home.commands_dir().join(format!("{id}.log")));
+        wait_until("the command to start", || {
+            !sleeping(&a).is_empty() && !sleeping(&b).is_empty()
+        })
+        .await;
+        let stopped = run_cmd(&f, json!({"stop": id})).await;
+        assert!(!stopped.is_error(), "{}", stopped.text);
+        assert_eq!(
+            stopped.text,
+            format!(
+                "Stopped `{id}`: [stopped]. Its output is in {}.",
+                log.display()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "begin\n[stopped]\n");
+        wait_until("every process of the tree to end", || {
+            sleeping(&a).is_empty() && sleeping(&b).is_empty()
+        })
+        .await;
+        let again = run_cmd(&f, json!({"stop": id})).await;
+        assert_eq!(
+            again.text,
+            format!(
+                "`{id}` had already ended: [stopped]. Its output is in {}.",
+                log.display()
+            )
+        );
+    }
+}
+
+/// What a result's `sandbox` field says for the default settings here.
+fn sandbox_label() -> &'static str {
+    match SandboxSettings::default().place() {
+        Ok(placement) => placement.label(),
+        Err(_) => "none",
+    }
 }
 
 /// A notifier that hands what it is told to a channel.
@@ -301,11 +352,28 @@ fn tether_helper() {
         .enable_all()
         .build()
         .unwrap();
+    // With a marker, in the sandbox: `sleep <marker>` twice, found by the
+    // test from outside.
+    let sandboxed = std::env::var(TETHER_SANDBOX_MARKER).ok();
+    let confinement = Confinement {
+        writable: vec![dir.clone()],
+        read_only: vec![],
+        network: false,
+    };
     runtime.block_on(async {
-        let mut cmd = process::shell(
-            "sleep 1000 & echo $! > grandchild.tmp && mv grandchild.tmp grandchild.pid; sleep 1000",
-            &dir,
-        );
+        let (command, sandbox) = match &sandboxed {
+            Some(m) => (
+                format!("sleep {m} & sleep {m}"),
+                Some((Sandbox::detect().unwrap(), &confinement)),
+            ),
+            None => (
+                "sleep 1000 & echo $! > grandchild.tmp && mv grandchild.tmp grandchild.pid; \
+                 sleep 1000"
+                    .to_string(),
+                None,
+            ),
+        };
+        let mut cmd = process::shell(&command, &dir, sandbox);
         cmd.stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         let running = tether::start(cmd).unwrap();
@@ -313,6 +381,46 @@ fn tether_helper() {
         std::fs::rename(dir.join("leader.tmp"), dir.join("leader.pid")).unwrap();
         std::future::pending::<()>().await;
     });
+}
+
+/// With [`TETHER_HELPER`]: run the helper's command in the sandbox, as
+/// `sleep <this marker>` twice.
+const TETHER_SANDBOX_MARKER: &str = "TROUPE_TETHER_SANDBOX_MARKER";
+
+#[tokio::test]
+async fn a_sandboxed_command_and_its_children_die_when_troupe_is_sigkilled() {
+    if Sandbox::detect_or_skip("a sandboxed command dies with troupe").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let a = marker(51, 0);
+    let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "run_command::tests::tether_helper",
+            "--nocapture",
+        ])
+        .env(TETHER_HELPER, dir.path())
+        .env(TETHER_SANDBOX_MARKER, &a)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let leader = dir.path().join("leader.pid");
+    wait_until("the helper to start its sandboxed command", || {
+        read_pid(&leader).is_some() && sleeping(&a).len() == 2
+    })
+    .await;
+    // SIGKILL: no clean-up code of the helper runs.
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+    let bwrap = read_pid(&leader).unwrap();
+    wait_until("bwrap to die with its parent", || is_dead(bwrap)).await;
+    wait_until("what ran inside the sandbox to die with it", || {
+        sleeping(&a).is_empty()
+    })
+    .await;
 }
 
 fn read_pid(path: &Path) -> Option<u32> {
@@ -360,8 +468,10 @@ async fn a_command_and_its_children_die_when_troupe_is_sigkilled() {
 #[tokio::test]
 async fn what_a_finished_command_left_running_is_not_killed_by_its_watchdog() {
     let f = fixture();
-    let result = run_cmd(
+    // Unsandboxed: in a sandbox, its PID namespace ends with the command.
+    let result = run_in(
         &f,
+        SandboxSettings::off(),
         json!({"command": "nohup sleep 1000 >/dev/null 2>&1 & echo $! > left.pid"}),
     )
     .await;
@@ -372,4 +482,23 @@ async fn what_a_finished_command_left_running_is_not_killed_by_its_watchdog() {
     let pid = rustix::process::Pid::from_raw(i32::try_from(left).unwrap()).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
     wait_until("the left-over sleep to be killed", || is_dead(left)).await;
+}
+
+#[tokio::test]
+async fn in_the_sandbox_what_a_command_left_running_ends_with_it() {
+    if Sandbox::detect_or_skip("what a sandboxed command left running").is_none() {
+        return;
+    }
+    let f = fixture();
+    let a = marker(41, 0);
+    let result = run_cmd(
+        &f,
+        json!({"command": format!("nohup sleep {a} >/dev/null 2>&1 & sleep 0.2")}),
+    )
+    .await;
+    assert!(!result.is_error(), "{}", result.text);
+    wait_until("the left-over sleep to end with its sandbox", || {
+        sleeping(&a).is_empty()
+    })
+    .await;
 }

@@ -78,6 +78,10 @@ fn documented_defaults() -> Config {
             deny: vec![],
             allow: vec![],
         },
+        sandbox: crate::sandbox::SandboxSettings {
+            mode: crate::sandbox::SandboxMode::Auto,
+            network: true,
+        },
         delegation: Delegation {
             max_depth: 1,
             max_children: 10,
@@ -288,7 +292,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, delegation, messaging, routines, review, providers, store, log, router, limits \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

@@ -33,6 +33,8 @@ pub const KEYS: &[&str] = &[
     "trust.mode",
     "trust.deny",
     "trust.allow",
+    "sandbox.mode",
+    "sandbox.network",
     "delegation.max_depth",
     "delegation.max_children",
     "delegation.max_concurrent_per_bot",

@@ -66,7 +66,7 @@ enum Outcome {
         rule: String,
         reason: String,
     },
-    /// Asked today; a sandbox may run it instead later.
+    /// Asked, or run in the sandbox in auto mode.
     Unanalysable {
         rule: String,
         reason: String,
@@ -91,6 +91,7 @@ pub struct Gate {
     limits: GateLimits,
     guardian: Option<Arc<dyn Guardian>>,
     always: Arc<dyn ApprovalStore>,
+    sandboxed: bool,
 }
 
 impl Gate {
@@ -111,6 +112,7 @@ impl Gate {
             limits: policy.limits,
             guardian: None,
             always: Arc::new(MemoryApprovals::default()),
+            sandboxed: false,
         })
     }
 
@@ -126,6 +128,21 @@ impl Gate {
         self
     }
 
+    /// Says whether commands run in a sandbox where troupe's home is
+    /// read-only ([`crate::sandbox`]); a gate assumes they do not until
+    /// told. With one, auto mode runs [`Verdict::Unanalysable`] commands
+    /// there; without one, commands that could touch the home
+    /// ([`super::unsandboxed`]) are asked in every mode.
+    pub fn with_sandbox(mut self, sandboxed: bool) -> Self {
+        self.sandboxed = sandboxed;
+        self
+    }
+
+    /// Whether commands run in a sandbox.
+    pub fn sandboxed(&self) -> bool {
+        self.sandboxed
+    }
+
     /// The mode.
     pub fn mode(&self) -> GateMode {
         self.mode
@@ -136,6 +153,10 @@ impl Gate {
         let outcome = self.judge(spec, call, ctx).await;
         match outcome {
             Outcome::Allow => Verdict::Allow,
+            // The sandbox holds what the gate cannot read, in auto mode.
+            Outcome::Unanalysable { .. } if self.sandboxed && self.mode == GateMode::Auto => {
+                Verdict::Allow
+            }
             Outcome::Deny { rule, reason } => Verdict::Deny { rule, reason },
             Outcome::Ask { rule, reason } | Outcome::Unanalysable { rule, reason }
                 if ctx.unattended =>
@@ -335,6 +356,21 @@ impl Gate {
                 ),
                 rule: hit.rule,
             });
+        }
+        if !self.sandboxed {
+            if let Some(why) = super::unsandboxed::could_touch_home(text, env) {
+                return Screened::Decided(Outcome::Ask {
+                    rule: "unsandboxed-home".into(),
+                    reason: format!(
+                        "`{}` runs without a sandbox, and {why}: it could change troupe's own \
+                         settings or database, so the user decides each time, in auto mode \
+                         too. Install bubblewrap (the package `bubblewrap`) so commands run \
+                         where troupe's home is read-only, or work inside the working folder \
+                         with relative paths.",
+                        shorten(text, 120)
+                    ),
+                });
+            }
         }
         let unallowed = Analysis {
             invocations: analysis

@@ -7,6 +7,10 @@
 //! live while the process runs ([`BackgroundCommands::stop_all`] ends them
 //! at shutdown). Whoever asked with `notify_on_complete` is told through the
 //! [`CommandNotifier`] the conversation actor provides.
+//!
+//! It runs in the same sandbox as a foreground command. troupe opens its log
+//! file and hands the command the open file, so the log is written even
+//! though `commands/` is read-only inside the sandbox.
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -19,6 +23,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use troupe_runtime::id::ConversationId;
+use troupe_runtime::sandbox::{Confinement, Sandbox};
 use troupe_runtime::tool::Services;
 
 use super::process::{end_tree, shell, Ending};
@@ -74,6 +79,9 @@ pub struct Launch<'a> {
     pub dir: &'a Path,
     /// Ends it after this long, if given.
     pub timeout: Option<Duration>,
+    /// The sandbox it runs in and what it may touch there; `None` runs it
+    /// on the machine itself.
+    pub sandbox: Option<(&'a Sandbox, &'a Confinement)>,
     /// Whom to tell when it ends, if anyone.
     pub notify: Option<(CommandNotifications, ConversationId)>,
 }
@@ -91,7 +99,7 @@ impl BackgroundCommands {
         let id = format!("cmd_{}", &suffix[suffix.len() - 12..]);
         let log = launch.dir.join(format!("{id}.log"));
         let file = std::fs::File::create(&log)?;
-        let mut cmd = shell(launch.command, launch.cwd);
+        let mut cmd = shell(launch.command, launch.cwd, launch.sandbox);
         cmd.stdout(Stdio::from(file.try_clone()?))
             .stderr(Stdio::from(file));
         let Running {

@@ -4,6 +4,10 @@
 //! -c`, a `sleep &`), holding the output pipe open and the machine busy. The
 //! shell is started as the leader of a new process group, so a timeout or a
 //! stop signals the whole group: SIGTERM first, SIGKILL after a grace period.
+//!
+//! In a sandbox the group holds `bwrap` (and its process inside the new PID
+//! namespace); signalling the group ends `bwrap`, and `--die-with-parent`
+//! plus the namespace's end take everything inside with it.
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -11,6 +15,7 @@ use std::time::Duration;
 
 use rustix::process::{kill_process_group, Pid, Signal};
 use tokio::process::{Child, Command};
+use troupe_runtime::sandbox::{Confinement, Sandbox};
 
 /// How long a process group is given to end after SIGTERM.
 pub const TERM_GRACE: Duration = Duration::from_secs(2);
@@ -67,14 +72,21 @@ impl std::fmt::Display for Ending {
     }
 }
 
-/// A `bash -c` command in `cwd`, with standard input closed, pagers and
-/// colors off, leading a new process group. Output is set by the caller.
-pub fn shell(command: &str, cwd: &Path) -> Command {
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
+/// A `bash -c` command in `cwd` — inside `sandbox` with its confinement
+/// when given — with standard input closed, pagers and colors off, leading
+/// a new process group. Output is set by the caller.
+pub fn shell(command: &str, cwd: &Path, sandbox: Option<(&Sandbox, &Confinement)>) -> Command {
+    let mut cmd = match sandbox {
+        Some((sandbox, confinement)) => {
+            Command::from(sandbox.command("bash", ["-c", command], cwd, confinement))
+        }
+        None => {
+            let mut cmd = Command::new("bash");
+            cmd.arg("-c").arg(command).current_dir(cwd);
+            cmd
+        }
+    };
+    cmd.stdin(Stdio::null())
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .env("NO_COLOR", "1")
