@@ -252,7 +252,7 @@ impl RuntimeBuilder {
             max_output_tokens: None,
             pricing: Default::default(),
         });
-        say_where_commands_run(&config.sandbox);
+        say_where_commands_run(&config.sandbox, self.scheduler);
         let mut tools = troupe_tools::builtin_with(config.sandbox);
         for tool in self.tools {
             tools.register(tool)?;
@@ -302,22 +302,25 @@ impl RuntimeBuilder {
     }
 }
 
-/// Says once, at start, when commands will not run in a sandbox: without
-/// one, troupe's home is protected only by the gate asking.
-fn say_where_commands_run(settings: &troupe_runtime::sandbox::SandboxSettings) {
-    use troupe_runtime::sandbox::{Placement, Unsandboxed, INSTALL_HINT};
-    match settings.place() {
-        Ok(Placement::Sandboxed(_)) => {}
-        Ok(Placement::Unsandboxed(Unsandboxed::TurnedOff)) => tracing::info!(
+/// Says when commands will not run in a sandbox: without one, troupe's
+/// home is protected only by the gate asking. Finding out runs `bwrap`
+/// once, which a one-turn start should not wait for: a long-running node
+/// (`serve`, `chat`: `at_start`) finds out at once, in the background,
+/// and says so at start; any other finds out at its first command (the
+/// gate and the tool share the cached answer, which says so then).
+fn say_where_commands_run(settings: &troupe_runtime::sandbox::SandboxSettings, at_start: bool) {
+    use troupe_runtime::sandbox::{Sandbox, SandboxMode};
+    match settings.mode {
+        SandboxMode::Off => tracing::info!(
             "commands run unsandboxed ([sandbox] mode = \"off\"): every command that could \
              touch troupe's home is asked first"
         ),
-        Ok(Placement::Unsandboxed(Unsandboxed::Missing(why))) => tracing::warn!(
-            "commands run unsandboxed: {why}. Until a sandbox works, every command that could \
-             touch troupe's home is asked first, in auto mode too; to protect the home, \
-             {INSTALL_HINT}"
-        ),
-        Err(e) => tracing::warn!("{e}"),
+        SandboxMode::Auto | SandboxMode::Required if at_start => {
+            std::thread::spawn(|| {
+                let _ = Sandbox::detect();
+            });
+        }
+        SandboxMode::Auto | SandboxMode::Required => {}
     }
 }
 

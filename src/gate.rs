@@ -30,7 +30,10 @@ pub fn for_config(
     };
     let mut gate = Gate::new(&policy)?
         .with_approvals(Arc::new(FileApprovals::open(home)?))
-        .with_sandbox(config.sandbox.holds());
+        .with_sandbox_check({
+            let sandbox = config.sandbox;
+            move || sandbox.holds()
+        });
     if let Some(model) = guardian_model {
         gate = gate.with_guardian(Arc::new(ModelGuardian::new(
             Arc::clone(&model.provider),

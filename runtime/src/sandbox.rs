@@ -216,7 +216,19 @@ impl Sandbox {
     pub fn detect() -> Result<&'static Sandbox, &'static String> {
         static DETECTED: OnceLock<Result<Sandbox, String>> = OnceLock::new();
         DETECTED
-            .get_or_init(|| Self::probe(&find_program()?))
+            .get_or_init(|| {
+                let found = find_program().and_then(|program| Self::probe(&program));
+                if let Err(why) = &found {
+                    // Said once, when first needed (a long-running node
+                    // asks at start).
+                    tracing::warn!(
+                        "commands run unsandboxed: {why}. Until a sandbox works, every command \
+                         that could touch troupe's home is asked first, in auto mode too; to \
+                         protect the home, {INSTALL_HINT}"
+                    );
+                }
+                found
+            })
             .as_ref()
     }
 

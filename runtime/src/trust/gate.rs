@@ -91,7 +91,24 @@ pub struct Gate {
     limits: GateLimits,
     guardian: Option<Arc<dyn Guardian>>,
     always: Arc<dyn ApprovalStore>,
-    sandboxed: bool,
+    sandboxed: Sandboxed,
+}
+
+/// Whether commands run in a sandbox: known, or asked when first needed
+/// (finding out runs a program, which a start-up should not wait for).
+#[derive(Clone)]
+enum Sandboxed {
+    Known(bool),
+    Lazy(Arc<dyn Fn() -> bool + Send + Sync>),
+}
+
+impl std::fmt::Debug for Sandboxed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Known(b) => write!(f, "{b}"),
+            Self::Lazy(_) => f.write_str("(checked when first needed)"),
+        }
+    }
 }
 
 impl Gate {
@@ -112,7 +129,7 @@ impl Gate {
             limits: policy.limits,
             guardian: None,
             always: Arc::new(MemoryApprovals::default()),
-            sandboxed: false,
+            sandboxed: Sandboxed::Known(false),
         })
     }
 
@@ -134,13 +151,23 @@ impl Gate {
     /// there; without one, commands that could touch the home
     /// ([`super::unsandboxed`]) are asked in every mode.
     pub fn with_sandbox(mut self, sandboxed: bool) -> Self {
-        self.sandboxed = sandboxed;
+        self.sandboxed = Sandboxed::Known(sandboxed);
+        self
+    }
+
+    /// Like [`Gate::with_sandbox`], asking `check` when a decision first
+    /// needs it (it should cache its answer).
+    pub fn with_sandbox_check(mut self, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        self.sandboxed = Sandboxed::Lazy(Arc::new(check));
         self
     }
 
     /// Whether commands run in a sandbox.
     pub fn sandboxed(&self) -> bool {
-        self.sandboxed
+        match &self.sandboxed {
+            Sandboxed::Known(b) => *b,
+            Sandboxed::Lazy(check) => check(),
+        }
     }
 
     /// The mode.
@@ -154,7 +181,7 @@ impl Gate {
         match outcome {
             Outcome::Allow => Verdict::Allow,
             // The sandbox holds what the gate cannot read, in auto mode.
-            Outcome::Unanalysable { .. } if self.sandboxed && self.mode == GateMode::Auto => {
+            Outcome::Unanalysable { .. } if self.mode == GateMode::Auto && self.sandboxed() => {
                 Verdict::Allow
             }
             Outcome::Deny { rule, reason } => Verdict::Deny { rule, reason },
@@ -357,7 +384,7 @@ impl Gate {
                 rule: hit.rule,
             });
         }
-        if !self.sandboxed {
+        if !self.sandboxed() {
             if let Some(why) = super::unsandboxed::could_touch_home(text, env) {
                 return Screened::Decided(Outcome::Ask {
                     rule: "unsandboxed-home".into(),
