@@ -85,8 +85,7 @@ pub fn admit(
             Ok(usize::try_from(c).unwrap_or(0))
         };
     let on_bot = count(
-        "SELECT COUNT(*) FROM subagents s JOIN delegations d ON d.id = s.delegation_id
-         WHERE s.status = 'running' AND d.bot_id = ?1",
+        "SELECT COALESCE((SELECT running FROM running_subagents WHERE bot_id = ?1), 0)",
         &[&bot],
     )?;
     if on_bot.saturating_add(n) > admission.per_bot {
@@ -97,7 +96,7 @@ pub fn admit(
         )));
     }
     let on_node = count(
-        "SELECT COUNT(*) FROM subagents WHERE status = 'running'",
+        "SELECT COALESCE(SUM(running), 0) FROM running_subagents",
         &[],
     )?;
     if on_node.saturating_add(n) > admission.per_node {
@@ -108,6 +107,7 @@ pub fn admit(
         )));
     }
     create(tx, id, parent, bot, waits, subagents)?;
+    count_running(tx, bot, i64::try_from(n).unwrap_or(i64::MAX))?;
     if admission.deadline < chrono::DateTime::<chrono::Utc>::MAX_UTC {
         tx.prepare_cached("UPDATE subagents SET deadline = ?2 WHERE delegation_id = ?1")?
             .execute(params![
@@ -116,6 +116,16 @@ pub fn admit(
             ])?;
     }
     Ok(Admitted::Yes)
+}
+
+/// Adds `delta` to the running subagents of `bot`.
+fn count_running(tx: &Transaction<'_>, bot: &str, delta: i64) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO running_subagents (bot_id, running) VALUES (?1, MAX(?2, 0))
+         ON CONFLICT (bot_id) DO UPDATE SET running = MAX(running + ?2, 0)",
+    )?
+    .execute(params![bot, delta])?;
+    Ok(())
 }
 
 /// Records a new delegation and its subagents, each with its task.
@@ -313,6 +323,10 @@ pub fn end(
     let Some(sub) = by_conversation(tx, conversation)? else {
         return Ok(None);
     };
+    let bot: String = tx
+        .prepare_cached("SELECT bot_id FROM delegations WHERE id = ?1")?
+        .query_row(params![sub.delegation.to_string()], |r| r.get(0))?;
+    count_running(tx, &bot, -1)?;
     event(
         tx,
         sub.delegation,

@@ -299,12 +299,19 @@ CREATE TABLE openings (
 "#;
 
 /// Also migration 4: each subagent's deadline, stored when it starts, so a
-/// timeout is armed again after a restart; and an index of the running
-/// ones, which the delegation limits count in the transaction that admits
-/// a new delegation.
+/// timeout is armed again after a restart; and how many subagents of each
+/// bot are running, kept in the transactions that start and end them, so
+/// the delegation limits are read, not counted, when a delegation is
+/// admitted.
 const SUBAGENT_DEADLINES: &str = r#"
 ALTER TABLE subagents ADD COLUMN deadline TEXT;
-CREATE INDEX subagents_running ON subagents (status) WHERE status = 'running';
+CREATE TABLE running_subagents (
+    bot_id  TEXT PRIMARY KEY,
+    running INTEGER NOT NULL CHECK (running >= 0)
+);
+INSERT INTO running_subagents (bot_id, running)
+    SELECT d.bot_id, COUNT(*) FROM subagents s JOIN delegations d ON d.id = s.delegation_id
+    WHERE s.status = 'running' GROUP BY d.bot_id;
 "#;
 
 /// Brings the schema to [`latest`], one transaction per migration.

@@ -100,6 +100,7 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "proposals",
             "routine_runs",
             "routines",
+            "running_subagents",
             "segments",
             "subagents",
             "usage"
