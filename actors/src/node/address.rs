@@ -90,9 +90,7 @@ impl Node {
             Some(opening) => opening,
             None => self.stored_opening(id).await?,
         };
-        self.ctx
-            .conversations
-            .settle_opening(&id, self.ctx.settings.durable);
+        self.ctx.conversations.settle_opening(&id);
         let model = self.ctx.resolve_model(&opening.bot.spec.model)?;
         let budget = opening.budget.unwrap_or_else(|| {
             Scope::root(

@@ -146,11 +146,12 @@ impl Conversations {
         Some(found)
     }
 
-    /// Forgets the in-memory opening of `id` when the store can rebuild it.
-    pub(crate) fn settle_opening(&self, id: &ConversationId, durable: bool) {
-        if durable {
-            self.openings.remove_if(id, |_, o| !o.in_memory_only());
-        }
+    /// Forgets the in-memory opening of `id` once its actor started, unless
+    /// it holds what the store cannot (a review's gate). Without
+    /// durability there is nothing to rebuild a restart from anyway: such a
+    /// conversation is not restarted (measurements only).
+    pub(crate) fn settle_opening(&self, id: &ConversationId) {
+        self.openings.remove_if(id, |_, o| !o.in_memory_only());
     }
 
     /// Forgets `id`'s carry when no incarnation holds it and nobody waits.
@@ -286,7 +287,7 @@ async fn on_event(ctx: &Arc<NodeContext>, event: RouterEvent<ConversationId>) {
             );
         }
         RouterEvent::Passivated { key } => {
-            conversations.settle_opening(&key, ctx.settings.durable);
+            conversations.settle_opening(&key);
             conversations.forget(&key);
         }
         RouterEvent::GaveUp { key, reason, .. } => gave_up(ctx, key, reason).await,
