@@ -125,6 +125,16 @@ fn approval_text(call: &ToolCall, reason: &str) -> String {
          a terminal and answer the question (`always` remembers the approval in this home).",
         call.name, call.arguments
     );
+    if reason.contains("without a sandbox") {
+        // The `unsandboxed-home` rule: neither `--auto` nor an allow
+        // pattern lifts it; a sandbox does.
+        text.push_str(&format!(
+            "\n  - or let commands run in the sandbox, where troupe's home is read-only and \
+             this is not asked: {}.",
+            troupe_runtime::sandbox::INSTALL_HINT
+        ));
+        return text;
+    }
     if let Some(command) = call.arguments.get("command").and_then(|c| c.as_str()) {
         let quoted = serde_json::to_string(command).unwrap_or_default();
         text.push_str(&format!(

@@ -200,6 +200,9 @@ fn without_a_sandbox_a_command_naming_the_home_is_asked_in_auto_mode() {
     // Asked even with --auto; nobody can answer without a terminal: status 7.
     assert_eq!(out.status.code(), Some(7), "{err}");
     assert!(err.contains("runs without a sandbox"), "{err}");
+    // The way out it names is a sandbox, not --auto (which does not lift it).
+    assert!(err.contains("install bubblewrap"), "{err}");
+    assert!(!err.contains("pass `--auto`"), "{err}");
     assert_eq!(
         std::fs::read_to_string(home.join("config.toml")).unwrap(),
         before
