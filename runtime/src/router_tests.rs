@@ -412,3 +412,57 @@ async fn message_sent_while_passivating_reaches_the_next_incarnation() {
     stop_gate.add_permits(1);
     router.stop().await;
 }
+
+#[tokio::test]
+async fn a_first_message_activates_in_the_senders_task_and_an_idle_actor_passivates_on_request() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("accounts.db");
+    create_accounts(&path, [3]);
+    let gate = Arc::new(Semaphore::new(usize::MAX >> 4));
+    let config = RouterConfig {
+        idle_after: None,
+        ..RouterConfig::default()
+    };
+    let router = Router::start(Accounts::new(&path, gate), config)
+        .await
+        .expect("router starts");
+    let mut events = router.subscribe();
+
+    // Live as soon as the send returns: no wait on the router's mailbox.
+    let (tx, rx) = ractor::concurrency::oneshot();
+    router
+        .send_activating(3, AccountMsg::Add(4, tx.into()))
+        .await
+        .expect("sent");
+    assert!(router.is_live(&3));
+    assert_eq!(rx.await.expect("answered"), 4);
+    assert_eq!(
+        next_event(&mut events).await,
+        RouterEvent::Activated {
+            key: 3,
+            restarted: false
+        }
+    );
+
+    // Only the live incarnation may ask to be passivated.
+    let not_it = router.cell().get_id();
+    assert!(!router.passivate(3, not_it).await.expect("answers"));
+    let id = live_id(&router, 3).await;
+    assert!(router.passivate(3, id).await.expect("answers"));
+    loop {
+        if let RouterEvent::Passivated { key: 3 } = next_event(&mut events).await {
+            break;
+        }
+    }
+    assert!(!router.is_live(&3));
+    // Its state is in the store: the next message activates it from there.
+    assert_eq!(add(&router, 3, 1).await, 5);
+    router.stop().await;
+}
+
+/// The id of `key`'s live incarnation, as its supervisor (the router) sees it.
+async fn live_id(router: &Router<i64, AccountMsg>, key: i64) -> ractor::ActorId {
+    let children = router.cell().get_children();
+    assert_eq!(children.len(), 1, "one live incarnation of {key}");
+    children[0].get_id()
+}

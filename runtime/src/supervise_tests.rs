@@ -463,3 +463,40 @@ fn backoff_and_intensity_arithmetic() {
     );
     assert_eq!(log.recent(), 3);
 }
+
+#[tokio::test]
+async fn a_child_added_later_is_supervised_like_the_first_ones() {
+    let (log, mut log_rx) = unbounded_channel();
+    let (tx, mut events) = unbounded_channel();
+    let spec = SupervisorSpec::new(Strategy::OneForOne)
+        .child(child(worker("a", &log)))
+        .events(tx);
+    let (sup, handle) = Actor::spawn(None, Supervisor, spec).await.expect("starts");
+    assert_eq!(next(&mut events).await, started("a", 0));
+
+    let added = ractor::call!(sup, SupervisorMsg::StartChild, child(worker("late", &log)))
+        .expect("supervisor answers");
+    assert!(added.is_ok(), "{added:?}");
+    assert_eq!(next(&mut events).await, started("late", 0));
+    // A second child of the same name is refused, and changes nothing.
+    let twice = ractor::call!(sup, SupervisorMsg::StartChild, child(worker("late", &log)))
+        .expect("supervisor answers");
+    assert!(twice.is_err_and(|e| e.contains("exists already")));
+
+    // It fails: restarted by policy, after the children started before it.
+    send_exit(&sup, "late", Exit::Panic).await;
+    assert!(matches!(
+        next(&mut events).await,
+        SupervisorEvent::Exited { child, reason: ExitReason::Failed(_) } if child == "late"
+    ));
+    assert_eq!(next(&mut events).await, started("late", 1));
+    let ids: Vec<_> = children(&sup).await.into_iter().map(|c| c.id).collect();
+    assert_eq!(ids, ["a", "late"]);
+
+    sup.stop_and_wait(None, Some(WAIT)).await.expect("stops");
+    handle.await.expect("joins");
+    assert_eq!(
+        drain(&mut log_rx),
+        ["start:a", "start:late", "start:late", "stop:late", "stop:a"]
+    );
+}
