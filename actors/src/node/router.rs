@@ -286,10 +286,7 @@ async fn on_event(ctx: &Arc<NodeContext>, event: RouterEvent<ConversationId>) {
                 },
             );
         }
-        RouterEvent::Passivated { key } => {
-            conversations.settle_opening(&key);
-            conversations.forget(&key);
-        }
+        RouterEvent::Passivated { key } => conversations.forget(&key),
         RouterEvent::GaveUp { key, reason, .. } => gave_up(ctx, key, reason).await,
     }
 }

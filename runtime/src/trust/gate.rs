@@ -597,7 +597,7 @@ fn resolve_path(text: &str, ctx: &GateContext) -> Option<PathBuf> {
 
 /// The path with its existing ancestors' symlinks resolved, so a link into
 /// the home's settings is seen for what it is.
-fn real_path(path: &Path) -> PathBuf {
+pub(super) fn real_path(path: &Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
     while !existing.exists() {

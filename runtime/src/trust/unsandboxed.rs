@@ -23,7 +23,7 @@
 //! script file that builds the path, a compiled program). That is why the
 //! sandbox is the default, and why troupe says at start when there is none.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::inspect::{normalize, Env};
 
@@ -150,28 +150,8 @@ fn absolute_paths(text: &str) -> impl Iterator<Item = String> + '_ {
 /// links of its existing part).
 fn inside(path: &str, folders: &[&Path]) -> bool {
     let lexical = normalize(Path::new(path));
-    let real = real_prefix(&lexical);
+    let real = super::gate::real_path(&lexical);
     folders.iter().any(|f| lexical.starts_with(f)) && folders.iter().any(|f| real.starts_with(f))
-}
-
-/// `path` with the links of its longest existing ancestor resolved.
-fn real_prefix(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    while std::fs::symlink_metadata(&existing).is_err() {
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
-    let mut real = std::fs::canonicalize(&existing).unwrap_or(existing);
-    for part in rest.into_iter().rev() {
-        real.push(part);
-    }
-    real
 }
 
 /// A `cd`, `pushd` or `popd` whose target is not a plain relative folder.
@@ -205,6 +185,7 @@ fn changes_folder(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn env() -> Env {
         Env::example()
