@@ -12,6 +12,26 @@ fn one_task() -> Vec<(SubagentId, ConversationId, String, String)> {
     )]
 }
 
+/// Admits a delegation of `bot` with `tasks` subagents under `admission`.
+async fn admit_tasks(store: &Store, bot: &str, tasks: usize, admission: &Admission) -> Admitted {
+    let rows: Vec<_> = (0..tasks).flat_map(|_| one_task()).collect();
+    let (bot, admission) = (bot.to_string(), admission.clone());
+    store
+        .write(move |tx| {
+            admit(
+                tx,
+                DelegationId::new(),
+                ConversationId::new(),
+                &bot,
+                false,
+                &rows,
+                &admission,
+            )
+        })
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_hundred_concurrent_delegations_never_pass_the_node_limit() {
     let dir = tempfile::tempdir().unwrap();
@@ -23,24 +43,9 @@ async fn a_hundred_concurrent_delegations_never_pass_the_node_limit() {
     });
     let calls = (0..100).map(|i| {
         let (store, admission) = (store.clone(), Arc::clone(&admission));
-        let bot = format!("bot{}", i % 7);
-        tokio::spawn(async move {
-            let rows = one_task();
-            store
-                .write(move |tx| {
-                    admit(
-                        tx,
-                        DelegationId::new(),
-                        ConversationId::new(),
-                        &bot,
-                        false,
-                        &rows,
-                        &admission,
-                    )
-                })
-                .await
-                .unwrap()
-        })
+        tokio::spawn(
+            async move { admit_tasks(&store, &format!("bot{}", i % 7), 1, &admission).await },
+        )
     });
     let answers = futures::future::join_all(calls).await;
     let admitted = answers
@@ -79,41 +84,14 @@ async fn the_limit_counts_what_the_store_holds_after_a_restart() {
     };
     {
         let store = Store::open(&path).unwrap();
-        let a = admission.clone();
-        let rows: Vec<_> = one_task().into_iter().chain(one_task()).collect();
-        let first = store
-            .write(move |tx| {
-                admit(
-                    tx,
-                    DelegationId::new(),
-                    ConversationId::new(),
-                    "main",
-                    false,
-                    &rows,
-                    &a,
-                )
-            })
-            .await
-            .unwrap();
-        assert_eq!(first, Admitted::Yes);
+        assert_eq!(
+            admit_tasks(&store, "main", 2, &admission).await,
+            Admitted::Yes
+        );
     }
     // A new process: its two subagents still count.
     let store = Store::open(&path).unwrap();
-    let rows = one_task();
-    let again = store
-        .write(move |tx| {
-            admit(
-                tx,
-                DelegationId::new(),
-                ConversationId::new(),
-                "main",
-                false,
-                &rows,
-                &admission,
-            )
-        })
-        .await
-        .unwrap();
+    let again = admit_tasks(&store, "main", 1, &admission).await;
     assert!(
         matches!(&again, Admitted::No(why) if why.contains("2 subagent(s) of `main` are running")),
         "{again:?}"
