@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 use troupe_actors::bot::{BotRecord, BotSpec};
 use troupe_actors::conversation::TurnReport;
+use troupe_actors::house::HouseRef;
 use troupe_actors::node::{ActorInfo, Node, NodeError, NodeOptions};
 use troupe_actors::routine::scheduler::{
     RoutineService, SchedulerError, SchedulerHandle, SchedulerOptions, Wake,
@@ -459,6 +460,21 @@ impl Runtime {
     /// Rejects proposal `id`; nothing changes.
     pub async fn reject_proposal(&self, id: i64) -> Result<Proposal, RuntimeError> {
         Ok(troupe_tools::proposals::reject(self.node.store(), id).await?)
+    }
+
+    /// Makes a house named `name` (people and bots talking in threads).
+    pub async fn create_house(&self, name: &str) -> Result<HouseRef, RuntimeError> {
+        Ok(self.node.create_house(name).await?)
+    }
+
+    /// The house named `name` (`home` is the one every home has).
+    pub async fn house(&self, name: &str) -> Result<HouseRef, RuntimeError> {
+        Ok(self.node.house(name).await?)
+    }
+
+    /// Every house, by name.
+    pub async fn houses(&self) -> Result<Vec<troupe_runtime::house::House>, RuntimeError> {
+        Ok(self.node.houses().await?)
     }
 
     /// The live actor tree: the node's supervisor, its children, and every

@@ -13,6 +13,7 @@
 
 mod chat;
 mod doctor;
+mod house;
 mod info;
 mod owner;
 mod proposals;
@@ -111,6 +112,10 @@ pub enum Command {
     },
     /// Check the home's database (integrity and full-text indexes) and say how to recover a copy.
     Doctor(doctor::DoctorArgs),
+    /// Houses: make one, list them, their members (people and bots).
+    House(house::HouseArgs),
+    /// Threads of a house: open, list, post (and see the bots answer), read, search, archive.
+    Thread(house::ThreadArgs),
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),
 }
@@ -157,6 +162,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve => serve(builder().scheduler(true)).await,
         Command::Ps { json } => ps::ps(builder(), read_only, json).await,
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,
+        Command::House(args) => house::house(builder(), read_only, args).await,
+        Command::Thread(args) => house::thread(builder(), read_only, args).await,
         Command::Bench(args) => {
             let quiet = args.probe || args.workload == crate::bench::Workload::CrashWorker;
             let line = crate::bench::run(args, cli.home.clone()).await?;

@@ -30,6 +30,8 @@ pub struct BotSpec {
     pub tools: Vec<String>,
     /// Tools it may never use (beats `tools`).
     pub deny_tools: Vec<String>,
+    /// Whether it may rewrite its own record with `update_self`.
+    pub self_update: bool,
 }
 
 impl Default for BotSpec {
@@ -42,6 +44,7 @@ impl Default for BotSpec {
             model: String::new(),
             tools: Vec::new(),
             deny_tools: Vec::new(),
+            self_update: false,
         }
     }
 }

@@ -20,7 +20,7 @@ pub mod compaction;
 pub mod history;
 pub mod journal;
 pub mod prompt;
-mod step;
+pub(crate) mod step;
 mod turn;
 
 use std::collections::BTreeSet;

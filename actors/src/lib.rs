@@ -17,6 +17,7 @@ pub mod delegation;
 pub mod events;
 pub mod gate;
 pub mod guard;
+pub mod house;
 pub mod intern;
 pub mod messaging;
 pub mod node;

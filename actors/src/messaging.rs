@@ -168,6 +168,9 @@ pub fn reply(
     outcome: &TurnOutcome,
     text: &str,
 ) -> Option<Envelope> {
+    if let Payload::Offer(offer) = &answered.body {
+        return Some(thread_answer(offer, from, outcome, text));
+    }
     let Payload::Text {
         expects_reply: true,
         ..
@@ -201,6 +204,38 @@ pub fn reply(
         },
         sent_at: chrono::Utc::now(),
     })
+}
+
+/// The post a bot's turn on a thread's offer sends back to the thread:
+/// its answer, or nothing (the offer is settled either way).
+fn thread_answer(
+    offer: &troupe_runtime::house::Offer,
+    from: troupe_runtime::id::ConversationId,
+    outcome: &TurnOutcome,
+    text: &str,
+) -> Envelope {
+    let text = match outcome {
+        TurnOutcome::Finished => text.trim().to_string(),
+        other => {
+            tracing::warn!(bot = %offer.bot, thread = %offer.thread, outcome = %describe(other), "a bot's turn in a thread did not finish");
+            String::new()
+        }
+    };
+    Envelope {
+        id: MsgId::new(),
+        from: Address::Conversation(from),
+        to: Address::Thread(offer.thread),
+        body: Payload::Post(troupe_runtime::house::Post {
+            author: offer.bot.clone(),
+            author_kind: troupe_runtime::house::MemberKind::Bot,
+            text,
+            round: Some(offer.round),
+            depth: offer.depth + 1,
+            via: None,
+            answers_offer: true,
+        }),
+        sent_at: chrono::Utc::now(),
+    }
 }
 
 /// A turn's end, in words.

@@ -74,6 +74,9 @@ pub enum NodeError {
     /// A user message was over the size limit; nothing was stored.
     #[error(transparent)]
     TooLarge(#[from] crate::settings::MessageTooLarge),
+    /// A house, member or thread request was refused; the text says why and what to do.
+    #[error("{0}")]
+    House(String),
     /// The conversation was a background review, which is never resumed.
     #[error("conversation {0} was a background review; reviews are not resumed")]
     Review(ConversationId),
@@ -123,6 +126,8 @@ pub struct NodeContext {
     resolved: Mutex<HashMap<String, ResolvedModel>>,
     /// The conversations, by id, under their router.
     pub(crate) conversations: Conversations,
+    /// The house threads, by id, under their router, and their events.
+    pub(crate) houses: crate::house::Hub,
     /// The root of the actor tree.
     root: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
     bots: DashMap<String, BotRecord>,
@@ -189,11 +194,25 @@ impl NodeContext {
             &self.models,
             &env,
             &self.settings.cwd,
-            &ResolveOptions::default(),
+            &ResolveOptions {
+                script_progress: Some(self.home.root().join("script-progress")),
+                ..ResolveOptions::default()
+            },
         )?;
         self.resolved
             .lock()
             .insert(spec.to_string(), resolved.clone());
+        Ok(resolved)
+    }
+
+    /// Resolves the model of bot `bot` (`spec` its model spec): like
+    /// [`NodeContext::resolve_model`], answered by the bot's own script
+    /// when the provider scripts each bot on its own.
+    pub fn resolve_model_for(&self, bot: &str, spec: &str) -> Result<ResolvedModel, ModelError> {
+        let mut resolved = self.resolve_model(spec)?;
+        if let Some(own) = resolved.provider.for_agent(bot) {
+            resolved.provider = own;
+        }
         Ok(resolved)
     }
 
@@ -274,6 +293,7 @@ impl Node {
             env: options.env,
             resolved: Mutex::new(HashMap::new()),
             conversations: Conversations::default(),
+            houses: crate::house::Hub::default(),
             root: parking_lot::RwLock::new(None),
             bots: DashMap::new(),
             hooks: parking_lot::RwLock::new(Vec::new()),
@@ -288,6 +308,11 @@ impl Node {
         node.ctx
             .services
             .insert(Arc::new(Agents(NodeAgents::new(&node))));
+        node.ctx
+            .services
+            .insert(Arc::new(troupe_runtime::house::Houses(
+                crate::house::tools::NodeHouses::new(&node),
+            )));
         node.ctx.services.insert(Arc::new(
             troupe_tools::run_command::background::CommandNotifications(
                 crate::commands::CommandEnds::new(&node),
@@ -372,7 +397,13 @@ impl Node {
             spec: BotSpec::default(),
         };
         let r = record.clone();
-        self.ctx.store.write(move |tx| bots::insert(tx, &r)).await?;
+        self.ctx
+            .store
+            .write(move |tx| {
+                bots::insert(tx, &r)?;
+                bots::join_home(tx, &r)
+            })
+            .await?;
         let stored = self
             .ctx
             .store
@@ -444,13 +475,56 @@ impl Node {
             spec,
         };
         let r = record.clone();
-        if !self.ctx.store.write(move |tx| bots::insert(tx, &r)).await? {
+        let inserted = self
+            .ctx
+            .store
+            .write(move |tx| {
+                let inserted = bots::insert(tx, &r)?;
+                if inserted {
+                    bots::join_home(tx, &r)?;
+                }
+                Ok(inserted)
+            })
+            .await?;
+        if !inserted {
             return Err(NodeError::BotExists(record.spec.name));
         }
         self.ctx
             .bots
             .insert(record.spec.name.clone(), record.clone());
         Ok(record)
+    }
+
+    /// Rewrites bot `name`'s own record as `update_self` asks: its display
+    /// name (title), description and instructions. Refused unless its
+    /// definition allows self-update.
+    pub async fn update_bot(
+        &self,
+        name: &str,
+        update: troupe_runtime::house::SelfUpdate,
+    ) -> Result<BotSpec, NodeError> {
+        let mut record = self.bot(name)?;
+        if !record.spec.self_update {
+            return Err(NodeError::House(format!(
+                "self-update is not enabled for `{name}` (its definition's `self_update`)"
+            )));
+        }
+        if let Some(title) = update.name.filter(|t| !t.trim().is_empty()) {
+            record.spec.title = title.trim().to_string();
+        }
+        if let Some(description) = update.description.filter(|d| !d.trim().is_empty()) {
+            record.spec.description = description.trim().to_string();
+        }
+        if let Some(prompt) = update.system_prompt {
+            record.spec.mission = prompt;
+        }
+        record.spec.validate()?;
+        let r = record.clone();
+        self.ctx.store.write(move |tx| bots::update(tx, &r)).await?;
+        self.ctx
+            .bots
+            .insert(record.spec.name.clone(), record.clone());
+        Ok(record.spec)
     }
 
     /// Starts a new conversation of `bot` and returns its id.

@@ -120,6 +120,10 @@ typed_id!(
     ConversationId, "conv", "conversation"
 );
 typed_id!(
+    /// A house: a tenant of people and bots, their threads and files.
+    HouseId, "house", "house"
+);
+typed_id!(
     /// A thread of a multi-bot house.
     ThreadId, "thread", "thread"
 );

@@ -11,6 +11,7 @@ pub mod agents;
 pub mod config;
 pub mod error;
 pub mod home;
+pub mod house;
 pub mod id;
 pub mod model;
 pub mod protocol;

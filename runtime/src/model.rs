@@ -160,6 +160,14 @@ pub trait Provider: Send + Sync + 'static {
     fn context_window(&self) -> u64 {
         128_000
     }
+
+    /// The provider that answers the agent (bot) `agent`, when this one
+    /// answers each agent on its own (a script with per-bot turns);
+    /// `None` when every agent shares this one.
+    fn for_agent(&self, agent: &str) -> Option<std::sync::Arc<dyn Provider>> {
+        let _ = agent;
+        None
+    }
 }
 
 /// Why a model call failed. Every variant carries the provider's own message.

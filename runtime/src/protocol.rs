@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{BotId, ConversationId, MsgId};
+use crate::id::{BotId, ConversationId, MsgId, ThreadId};
 
 /// One tool call the model asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -239,6 +239,8 @@ pub enum Address {
     Bot(BotId),
     /// A named singleton (`scheduler`, `node`).
     Service(String),
+    /// A house thread's mailbox: its director takes every post.
+    Thread(ThreadId),
 }
 
 impl std::fmt::Display for Address {
@@ -247,6 +249,7 @@ impl std::fmt::Display for Address {
             Self::Conversation(id) => write!(f, "{id}"),
             Self::Bot(id) => write!(f, "{id}"),
             Self::Service(name) => write!(f, "service:{name}"),
+            Self::Thread(id) => write!(f, "{id}"),
         }
     }
 }
@@ -292,6 +295,11 @@ pub enum Payload {
         #[serde(default)]
         data: serde_json::Value,
     },
+    /// A message for a house thread: from a person, a bot's turn there, or
+    /// a bot's post from another thread.
+    Post(crate::house::Post),
+    /// A turn a thread's director offers a bot: what it has not seen yet.
+    Offer(crate::house::Offer),
     /// Any other structured message, decoded by the receiver.
     Custom {
         /// The message's type name.

@@ -55,6 +55,7 @@
 pub mod conversations;
 mod error;
 pub mod health;
+pub mod house;
 pub mod kv;
 pub mod mailbox;
 pub mod migrations;

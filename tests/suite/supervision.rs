@@ -463,7 +463,7 @@ fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
     let kinds: Vec<&str> = actors.iter().map(|a| a["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
-        ["node", "conversations", "post_office"],
+        ["node", "conversations", "threads", "post_office"],
         "{actors:?}"
     );
 

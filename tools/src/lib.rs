@@ -13,6 +13,7 @@ pub mod documents;
 pub mod edit_file;
 pub mod file_lock;
 pub mod find_files;
+pub mod house;
 pub mod ledger;
 pub mod memory;
 pub mod message_agent;
@@ -59,8 +60,11 @@ pub fn builtin_with(sandbox: troupe_runtime::sandbox::SandboxSettings) -> Regist
         Arc::new(cronjob_manage::CronjobManage::new()),
         Arc::new(message_agent::MessageAgent::new()),
         Arc::new(bot_create::BotCreate::new()),
-        Arc::new(tool_search::ToolSearch::new()),
     ];
+    let tools = tools
+        .into_iter()
+        .chain(house::all())
+        .chain([Arc::new(tool_search::ToolSearch::new()) as Arc<dyn troupe_runtime::tool::Tool>]);
     let mut registry = Registry::new();
     for tool in tools {
         // Built-in names are unique and valid; a clash is a bug caught by the tests.
@@ -76,7 +80,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 17, "{registry:?}");
+        assert_eq!(registry.len(), 30, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

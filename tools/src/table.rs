@@ -73,6 +73,21 @@ pub const TABLE: &[Row] = &[
     row("cronjob_manage", Yes, Yes, No, No),
     row("message_agent", WithBots, WithBots, No, No),
     row("bot_create", Yes, No, No, No),
+    // The house tools: offered only in a house thread (or, `update_self`,
+    // to a bot allowed to rewrite itself), which routines and subagents are not.
+    row("read_thread", Yes, Yes, No, No),
+    row("ask_thread", Yes, Yes, No, No),
+    row("search_threads", Yes, Yes, No, No),
+    row("list_threads", Yes, Yes, No, No),
+    row("list_thread_participants", Yes, Yes, No, No),
+    row("post_to_thread", Yes, Yes, No, No),
+    row("create_thread", Yes, Yes, No, No),
+    row("archive_thread", Yes, Yes, No, No),
+    row("add_thread_participant", Yes, Yes, No, No),
+    row("remove_thread_participant", Yes, Yes, No, No),
+    row("create_agent", Yes, Yes, No, No),
+    row("list_house_members", Yes, Yes, No, No),
+    row("update_self", Yes, Yes, No, No),
     row("tool_search", Yes, Yes, Yes, Yes),
 ];
 

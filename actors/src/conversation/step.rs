@@ -277,7 +277,10 @@ impl ModelStep {
 }
 
 /// Runs a request to its end and returns the text.
-async fn collect_text(model: &ResolvedModel, request: ModelRequest) -> Result<String, String> {
+pub(crate) async fn collect_text(
+    model: &ResolvedModel,
+    request: ModelRequest,
+) -> Result<String, String> {
     let mut stream = model
         .provider
         .stream(request)

@@ -274,6 +274,8 @@ fn delivered_message(payload: &Payload) -> Message {
             Message::user(format!("[message from {sender}{reply}]\n{text}"))
         }
         Payload::Notice { topic, text, .. } => Message::user(format!("[notice: {topic}]\n{text}")),
+        Payload::Offer(offer) => Message::user(offer.render()),
+        Payload::Post(post) => Message::user(format!("[{}] {}", post.author, post.text)),
         Payload::Custom { name, data } => Message::user(format!("[{name}]\n{data}")),
     }
 }

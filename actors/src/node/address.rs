@@ -91,7 +91,9 @@ impl Node {
             None => self.stored_opening(id).await?,
         };
         self.ctx.conversations.settle_opening(&id);
-        let model = self.ctx.resolve_model(&opening.bot.spec.model)?;
+        let model = self
+            .ctx
+            .resolve_model_for(&opening.bot.spec.name, &opening.bot.spec.model)?;
         let budget = opening.budget.unwrap_or_else(|| {
             Scope::root(
                 format!("bot:{}", opening.bot.spec.name),
@@ -101,6 +103,12 @@ impl Node {
         let services = self.ctx.services.fork();
         for extra in &opening.services {
             extra(&services);
+        }
+        if let Some(seat) = opening.seat {
+            services.insert(Arc::new(seat));
+        }
+        if opening.bot.spec.self_update {
+            services.insert(Arc::new(troupe_runtime::house::SelfUpdateAllowed));
         }
         Ok(ConversationArgs {
             id,
@@ -183,6 +191,7 @@ impl Node {
             stored_budget: stored.budget.clone(),
             title: row.title,
             briefing: stored.briefing.clone(),
+            seat: stored.seat,
             ..Opening::new(bot)
         })
     }
@@ -342,6 +351,15 @@ impl Node {
                 return Err(NodeError::Actor(format!(
                     "no service `{name}` takes messages on this node"
                 )));
+            }
+            Address::Thread(thread) => {
+                let thread = *thread;
+                return self
+                    .ctx
+                    .houses
+                    .send(thread, crate::house::ThreadMsg::Deliver(Box::new(envelope)))
+                    .await
+                    .map_err(NodeError::Actor);
             }
         };
         self.resend(

@@ -71,3 +71,48 @@ pub fn insert(tx: &Transaction<'_>, record: &BotRecord) -> Result<bool, StoreErr
         ])?;
     Ok(n == 1)
 }
+
+/// Rewrites a bot's definition (its name stays).
+pub fn update(tx: &Transaction<'_>, record: &BotRecord) -> Result<bool, StoreError> {
+    let spec = serde_json::to_string(&record.spec).map_err(|e| StoreError::Codec {
+        what: "bot",
+        detail: e.to_string(),
+    })?;
+    let n = tx
+        .prepare_cached(
+            "UPDATE bots SET title = ?2, description = ?3, mission = ?4, model = ?5, spec = ?6 WHERE id = ?1",
+        )?
+        .execute(params![
+            record.id.to_string(),
+            record.spec.title,
+            record.spec.description,
+            record.spec.mission,
+            record.spec.model,
+            spec,
+        ])?;
+    Ok(n == 1)
+}
+
+/// Makes `bot` a member of the home's own house (listening to mentions),
+/// if it is not one yet.
+pub fn join_home(tx: &Transaction<'_>, bot: &BotRecord) -> Result<(), StoreError> {
+    use troupe_runtime::house::{ListenMode, Member, MemberKind, DEFAULT_HOUSE};
+    use troupe_runtime::store::house as table;
+    let Some(home) = table::house_by_name(tx, DEFAULT_HOUSE)? else {
+        return Ok(());
+    };
+    if table::member(tx, home.id, &bot.spec.name)?.is_some() {
+        return Ok(());
+    }
+    table::put_member(
+        tx,
+        home.id,
+        &Member {
+            handle: bot.spec.name.clone(),
+            kind: MemberKind::Bot,
+            display_name: bot.spec.name.clone(),
+            listen: Some(ListenMode::Mentions),
+            bot: Some(bot.id),
+        },
+    )
+}

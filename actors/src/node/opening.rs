@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use troupe_runtime::house::Seat;
 use troupe_runtime::id::{ConversationId, DelegationId};
 use troupe_runtime::protocol::ActorKind;
 use troupe_runtime::rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -57,6 +58,8 @@ pub struct Opening {
     pub label: Option<&'static str>,
     /// Its id was just made: there is no history to load.
     pub fresh: bool,
+    /// The house thread it takes part in, for a bot's conversation there.
+    pub seat: Option<Seat>,
 }
 
 impl std::fmt::Debug for Opening {
@@ -87,6 +90,7 @@ impl Opening {
             briefing: String::new(),
             label: None,
             fresh: false,
+            seat: None,
         }
     }
 
@@ -107,6 +111,7 @@ impl Opening {
             && self.stored_budget.is_none()
             && self.briefing.is_empty()
             && self.label.is_none()
+            && self.seat.is_none()
             && !self.in_memory_only();
         (!plain).then(|| self.stored())
     }
@@ -127,6 +132,7 @@ impl Opening {
             briefing: self.briefing.clone(),
             label: self.label.map(str::to_string),
             in_memory_only: self.in_memory_only(),
+            seat: self.seat,
         }
     }
 }
@@ -167,6 +173,9 @@ pub struct StoredOpening {
     /// Whether only the process that opened it can open it again.
     #[serde(default)]
     pub in_memory_only: bool,
+    /// The house thread it takes part in.
+    #[serde(default)]
+    pub seat: Option<Seat>,
 }
 
 impl StoredOpening {

@@ -48,9 +48,19 @@ impl Node {
         })
         // The router stops each conversation within 5 s, all at once.
         .shutdown(Duration::from_secs(10));
+        let ctx = Arc::downgrade(&self.ctx);
+        let threads = ChildSpec::new("threads", move |supervisor: ActorCell| {
+            let ctx = ctx.clone();
+            async move {
+                let ctx = ctx.upgrade().ok_or("the node is stopping")?;
+                crate::house::start(&ctx, supervisor).await
+            }
+        })
+        .shutdown(Duration::from_secs(10));
         let mut spec = SupervisorSpec::new(Strategy::OneForOne)
             .intensity(Intensity::new(5, Duration::from_secs(60)))
-            .child(conversations);
+            .child(conversations)
+            .child(threads);
         if let (Some(every), true) = (self.ctx.settings.redeliver_after, self.ctx.settings.durable)
         {
             let node = Arc::downgrade(&self.ctx);
@@ -89,6 +99,7 @@ impl Node {
                 .await;
         }
         self.ctx.conversations.stop_all().await;
+        self.ctx.houses.stop().await;
     }
 
     /// The live actor tree: the root, its children, and every live
@@ -138,6 +149,15 @@ impl Node {
             })
             .await
             .unwrap_or_default();
+        for thread in self.ctx.houses.live() {
+            tree.push(ActorInfo {
+                kind: "thread".into(),
+                id: thread.to_string(),
+                parent: Some("threads".into()),
+                state: "running".into(),
+                restarts: 0,
+            });
+        }
         for row in rows {
             tree.push(ActorInfo {
                 kind: row.kind,

@@ -1,7 +1,9 @@
 //! A scripted model for tests, demos and users' own bot tests.
 //!
-//! A script is a JSON file `{"turns": [...]}`; each model call is answered by
-//! the next turn, as text, tool calls or both, streamed as the same events a
+//! A script is a JSON file `{"turns": [...]}`, or, to script each bot of a
+//! house on its own, `{"bots": {"alice": {"turns": [...]}, ...}}` (each
+//! bot's conversations take that bot's turns in order); each model call is
+//! answered by the next turn, as text, tool calls or both, streamed as the same events a
 //! real provider yields. A turn may `expect` a substring in the latest user
 //! or tool message, so a test fails loudly, naming the turn, when the agent
 //! sent something else. A turn may instead be a fault — `{"fail": "panic"}`
@@ -137,14 +139,31 @@ fn partial_usage<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Usage
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScriptFile {
+    #[serde(default)]
+    turns: Option<Vec<Turn>>,
+    #[serde(default)]
+    bots: Option<std::collections::BTreeMap<String, BotScript>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BotScript {
     turns: Vec<Turn>,
 }
 
 type Responder = dyn Fn(&ModelRequest) -> Turn + Send + Sync;
 
 enum Source {
-    Turns { label: String, turns: Vec<Turn> },
+    Turns {
+        label: String,
+        turns: Vec<Turn>,
+    },
     Function(Box<Responder>),
+    /// Per-bot scripts: each bot's calls go to its own provider.
+    Bots {
+        label: String,
+        bots: std::collections::BTreeMap<String, std::sync::Arc<ScriptedProvider>>,
+    },
 }
 
 /// How many of the latest requests a recording provider keeps.
@@ -155,11 +174,38 @@ struct State {
     requests: VecDeque<ModelRequest>,
 }
 
+/// How far each bot of a per-bot script got, kept in a file so the next
+/// process goes on where this one stopped.
+struct Progress {
+    path: std::path::PathBuf,
+    calls: Mutex<std::collections::BTreeMap<String, usize>>,
+}
+
+impl Progress {
+    fn record(&self, bot: &str, calls: usize) {
+        let mut all = self.calls.lock();
+        all.insert(bot.to_string(), calls);
+        let text = serde_json::to_string(&*all).unwrap_or_default();
+        let tmp = self.path.with_extension("tmp");
+        let written = self
+            .path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&tmp, text))
+            .and_then(|()| std::fs::rename(&tmp, &self.path));
+        if let Err(e) = written {
+            tracing::warn!(path = %self.path.display(), error = %e, "the script's progress could not be kept");
+        }
+    }
+}
+
 /// A provider answering from a script or a function.
 pub struct ScriptedProvider {
     source: Source,
     record: bool,
     state: Mutex<State>,
+    /// For one bot of a per-bot script whose progress is kept: its name and where.
+    progress: Option<(String, std::sync::Arc<Progress>)>,
 }
 
 impl std::fmt::Debug for ScriptedProvider {
@@ -167,6 +213,7 @@ impl std::fmt::Debug for ScriptedProvider {
         let source = match &self.source {
             Source::Turns { label, turns } => format!("{label} ({} turns)", turns.len()),
             Source::Function(_) => "function".to_string(),
+            Source::Bots { label, bots } => format!("{label} ({} bots)", bots.len()),
         };
         f.debug_struct("ScriptedProvider")
             .field("source", &source)
@@ -189,16 +236,48 @@ impl ScriptedProvider {
         let text = std::fs::read_to_string(path).map_err(|err| {
             ModelError::Config(format!("cannot read script {}: {err}", path.display()))
         })?;
-        let file: ScriptFile = serde_json::from_str(&text).map_err(|err| {
+        let shape = |detail: String| {
             ModelError::Config(format!(
-                "script {} is not {{\"turns\": [...]}} with turns of text, tool_calls, expect, usage, fail: {err}",
+                "script {} is not {{\"turns\": [...]}} or {{\"bots\": {{\"NAME\": {{\"turns\": [...]}}}}}} with turns of \
+                 text, tool_calls, expect, usage, fail: {detail}",
                 path.display()
             ))
-        })?;
-        Ok(Self::with_source(Source::Turns {
-            label: path.display().to_string(),
-            turns: file.turns,
-        }))
+        };
+        let file: ScriptFile = serde_json::from_str(&text).map_err(|err| shape(err.to_string()))?;
+        let label = path.display().to_string();
+        match (file.turns, file.bots) {
+            (Some(turns), None) => Ok(Self::with_source(Source::Turns { label, turns })),
+            (None, Some(bots)) => Ok(Self::per_bot(
+                label,
+                bots.into_iter().map(|(name, s)| (name, s.turns)).collect(),
+            )),
+            (Some(_), Some(_)) => Err(shape("it has both `turns` and `bots`; keep one".into())),
+            (None, None) => Err(shape("it has neither `turns` nor `bots`".into())),
+        }
+    }
+
+    /// A provider answering each bot from its own turns (`label` names the
+    /// script in errors).
+    pub fn per_bot(label: String, bots: Vec<(String, Vec<Turn>)>) -> Self {
+        let bots = bots
+            .into_iter()
+            .map(|(name, turns)| {
+                let provider = Self::with_source(Source::Turns {
+                    label: format!("{label} (bot `{name}`)"),
+                    turns,
+                });
+                (name, std::sync::Arc::new(provider))
+            })
+            .collect();
+        Self::with_source(Source::Bots { label, bots })
+    }
+
+    /// The provider scripted for bot `name`, if the script names it.
+    pub fn bot(&self, name: &str) -> Option<std::sync::Arc<ScriptedProvider>> {
+        match &self.source {
+            Source::Bots { bots, .. } => bots.get(name).cloned(),
+            _ => None,
+        }
     }
 
     /// A provider answering every call with `respond(request)`.
@@ -226,8 +305,53 @@ impl ScriptedProvider {
         self
     }
 
+    /// Keeps how far each bot of a per-bot script got in a file under
+    /// `dir` (named after the script's path and content: an edited script
+    /// starts over), and goes on from what is kept there.
+    pub fn keeping_progress(self, dir: &Path, script: &Path) -> Self {
+        let Source::Bots { label, bots } = self.source else {
+            return self;
+        };
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        script.hash(&mut h);
+        std::fs::read(script).unwrap_or_default().hash(&mut h);
+        let path = dir.join(format!("{:016x}.json", h.finish()));
+        let kept: std::collections::BTreeMap<String, usize> = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        let progress = std::sync::Arc::new(Progress {
+            path,
+            calls: Mutex::new(kept.clone()),
+        });
+        let bots = bots
+            .into_iter()
+            .map(|(name, provider)| {
+                let mut provider = std::sync::Arc::try_unwrap(provider).unwrap_or_else(|shared| {
+                    let Source::Turns { label, turns } = &shared.source else {
+                        unreachable!("a bot's own script is a list of turns")
+                    };
+                    Self::with_source(Source::Turns {
+                        label: label.clone(),
+                        turns: turns.clone(),
+                    })
+                });
+                provider.state.get_mut().calls = kept.get(&name).copied().unwrap_or(0);
+                provider.record = self.record;
+                provider.progress = Some((name.clone(), std::sync::Arc::clone(&progress)));
+                (name, std::sync::Arc::new(provider))
+            })
+            .collect();
+        Self {
+            source: Source::Bots { label, bots },
+            ..self
+        }
+    }
+
     fn with_source(source: Source) -> Self {
         Self {
+            progress: None,
             source,
             record: true,
             state: Mutex::new(State {
@@ -249,18 +373,26 @@ impl ScriptedProvider {
 
     /// The turn answering call `number` (from 1) with `request`.
     fn turn(&self, number: usize, request: &ModelRequest) -> Result<Turn, ModelError> {
-        let (label, turn) = match &self.source {
-            Source::Function(respond) => return Ok(respond(request)),
-            Source::Turns { label, turns } => match turns.get(number - 1) {
-                Some(turn) => (label, turn.clone()),
-                None => {
+        let (label, turn) =
+            match &self.source {
+                Source::Function(respond) => return Ok(respond(request)),
+                Source::Bots { label, bots } => {
                     return Err(ModelError::Script(format!(
-                        "script {label} has {} turns; call {number} has none",
-                        turns.len()
-                    )))
+                    "script {label} scripts only the bots {}; this call came from another agent. \
+                     Add its turns under `bots`.",
+                    bots.keys().map(|b| format!("`{b}`")).collect::<Vec<_>>().join(", ")
+                )))
                 }
-            },
-        };
+                Source::Turns { label, turns } => match turns.get(number - 1) {
+                    Some(turn) => (label, turn.clone()),
+                    None => {
+                        return Err(ModelError::Script(format!(
+                            "script {label} has {} turns; call {number} has none",
+                            turns.len()
+                        )))
+                    }
+                },
+            };
         if let Some(expected) = &turn.expect {
             let latest = request
                 .messages
@@ -326,6 +458,10 @@ impl Provider for ScriptedProvider {
         "script"
     }
 
+    fn for_agent(&self, agent: &str) -> Option<std::sync::Arc<dyn Provider>> {
+        self.bot(agent).map(|p| p as std::sync::Arc<dyn Provider>)
+    }
+
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let number = {
             let mut state = self.state.lock();
@@ -335,6 +471,9 @@ impl Provider for ScriptedProvider {
                     state.requests.pop_front();
                 }
                 state.requests.push_back(request.clone());
+            }
+            if let Some((bot, progress)) = &self.progress {
+                progress.record(bot, state.calls);
             }
             state.calls
         };

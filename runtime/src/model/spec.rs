@@ -211,6 +211,9 @@ pub struct ResolveOptions {
     pub limits: Arc<ConcurrencyLimits>,
     /// The connection pool; `None` builds one for `timeouts`.
     pub client: Option<reqwest::Client>,
+    /// Where a per-bot `script:PATH` keeps how far each bot got, so a
+    /// house is scripted across several commands (`None`: not kept).
+    pub script_progress: Option<std::path::PathBuf>,
 }
 
 impl Default for ResolveOptions {
@@ -223,6 +226,7 @@ impl Default for ResolveOptions {
             concurrency: DEFAULT_CONCURRENCY,
             limits: ConcurrencyLimits::global(),
             client: Some(CLIENT.clone()),
+            script_progress: None,
         }
     }
 }
@@ -322,7 +326,10 @@ pub fn resolve_with(
         "script" => {
             let path = home_root.join(rest);
             // Nobody reads a settings-named script's requests: keep none.
-            let provider = ScriptedProvider::load(&path)?.recording(false);
+            let mut provider = ScriptedProvider::load(&path)?.recording(false);
+            if let Some(dir) = &options.script_progress {
+                provider = provider.keeping_progress(dir, &path);
+            }
             Ok(ResolvedModel {
                 spec: spec.to_string(),
                 provider: Arc::new(provider),

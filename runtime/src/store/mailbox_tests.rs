@@ -28,6 +28,8 @@ fn text_to(to: &Address, text: &str) -> Envelope {
 fn body_text(envelope: &Envelope) -> String {
     match &envelope.body {
         Payload::Text { text, .. } | Payload::Notice { text, .. } => text.clone(),
+        Payload::Post(post) => post.text.clone(),
+        Payload::Offer(offer) => offer.render(),
         Payload::Custom { name, .. } => name.clone(),
     }
 }

@@ -24,6 +24,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[MESSAGES_WITHOUT_AUTOINCREMENT],
     &[MESSAGES_WITHOUT_BOT],
     &[OPENINGS, SUBAGENT_DEADLINES],
+    &[super::house::HOUSES],
 ];
 
 /// The newest schema version this binary knows.

@@ -18,7 +18,8 @@ fn tables(store: &Store) -> Vec<String> {
         .read_blocking(|conn| {
             let mut stmt = conn.prepare(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
-                 AND name NOT LIKE 'messages_fts_%' AND name NOT LIKE 'delegation_fts_%' ORDER BY name",
+                 AND name NOT LIKE 'messages_fts_%' AND name NOT LIKE 'delegation_fts_%'
+                 AND name NOT LIKE 'thread_fts_%' ORDER BY name",
             )?;
             let names = stmt
                 .query_map([], |r| r.get::<_, String>(0))?
@@ -92,6 +93,8 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "delegation_events",
             "delegation_fts",
             "delegations",
+            "house_members",
+            "houses",
             "kv",
             "mailbox",
             "messages",
@@ -103,6 +106,12 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "running_subagents",
             "segments",
             "subagents",
+            "thread_fts",
+            "thread_messages",
+            "thread_participants",
+            "thread_rounds",
+            "thread_seats",
+            "threads",
             "usage"
         ]
     );

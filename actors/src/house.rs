@@ -1,0 +1,212 @@
+//! Houses: people and bots talking in threads.
+//!
+//! - [`thread`] — a thread's actor and the transaction that takes a post;
+//! - [`director`] — who is offered a turn (the rules of `docs/house.md`);
+//! - [`api`] — the Rust API the CLI uses: [`HouseRef`], [`ThreadRef`];
+//! - [`tools`] — the node's [`HouseServices`], behind the house tools.
+//!
+//! Threads are actors under the node's supervisor, addressed by id through
+//! a router (`threads` in `troupe ps`) that activates them on their first
+//! post and passivates them when idle. A bot takes part in a thread through
+//! its own conversation there, whose stored opening carries its [`Seat`]:
+//! the seat puts the house tools in its hands and scopes them to its house.
+
+pub mod api;
+pub mod director;
+pub mod thread;
+pub mod tools;
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use ractor::{ActorCell, ActorProcessingErr, ActorRef};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+use troupe_runtime::house::ThreadMessage;
+use troupe_runtime::id::{HouseId, MsgId, ThreadId};
+use troupe_runtime::router::{Activator, Router, RouterConfig};
+use troupe_runtime::rusqlite::{params, Connection, OptionalExtension};
+use troupe_runtime::store::StoreError;
+use troupe_runtime::supervise::{Backoff, Intensity, Restart};
+
+pub use api::{HouseRef, ThreadRef};
+pub use director::Rules;
+pub use thread::ThreadMsg;
+
+use crate::node::NodeContext;
+
+/// A message that landed in a thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadMessageEvent {
+    /// Its house.
+    pub house: HouseId,
+    /// Its thread.
+    pub thread: ThreadId,
+    /// The round it belongs to.
+    pub round: MsgId,
+    /// The message.
+    pub message: ThreadMessage,
+}
+
+/// What happens in threads, for watchers (the CLI's `thread post`, the
+/// Rust API's streams, later the server).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ThreadEvent {
+    /// A message was posted.
+    Posted(ThreadMessageEvent),
+    /// A bot was offered a turn.
+    Offered {
+        /// The thread.
+        thread: ThreadId,
+        /// The round.
+        round: MsgId,
+        /// The bot.
+        bot: String,
+    },
+    /// Every turn offered in a round has answered.
+    RoundSettled {
+        /// The thread.
+        thread: ThreadId,
+        /// The round (the id of the message that started it).
+        round: MsgId,
+    },
+}
+
+impl ThreadEvent {
+    /// The thread it happened in.
+    pub fn thread(&self) -> ThreadId {
+        match self {
+            Self::Posted(p) => p.thread,
+            Self::Offered { thread, .. } | Self::RoundSettled { thread, .. } => *thread,
+        }
+    }
+}
+
+/// The node's threads: their router and their events.
+pub struct Hub {
+    router: parking_lot::RwLock<Option<Router<ThreadId, ThreadMsg>>>,
+    events: broadcast::Sender<ThreadEvent>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self {
+            router: parking_lot::RwLock::new(None),
+            events: broadcast::channel(4096).0,
+        }
+    }
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub").finish_non_exhaustive()
+    }
+}
+
+impl Hub {
+    /// Events of every thread of the node.
+    pub fn subscribe(&self) -> broadcast::Receiver<ThreadEvent> {
+        self.events.subscribe()
+    }
+
+    pub(crate) fn publish(&self, event: ThreadEvent) {
+        let _ = self.events.send(event);
+    }
+
+    /// Hands `msg` to thread `id`'s actor, activating it.
+    pub(crate) async fn send(&self, id: ThreadId, msg: ThreadMsg) -> Result<(), String> {
+        let router = self.router.read().clone();
+        match router {
+            Some(router) => router
+                .send_activating(id, msg)
+                .await
+                .map_err(|e| format!("thread {id} did not take the message: {e}")),
+            None => Err("the node's threads have stopped".into()),
+        }
+    }
+
+    /// Threads live now.
+    pub fn live(&self) -> Vec<ThreadId> {
+        self.router
+            .read()
+            .as_ref()
+            .map(Router::live_keys)
+            .unwrap_or_default()
+    }
+
+    pub(crate) async fn stop(&self) {
+        let router = self.router.write().take();
+        if let Some(router) = router {
+            router.stop().await;
+        }
+    }
+}
+
+struct Activate {
+    node: Weak<NodeContext>,
+}
+
+#[async_trait::async_trait]
+impl Activator<ThreadId, ThreadMsg> for Activate {
+    async fn activate(
+        &self,
+        id: ThreadId,
+        supervisor: ActorCell,
+    ) -> Result<ActorRef<ThreadMsg>, ActorProcessingErr> {
+        thread::spawn(self.node.clone(), id, supervisor).await
+    }
+}
+
+/// Starts the router of `node`'s threads linked to `supervisor`.
+pub(crate) async fn start(
+    node: &Arc<NodeContext>,
+    supervisor: ActorCell,
+) -> Result<ActorCell, ActorProcessingErr> {
+    let config = RouterConfig {
+        idle_after: Some(Duration::from_secs(120)),
+        restart: Restart::Transient,
+        intensity: Intensity::new(3, Duration::from_secs(60)),
+        backoff: Backoff::None,
+        shutdown: Duration::from_secs(5),
+        events: 256,
+        report_activations: false,
+    };
+    let router = Router::start_linked(
+        Activate {
+            node: Arc::downgrade(node),
+        },
+        config,
+        supervisor,
+    )
+    .await?;
+    let cell = router.cell();
+    *node.houses.router.write() = Some(router);
+    Ok(cell)
+}
+
+/// The turn-taking rules of `house` (the defaults where it sets none).
+pub fn rules_of(conn: &Connection, house: HouseId) -> Result<Rules, StoreError> {
+    let settings: Option<String> = conn
+        .prepare_cached("SELECT settings FROM houses WHERE id = ?1")?
+        .query_row(params![house.to_string()], |r| r.get(0))
+        .optional()?;
+    Ok(settings
+        .and_then(|s| {
+            serde_json::from_str::<serde_json::Value>(&s)
+                .ok()
+                .and_then(|v| v.get("rules").cloned())
+        })
+        .and_then(|r| serde_json::from_value(r).ok())
+        .unwrap_or_default())
+}
+
+/// What a bot's conversation in a thread is told about where it is.
+pub fn briefing(house: &str, thread: &str, handle: &str) -> String {
+    format!(
+        "You take part in thread `{thread}` of the house `{house}` as `{handle}`, with people and other bots. \
+         New messages of the thread arrive as lines `[handle] text`; your final answer in a turn is posted \
+         to the thread as your message (answer with nothing to stay silent). @mention a member to ask them; \
+         the house tools (read_thread, post_to_thread, create_thread, …) act in this house only."
+    )
+}

@@ -1,0 +1,361 @@
+//! A thread's actor: it takes every post into its thread, one at a time,
+//! and runs the thread's director.
+//!
+//! A post arrives as a durable envelope. In ONE store transaction the
+//! actor consumes it, appends the message, asks the [director](super::director)
+//! who is offered a turn, and enqueues an [`Offer`] for each of those bots
+//! into its conversation in the thread (made, with its stored opening, the
+//! first time). Only after the commit are the offers handed over and the
+//! thread's events published. A post handed over twice (after a crash, by
+//! the post office) is applied once; an offer left unanswered by a crash
+//! is delivered again at the next start, and the bot's answer — enqueued
+//! in the transaction that closes its turn — comes back here as a post.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use troupe_runtime::house::{MemberKind, Offer, Post, Seat};
+use troupe_runtime::id::{BotId, ConversationId, HouseId, MsgId, ThreadId};
+use troupe_runtime::protocol::{ActorKind, Address, Envelope, Payload};
+use troupe_runtime::rusqlite::Transaction;
+use troupe_runtime::store::house::{self as table, SeatRow};
+use troupe_runtime::store::{conversations, mailbox, StoreError};
+
+use super::director::{self, Rules};
+use super::{ThreadEvent, ThreadMessageEvent};
+use crate::messaging::LoopGuard;
+use crate::node::{Node, NodeContext};
+
+/// A thread actor's messages.
+#[derive(Debug)]
+pub enum ThreadMsg {
+    /// A durable envelope for the thread (a [`Post`]).
+    Deliver(Box<Envelope>),
+}
+
+/// The thread actor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThreadActor;
+
+/// What it keeps between posts.
+pub struct ThreadState {
+    node: Weak<NodeContext>,
+    id: ThreadId,
+    house: HouseId,
+    house_name: String,
+    rules: Rules,
+    guard: Arc<LoopGuard>,
+}
+
+impl Actor for ThreadActor {
+    type Msg = ThreadMsg;
+    type State = ThreadState;
+    type Arguments = (Weak<NodeContext>, ThreadId);
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        (node, id): Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let ctx = node.upgrade().ok_or("the node is stopping")?;
+        let (house, house_name, rules) = ctx
+            .store
+            .read(move |c| {
+                let Some(thread) = table::thread(c, id)? else {
+                    return Ok(None);
+                };
+                let house = table::house(c, thread.house)?;
+                let rules = super::rules_of(c, thread.house)?;
+                Ok(house.map(|h| (h.id, h.name, rules)))
+            })
+            .await?
+            .ok_or_else(|| format!("there is no thread {id}"))?;
+        let s = &ctx.settings;
+        Ok(ThreadState {
+            node,
+            id,
+            house,
+            house_name,
+            rules,
+            guard: Arc::new(LoopGuard::new(
+                s.loop_max_exchanges,
+                s.loop_window,
+                s.loop_cooldown,
+            )),
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let ThreadMsg::Deliver(envelope) = msg;
+        let Some(ctx) = state.node.upgrade() else {
+            return Ok(());
+        };
+        take(&Node::from_context(ctx), state, *envelope).await;
+        Ok(())
+    }
+}
+
+/// What applying one post did.
+struct Applied {
+    message: Option<troupe_runtime::house::ThreadMessage>,
+    offers: Vec<Envelope>,
+    round: MsgId,
+    settled: bool,
+    declined: Vec<(String, String)>,
+}
+
+async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
+    let Payload::Post(post) = envelope.body.clone() else {
+        tracing::warn!(thread = %state.id, id = %envelope.id, "a thread takes only posts; the message is dropped");
+        let id = envelope.id;
+        let _ = node.store().write(move |tx| mailbox::consume(tx, id)).await;
+        return;
+    };
+    // The bots that may be offered a turn, as their conversations open.
+    let bots: HashMap<String, (BotId, ActorKind)> = node
+        .bots()
+        .into_iter()
+        .map(|b| (b.spec.name.to_lowercase(), (b.id, b.spec.kind())))
+        .collect();
+    let (thread, house, rules) = (state.id, state.house, state.rules);
+    let house_name = state.house_name.clone();
+    let guard = Arc::clone(&state.guard);
+    let result = node
+        .store()
+        .write(move |tx| {
+            apply(
+                tx,
+                &Target {
+                    thread,
+                    house,
+                    house_name: &house_name,
+                    rules: &rules,
+                    bots: &bots,
+                    guard: &guard,
+                },
+                &envelope,
+                &post,
+            )
+        })
+        .await;
+    let applied = match result {
+        Ok(Some(applied)) => applied,
+        Ok(None) => return,
+        Err(e) => {
+            // Still in the mailbox: the post office hands it over again.
+            tracing::error!(thread = %thread, error = %e, "a post could not be applied; it waits in the mailbox");
+            return;
+        }
+    };
+    for (handle, why) in &applied.declined {
+        tracing::debug!(thread = %thread, bot = %handle, why = %why, "not offered a turn");
+    }
+    let hub = &node.context().houses;
+    if let Some(message) = applied.message {
+        hub.publish(ThreadEvent::Posted(ThreadMessageEvent {
+            house,
+            thread,
+            round: applied.round,
+            message,
+        }));
+    }
+    for offer in applied.offers {
+        if let Payload::Offer(o) = &offer.body {
+            hub.publish(ThreadEvent::Offered {
+                thread,
+                round: applied.round,
+                bot: o.bot.clone(),
+            });
+        }
+        // Committed: handing it over now is only a wake-up.
+        if let Err(e) = node.route(offer).await {
+            tracing::warn!(thread = %thread, error = %e, "an offer waits in the mailbox");
+        }
+    }
+    if applied.settled {
+        hub.publish(ThreadEvent::RoundSettled {
+            thread,
+            round: applied.round,
+        });
+    }
+}
+
+struct Target<'a> {
+    thread: ThreadId,
+    house: HouseId,
+    house_name: &'a str,
+    rules: &'a Rules,
+    bots: &'a HashMap<String, (BotId, ActorKind)>,
+    guard: &'a LoopGuard,
+}
+
+fn apply(
+    tx: &Transaction<'_>,
+    t: &Target<'_>,
+    envelope: &Envelope,
+    post: &Post,
+) -> Result<Option<Applied>, StoreError> {
+    if !mailbox::consume(tx, envelope.id)? {
+        return Ok(None);
+    }
+    let Some(info) = table::thread(tx, t.thread)? else {
+        return Ok(None);
+    };
+    let round = post.round.unwrap_or(envelope.id);
+    if post.answers_offer {
+        table::round_answered(tx, round)?;
+    }
+    let text = post.text.trim();
+    let message = if text.is_empty() {
+        None
+    } else {
+        table::append_message(
+            tx,
+            t.thread,
+            envelope.id,
+            &post.author,
+            post.author_kind,
+            post.via,
+            text,
+        )?
+    };
+    let mut offers = Vec::new();
+    let mut declined = Vec::new();
+    if let (Some(m), false) = (&message, info.archived) {
+        let mut info = info;
+        if post.author_kind == MemberKind::Human
+            && !info
+                .participants
+                .iter()
+                .any(|p| p.eq_ignore_ascii_case(&post.author))
+            && table::add_participant(tx, t.thread, &post.author)?
+        {
+            // A person who speaks in a thread takes part in it.
+            info.participants.push(post.author.clone());
+        }
+        let members = table::members(tx, t.house)?;
+        let (offered_before, _) = table::round_state(tx, round)?;
+        let decision = director::decide(
+            post,
+            &info.participants,
+            &members,
+            t.rules,
+            offered_before,
+            t.guard,
+        );
+        for handle in &decision.joining {
+            table::add_participant(tx, t.thread, handle)?;
+        }
+        declined = decision.declined;
+        for handle in decision.offered {
+            let Some(&(bot, kind)) = t.bots.get(&handle.to_lowercase()) else {
+                declined.push((handle, "no bot of this node has that name".into()));
+                continue;
+            };
+            let seat = match table::seat(tx, t.thread, &handle)? {
+                Some(seat) => seat,
+                None => SeatRow {
+                    conversation: open_seat(tx, t, &info, &handle, bot, kind)?,
+                    seen_seq: 0,
+                },
+            };
+            let unseen: Vec<_> = table::messages_after(
+                tx,
+                t.thread,
+                seat.seen_seq,
+                t.rules.context_messages as usize,
+            )?
+            .into_iter()
+            .filter(|x| !x.author.eq_ignore_ascii_case(&handle))
+            .collect();
+            table::put_seat(
+                tx,
+                t.thread,
+                &handle,
+                SeatRow {
+                    conversation: seat.conversation,
+                    seen_seq: m.seq,
+                },
+            )?;
+            let offer = Envelope {
+                id: MsgId::new(),
+                from: Address::Thread(t.thread),
+                to: Address::Conversation(seat.conversation),
+                body: Payload::Offer(Offer {
+                    house: t.house,
+                    thread: t.thread,
+                    thread_name: info.name.clone(),
+                    round,
+                    depth: post.depth,
+                    bot: handle,
+                    messages: unseen,
+                }),
+                sent_at: chrono::Utc::now(),
+            };
+            mailbox::enqueue(tx, &offer)?;
+            offers.push(offer);
+        }
+        table::round_offered(tx, round, t.thread, offers.len() as u32)?;
+    } else if !post.answers_offer {
+        table::round_offered(tx, round, t.thread, 0)?;
+    }
+    let (offered, answered) = table::round_state(tx, round)?;
+    Ok(Some(Applied {
+        message,
+        offers,
+        round,
+        settled: answered >= offered,
+        declined,
+    }))
+}
+
+/// Makes `handle`'s conversation in the thread, with the opening that
+/// seats it there, in the director's transaction.
+fn open_seat(
+    tx: &Transaction<'_>,
+    t: &Target<'_>,
+    info: &troupe_runtime::house::ThreadInfo,
+    handle: &str,
+    bot: BotId,
+    kind: ActorKind,
+) -> Result<ConversationId, StoreError> {
+    let id = ConversationId::new();
+    let mut row = conversations::NewConversation::new(id, bot, kind.as_str());
+    row.title = format!("{} · {}", t.house_name, info.label())
+        .chars()
+        .take(80)
+        .collect();
+    conversations::create_conversation(tx, &row)?;
+    let stored = crate::node::opening::StoredOpening {
+        kind,
+        parent: None,
+        only: None,
+        ceiling: None,
+        budget: None,
+        briefing: super::briefing(t.house_name, &info.label(), handle),
+        label: None,
+        in_memory_only: false,
+        seat: Some(Seat {
+            house: t.house,
+            thread: t.thread,
+        }),
+    };
+    crate::node::opening::save(tx, id, &stored)?;
+    Ok(id)
+}
+
+/// Starts the thread actor for `id` under `supervisor`.
+pub(super) async fn spawn(
+    node: Weak<NodeContext>,
+    id: ThreadId,
+    supervisor: ractor::ActorCell,
+) -> Result<ActorRef<ThreadMsg>, ActorProcessingErr> {
+    let (actor, _) = Actor::spawn_linked(None, ThreadActor, (node, id), supervisor).await?;
+    Ok(actor)
+}

@@ -1,0 +1,749 @@
+//! Houses, their members, threads, thread messages (with a full-text
+//! index) and the director's bookkeeping.
+//!
+//! Every lookup of a thread names its house: a thread of another house is
+//! not found, which is how one house's threads stay invisible to another's
+//! members. Handles and names compare case-insensitively (`COLLATE NOCASE`).
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+
+use super::conversations::parse_id;
+use super::error::StoreError;
+use crate::house::{
+    House, ListenMode, Member, MemberKind, ThreadFilter, ThreadHit, ThreadInfo, ThreadMessage,
+    THREAD_LINK,
+};
+use crate::id::{BotId, ConversationId, HouseId, MsgId, ThreadId};
+
+/// Migration 5: houses, members, threads, their messages and search, the
+/// bots' seats in threads and the director's rounds. A home becomes the
+/// house `home` with its owner and its bots as members.
+pub const HOUSES: &str = r#"
+CREATE TABLE houses (
+    id         TEXT PRIMARY KEY,
+    name       TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    settings   TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(settings)),
+    created_at TEXT NOT NULL
+);
+CREATE TABLE house_members (
+    house_id     TEXT NOT NULL REFERENCES houses(id) ON DELETE CASCADE,
+    handle       TEXT NOT NULL COLLATE NOCASE,
+    kind         TEXT NOT NULL CHECK (kind IN ('human', 'bot')),
+    display_name TEXT NOT NULL DEFAULT '',
+    bot_id       TEXT,
+    listen       TEXT CHECK (listen IN ('all', 'mentions', 'off')),
+    joined_at    TEXT NOT NULL,
+    PRIMARY KEY (house_id, handle)
+) WITHOUT ROWID;
+CREATE INDEX house_members_by_bot ON house_members (bot_id) WHERE bot_id IS NOT NULL;
+CREATE TABLE threads (
+    id               TEXT PRIMARY KEY,
+    house_id         TEXT NOT NULL REFERENCES houses(id) ON DELETE CASCADE,
+    name             TEXT COLLATE NOCASE,
+    tags             TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags)),
+    pinned           INTEGER NOT NULL DEFAULT 0,
+    archived_at      TEXT,
+    created_by       TEXT NOT NULL DEFAULT '',
+    created_at       TEXT NOT NULL,
+    last_activity_at TEXT NOT NULL,
+    messages         INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX threads_by_name ON threads (house_id, name) WHERE name IS NOT NULL;
+CREATE INDEX threads_by_activity ON threads (house_id, last_activity_at);
+CREATE TABLE thread_participants (
+    thread_id TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    handle    TEXT NOT NULL COLLATE NOCASE,
+    added_at  TEXT NOT NULL,
+    PRIMARY KEY (thread_id, handle)
+) WITHOUT ROWID;
+CREATE INDEX thread_participants_by_handle ON thread_participants (handle, thread_id);
+CREATE TABLE thread_seats (
+    thread_id       TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    handle          TEXT NOT NULL COLLATE NOCASE,
+    conversation_id TEXT NOT NULL,
+    seen_seq        INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (thread_id, handle)
+) WITHOUT ROWID;
+CREATE TABLE thread_messages (
+    seq         INTEGER PRIMARY KEY,
+    id          TEXT NOT NULL UNIQUE,
+    thread_id   TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    author      TEXT NOT NULL,
+    author_kind TEXT NOT NULL CHECK (author_kind IN ('human', 'bot')),
+    via_thread  TEXT,
+    created_at  TEXT NOT NULL,
+    text        TEXT NOT NULL
+);
+CREATE INDEX thread_messages_by_thread ON thread_messages (thread_id, seq);
+CREATE VIRTUAL TABLE thread_fts USING fts5(
+    text, content = 'thread_messages', content_rowid = 'seq',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER thread_messages_ai AFTER INSERT ON thread_messages BEGIN
+    INSERT INTO thread_fts (rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TRIGGER thread_messages_ad AFTER DELETE ON thread_messages BEGIN
+    INSERT INTO thread_fts (thread_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;
+CREATE TABLE thread_rounds (
+    round     TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    offered   INTEGER NOT NULL DEFAULT 0,
+    answered  INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+INSERT INTO houses (id, name, created_at)
+    VALUES ('house_' || lower(hex(randomblob(16))), 'home', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+INSERT INTO house_members (house_id, handle, kind, display_name, joined_at)
+    SELECT id, 'owner', 'human', 'Owner', created_at FROM houses WHERE name = 'home';
+INSERT INTO house_members (house_id, handle, kind, display_name, bot_id, listen, joined_at)
+    SELECT h.id, b.name, 'bot', b.name, b.id, 'mentions', h.created_at
+    FROM houses h, bots b WHERE h.name = 'home' AND b.archived_at IS NULL;
+"#;
+
+fn time(text: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| StoreError::Codec {
+            what: "time",
+            detail: e.to_string(),
+        })
+}
+
+/// Makes a house named `name`.
+pub fn create_house(tx: &Transaction<'_>, name: &str) -> Result<House, StoreError> {
+    let house = House {
+        id: HouseId::new(),
+        name: name.to_string(),
+        created_at: Utc::now(),
+    };
+    tx.prepare_cached("INSERT INTO houses (id, name, created_at) VALUES (?1, ?2, ?3)")?
+        .execute(params![
+            house.id.to_string(),
+            house.name,
+            super::timestamp(house.created_at)
+        ])?;
+    Ok(house)
+}
+
+fn house_row(r: &Row<'_>) -> rusqlite::Result<(String, String, String)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+fn parse_house((id, name, created): (String, String, String)) -> Result<House, StoreError> {
+    Ok(House {
+        id: parse_id(&id)?,
+        name,
+        created_at: time(&created)?,
+    })
+}
+
+/// The house named `name` (case-insensitively).
+pub fn house_by_name(conn: &Connection, name: &str) -> Result<Option<House>, StoreError> {
+    conn.prepare_cached("SELECT id, name, created_at FROM houses WHERE name = ?1")?
+        .query_row(params![name], house_row)
+        .optional()?
+        .map(parse_house)
+        .transpose()
+}
+
+/// The house `id`.
+pub fn house(conn: &Connection, id: HouseId) -> Result<Option<House>, StoreError> {
+    conn.prepare_cached("SELECT id, name, created_at FROM houses WHERE id = ?1")?
+        .query_row(params![id.to_string()], house_row)
+        .optional()?
+        .map(parse_house)
+        .transpose()
+}
+
+/// Every house, by name.
+pub fn list_houses(conn: &Connection) -> Result<Vec<House>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT id, name, created_at FROM houses ORDER BY name")?;
+    let rows = stmt.query_map([], house_row)?;
+    rows.map(|r| parse_house(r?)).collect()
+}
+
+/// Adds `member` to `house`, or updates the member with its handle
+/// (display name, listen mode).
+pub fn put_member(tx: &Transaction<'_>, house: HouseId, member: &Member) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO house_members (house_id, handle, kind, display_name, bot_id, listen, joined_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (house_id, handle) DO UPDATE SET
+             display_name = excluded.display_name, listen = excluded.listen, bot_id = excluded.bot_id",
+    )?
+    .execute(params![
+        house.to_string(),
+        member.handle,
+        member.kind.as_str(),
+        member.display_name,
+        member.bot.map(|b| b.to_string()),
+        member.listen.map(ListenMode::as_str),
+        super::now(),
+    ])?;
+    Ok(())
+}
+
+const SELECT_MEMBER: &str =
+    "SELECT handle, kind, display_name, bot_id, listen FROM house_members WHERE house_id = ?1";
+
+fn member_row(r: &Row<'_>) -> rusqlite::Result<[Option<String>; 5]> {
+    Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?])
+}
+
+fn parse_member(
+    [handle, kind, display, bot, listen]: [Option<String>; 5],
+) -> Result<Member, StoreError> {
+    let kind = kind.unwrap_or_default();
+    Ok(Member {
+        handle: handle.unwrap_or_default(),
+        kind: MemberKind::parse(&kind).ok_or_else(|| StoreError::Codec {
+            what: "member kind",
+            detail: kind.clone(),
+        })?,
+        display_name: display.unwrap_or_default(),
+        bot: bot.as_deref().map(parse_id::<BotId>).transpose()?,
+        listen: listen.as_deref().and_then(ListenMode::parse),
+    })
+}
+
+/// The members of `house`: people first, then bots, each by handle.
+pub fn members(conn: &Connection, house: HouseId) -> Result<Vec<Member>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!("{SELECT_MEMBER} ORDER BY kind DESC, handle"))?;
+    let rows = stmt.query_map(params![house.to_string()], member_row)?;
+    rows.map(|r| parse_member(r?)).collect()
+}
+
+/// The member of `house` with `handle`.
+pub fn member(
+    conn: &Connection,
+    house: HouseId,
+    handle: &str,
+) -> Result<Option<Member>, StoreError> {
+    conn.prepare_cached(&format!("{SELECT_MEMBER} AND handle = ?2"))?
+        .query_row(params![house.to_string(), handle], member_row)
+        .optional()?
+        .map(parse_member)
+        .transpose()
+}
+
+/// Takes `handle` out of `house` and out of its threads; whether it was a member.
+pub fn remove_member(
+    tx: &Transaction<'_>,
+    house: HouseId,
+    handle: &str,
+) -> Result<bool, StoreError> {
+    tx.prepare_cached(
+        "DELETE FROM thread_participants WHERE handle = ?2
+         AND thread_id IN (SELECT id FROM threads WHERE house_id = ?1)",
+    )?
+    .execute(params![house.to_string(), handle])?;
+    let n = tx
+        .prepare_cached("DELETE FROM house_members WHERE house_id = ?1 AND handle = ?2")?
+        .execute(params![house.to_string(), handle])?;
+    Ok(n > 0)
+}
+
+/// Renames a bot's handle in every house it is in (`update_self`).
+pub fn rename_bot(tx: &Transaction<'_>, bot: BotId, new: &str) -> Result<(), StoreError> {
+    let old: Vec<(String, String)> = {
+        let mut stmt =
+            tx.prepare_cached("SELECT house_id, handle FROM house_members WHERE bot_id = ?1")?;
+        let rows = stmt.query_map(params![bot.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    for (house, handle) in old {
+        tx.prepare_cached(
+            "UPDATE house_members SET handle = ?3, display_name = ?3 WHERE house_id = ?1 AND handle = ?2",
+        )?
+        .execute(params![house, handle, new])?;
+        for table in ["thread_participants", "thread_seats"] {
+            tx.prepare_cached(&format!(
+                "UPDATE {table} SET handle = ?3 WHERE handle = ?2
+                 AND thread_id IN (SELECT id FROM threads WHERE house_id = ?1)"
+            ))?
+            .execute(params![house, handle, new])?;
+        }
+    }
+    Ok(())
+}
+
+/// A new thread in `house`; `name` must be free there.
+pub fn create_thread(
+    tx: &Transaction<'_>,
+    house: HouseId,
+    name: Option<&str>,
+    tags: &[String],
+    created_by: &str,
+    participants: &[String],
+) -> Result<ThreadInfo, StoreError> {
+    let id = ThreadId::new();
+    let now = Utc::now();
+    let at = super::timestamp(now);
+    let tags_json = serde_json::to_string(tags).unwrap_or_else(|_| "[]".into());
+    tx.prepare_cached(
+        "INSERT INTO threads (id, house_id, name, tags, created_by, created_at, last_activity_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+    )?
+    .execute(params![
+        id.to_string(),
+        house.to_string(),
+        name,
+        tags_json,
+        created_by,
+        at
+    ])?;
+    for handle in participants {
+        add_participant(tx, id, handle)?;
+    }
+    Ok(ThreadInfo {
+        id,
+        house,
+        name: name.map(str::to_string),
+        tags: tags.to_vec(),
+        pinned: false,
+        archived: false,
+        created_by: created_by.to_string(),
+        created_at: now,
+        last_activity: now,
+        messages: 0,
+        participants: participants.to_vec(),
+    })
+}
+
+const SELECT_THREAD: &str = "SELECT t.id, t.house_id, t.name, t.tags, t.pinned, t.archived_at, t.created_by,
+        t.created_at, t.last_activity_at, t.messages,
+        (SELECT group_concat(handle, char(31)) FROM
+            (SELECT handle FROM thread_participants p WHERE p.thread_id = t.id ORDER BY added_at, handle))
+     FROM threads t";
+
+type RawThread = (
+    String,
+    String,
+    Option<String>,
+    String,
+    bool,
+    Option<String>,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+);
+
+fn thread_row(r: &Row<'_>) -> rusqlite::Result<RawThread> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+        r.get(8)?,
+        r.get(9)?,
+        r.get(10)?,
+    ))
+}
+
+fn parse_thread(raw: RawThread) -> Result<ThreadInfo, StoreError> {
+    let (id, house, name, tags, pinned, archived, by, created, active, messages, people) = raw;
+    Ok(ThreadInfo {
+        id: parse_id(&id)?,
+        house: parse_id(&house)?,
+        name,
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        pinned,
+        archived: archived.is_some(),
+        created_by: by,
+        created_at: time(&created)?,
+        last_activity: time(&active)?,
+        messages: u64::try_from(messages).unwrap_or(0),
+        participants: people
+            .map(|p| p.split('\u{1f}').map(str::to_string).collect())
+            .unwrap_or_default(),
+    })
+}
+
+/// The thread `id`, in whichever house it is.
+pub fn thread(conn: &Connection, id: ThreadId) -> Result<Option<ThreadInfo>, StoreError> {
+    conn.prepare_cached(&format!("{SELECT_THREAD} WHERE t.id = ?1"))?
+        .query_row(params![id.to_string()], thread_row)
+        .optional()?
+        .map(parse_thread)
+        .transpose()
+}
+
+/// The thread of `house` that `reference` names: its id, its link or its
+/// name. A thread of another house is not found.
+pub fn resolve_thread(
+    conn: &Connection,
+    house: HouseId,
+    reference: &str,
+) -> Result<Option<ThreadInfo>, StoreError> {
+    let reference = reference.trim();
+    let bare = reference.strip_prefix(THREAD_LINK).unwrap_or(reference);
+    if let Ok(id) = bare.parse::<ThreadId>() {
+        return Ok(thread(conn, id)?.filter(|t| t.house == house));
+    }
+    let bare = bare.strip_prefix('#').unwrap_or(bare);
+    conn.prepare_cached(&format!(
+        "{SELECT_THREAD} WHERE t.house_id = ?1 AND t.name = ?2"
+    ))?
+    .query_row(params![house.to_string(), bare], thread_row)
+    .optional()?
+    .map(parse_thread)
+    .transpose()
+}
+
+/// The threads of `house` that `filter` keeps: pinned first, then the most
+/// recently active.
+pub fn list_threads(
+    conn: &Connection,
+    house: HouseId,
+    filter: &ThreadFilter,
+) -> Result<Vec<ThreadInfo>, StoreError> {
+    let mut sql = format!("{SELECT_THREAD} WHERE t.house_id = ?1");
+    if !filter.include_archived {
+        sql.push_str(" AND t.archived_at IS NULL");
+    }
+    if filter.named_only {
+        sql.push_str(" AND t.name IS NOT NULL");
+    }
+    if filter.pinned_only {
+        sql.push_str(" AND t.pinned = 1");
+    }
+    if filter.participant.is_some() {
+        sql.push_str(
+            " AND EXISTS (SELECT 1 FROM thread_participants p WHERE p.thread_id = t.id AND p.handle = ?3)",
+        );
+    }
+    sql.push_str(" ORDER BY t.pinned DESC, t.last_activity_at DESC, t.id DESC LIMIT ?2");
+    let limit = i64::try_from(filter.limit.max(1)).unwrap_or(i64::MAX);
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let house = house.to_string();
+    let rows = match &filter.participant {
+        Some(handle) => stmt.query_map(params![house, limit, handle], thread_row)?,
+        None => stmt.query_map(params![house, limit], thread_row)?,
+    };
+    rows.map(|r| parse_thread(r?)).collect()
+}
+
+/// Adds `handle` to `thread`; whether it was not in it yet.
+pub fn add_participant(
+    tx: &Transaction<'_>,
+    thread: ThreadId,
+    handle: &str,
+) -> Result<bool, StoreError> {
+    let n = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO thread_participants (thread_id, handle, added_at) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![thread.to_string(), handle, super::now()])?;
+    Ok(n > 0)
+}
+
+/// Takes `handle` out of `thread`; whether it was in it.
+pub fn remove_participant(
+    tx: &Transaction<'_>,
+    thread: ThreadId,
+    handle: &str,
+) -> Result<bool, StoreError> {
+    let n = tx
+        .prepare_cached("DELETE FROM thread_participants WHERE thread_id = ?1 AND handle = ?2")?
+        .execute(params![thread.to_string(), handle])?;
+    Ok(n > 0)
+}
+
+/// Archives (or unarchives) `thread`; whether that changed anything.
+pub fn set_archived(
+    tx: &Transaction<'_>,
+    thread: ThreadId,
+    archived: bool,
+) -> Result<bool, StoreError> {
+    let sql = if archived {
+        "UPDATE threads SET archived_at = ?2 WHERE id = ?1 AND archived_at IS NULL"
+    } else {
+        "UPDATE threads SET archived_at = NULL WHERE id = ?1 AND archived_at IS NOT NULL"
+    };
+    let n = if archived {
+        tx.prepare_cached(sql)?
+            .execute(params![thread.to_string(), super::now()])?
+    } else {
+        tx.prepare_cached(sql)?
+            .execute(params![thread.to_string()])?
+    };
+    Ok(n > 0)
+}
+
+/// Pins (or unpins) `thread`.
+pub fn set_pinned(
+    tx: &Transaction<'_>,
+    thread: ThreadId,
+    pinned: bool,
+) -> Result<bool, StoreError> {
+    let n = tx
+        .prepare_cached("UPDATE threads SET pinned = ?2 WHERE id = ?1")?
+        .execute(params![thread.to_string(), pinned])?;
+    Ok(n > 0)
+}
+
+/// Appends a message to `thread` (once: a message with the same id is not
+/// added again) and marks the thread active. `None` when it was there already.
+pub fn append_message(
+    tx: &Transaction<'_>,
+    thread: ThreadId,
+    id: MsgId,
+    author: &str,
+    kind: MemberKind,
+    via: Option<ThreadId>,
+    text: &str,
+) -> Result<Option<ThreadMessage>, StoreError> {
+    let now = Utc::now();
+    let at = super::timestamp(now);
+    let n = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO thread_messages (id, thread_id, author, author_kind, via_thread, created_at, text)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            id.to_string(),
+            thread.to_string(),
+            author,
+            kind.as_str(),
+            via.map(|v| v.to_string()),
+            at,
+            text
+        ])?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let seq = tx.last_insert_rowid();
+    tx.prepare_cached(
+        "UPDATE threads SET last_activity_at = ?2, messages = messages + 1 WHERE id = ?1",
+    )?
+    .execute(params![thread.to_string(), at])?;
+    Ok(Some(ThreadMessage {
+        seq,
+        id,
+        author: author.to_string(),
+        author_kind: kind,
+        via,
+        text: text.to_string(),
+        created_at: now,
+    }))
+}
+
+const SELECT_MESSAGE: &str =
+    "SELECT seq, id, author, author_kind, via_thread, text, created_at FROM thread_messages";
+
+type RawMessage = (i64, String, String, String, Option<String>, String, String);
+
+fn message_row(r: &Row<'_>) -> rusqlite::Result<RawMessage> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+    ))
+}
+
+fn parse_message(
+    (seq, id, author, kind, via, text, at): RawMessage,
+) -> Result<ThreadMessage, StoreError> {
+    Ok(ThreadMessage {
+        seq,
+        id: parse_id(&id)?,
+        author,
+        author_kind: MemberKind::parse(&kind).unwrap_or(MemberKind::Human),
+        via: via.as_deref().map(parse_id).transpose()?,
+        text,
+        created_at: time(&at)?,
+    })
+}
+
+/// A page of `thread`'s messages, oldest first: the `limit` messages before
+/// the newest `offset` ones.
+pub fn read_messages(
+    conn: &Connection,
+    thread: ThreadId,
+    offset: usize,
+    limit: usize,
+) -> Result<Vec<ThreadMessage>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT * FROM ({SELECT_MESSAGE} WHERE thread_id = ?1 ORDER BY seq DESC LIMIT ?2 OFFSET ?3)
+         ORDER BY seq"
+    ))?;
+    let rows = stmt.query_map(
+        params![
+            thread.to_string(),
+            i64::try_from(limit).unwrap_or(i64::MAX),
+            i64::try_from(offset).unwrap_or(i64::MAX)
+        ],
+        message_row,
+    )?;
+    rows.map(|r| parse_message(r?)).collect()
+}
+
+/// `thread`'s messages after `seq`, oldest first, at most the newest `limit`.
+pub fn messages_after(
+    conn: &Connection,
+    thread: ThreadId,
+    seq: i64,
+    limit: usize,
+) -> Result<Vec<ThreadMessage>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT * FROM ({SELECT_MESSAGE} WHERE thread_id = ?1 AND seq > ?2 ORDER BY seq DESC LIMIT ?3)
+         ORDER BY seq"
+    ))?;
+    let rows = stmt.query_map(
+        params![
+            thread.to_string(),
+            seq,
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        message_row,
+    )?;
+    rows.map(|r| parse_message(r?)).collect()
+}
+
+/// Keyword search over the messages of `house`'s threads (archived ones
+/// included), best first. Words are taken as plain text, all required.
+pub fn search(
+    conn: &Connection,
+    house: HouseId,
+    query: &str,
+    limit: usize,
+) -> Result<Vec<ThreadHit>, StoreError> {
+    let words: Vec<String> = query
+        .split_whitespace()
+        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect();
+    if words.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.thread_id, t.name, m.seq, m.author, snippet(thread_fts, 0, '[', ']', '…', 16), m.created_at
+         FROM thread_fts JOIN thread_messages m ON m.seq = thread_fts.rowid
+         JOIN threads t ON t.id = m.thread_id
+         WHERE thread_fts MATCH ?1 AND t.house_id = ?2 ORDER BY rank LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(
+        params![
+            words.join(" "),
+            house.to_string(),
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+            ))
+        },
+    )?;
+    let mut hits = Vec::new();
+    for row in rows {
+        let (thread, thread_name, seq, author, snippet, at) = row?;
+        hits.push(ThreadHit {
+            thread: parse_id(&thread)?,
+            thread_name,
+            seq,
+            author,
+            snippet,
+            created_at: time(&at)?,
+        });
+    }
+    Ok(hits)
+}
+
+/// A bot's seat in a thread: its conversation there and the last message
+/// it was shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeatRow {
+    /// The bot's conversation in the thread.
+    pub conversation: ConversationId,
+    /// The newest message it has been offered.
+    pub seen_seq: i64,
+}
+
+/// `handle`'s seat in `thread`, if it has had one.
+pub fn seat(
+    conn: &Connection,
+    thread: ThreadId,
+    handle: &str,
+) -> Result<Option<SeatRow>, StoreError> {
+    conn.prepare_cached(
+        "SELECT conversation_id, seen_seq FROM thread_seats WHERE thread_id = ?1 AND handle = ?2",
+    )?
+    .query_row(params![thread.to_string(), handle], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })
+    .optional()?
+    .map(|(conv, seen)| {
+        Ok(SeatRow {
+            conversation: parse_id(&conv)?,
+            seen_seq: seen,
+        })
+    })
+    .transpose()
+}
+
+/// Records `handle`'s seat in `thread`.
+pub fn put_seat(
+    tx: &Transaction<'_>,
+    thread: ThreadId,
+    handle: &str,
+    seat: SeatRow,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO thread_seats (thread_id, handle, conversation_id, seen_seq) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (thread_id, handle) DO UPDATE SET conversation_id = excluded.conversation_id,
+             seen_seq = max(seen_seq, excluded.seen_seq)",
+    )?
+    .execute(params![
+        thread.to_string(),
+        handle,
+        seat.conversation.to_string(),
+        seat.seen_seq
+    ])?;
+    Ok(())
+}
+
+/// Counts `offered` more turns in `round` of `thread`.
+pub fn round_offered(
+    tx: &Transaction<'_>,
+    round: MsgId,
+    thread: ThreadId,
+    offered: u32,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO thread_rounds (round, thread_id, offered) VALUES (?1, ?2, ?3)
+         ON CONFLICT (round) DO UPDATE SET offered = offered + excluded.offered",
+    )?
+    .execute(params![round.to_string(), thread.to_string(), offered])?;
+    Ok(())
+}
+
+/// Counts one offer of `round` answered; the round's (offered, answered) after.
+pub fn round_answered(tx: &Transaction<'_>, round: MsgId) -> Result<(u32, u32), StoreError> {
+    tx.prepare_cached("UPDATE thread_rounds SET answered = answered + 1 WHERE round = ?1")?
+        .execute(params![round.to_string()])?;
+    round_state(tx, round)
+}
+
+/// `round`'s (offered, answered) turns.
+pub fn round_state(conn: &Connection, round: MsgId) -> Result<(u32, u32), StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT offered, answered FROM thread_rounds WHERE round = ?1")?
+        .query_row(params![round.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?
+        .unwrap_or((0, 0)))
+}

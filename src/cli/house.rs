@@ -1,0 +1,515 @@
+//! `troupe house …` and `troupe thread …`: houses, their members and threads.
+//!
+//! Listings read the store read-only, so they work beside a running
+//! `troupe serve`; changes and posts start a node of the home (which must
+//! not be owned by another process). `thread post` waits for the round it
+//! starts to settle and prints the bots' answers as they land.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use troupe_actors::house::ThreadEvent;
+use troupe_runtime::house::{ListenMode, MemberKind, ThreadFilter, ThreadInfo, ThreadMessage};
+use troupe_runtime::store::house as table;
+
+use super::view::View;
+use super::Builder;
+
+/// `troupe house`.
+#[derive(Debug, Args)]
+pub struct HouseArgs {
+    #[command(subcommand)]
+    command: HouseCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum HouseCommand {
+    /// Make a house.
+    Create {
+        /// Its name: letters, digits, `-`, `_`, `.`.
+        name: String,
+    },
+    /// List the houses.
+    List {
+        /// One JSON object per house.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a house's members: people and bots, with the bots' listen modes.
+    Members {
+        /// The house.
+        house: String,
+        /// One JSON object per member.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a person or a bot to a house (again: change the bot's listen mode).
+    Add {
+        /// The house.
+        house: String,
+        /// A person's handle.
+        #[arg(long, conflicts_with = "bot", required_unless_present = "bot")]
+        human: Option<String>,
+        /// The person's display name.
+        #[arg(long, requires = "human")]
+        name: Option<String>,
+        /// A bot of this home (`troupe bots` lists them).
+        #[arg(long)]
+        bot: Option<String>,
+        /// When the bot is offered turns: all, mentions or off.
+        #[arg(long, default_value = "mentions", requires = "bot")]
+        listen: String,
+    },
+    /// Take a member out of a house and its threads.
+    Remove {
+        /// The house.
+        house: String,
+        /// The member's handle.
+        handle: String,
+    },
+}
+
+/// `troupe thread`.
+#[derive(Debug, Args)]
+pub struct ThreadArgs {
+    #[command(subcommand)]
+    command: ThreadCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ThreadCommand {
+    /// Open a named thread in a house.
+    Create {
+        /// The house.
+        house: String,
+        /// The thread's name, unique in the house.
+        name: String,
+        /// A tag (repeat for more).
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        /// A member who takes part from the start (repeat for more).
+        #[arg(long = "with")]
+        with: Vec<String>,
+    },
+    /// List a house's threads, most recently active first.
+    List {
+        /// The house.
+        house: String,
+        /// Archived threads too.
+        #[arg(long)]
+        all: bool,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// One JSON object per thread.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Post a message as a person, wait for the bots' answers and print them.
+    Post {
+        /// The house.
+        house: String,
+        /// The thread: its name, id or link.
+        thread: String,
+        /// The message.
+        text: String,
+        /// The person posting (a human member; the house's only person when left out).
+        #[arg(long = "as")]
+        author: Option<String>,
+        /// Return once the post is committed.
+        #[arg(long)]
+        no_wait: bool,
+        /// How long to wait for the round, in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// One JSON object per message that lands.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a thread's messages, oldest first.
+    Read {
+        /// The house.
+        house: String,
+        /// The thread: its name, id or link.
+        thread: String,
+        /// Skip this many of the newest messages.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// At most this many messages.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// One JSON object per message.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search a house's threads (all words, accents ignored).
+    Search {
+        /// The house.
+        house: String,
+        /// The words.
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// How many hits.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// One JSON object per hit.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Archive a thread: off the list, history kept.
+    Archive {
+        /// The house.
+        house: String,
+        /// The thread.
+        thread: String,
+    },
+    /// Bring an archived thread back.
+    Unarchive {
+        /// The house.
+        house: String,
+        /// The thread.
+        thread: String,
+    },
+}
+
+/// Runs `troupe house …`.
+pub async fn house<F>(
+    builder: Builder,
+    read_only: impl FnOnce() -> F,
+    args: HouseArgs,
+) -> anyhow::Result<ExitCode>
+where
+    F: std::future::Future<Output = anyhow::Result<View>>,
+{
+    match args.command {
+        HouseCommand::List { json } => {
+            let view = read_only().await?;
+            let houses = view.read(table::list_houses).await?;
+            for h in houses {
+                if json {
+                    println!("{}", serde_json::to_string(&h)?);
+                } else {
+                    println!("{:<24} {}", h.name, h.id);
+                }
+            }
+        }
+        HouseCommand::Members { house, json } => {
+            let view = read_only().await?;
+            let h = find_house(&view, &house).await?;
+            for m in view.read(move |c| table::members(c, h.id)).await? {
+                if json {
+                    println!("{}", serde_json::to_string(&m)?);
+                } else {
+                    match m.kind {
+                        MemberKind::Human => {
+                            println!("{:<24} person  {}", m.handle, m.display_name)
+                        }
+                        MemberKind::Bot => println!(
+                            "{:<24} bot     listens to {}",
+                            m.handle,
+                            m.listen.unwrap_or_default()
+                        ),
+                    }
+                }
+            }
+        }
+        HouseCommand::Create { name } => {
+            let runtime = builder.recover(false).build().await?;
+            let made = runtime.create_house(&name).await;
+            runtime.shutdown().await;
+            let h = made?;
+            println!("made house `{}` ({})", h.house.name, h.house.id);
+        }
+        HouseCommand::Add {
+            house,
+            human,
+            name,
+            bot,
+            listen,
+        } => {
+            let runtime = builder.recover(false).build().await?;
+            let result = async {
+                let h = runtime.house(&house).await?;
+                match (human, bot) {
+                    (Some(handle), _) => {
+                        let m = h.add_human(&handle, name.as_deref()).await?;
+                        anyhow::Ok(format!("`{}` is a person of `{house}`", m.handle))
+                    }
+                    (None, Some(bot)) => {
+                        let mode = ListenMode::parse(&listen).ok_or_else(|| {
+                            anyhow::anyhow!("--listen must be all, mentions or off, not `{listen}`")
+                        })?;
+                        let m = h.add_bot(&bot, mode).await?;
+                        Ok(format!(
+                            "`{}` is a bot of `{house}`, listening to {mode}",
+                            m.handle
+                        ))
+                    }
+                    (None, None) => Err(anyhow::anyhow!("give --human HANDLE or --bot NAME")),
+                }
+            }
+            .await;
+            runtime.shutdown().await;
+            println!("{}", result?);
+        }
+        HouseCommand::Remove { house, handle } => {
+            let runtime = builder.recover(false).build().await?;
+            let result = async {
+                Ok::<_, anyhow::Error>(runtime.house(&house).await?.remove_member(&handle).await?)
+            }
+            .await;
+            runtime.shutdown().await;
+            if !result? {
+                anyhow::bail!("`{handle}` is not a member of `{house}`");
+            }
+            println!("`{handle}` left `{house}`");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn find_house(view: &View, name: &str) -> anyhow::Result<troupe_runtime::house::House> {
+    let owned = name.to_string();
+    view.read(move |c| table::house_by_name(c, &owned))
+        .await?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "there is no house named `{name}`; `troupe house list` lists them, `troupe house create {name}` makes it"
+            )
+        })
+}
+
+async fn find_thread(view: &View, house: &str, thread: &str) -> anyhow::Result<ThreadInfo> {
+    let h = find_house(view, house).await?;
+    let owned = thread.to_string();
+    view.read(move |c| table::resolve_thread(c, h.id, &owned))
+        .await?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "`{house}` has no thread `{thread}`; `troupe thread list {house}` lists them"
+            )
+        })
+}
+
+fn print_message(m: &ThreadMessage, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(m)?);
+    } else {
+        println!("[{}] {}", m.author, m.text);
+    }
+    Ok(())
+}
+
+/// Runs `troupe thread …`.
+pub async fn thread<F>(
+    builder: Builder,
+    read_only: impl FnOnce() -> F,
+    args: ThreadArgs,
+) -> anyhow::Result<ExitCode>
+where
+    F: std::future::Future<Output = anyhow::Result<View>>,
+{
+    match args.command {
+        ThreadCommand::List {
+            house,
+            all,
+            limit,
+            json,
+        } => {
+            let view = read_only().await?;
+            let h = find_house(&view, &house).await?;
+            let filter = ThreadFilter {
+                include_archived: all,
+                limit,
+                ..ThreadFilter::default()
+            };
+            for t in view
+                .read(move |c| table::list_threads(c, h.id, &filter))
+                .await?
+            {
+                if json {
+                    println!("{}", serde_json::to_string(&t)?);
+                } else {
+                    println!(
+                        "{:<28} {:>5} messages  {}{}  {}",
+                        t.label(),
+                        t.messages,
+                        t.last_activity.format("%Y-%m-%d %H:%M"),
+                        if t.archived { "  archived" } else { "" },
+                        t.participants.join(", ")
+                    );
+                }
+            }
+        }
+        ThreadCommand::Read {
+            house,
+            thread,
+            offset,
+            limit,
+            json,
+        } => {
+            let view = read_only().await?;
+            let t = find_thread(&view, &house, &thread).await?;
+            for m in view
+                .read(move |c| table::read_messages(c, t.id, offset, limit))
+                .await?
+            {
+                print_message(&m, json)?;
+            }
+        }
+        ThreadCommand::Search {
+            house,
+            query,
+            limit,
+            json,
+        } => {
+            let view = read_only().await?;
+            let h = find_house(&view, &house).await?;
+            let q = query.join(" ");
+            for hit in view
+                .read(move |c| table::search(c, h.id, &q, limit))
+                .await?
+            {
+                if json {
+                    println!("{}", serde_json::to_string(&hit)?);
+                } else {
+                    println!(
+                        "{} · {} · {}: {}",
+                        hit.thread_name.unwrap_or_else(|| hit.thread.to_string()),
+                        hit.created_at.format("%Y-%m-%d %H:%M"),
+                        hit.author,
+                        hit.snippet
+                    );
+                }
+            }
+        }
+        ThreadCommand::Create {
+            house,
+            name,
+            tags,
+            with,
+        } => {
+            let runtime = builder.recover(false).build().await?;
+            let result = async {
+                let h = runtime.house(&house).await?;
+                anyhow::Ok(h.create_thread(Some(&name), &tags, "cli", &with).await?)
+            }
+            .await;
+            runtime.shutdown().await;
+            let t = result?;
+            println!(
+                "opened thread `{name}` in `{house}` ({}); link {}",
+                t.info.id,
+                t.info.link()
+            );
+        }
+        ThreadCommand::Archive { house, thread } => {
+            return archive(builder, &house, &thread, true).await
+        }
+        ThreadCommand::Unarchive { house, thread } => {
+            return archive(builder, &house, &thread, false).await
+        }
+        ThreadCommand::Post {
+            house,
+            thread,
+            text,
+            author,
+            no_wait,
+            timeout,
+            json,
+        } => {
+            let runtime = builder.recover(false).build().await?;
+            let result = post(
+                &runtime, &house, &thread, &text, author, no_wait, timeout, json,
+            )
+            .await;
+            runtime.shutdown().await;
+            return result;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn archive(
+    builder: Builder,
+    house: &str,
+    thread: &str,
+    archived: bool,
+) -> anyhow::Result<ExitCode> {
+    let runtime = builder.recover(false).build().await?;
+    let result = async {
+        let t = runtime.house(house).await?.thread(thread).await?;
+        anyhow::Ok(t.set_archived(archived).await?)
+    }
+    .await;
+    runtime.shutdown().await;
+    let (done, word) = (result?, if archived { "archived" } else { "unarchived" });
+    if !done {
+        anyhow::bail!("thread `{thread}` is {word} already");
+    }
+    println!("thread `{thread}` {word}");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn post(
+    runtime: &crate::Runtime,
+    house: &str,
+    thread: &str,
+    text: &str,
+    author: Option<String>,
+    no_wait: bool,
+    timeout: u64,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let h = runtime.house(house).await?;
+    let author = match author {
+        Some(a) => a,
+        None => {
+            let people: Vec<String> = h
+                .members()
+                .await?
+                .into_iter()
+                .filter(|m| m.kind == MemberKind::Human)
+                .map(|m| m.handle)
+                .collect();
+            match people.as_slice() {
+                [one] => one.clone(),
+                [] => anyhow::bail!(
+                    "`{house}` has no people; add one with `troupe house add {house} --human HANDLE`"
+                ),
+                _ => anyhow::bail!("`{house}` has several people ({}); say who posts with --as", people.join(", ")),
+            }
+        }
+    };
+    let t = h.thread(thread).await?;
+    let mut events = runtime.node().thread_events();
+    let round = t.post(&author, text).await?;
+    if no_wait {
+        println!("posted ({round})");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let wait = async {
+        loop {
+            match events.recv().await {
+                Ok(ThreadEvent::Posted(p)) if p.round == round && p.message.id != round => {
+                    print_message(&p.message, json)?;
+                }
+                Ok(ThreadEvent::RoundSettled { round: r, .. }) if r == round => {
+                    return anyhow::Ok(())
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    anyhow::bail!("the node stopped before the round settled")
+                }
+            }
+        }
+    };
+    match tokio::time::timeout(Duration::from_secs(timeout), wait).await {
+        Ok(r) => r.map(|()| ExitCode::SUCCESS),
+        Err(_) => anyhow::bail!(
+            "the bots did not finish within {timeout} s; what they say later lands in the thread (`troupe thread read {house} {thread}`)"
+        ),
+    }
+}
