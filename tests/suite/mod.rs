@@ -7,6 +7,7 @@ mod cli;
 mod crash;
 mod docs;
 mod home;
+mod house;
 mod limits;
 mod review;
 mod routines;

@@ -357,7 +357,8 @@ impl ThreadRef {
 
     /// Posts like [`ThreadRef::post`] and waits until the round it starts
     /// settles (every offered bot answered), at most `timeout`; returns
-    /// the messages of the round in the order they landed.
+    /// the answers — the round's messages after the post — in the order
+    /// they landed.
     pub async fn post_and_wait(
         &self,
         author: &str,
@@ -370,7 +371,9 @@ impl ThreadRef {
         let wait = async {
             loop {
                 match events.recv().await {
-                    Ok(ThreadEvent::Posted(p)) if p.round == round => landed.push(p.message),
+                    Ok(ThreadEvent::Posted(p)) if p.round == round && p.message.id != round => {
+                        landed.push(p.message)
+                    }
                     Ok(ThreadEvent::RoundSettled { round: r, .. }) if r == round => return Ok(()),
                     Ok(_) => {}
                     Err(broadcast::error::RecvError::Lagged(_)) => {}

@@ -747,3 +747,7 @@ pub fn round_state(conn: &Connection, round: MsgId) -> Result<(u32, u32), StoreE
         .optional()?
         .unwrap_or((0, 0)))
 }
+
+#[cfg(test)]
+#[path = "house_tests.rs"]
+mod tests;
