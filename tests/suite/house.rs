@@ -585,3 +585,25 @@ async fn a_round_cut_by_a_restart_posts_each_answer_once() {
     assert_eq!(messages[1].text, "Answer after the restart.");
     assert_eq!(*gate.calls.lock(), 1, "the tool in flight is not run again");
 }
+
+#[tokio::test]
+async fn a_bot_that_crashes_mid_round_is_restarted_and_answers_once() {
+    let home = TestHome::new();
+    let model = bots(vec![(
+        "alice",
+        vec![
+            Turn::fault(troupe::runtime::model::Fault::Panic),
+            Turn::text("Back, and here is the answer."),
+        ],
+    )]);
+    let (_rt, _acme, general) = house(&home, model.clone(), &[("alice", ListenMode::All)]).await;
+    let round = post(&general, "a question").await;
+    assert_eq!(authors(&round), ["alice"]);
+    assert_eq!(round[0].text, "Back, and here is the answer.");
+    assert_eq!(
+        general.read(0, 10).await.unwrap().len(),
+        2,
+        "one post, one answer"
+    );
+    assert_eq!(model.bot("alice").unwrap().calls(), 2);
+}

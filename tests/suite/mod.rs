@@ -8,6 +8,7 @@ mod crash;
 mod docs;
 mod home;
 mod house;
+mod house_cli;
 mod limits;
 mod review;
 mod routines;
