@@ -5,11 +5,12 @@
 //! what was wrong and what to do.
 //!
 //! Two kinds of command: the writing ones (`init`, `run`, `chat`, `serve`,
-//! `demo`, `doctor`, `proposals approve|reject`) take the home's lock, and
-//! create or complete the home; only one process at a time runs them on a
-//! home. The listing ones (`bots`, `conversations`, `show`, `search`,
-//! `usage`, `routines`, `proposals`) read the home read-only beside it and
-//! never start a node ([`view`]).
+//! `demo`, `doctor`, `proposals approve|reject`, the `house` and `thread`
+//! commands that change or post) take the home's lock, and create or
+//! complete the home; only one process at a time runs them on a home. The
+//! listing ones (`bots`, `conversations`, `show`, `search`, `usage`,
+//! `routines`, `proposals`, `house list|members`, `thread list|read|search`)
+//! read the home read-only beside it and never start a node ([`view`]).
 
 mod chat;
 mod doctor;

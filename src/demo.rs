@@ -5,6 +5,10 @@
 //! schedules a routine that fires at once. Everything goes through the real
 //! runtime — actors, the durable mailbox, the store, the gate — and the demo
 //! prints the transcript as the events arrive, then where the data is.
+//! Then a house ([`house`]): a person and two bots in a thread, a bot that
+//! opens another thread and posts there, and a bot answering a mention.
+
+mod house;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -23,6 +27,9 @@ use crate::{BotSpec, Runtime};
 /// The demo's scripted model: it answers by who is asking and what came last.
 pub fn model() -> ScriptedProvider {
     ScriptedProvider::from_fn(|req: &ModelRequest| {
+        if let Some(turn) = house::answer(req) {
+            return turn;
+        }
         let first = req.first_user_text();
         let last = req.last_user_text();
         // Subagents: one short answer per task.
@@ -201,13 +208,17 @@ pub async fn run(home: Option<PathBuf>) -> anyhow::Result<()> {
         .copied()
         .filter(|w| !seen.iter().any(|s| s == w))
         .collect();
+    if missing.is_empty() {
+        house::run(&runtime, &mut out).await?;
+    }
     writeln!(out, "\nEverything above is in {}:", home.display())?;
     writeln!(out, "  troupe.db          conversations, messages (searchable), the mailbox, delegations, routines, usage")?;
     writeln!(out, "  memory/USER.md     the memory the assistant saved")?;
     writeln!(out, "  config.toml        the configuration (commented)")?;
     writeln!(
         out,
-        "Try: troupe --home {} conversations   |   troupe --home {} search venue",
+        "Try: troupe --home {} conversations   |   troupe --home {} search venue   |   troupe --home {} thread read team offsite",
+        home.display(),
         home.display(),
         home.display()
     )?;

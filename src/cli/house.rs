@@ -61,6 +61,20 @@ enum HouseCommand {
         #[arg(long, default_value = "mentions", requires = "bot")]
         listen: String,
     },
+    /// Show or change a house's turn-taking rules (docs/house.md).
+    Rules {
+        /// The house.
+        house: String,
+        /// At most this many bot turns per round (a person's message and what follows).
+        #[arg(long)]
+        max_turns: Option<u32>,
+        /// At most this many bot turns in a chain of bots answering bots.
+        #[arg(long)]
+        max_chain: Option<u32>,
+        /// At most this many unseen messages shown to a bot offered a turn.
+        #[arg(long)]
+        context: Option<u32>,
+    },
     /// Take a member out of a house and its threads.
     Remove {
         /// The house.
@@ -252,6 +266,41 @@ where
             .await;
             runtime.shutdown().await;
             println!("{}", result?);
+        }
+        HouseCommand::Rules {
+            house,
+            max_turns,
+            max_chain,
+            context,
+        } => {
+            let runtime = builder.recover(false).build().await?;
+            let result = async {
+                let h = runtime.house(&house).await?;
+                let mut rules = h.rules().await?;
+                if max_turns.is_some() || max_chain.is_some() || context.is_some() {
+                    for (name, value) in [
+                        ("--max-turns", max_turns),
+                        ("--max-chain", max_chain),
+                        ("--context", context),
+                    ] {
+                        if value == Some(0) {
+                            anyhow::bail!("{name} must be at least 1");
+                        }
+                    }
+                    rules.max_turns_per_round = max_turns.unwrap_or(rules.max_turns_per_round);
+                    rules.max_chain = max_chain.unwrap_or(rules.max_chain);
+                    rules.context_messages = context.unwrap_or(rules.context_messages);
+                    h.set_rules(rules).await?;
+                }
+                anyhow::Ok(rules)
+            }
+            .await;
+            runtime.shutdown().await;
+            let rules = result?;
+            println!(
+                "max_turns_per_round = {}\nmax_chain = {}\ncontext_messages = {}",
+                rules.max_turns_per_round, rules.max_chain, rules.context_messages
+            );
         }
         HouseCommand::Remove { house, handle } => {
             let runtime = builder.recover(false).build().await?;

@@ -272,7 +272,7 @@ impl HouseRef {
             .await?)
     }
 
-    /// Sets its turn-taking rules (threads take them when they next activate).
+    /// Sets its turn-taking rules (from the next message posted).
     pub async fn set_rules(&self, rules: Rules) -> Result<(), NodeError> {
         let id = self.house.id.to_string();
         let json = serde_json::to_string(&rules).map_err(|e| refused(e.to_string()))?;

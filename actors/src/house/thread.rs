@@ -22,7 +22,7 @@ use troupe_runtime::rusqlite::Transaction;
 use troupe_runtime::store::house::{self as table, SeatRow};
 use troupe_runtime::store::{conversations, mailbox, StoreError};
 
-use super::director::{self, Rules};
+use super::director;
 use super::{ThreadEvent, ThreadMessageEvent};
 use crate::messaging::LoopGuard;
 use crate::node::{Node, NodeContext};
@@ -44,7 +44,6 @@ pub struct ThreadState {
     id: ThreadId,
     house: HouseId,
     house_name: String,
-    rules: Rules,
     guard: Arc<LoopGuard>,
 }
 
@@ -59,15 +58,14 @@ impl Actor for ThreadActor {
         (node, id): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         let ctx = node.upgrade().ok_or("the node is stopping")?;
-        let (house, house_name, rules) = ctx
+        let (house, house_name) = ctx
             .store
             .read(move |c| {
                 let Some(thread) = table::thread(c, id)? else {
                     return Ok(None);
                 };
                 let house = table::house(c, thread.house)?;
-                let rules = super::rules_of(c, thread.house)?;
-                Ok(house.map(|h| (h.id, h.name, rules)))
+                Ok(house.map(|h| (h.id, h.name)))
             })
             .await?
             .ok_or_else(|| format!("there is no thread {id}"))?;
@@ -77,7 +75,6 @@ impl Actor for ThreadActor {
             id,
             house,
             house_name,
-            rules,
             guard: Arc::new(LoopGuard::new(
                 s.loop_max_exchanges,
                 s.loop_window,
@@ -123,7 +120,7 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
         .into_iter()
         .map(|b| (b.spec.name.to_lowercase(), (b.id, b.spec.kind())))
         .collect();
-    let (thread, house, rules) = (state.id, state.house, state.rules);
+    let (thread, house) = (state.id, state.house);
     let house_name = state.house_name.clone();
     let guard = Arc::clone(&state.guard);
     let result = node
@@ -135,7 +132,6 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
                     thread,
                     house,
                     house_name: &house_name,
-                    rules: &rules,
                     bots: &bots,
                     guard: &guard,
                 },
@@ -190,7 +186,6 @@ struct Target<'a> {
     thread: ThreadId,
     house: HouseId,
     house_name: &'a str,
-    rules: &'a Rules,
     bots: &'a HashMap<String, (BotId, ActorKind)>,
     guard: &'a LoopGuard,
 }
@@ -228,6 +223,8 @@ fn apply(
     let mut offers = Vec::new();
     let mut declined = Vec::new();
     if let (Some(m), false) = (&message, info.archived) {
+        // Read with each post: a change applies to the next message.
+        let rules = super::rules_of(tx, t.house)?;
         let mut info = info;
         if post.author_kind == MemberKind::Human
             && !info
@@ -245,7 +242,7 @@ fn apply(
             post,
             &info.participants,
             &members,
-            t.rules,
+            &rules,
             offered_before,
             t.guard,
         );
@@ -269,7 +266,7 @@ fn apply(
                 tx,
                 t.thread,
                 seat.seen_seq,
-                t.rules.context_messages as usize,
+                rules.context_messages as usize,
             )?
             .into_iter()
             .filter(|x| !x.author.eq_ignore_ascii_case(&handle))
