@@ -11,6 +11,7 @@
 //! killed at random moments loses and duplicates nothing ([`crash`]).
 
 pub mod crash;
+mod house;
 mod mailbox;
 mod many;
 mod restart;
@@ -46,6 +47,9 @@ pub enum Workload {
     Activation,
     /// A model call that panics, to the supervisor's restart and the resumed turn (`--n` restarts).
     Restart,
+    /// The house: a round of three bot answers, post_to_thread delivery, and the
+    /// thread tools over 100 bots, 1,000 threads and `--n` messages.
+    House,
     /// The crash harness: a worker process killed `--kills` times, then checked.
     Crash,
     /// Internal: the crash harness's worker.
@@ -137,6 +141,7 @@ async fn in_process(
         Workload::Activation => turns::activation(n.unwrap_or(1_000)).await,
         Workload::ColdStart => turns::cold_start(durable).await,
         Workload::Restart => restart::restart(n.unwrap_or(500), durable).await,
+        Workload::House => house::house(n.unwrap_or(1_000_000)).await,
         Workload::Crash | Workload::CrashWorker => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

@@ -330,7 +330,10 @@ impl Node {
         Ok(id)
     }
 
-    pub(crate) async fn route(&self, envelope: Envelope) -> Result<(), NodeError> {
+    /// Hands a durable message committed already (see [`Node::deliver`])
+    /// to its receiver: a conversation, a bot's latest conversation or a
+    /// house thread. Handing one over twice is harmless.
+    pub async fn route(&self, envelope: Envelope) -> Result<(), NodeError> {
         if self.ctx.stopping.load(std::sync::atomic::Ordering::SeqCst) {
             // Committed already: the next start delivers it.
             return Ok(());
