@@ -35,6 +35,7 @@ fn thirty_kills_lose_nothing_and_do_nothing_twice() {
         "messages_to_agents",
         "delegations",
         "routine_runs",
+        "thread_posts_acknowledged",
     ] {
         assert!(
             line[workload].as_u64().unwrap() > 0,

@@ -10,8 +10,10 @@
 //! - a ping from another bot, a subagent's task and a routine run each call
 //!   `ledger_append` once;
 //! - a tool result ends the turn with text (`pong T` after a ping, so the
-//!   sender's reply notice names what it answers); a notice is answered
-//!   with text and nothing else, so nothing loops.
+//!   sender's reply notice names what it answers; `answered T…` in a house
+//!   thread, naming the person's posts it was offered); a notice is
+//!   answered with text and nothing else, so nothing loops.
+//! - a turn offered in a house thread calls `ledger_append` once, like a ping.
 //!
 //! `ledger_append` appends its call id to the ledger file with `O_APPEND`
 //! and `fsync` before it returns: a call run twice shows up twice. Call ids
@@ -90,8 +92,25 @@ fn answer(content: &str, request: &ModelRequest) -> Turn {
     }
 }
 
+/// The marker of a person's post in the crash house's thread.
+pub fn thread_post(token: &str) -> String {
+    format!("<<thread {token}>>")
+}
+
+/// The tokens of the person's posts a thread's offer shows.
+pub fn offered_posts(offer: &str) -> Vec<&str> {
+    offer
+        .lines()
+        .filter_map(|l| l.strip_prefix("[ada] <<thread "))
+        .filter_map(|rest| rest.split_once(">>").map(|(token, _)| token))
+        .collect()
+}
+
 /// The text ending a turn whose latest user message is `content`.
 fn final_text(content: &str) -> String {
+    if content.starts_with("[thread `") {
+        return format!("answered {}", offered_posts(content).join(" "));
+    }
     match content.split_once("\nping ") {
         Some((_, token)) => format!("pong {}", token.trim()),
         None => "done".into(),

@@ -11,6 +11,9 @@
 //!   sender's conversation.
 //! - Every delegation is reported, with exactly one notice in its parent.
 //! - Every routine run that ended has exactly one notice.
+//! - Every acknowledged post in the house's thread is there exactly once,
+//!   and each bot answered it exactly once (no post lost, no turn offered
+//!   twice); no post sent is there twice.
 //! - `PRAGMA integrity_check` says `ok`.
 
 use std::collections::{HashMap, HashSet};
@@ -50,6 +53,7 @@ pub fn check(home: &Path, files: &Files) -> anyhow::Result<serde_json::Value> {
     replies(&db, &rows, &mut out)?;
     delegations(&db, &rows, &mut out)?;
     routines(&db, &rows, &mut out)?;
+    threads(&db, files, &mut out)?;
     Ok(serde_json::Value::Object(out))
 }
 
@@ -389,6 +393,63 @@ fn routines(
     out.insert("routine_runs".into(), json!(runs.len()));
     out.insert("routine_reports_missing".into(), json!(missing));
     out.insert("routine_reports_duplicated".into(), json!(duplicated));
+    Ok(())
+}
+
+/// The house's thread: each acknowledged post once, each bot's answer to it once.
+fn threads(
+    db: &Connection,
+    files: &Files,
+    out: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    let mut stmt = db.prepare("SELECT author, text FROM thread_messages ORDER BY seq")?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut posted: HashMap<String, usize> = HashMap::new();
+    let mut answered: HashMap<(String, String), usize> = HashMap::new();
+    for (author, text) in &rows {
+        if author == "ada" {
+            for token in super::model::offered_posts(&format!("[ada] {text}")) {
+                *posted.entry(token.to_string()).or_default() += 1;
+            }
+        } else if let Some(tokens) = text.strip_prefix("answered ") {
+            for token in tokens.split_whitespace() {
+                *answered
+                    .entry((author.clone(), token.to_string()))
+                    .or_default() += 1;
+            }
+        }
+    }
+    let (mut acknowledged, mut lost, mut missing, mut twice) = (0, 0, 0, 0);
+    for ack in lines(&files.acks) {
+        if let [kind, _, token, _] = ack.as_slice() {
+            if kind != "thread" {
+                continue;
+            }
+            acknowledged += 1;
+            if posted.get(token.as_str()).copied().unwrap_or(0) == 0 {
+                lost += 1;
+            }
+            for bot in ["alpha", super::model::PEER] {
+                match answered
+                    .get(&(bot.to_string(), token.clone()))
+                    .copied()
+                    .unwrap_or(0)
+                {
+                    0 => missing += 1,
+                    1 => {}
+                    _ => twice += 1,
+                }
+            }
+        }
+    }
+    let duplicated = posted.values().filter(|n| **n > 1).count();
+    out.insert("thread_posts_acknowledged".into(), json!(acknowledged));
+    out.insert("thread_posts_lost".into(), json!(lost));
+    out.insert("thread_posts_duplicated".into(), json!(duplicated));
+    out.insert("thread_answers_missing".into(), json!(missing));
+    out.insert("thread_answers_twice".into(), json!(twice));
     Ok(())
 }
 

@@ -124,13 +124,36 @@ async fn setup(
         })
         .await;
     created?;
+    house(runtime).await?;
     let ids = vec![first, second, peer];
     let text: Vec<String> = ids.iter().map(ToString::to_string).collect();
     std::fs::write(&files.setup, text.join(" "))?;
     Ok(ids)
 }
 
-/// The workload: user tasks, durable posts and routine ticks, forever.
+/// The house: the person `ada` and both bots, listening to all, in the thread `room`.
+async fn house(runtime: &Runtime) -> anyhow::Result<()> {
+    if runtime.house(HOUSE).await.is_ok() {
+        return Ok(());
+    }
+    let house = runtime.create_house(HOUSE).await?;
+    house.add_human("ada", None).await?;
+    for bot in ["alpha", PEER] {
+        house
+            .add_bot(bot, troupe_runtime::house::ListenMode::All)
+            .await?;
+    }
+    let people = ["ada".to_string(), "alpha".into(), PEER.into()];
+    house.create_thread(Some(ROOM), &[], "ada", &people).await?;
+    Ok(())
+}
+
+/// The crash workload's house and thread.
+pub const HOUSE: &str = "crash";
+/// Its thread.
+pub const ROOM: &str = "room";
+
+/// The workload: user tasks, durable posts, house posts and routine ticks, forever.
 async fn drive(
     runtime: &Runtime,
     files: &Files,
@@ -148,7 +171,11 @@ async fn drive(
             0..=29 => ("tool", conversations[rng.below(3) as usize]),
             30..=49 => ("msg", alpha[rng.below(2) as usize]),
             50..=64 => ("delegate", alpha[rng.below(2) as usize]),
-            65..=89 => ("post", conversations[rng.below(3) as usize]),
+            65..=79 => ("post", conversations[rng.below(3) as usize]),
+            80..=89 => {
+                thread_post(runtime, files, &token).await?;
+                continue;
+            }
             _ => {
                 tick(runtime, files, clock).await?;
                 continue;
@@ -203,6 +230,15 @@ async fn post(
         &files.acks,
         &format!("post\t{conversation}\t{token}\t{id}\n"),
     )?;
+    Ok(())
+}
+
+/// A person's post in the house's thread: acknowledged once committed.
+async fn thread_post(runtime: &Runtime, files: &Files, token: &str) -> anyhow::Result<()> {
+    append_synced(&files.sent, &format!("thread\t{ROOM}\t{token}\n"))?;
+    let room = runtime.house(HOUSE).await?.thread(ROOM).await?;
+    let id = room.post("ada", &model::thread_post(token)).await?;
+    append_synced(&files.acks, &format!("thread\t{ROOM}\t{token}\t{id}\n"))?;
     Ok(())
 }
 
