@@ -5,6 +5,8 @@
 //! node            root supervisor (one_for_one)
 //! ├─ conversations the router of conversations by id
 //! │  └─ conv_…    a conversation (a subagent hangs under the one that delegated)
+//! ├─ threads      the router of house threads by id
+//! │  └─ thread_…  a thread's actor and director
 //! ├─ post_office  hands over durable messages left waiting
 //! └─ scheduler    routine timers, when this node fires routines
 //! ```
