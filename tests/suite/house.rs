@@ -607,3 +607,25 @@ async fn a_bot_that_crashes_mid_round_is_restarted_and_answers_once() {
     );
     assert_eq!(model.bot("alice").unwrap().calls(), 2);
 }
+
+#[tokio::test]
+async fn a_bots_thread_conversation_is_not_its_own() {
+    let home = TestHome::new();
+    let model = bots(vec![(
+        "alice",
+        vec![Turn::text("in the thread"), Turn::text("in my own")],
+    )]);
+    let (rt, _acme, general) = house(&home, model, &[("alice", ListenMode::All)]).await;
+    let own = rt.bot("alice").await.unwrap().conversation();
+    post(&general, "hello").await;
+    // Messages to the bot, and its conversation in the Rust API, stay its own.
+    assert_eq!(rt.bot("alice").await.unwrap().conversation(), own);
+    rt.shutdown().await;
+    let model = bots(vec![("alice", vec![])]);
+    let rt = home.builder(model).build().await.unwrap();
+    assert_eq!(
+        rt.bot("alice").await.unwrap().conversation(),
+        own,
+        "after a restart too"
+    );
+}

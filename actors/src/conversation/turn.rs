@@ -130,7 +130,12 @@ pub(super) async fn begin(
     state.turns += 1;
     state.guard.start_turn();
     let args = &state.args;
-    if args.parent.is_none() && args.label.is_none() && args.kind == args.bot.spec.kind() {
+    // A bot's own conversation, not one it has in a house thread.
+    if args.parent.is_none()
+        && args.label.is_none()
+        && args.kind == args.bot.spec.kind()
+        && args.services.get::<troupe_runtime::house::Seat>().is_none()
+    {
         args.node.note_latest(args.bot.id, args.id);
     }
     let node = Arc::clone(&state.args.node);

@@ -312,6 +312,9 @@ fn apply(
     }))
 }
 
+/// How a bot's conversation in a thread is listed (`troupe conversations`, `troupe ps`).
+pub const SEAT_KIND: &str = "thread";
+
 /// Makes `handle`'s conversation in the thread, with the opening that
 /// seats it there, in the director's transaction.
 fn open_seat(
@@ -323,7 +326,8 @@ fn open_seat(
     kind: ActorKind,
 ) -> Result<ConversationId, StoreError> {
     let id = ConversationId::new();
-    let mut row = conversations::NewConversation::new(id, bot, kind.as_str());
+    // Stored as `thread`: never taken for the bot's own conversation.
+    let mut row = conversations::NewConversation::new(id, bot, SEAT_KIND);
     row.title = format!("{} · {}", t.house_name, info.label())
         .chars()
         .take(80)
