@@ -467,8 +467,22 @@ impl Node {
             .ok_or_else(|| NodeError::NoSuchBot(name.to_string()))
     }
 
-    /// Creates a bot and persists it.
+    /// Creates a bot and persists it; it joins the home's own house.
     pub async fn create_bot(&self, spec: BotSpec) -> Result<BotRecord, NodeError> {
+        self.create_bot_in(spec, None).await
+    }
+
+    /// Creates a bot and persists it, a member of `house` (listening as
+    /// given) — in the same transaction — or, when `None`, of the home's
+    /// own house.
+    pub async fn create_bot_in(
+        &self,
+        spec: BotSpec,
+        house: Option<(
+            troupe_runtime::id::HouseId,
+            troupe_runtime::house::ListenMode,
+        )>,
+    ) -> Result<BotRecord, NodeError> {
         spec.validate()?;
         let record = BotRecord {
             id: BotId::new(),
@@ -480,8 +494,20 @@ impl Node {
             .store
             .write(move |tx| {
                 let inserted = bots::insert(tx, &r)?;
-                if inserted {
-                    bots::join_home(tx, &r)?;
+                match (inserted, house) {
+                    (false, _) => {}
+                    (true, None) => bots::join_home(tx, &r)?,
+                    (true, Some((house, listen))) => troupe_runtime::store::house::put_member(
+                        tx,
+                        house,
+                        &troupe_runtime::house::Member {
+                            handle: r.spec.name.clone(),
+                            kind: troupe_runtime::house::MemberKind::Bot,
+                            display_name: r.spec.name.clone(),
+                            listen: Some(listen),
+                            bot: Some(r.id),
+                        },
+                    )?,
                 }
                 Ok(inserted)
             })

@@ -645,12 +645,8 @@ impl HouseServices for NodeHouses {
             model: draft.model.clone().unwrap_or_default(),
             ..BotSpec::default()
         };
-        let bot = match node.create_bot(spec).await {
-            Ok(b) => b,
-            Err(e) => return err(e),
-        };
-        match house.add_bot(&bot.spec.name, listen).await {
-            Ok(_) => ToolResult::ok_with(
+        match node.create_bot_in(spec, Some((house.house.id, listen))).await {
+            Ok(bot) => ToolResult::ok_with(
                 format!(
                     "Created the bot `{}` and added it to house `{}` (listens to {listen}). Add it to a thread \
                      with add_thread_participant, or @mention it.",
@@ -658,10 +654,7 @@ impl HouseServices for NodeHouses {
                 ),
                 json!({"bot_id": bot.id.to_string(), "name": bot.spec.name, "listen": listen}),
             ),
-            Err(e) => ToolResult::error_with(
-                format!("Created the bot `{}`, but it could not join the house: {e}", bot.spec.name),
-                json!({"bot_id": bot.id.to_string(), "name": bot.spec.name}),
-            ),
+            Err(e) => err(e),
         }
     }
 
