@@ -394,6 +394,11 @@ async fn the_thread_tools_work_and_refuse_what_they_should() {
     assert!(members
         .iter()
         .any(|m| m.handle == "scribe" && m.listen == Some(ListenMode::All)));
+    let home_members = rt.house("home").await.unwrap().members().await.unwrap();
+    assert!(
+        !home_members.iter().any(|m| m.handle == "scribe"),
+        "a bot made in a house joins that house only"
+    );
     let launch = acme.thread("launch").await.unwrap();
     assert_eq!(launch.info.tags, ["q3"]);
     assert!(general.refresh().await.unwrap().archived);
