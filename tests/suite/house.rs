@@ -634,3 +634,35 @@ async fn a_bots_thread_conversation_is_not_its_own() {
         "after a restart too"
     );
 }
+
+#[tokio::test]
+async fn a_bot_in_two_houses_does_not_carry_one_into_the_other_by_search() {
+    let home = TestHome::new();
+    let model = bots(vec![(
+        "alice",
+        vec![
+            Turn::text("Noted: the vault code is ZANZIBAR."),
+            Turn::tool_call("tool_search", json!({"query": "conversation_search"})),
+            Turn::tool_call("conversation_search", json!({"query": "zanzibar"})),
+            Turn::text("nothing"),
+        ],
+    )]);
+    let (rt, _acme, general) = house(&home, model.clone(), &[("alice", ListenMode::All)]).await;
+    let beta = rt.create_house("beta").await.unwrap();
+    beta.add_human("bea", None).await.unwrap();
+    beta.add_bot("alice", ListenMode::All).await.unwrap();
+    let vault = beta
+        .create_thread(Some("vault"), &[], "bea", &["bea".into(), "alice".into()])
+        .await
+        .unwrap();
+    vault
+        .post_and_wait("bea", "remember the code ZANZIBAR", WAIT)
+        .await
+        .unwrap();
+    post(&general, "what do you know?").await;
+    let r = results(&model, "alice");
+    let (name, found) = &r[1];
+    assert_eq!(name, "conversation_search");
+    assert!(!found.is_error(), "{}", found.text);
+    assert!(!found.text.contains("ZANZIBAR"), "{}", found.text);
+}

@@ -240,6 +240,11 @@ enum Shape {
 struct Request {
     shape: Shape,
     filter: Filter,
+    /// The house the conversation sits in: the caller's conversations in
+    /// other houses' threads are left out.
+    house: Option<troupe_runtime::id::HouseId>,
+    /// Those conversations, once looked up.
+    elsewhere: Vec<ConversationId>,
 }
 
 fn parse_conversation(text: &str) -> Result<ConversationId, String> {
@@ -343,10 +348,18 @@ impl Request {
                 exclude,
                 bot,
             },
+            house: troupe_runtime::house::Seat::of(ctx).map(|s| s.house),
+            elsewhere: Vec::new(),
         })
     }
 
-    fn run(self, conn: &rusqlite::Connection) -> Result<ToolResult, String> {
+    fn run(mut self, conn: &rusqlite::Connection) -> Result<ToolResult, String> {
+        if let Some(house) = self.house {
+            let elsewhere = troupe_runtime::store::house::seated_elsewhere(conn, house)
+                .map_err(|e| format!("conversation_search failed: {e}"))?;
+            self.filter.exclude.extend(elsewhere.iter().copied());
+            self.elsewhere = elsewhere;
+        }
         let failed =
             |e: troupe_runtime::store::StoreError| format!("conversation_search failed: {e}");
         match self.shape {
@@ -445,7 +458,12 @@ impl Request {
         let summary = search::conversation_summary(conn, id)
             .map_err(|e| format!("conversation_search failed: {e}"))?;
         match summary {
-            Some(s) if self.filter.bot.is_none_or(|bot| bot == s.bot) => Ok(s),
+            Some(s)
+                if self.filter.bot.is_none_or(|bot| bot == s.bot)
+                    && !self.elsewhere.contains(&id) =>
+            {
+                Ok(s)
+            }
             _ => Err(format!(
                 "there is no conversation {id} among yours: search or browse to find its id."
             )),

@@ -717,6 +717,20 @@ pub fn put_seat(
     Ok(())
 }
 
+/// The conversations bots have in the threads of houses other than
+/// `house` (what a conversation in `house` must not find by searching).
+pub fn seated_elsewhere(
+    conn: &Connection,
+    house: HouseId,
+) -> Result<Vec<ConversationId>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.conversation_id FROM thread_seats s JOIN threads t ON t.id = s.thread_id
+         WHERE t.house_id != ?1",
+    )?;
+    let rows = stmt.query_map(params![house.to_string()], |r| r.get::<_, String>(0))?;
+    rows.map(|r| parse_id(&r?)).collect()
+}
+
 /// Counts `offered` more turns in `round` of `thread`.
 pub fn round_offered(
     tx: &Transaction<'_>,
