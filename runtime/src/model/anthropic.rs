@@ -13,6 +13,9 @@
 //! conversation reads the prefix the previous call wrote. The body is built
 //! the same way byte for byte every time, tools in the given order and schema
 //! keys sorted, or the cache would miss.
+//!
+//! A server or proxy that answers with the non-streaming Messages object
+//! (`application/json`) is decoded into the same events, as one answer.
 
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
@@ -417,15 +420,15 @@ impl AnthropicDecoder {
                 });
             }
             "error" => {
-                let error = &data["error"];
-                return Err(ModelError::Api {
-                    provider: self.provider.clone(),
-                    kind: error["type"].as_str().unwrap_or("error").to_string(),
-                    message: error["message"]
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| data.to_string()),
-                });
+                return Err(
+                    super::answer::error_object(&self.provider, data).unwrap_or_else(|| {
+                        ModelError::Api {
+                            provider: self.provider.clone(),
+                            kind: "error".to_string(),
+                            message: data.to_string(),
+                        }
+                    }),
+                );
             }
             // ping, and event types added after this was written
             _ => {}
@@ -454,6 +457,35 @@ impl Decoder for AnthropicDecoder {
 
     fn is_done(&self) -> bool {
         self.done
+    }
+
+    fn whole(&mut self, answer: &Value) -> Result<Vec<ModelEvent>, ModelError> {
+        let Some(content) = answer["content"].as_array() else {
+            return Err(self.malformed(format!(
+                "a whole answer without `content`: {}",
+                super::answer::snippet(&answer.to_string(), 300)
+            )));
+        };
+        let mut out = Vec::new();
+        // The non-streaming Messages shape, replayed as the events of a
+        // stream of it, so one code path handles both.
+        self.handle("message_start", &json!({"message": answer}), &mut out)?;
+        for (key, block) in content.iter().enumerate() {
+            let start = json!({"index": key, "content_block": block});
+            self.handle("content_block_start", &start, &mut out)?;
+            if block["type"] == "tool_use" && !block["input"].is_null() {
+                let delta = json!({"index": key, "delta": {
+                    "type": "input_json_delta",
+                    "partial_json": block["input"].to_string(),
+                }});
+                self.handle("content_block_delta", &delta, &mut out)?;
+            }
+            self.handle("content_block_stop", &json!({"index": key}), &mut out)?;
+        }
+        let stop = json!({"delta": {"stop_reason": answer["stop_reason"]}});
+        self.handle("message_delta", &stop, &mut out)?;
+        self.handle("message_stop", &json!({}), &mut out)?;
+        Ok(out)
     }
 
     fn at_end(&mut self) -> Result<Vec<ModelEvent>, ModelError> {

@@ -9,6 +9,10 @@
 //! `stream_options.include_usage`). The request body is built the same way
 //! byte for byte every time, tools in the given order and schema keys sorted,
 //! so the provider's prefix cache holds across turns.
+//!
+//! Some servers answer the streaming request with one whole
+//! `chat.completion` object instead (`application/json`); it is decoded into
+//! the same events, as one answer.
 
 use std::collections::BTreeMap;
 
@@ -234,19 +238,8 @@ impl OpenAiDecoder {
     }
 
     fn chunk(&mut self, chunk: &Value, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
-        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
-            return Err(ModelError::Api {
-                provider: self.provider.clone(),
-                kind: error["type"]
-                    .as_str()
-                    .or(error["code"].as_str())
-                    .unwrap_or("error")
-                    .to_string(),
-                message: error["message"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| error.to_string()),
-            });
+        if let Some(error) = super::answer::error_object(&self.provider, chunk) {
+            return Err(error);
         }
         if let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) {
             let delta = &choice["delta"];
@@ -367,6 +360,52 @@ impl Decoder for OpenAiDecoder {
 
     fn is_done(&self) -> bool {
         self.done
+    }
+
+    fn whole(&mut self, answer: &Value) -> Result<Vec<ModelEvent>, ModelError> {
+        let Some(choice) = answer["choices"].as_array().and_then(|c| c.first()) else {
+            return Err(self.malformed(format!(
+                "a whole answer without `choices`: {}",
+                super::answer::snippet(&answer.to_string(), 300)
+            )));
+        };
+        // The completion's message, restated as one chunk's delta: the same
+        // code then assembles its calls (a server may give the arguments as
+        // an object instead of a string, or leave the index out).
+        let message = choice.get("message").unwrap_or(&choice["delta"]);
+        let mut delta = Map::new();
+        delta.insert("content".into(), message["content"].clone());
+        if let Some(calls) = message["tool_calls"].as_array() {
+            let calls = calls
+                .iter()
+                .enumerate()
+                .map(|(i, call)| {
+                    let arguments = match &call["function"]["arguments"] {
+                        Value::String(text) => text.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    };
+                    json!({
+                        "index": call["index"].as_u64().unwrap_or(i as u64),
+                        "id": call["id"],
+                        "function": {"name": call["function"]["name"], "arguments": arguments},
+                    })
+                })
+                .collect();
+            delta.insert("tool_calls".into(), Value::Array(calls));
+        }
+        let chunk = json!({
+            "choices": [{"delta": delta, "finish_reason": choice["finish_reason"]}],
+            "usage": answer["usage"],
+        });
+        let mut out = Vec::new();
+        self.chunk(&chunk, &mut out)?;
+        self.finish_calls(&mut out)?;
+        self.done = true;
+        out.push(ModelEvent::Stop {
+            reason: self.stop.take().unwrap_or(StopReason::EndTurn),
+        });
+        Ok(out)
     }
 
     fn at_end(&mut self) -> Result<Vec<ModelEvent>, ModelError> {
