@@ -20,6 +20,7 @@ pub mod retry;
 pub mod scripted;
 pub mod spec;
 pub mod sse;
+pub mod vision;
 
 #[cfg(test)]
 mod testkit;

@@ -16,3 +16,4 @@ mod smoke;
 mod supervision;
 mod support;
 mod turn_loop;
+mod vision;

@@ -40,6 +40,10 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         journal.load().await?
     };
     let services = args.services.fork();
+    // `read_file` attaches images only for a model that takes them.
+    services.insert(Arc::new(troupe_tools::read_file::ModelTraits {
+        sees_images: args.model.sees_images,
+    }));
     let mut state = State {
         system: "".into(),
         journal,

@@ -24,6 +24,7 @@ use serde_json::{json, Map, Value};
 use super::http::{self, Call, Decoder, HttpOptions};
 use super::retry::Caller;
 use super::sse::SseEvent;
+use super::vision;
 use super::{ModelError, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::protocol::{Message, StopReason, ToolCall, Usage};
 use crate::tool::sort_keys;
@@ -71,7 +72,12 @@ impl AnthropicClient {
 
     /// The JSON body sent for `request` (the same request gives the same bytes).
     pub fn body(&self, request: &ModelRequest) -> Value {
-        request_body(request, &self.config.model, self.config.max_output_tokens)
+        request_body(
+            request,
+            &self.config.model,
+            self.config.max_output_tokens,
+            self.config.sees_images,
+        )
     }
 }
 
@@ -126,8 +132,14 @@ fn ephemeral() -> Value {
     json!({"type": "ephemeral"})
 }
 
-/// The Messages body for `request`, cache breakpoints included.
-pub fn request_body(request: &ModelRequest, default_model: &str, default_max: u32) -> Value {
+/// The Messages body for `request`, cache breakpoints included; images in
+/// tool results are sent when `images` (the model sees them).
+pub fn request_body(
+    request: &ModelRequest,
+    default_model: &str,
+    default_max: u32,
+    images: bool,
+) -> Value {
     let model = if request.model.is_empty() {
         default_model
     } else {
@@ -145,7 +157,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str, default_max: u3
             json!([{"type": "text", "text": &*request.system, "cache_control": ephemeral()}]),
         );
     }
-    let mut messages = messages(&request.messages);
+    let mut messages = messages(&request.messages, images);
     if let Some(block) = messages
         .last_mut()
         .and_then(|m| m["content"].as_array_mut())
@@ -183,7 +195,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str, default_max: u3
 
 /// The history as Messages turns: tool results go in user turns, and turns of
 /// the same role next to each other are merged (the API wants them alternating).
-fn messages(history: &[Message]) -> Vec<Value> {
+fn messages(history: &[Message], images: bool) -> Vec<Value> {
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in history {
         let (role, blocks) = match message {
@@ -208,15 +220,7 @@ fn messages(history: &[Message]) -> Vec<Value> {
             }
             Message::Tool {
                 call_id, result, ..
-            } => (
-                "user",
-                vec![json!({
-                    "type": "tool_result",
-                    "tool_use_id": call_id,
-                    "content": result.text,
-                    "is_error": result.is_error(),
-                })],
-            ),
+            } => ("user", vec![tool_result(call_id, result, images)]),
         };
         if blocks.is_empty() {
             continue;
@@ -230,6 +234,30 @@ fn messages(history: &[Message]) -> Vec<Value> {
         .into_iter()
         .map(|(role, blocks)| json!({"role": role, "content": blocks}))
         .collect()
+}
+
+/// A `tool_result` block: its text, and its image as an `image` block in its
+/// content when the model sees images (the API takes text and image blocks
+/// there).
+fn tool_result(call_id: &str, result: &crate::protocol::ToolResult, images: bool) -> Value {
+    let content = match vision::image_of(result) {
+        Some(image) if images => json!([
+            {"type": "text", "text": result.text},
+            {"type": "image", "source": {
+                "type": "base64",
+                "media_type": image.media_type,
+                "data": image.base64,
+            }},
+        ]),
+        Some(_) => json!(format!("{}\n{}", result.text, vision::NOT_SHOWN)),
+        None => json!(result.text),
+    };
+    json!({
+        "type": "tool_result",
+        "tool_use_id": call_id,
+        "content": content,
+        "is_error": result.is_error(),
+    })
 }
 
 /// A content block being streamed.

@@ -23,6 +23,7 @@ use serde_json::{json, Map, Value};
 use super::http::{self, Call, Decoder, HttpOptions};
 use super::retry::Caller;
 use super::sse::SseEvent;
+use super::vision;
 use super::{ModelError, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::protocol::{Message, StopReason, ToolCall, Usage};
 use crate::tool::sort_keys;
@@ -61,7 +62,7 @@ impl OpenAiClient {
 
     /// The JSON body sent for `request` (the same request gives the same bytes).
     pub fn body(&self, request: &ModelRequest) -> Value {
-        request_body(request, &self.config.model)
+        request_body(request, &self.config.model, self.config.sees_images)
     }
 }
 
@@ -113,8 +114,9 @@ impl Provider for OpenAiClient {
     }
 }
 
-/// The chat completions body for `request` (`default_model` if it names none).
-pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
+/// The chat completions body for `request` (`default_model` if it names
+/// none); images in tool results are sent when `images` (the model sees them).
+pub fn request_body(request: &ModelRequest, default_model: &str, images: bool) -> Value {
     let model = if request.model.is_empty() {
         default_model
     } else {
@@ -124,7 +126,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": &*request.system}));
     }
-    messages.extend(request.messages.iter().map(message));
+    history(&request.messages, images, &mut messages);
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("messages".into(), Value::Array(messages));
@@ -156,7 +158,40 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
     Value::Object(body)
 }
 
-fn message(message: &Message) -> Value {
+/// The history as chat messages. A `tool` message may hold text only, so the
+/// images of a run of tool results follow it in one `user` message (after
+/// the run: the API wants every result right after its call).
+fn history(history: &[Message], images: bool, out: &mut Vec<Value>) {
+    let mut pending: Vec<Value> = Vec::new();
+    for item in history {
+        if !matches!(item, Message::Tool { .. }) && !pending.is_empty() {
+            out.push(json!({"role": "user", "content": std::mem::take(&mut pending)}));
+        }
+        out.push(message(item, images));
+        if let Message::Tool {
+            call_id,
+            name,
+            result,
+        } = item
+        {
+            if let Some(image) = vision::image_of(result).filter(|_| images) {
+                pending.push(json!({
+                    "type": "text",
+                    "text": format!("The image {name} returned (call {call_id}):"),
+                }));
+                pending.push(json!({
+                    "type": "image_url",
+                    "image_url": {"url": image.data_url()},
+                }));
+            }
+        }
+    }
+    if !pending.is_empty() {
+        out.push(json!({"role": "user", "content": pending}));
+    }
+}
+
+fn message(message: &Message, images: bool) -> Value {
     match message {
         Message::User { content } => json!({"role": "user", "content": content}),
         Message::Assistant {
@@ -189,11 +224,14 @@ fn message(message: &Message) -> Value {
         Message::Tool {
             call_id, result, ..
         } => {
-            let content = if result.is_error() {
+            let mut content = if result.is_error() {
                 format!("[tool error] {}", result.text)
             } else {
                 result.text.clone()
             };
+            if !images && vision::image_of(result).is_some() {
+                content = format!("{content}\n{}", vision::NOT_SHOWN);
+            }
             json!({"role": "tool", "tool_call_id": call_id, "content": content})
         }
     }
