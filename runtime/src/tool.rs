@@ -52,6 +52,20 @@ pub struct ToolSpec {
     /// What the trust gate judges in a call of this tool.
     #[serde(default)]
     pub gate: GateSubject,
+    /// Other names its top-level arguments are accepted under. The
+    /// dispatcher renames them before the schema check, so an alias the
+    /// description promises works whatever the schema lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<ArgumentAlias>,
+}
+
+/// An argument's other name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgumentAlias {
+    /// The other name.
+    pub alias: String,
+    /// The argument (as the schema names it) it stands for.
+    pub argument: String,
 }
 
 /// What the trust gate looks at in a call, named by the argument holding it.
@@ -83,7 +97,17 @@ impl ToolSpec {
             source: "builtin".into(),
             timeout_secs: None,
             gate: GateSubject::Call,
+            aliases: Vec::new(),
         }
+    }
+
+    /// Accepts `alias` for the top-level argument `argument`.
+    pub fn alias(mut self, alias: impl Into<String>, argument: impl Into<String>) -> Self {
+        self.aliases.push(ArgumentAlias {
+            alias: alias.into(),
+            argument: argument.into(),
+        });
+        self
     }
 
     /// Marks it read-only: it runs alongside the step's other read-only calls.

@@ -82,6 +82,10 @@ pub fn builtin_configured(
 }
 
 #[cfg(test)]
+#[path = "aliases_tests.rs"]
+mod aliases_tests;
+
+#[cfg(test)]
 mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {

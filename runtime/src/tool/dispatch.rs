@@ -202,6 +202,15 @@ impl Dispatcher {
             serde_json::Value::Null => serde_json::json!({}),
             other => other.clone(),
         };
+        let args = match validate::resolve_aliases(&spec.aliases, args) {
+            Ok(args) => args,
+            Err(problem) => {
+                return ToolResult::error(format!(
+                    "invalid arguments for `{}`: {problem}.",
+                    spec.name
+                ))
+            }
+        };
         if let Err(problems) = validate::check(&spec.parameters, &args) {
             return ToolResult::error(format!(
                 "invalid arguments for `{}`: {}. Call it again with arguments that match its schema.",
