@@ -284,6 +284,16 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// For carried tools whose state must outlive a compaction exactly: the
+    /// arguments and result of a call of this tool that re-reads what it
+    /// holds. A compaction appends that call and its result to the history
+    /// it keeps (stored in the same commit), so the state is in the history
+    /// itself and a new process rebuilds it with [`Tool::restore`]; its
+    /// [`Tool::carried`] text is then left out of the summary.
+    fn carried_call(&self, _ctx: &ToolContext) -> Option<(serde_json::Value, ToolResult)> {
+        None
+    }
+
     /// For carried tools: rebuilds the held state from this tool's latest
     /// result when a conversation is resumed from the store.
     fn restore(&self, _ctx: &ToolContext, _args: &serde_json::Value, _result: &ToolResult) {}

@@ -2,6 +2,7 @@
 
 mod agents;
 mod background;
+mod carried;
 mod chat;
 mod cli;
 mod crash;
