@@ -30,6 +30,9 @@ pub struct BotSpec {
     pub tools: Vec<String>,
     /// Tools it may never use (beats `tools`).
     pub deny_tools: Vec<String>,
+    /// Skills of the library (the main agent's, in the home's `skills/`)
+    /// it may load with `use_skill` besides its own, by name.
+    pub skills: Vec<String>,
 }
 
 impl Default for BotSpec {
@@ -42,6 +45,7 @@ impl Default for BotSpec {
             model: String::new(),
             tools: Vec::new(),
             deny_tools: Vec::new(),
+            skills: Vec::new(),
         }
     }
 }
@@ -58,6 +62,9 @@ pub enum BotError {
     /// The description runs over one line.
     #[error("the description must be one line: say the bot's role in a sentence")]
     MultilineDescription,
+    /// A listed library skill's name is not a skill name.
+    #[error("`{0}` in `skills` is not a skill name: use lowercase letters, digits, `-` or `_`, as the skill's folder in the home's skills/ is named")]
+    InvalidSkill(String),
 }
 
 impl BotSpec {
@@ -86,6 +93,11 @@ impl BotSpec {
         }
         if self.description.trim().contains('\n') {
             return Err(BotError::MultilineDescription);
+        }
+        for skill in &self.skills {
+            if troupe_tools::skills::validate_name(skill).is_err() {
+                return Err(BotError::InvalidSkill(skill.clone()));
+            }
         }
         Ok(())
     }

@@ -44,6 +44,10 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     services.insert(Arc::new(troupe_tools::read_file::ModelTraits {
         sees_images: args.model.sees_images,
     }));
+    // `use_skill` loads the library skills the bot's definition lists.
+    services.insert(Arc::new(troupe_tools::use_skill::LibrarySkills(
+        args.bot.spec.skills.clone(),
+    )));
     let mut state = State {
         system: "".into(),
         journal,
