@@ -173,6 +173,35 @@ pub struct ToolDefinition {
     pub parameters: Arc<serde_json::Value>,
 }
 
+/// Characters per token in troupe's token estimates: the usual rule of
+/// thumb for English text and JSON with the GPT and Claude tokenizers (it
+/// over-counts code and under-counts other scripts).
+pub const CHARS_PER_TOKEN: u64 = 4;
+
+/// An estimate of the tokens of `text`: its characters over
+/// [`CHARS_PER_TOKEN`], rounded up.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(CHARS_PER_TOKEN)
+}
+
+impl ToolDefinition {
+    /// An estimate of what this definition costs in every model call it is
+    /// sent with: the tokens of its JSON as the OpenAI-compatible client
+    /// sends it (`{"type": "function", "function": {name, description,
+    /// parameters}}`; Anthropic's form is a few characters shorter).
+    pub fn estimated_tokens(&self) -> u64 {
+        let sent = serde_json::json!({
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": sort_keys((*self.parameters).clone()),
+            }
+        });
+        estimate_tokens(&sent.to_string())
+    }
+}
+
 /// How the turn loop treats a tool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolFlags {
