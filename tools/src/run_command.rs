@@ -286,11 +286,14 @@ async fn run(
         pgid,
         watchdog,
     } = running;
-    let file = troupe_runtime::tool::spill::spill_path(
-        &ctx.home,
-        &ctx.conversation.to_string(),
-        &ctx.call_id,
-    );
+    // A call outside the dispatcher (the Rust API, a test) may have no id.
+    let call_id = if ctx.call_id.is_empty() {
+        format!("command_{}", troupe_runtime::id::MsgId::new())
+    } else {
+        ctx.call_id.clone()
+    };
+    let file =
+        troupe_runtime::tool::spill::spill_path(&ctx.home, &ctx.conversation.to_string(), &call_id);
     let mut output = BoundedOutput::new(HEAD_BYTES, TAIL_BYTES).spilling_to(file, output_cap);
     let mut buf = vec![0_u8; 64 * 1024];
     let deadline = tokio::time::sleep(timeout);
