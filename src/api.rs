@@ -254,7 +254,7 @@ impl RuntimeBuilder {
             pricing: Default::default(),
         });
         say_where_commands_run(&config.sandbox, self.scheduler);
-        let mut tools = troupe_tools::builtin_with(config.sandbox);
+        let mut tools = troupe_tools::builtin_configured(config.sandbox, &config.tools);
         for tool in self.tools {
             tools.register(tool)?;
         }

@@ -13,6 +13,7 @@
 //! read the home read-only beside it and never start a node ([`view`]).
 
 mod chat;
+mod cost;
 mod doctor;
 mod house;
 mod info;
@@ -101,6 +102,10 @@ pub enum Command {
         /// As JSON.
         #[arg(long)]
         json: bool,
+        /// Estimate the tokens the always-on tool definitions cost in every
+        /// model call, per kind of actor and per bot.
+        #[arg(long)]
+        cost: bool,
     },
     /// Host the home's bots and fire its routines until stopped (SIGINT/SIGTERM).
     Serve,
@@ -159,7 +164,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Usage => info::usage(&read_only().await?).await,
         Command::Routines => info::routines(&read_only().await?).await,
         Command::Proposals(args) => proposals::proposals(cli.home.clone(), &overrides, args).await,
-        Command::Tools { json } => info::tools(json),
+        Command::Tools { json, cost: true } => cost::cost(&read_only().await?, json).await,
+        Command::Tools { json, cost: false } => info::tools(json),
         Command::Serve => serve(builder().scheduler(true)).await,
         Command::Ps { json } => ps::ps(builder(), read_only, json).await,
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,

@@ -68,6 +68,7 @@ impl AgentServices for NodeAgents {
             title: draft.title.trim().to_string(),
             description: draft.description.trim().to_string(),
             mission: draft.mission.unwrap_or_default(),
+            skills: draft.skills,
             ..BotSpec::default()
         };
         match node.create_bot(spec).await {

@@ -32,6 +32,9 @@ pub struct BotSpec {
     pub deny_tools: Vec<String>,
     /// Whether it may rewrite its own record with `update_self`.
     pub self_update: bool,
+    /// Skills of the library (the main agent's, in the home's `skills/`)
+    /// it may load with `use_skill` besides its own, by name.
+    pub skills: Vec<String>,
 }
 
 impl Default for BotSpec {
@@ -45,6 +48,7 @@ impl Default for BotSpec {
             tools: Vec::new(),
             deny_tools: Vec::new(),
             self_update: false,
+            skills: Vec::new(),
         }
     }
 }
@@ -61,6 +65,9 @@ pub enum BotError {
     /// The description runs over one line.
     #[error("the description must be one line: say the bot's role in a sentence")]
     MultilineDescription,
+    /// A listed library skill's name is not a skill name.
+    #[error("`{0}` in `skills` is not a skill name: use lowercase letters, digits, `-` or `_`, as the skill's folder in the home's skills/ is named")]
+    InvalidSkill(String),
 }
 
 impl BotSpec {
@@ -89,6 +96,11 @@ impl BotSpec {
         }
         if self.description.trim().contains('\n') {
             return Err(BotError::MultilineDescription);
+        }
+        for skill in &self.skills {
+            if troupe_tools::skills::validate_name(skill).is_err() {
+                return Err(BotError::InvalidSkill(skill.clone()));
+            }
         }
         Ok(())
     }

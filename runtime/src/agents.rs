@@ -60,6 +60,9 @@ pub struct BotDraft {
     pub description: String,
     /// Its standing rules, if given.
     pub mission: Option<String>,
+    /// Library skills it may load with `use_skill`, by name.
+    #[serde(default)]
+    pub skills: Vec<String>,
 }
 
 /// What `cronjob_manage` asks for, as the tool parsed it.

@@ -45,7 +45,7 @@ pub use init::{ensure_home, init_home, InitReport, DEFAULT_CONFIG, MODELS_EXAMPL
 pub use keys::{env_var, KEYS, SHORT_ENV};
 pub use sections::{
     Agent, Budget, Budgets, CatchUp, Compaction, Delegation, Limits, Log, Messaging, Providers,
-    Review, Router, Routines, Store, Synchronous, Trust, TrustMode,
+    Review, Router, Routines, Store, Synchronous, Tools, Trust, TrustMode,
 };
 
 /// The whole of `config.toml`. Every section and key is optional in the
@@ -81,6 +81,8 @@ pub struct Config {
     pub router: Router,
     /// `[limits]`: the largest inputs troupe accepts.
     pub limits: Limits,
+    /// `[tools]`: settings of the built-in tools.
+    pub tools: Tools,
 }
 
 /// A configuration failure. Each message names where the bad value came

@@ -11,6 +11,7 @@
 //! Retries, timeouts and the per-endpoint concurrency cap are shared by both
 //! HTTP clients ([`retry`], [`limit`], [`http`]).
 
+mod answer;
 pub mod anthropic;
 pub mod http;
 pub mod limit;
@@ -19,6 +20,7 @@ pub mod retry;
 pub mod scripted;
 pub mod spec;
 pub mod sse;
+pub mod vision;
 
 #[cfg(test)]
 mod testkit;
@@ -239,8 +241,12 @@ pub enum ModelError {
         /// What failed.
         message: String,
     },
-    /// The stream held something that is not the protocol.
-    #[error("{provider}: malformed response: {message}")]
+    /// The answer is not the protocol: a wrong content type, an HTML page,
+    /// a line that is not JSON, a call whose arguments do not parse. Waiting
+    /// does not change what a server sends, so it is not retried.
+    #[error(
+        "{provider}: protocol error (the server answered, but not in the API's format): {message}"
+    )]
     Malformed {
         /// The provider.
         provider: String,
@@ -253,4 +259,62 @@ pub enum ModelError {
     /// A scripted model ran out of turns or a turn's expectation failed.
     #[error("script: {0}")]
     Script(String),
+}
+
+/// What kind of failure a [`ModelError`] is; each kind has its own retry rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The connection: refused, reset, timed out, or the answer cut short.
+    /// Retried while nothing of the answer has been passed on.
+    Transport,
+    /// The server answered with an error status. Retried for 408, 409, 429,
+    /// 5xx and 529 (or as `x-should-retry` says); never for a refused key or
+    /// an exhausted quota.
+    Status,
+    /// The server answered 200 but not in the API's format (an HTML page, a
+    /// line that is not JSON). Never retried.
+    Protocol,
+    /// The API reported an error inside a successful answer (an `error`
+    /// event or object). Retried only for overload and server faults, and
+    /// only while nothing has been passed on.
+    Content,
+    /// Our own settings or script. Never retried.
+    Setup,
+}
+
+impl ModelError {
+    /// The error's class.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Self::Connection { .. } | Self::Timeout { .. } => ErrorClass::Transport,
+            Self::Auth { .. }
+            | Self::RateLimited { .. }
+            | Self::QuotaExhausted { .. }
+            | Self::Http { .. } => ErrorClass::Status,
+            Self::Malformed { .. } => ErrorClass::Protocol,
+            Self::Api { .. } => ErrorClass::Content,
+            Self::Config(_) | Self::Script(_) => ErrorClass::Setup,
+        }
+    }
+
+    /// Whether a fresh attempt may succeed where this one failed, for errors
+    /// met after the status line (status errors are decided by
+    /// [`retry::decide`], which also sees the headers).
+    pub fn retryable(&self) -> bool {
+        match self {
+            Self::Connection { .. } | Self::Timeout { .. } => true,
+            Self::Api { kind, .. } => matches!(
+                kind.as_str(),
+                "overloaded_error" | "api_error" | "server_error" | "overloaded" | "503" | "502"
+            ),
+            Self::Http { status, .. } => matches!(status, 408 | 409 | 429 | 500..=599),
+            Self::RateLimited { .. } => true,
+            Self::Auth { .. }
+            | Self::QuotaExhausted { .. }
+            | Self::Malformed { .. }
+            | Self::Config(_)
+            | Self::Script(_) => false,
+        }
+    }
 }

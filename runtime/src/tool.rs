@@ -52,6 +52,20 @@ pub struct ToolSpec {
     /// What the trust gate judges in a call of this tool.
     #[serde(default)]
     pub gate: GateSubject,
+    /// Other names its top-level arguments are accepted under. The
+    /// dispatcher renames them before the schema check, so an alias the
+    /// description promises works whatever the schema lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<ArgumentAlias>,
+}
+
+/// An argument's other name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgumentAlias {
+    /// The other name.
+    pub alias: String,
+    /// The argument (as the schema names it) it stands for.
+    pub argument: String,
 }
 
 /// What the trust gate looks at in a call, named by the argument holding it.
@@ -83,7 +97,17 @@ impl ToolSpec {
             source: "builtin".into(),
             timeout_secs: None,
             gate: GateSubject::Call,
+            aliases: Vec::new(),
         }
+    }
+
+    /// Accepts `alias` for the top-level argument `argument`.
+    pub fn alias(mut self, alias: impl Into<String>, argument: impl Into<String>) -> Self {
+        self.aliases.push(ArgumentAlias {
+            alias: alias.into(),
+            argument: argument.into(),
+        });
+        self
     }
 
     /// Marks it read-only: it runs alongside the step's other read-only calls.
@@ -147,6 +171,35 @@ pub struct ToolDefinition {
     pub description: String,
     /// Its JSON schema.
     pub parameters: Arc<serde_json::Value>,
+}
+
+/// Characters per token in troupe's token estimates: the usual rule of
+/// thumb for English text and JSON with the GPT and Claude tokenizers (it
+/// over-counts code and under-counts other scripts).
+pub const CHARS_PER_TOKEN: u64 = 4;
+
+/// An estimate of the tokens of `text`: its characters over
+/// [`CHARS_PER_TOKEN`], rounded up.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(CHARS_PER_TOKEN)
+}
+
+impl ToolDefinition {
+    /// An estimate of what this definition costs in every model call it is
+    /// sent with: the tokens of its JSON as the OpenAI-compatible client
+    /// sends it (`{"type": "function", "function": {name, description,
+    /// parameters}}`; Anthropic's form is a few characters shorter).
+    pub fn estimated_tokens(&self) -> u64 {
+        let sent = serde_json::json!({
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": sort_keys((*self.parameters).clone()),
+            }
+        });
+        estimate_tokens(&sent.to_string())
+    }
 }
 
 /// How the turn loop treats a tool.
@@ -257,6 +310,16 @@ pub trait Tool: Send + Sync + 'static {
     /// For carried tools: the text that comes back after a compaction (the
     /// open plan items, the skills in use); `None` when nothing is held.
     fn carried(&self, _ctx: &ToolContext) -> Option<String> {
+        None
+    }
+
+    /// For carried tools whose state must outlive a compaction exactly: the
+    /// arguments and result of a call of this tool that re-reads what it
+    /// holds. A compaction appends that call and its result to the history
+    /// it keeps (stored in the same commit), so the state is in the history
+    /// itself and a new process rebuilds it with [`Tool::restore`]; its
+    /// [`Tool::carried`] text is then left out of the summary.
+    fn carried_call(&self, _ctx: &ToolContext) -> Option<(serde_json::Value, ToolResult)> {
         None
     }
 

@@ -26,6 +26,8 @@ pub struct View {
     pub config: Config,
     /// Its store, or `None` before anything ran in the home.
     store: Option<Store>,
+    /// The home.
+    pub home: Home,
 }
 
 impl View {
@@ -38,8 +40,13 @@ impl View {
         let home = home.map(Home::new).unwrap_or_else(Home::from_env);
         let env = |k: &str| std::env::var(k).ok();
         let config = Config::load(&home, &env, overrides)?;
-        let store = tokio::task::spawn_blocking(move || open_store(&home)).await??;
-        Ok(View { config, store })
+        let opened = home.clone();
+        let store = tokio::task::spawn_blocking(move || open_store(&opened)).await??;
+        Ok(View {
+            config,
+            store,
+            home,
+        })
     }
 
     /// Runs `f` on a reader; `T::default()` (nothing) when the home has no

@@ -538,3 +538,40 @@ async fn steer_reaches_a_running_subagent() {
     let (_, text) = wait_notice(&mut events, "delegation").await;
     assert!(text.contains("heard: also check the roof"), "{text}");
 }
+
+#[tokio::test]
+async fn a_bot_uses_a_library_skill_its_definition_lists() {
+    let home = TestHome::new();
+    let skill = home.path().join("skills/brew");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: brew\ndescription: Makes tea\n---\nBoil the water, then steep four minutes.\n",
+    )
+    .unwrap();
+    let model = script(vec![
+        Turn::tool_call("use_skill", json!({"name": "brew"})),
+        Turn::text("Steeping.").expecting("steep four minutes"),
+    ]);
+    let runtime = home.builder(Arc::clone(&model)).build().await.unwrap();
+    let mut spec = BotSpec::new("barista", "Barista", "Makes drinks.");
+    spec.skills = vec!["brew".into()];
+    let bot = runtime.spawn_bot(spec).await.unwrap();
+    let report = ask(&bot, "Tea, please.").await;
+    assert_eq!(report.text, "Steeping.", "{report:?}");
+    let offered = &model.requests()[0].tools;
+    let use_skill = offered.iter().find(|t| t.name == "use_skill").unwrap();
+    assert!(
+        use_skill.description.contains("- brew: Makes tea"),
+        "{}",
+        use_skill.description
+    );
+    let mut bad = BotSpec::new("other", "Other", "Nothing.");
+    bad.skills = vec!["../escape".into()];
+    let err = runtime.spawn_bot(bad).await.unwrap_err().to_string();
+    assert!(
+        err.contains("`../escape` in `skills` is not a skill name"),
+        "{err}"
+    );
+    runtime.shutdown().await;
+}

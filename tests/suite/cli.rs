@@ -394,3 +394,59 @@ fn chat_goes_on_with_a_conversation_given_by_id() {
         text(&unknown.stderr)
     );
 }
+
+#[tokio::test]
+async fn tools_cost_estimates_each_always_on_definition_per_kind_and_per_bot() {
+    let home = TestHome::new();
+    let runtime = home
+        .builder(super::support::script(vec![]))
+        .build()
+        .await
+        .unwrap();
+    let mut scout = troupe::BotSpec::new("scout", "Scout", "Reads things.");
+    scout.tools = vec!["read_file".into()];
+    runtime.spawn_bot(scout).await.unwrap();
+    runtime.shutdown().await;
+
+    let out = troupe(&home, &["tools", "--cost", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let cost: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The estimate is the sent definition's characters over four, rounded up.
+    let read_file = troupe::tools::builtin()
+        .get("read_file")
+        .unwrap()
+        .spec()
+        .definition();
+    let sent = json!({"type": "function", "function": {
+        "name": read_file.name,
+        "description": read_file.description,
+        "parameters": troupe::runtime::tool::sort_keys((*read_file.parameters).clone()),
+    }});
+    let expected = (sent.to_string().chars().count() as u64).div_ceil(4);
+    let conversation = &cost["kinds"][0];
+    assert_eq!(conversation["who"], "conversation");
+    assert_eq!(conversation["tools"][0], json!(["read_file", expected]));
+    let sum: u64 = conversation["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t[1].as_u64().unwrap())
+        .sum();
+    assert_eq!(conversation["tokens"], sum);
+    let bots = cost["bots"].as_array().unwrap();
+    let scout = bots.iter().find(|b| b["who"] == "scout").unwrap();
+    assert_eq!(scout["tools"], json!([["read_file", expected]]));
+    assert_eq!(scout["tokens"], expected);
+
+    let out = troupe(&home, &["tools", "--cost"]);
+    let shown = text(&out.stdout);
+    assert!(shown.contains("total tokens"), "{shown}");
+    let line = shown
+        .lines()
+        .find(|l| l.trim_start().starts_with("scout"))
+        .unwrap();
+    assert!(
+        line.ends_with(&format!(" {expected} tokens in 1 tool")),
+        "{shown}"
+    );
+}

@@ -2,6 +2,7 @@
 
 mod agents;
 mod background;
+mod carried;
 mod chat;
 mod cli;
 mod crash;
@@ -18,3 +19,4 @@ mod smoke;
 mod supervision;
 mod support;
 mod turn_loop;
+mod vision;

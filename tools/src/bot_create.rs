@@ -20,6 +20,9 @@ pub struct Params {
     pub description: String,
     /// Its standing rules; composed from the title and description when left out.
     pub mission: Option<String>,
+    /// Skills of your library it may load with use_skill, besides its own (by name).
+    #[serde(default)]
+    pub skills: Vec<String>,
 }
 
 /// The `bot_create` tool.
@@ -65,6 +68,7 @@ impl Tool for BotCreate {
             title: p.title,
             description: p.description,
             mission: p.mission,
+            skills: p.skills,
         };
         match Agents::of(ctx) {
             Ok(agents) => agents.create_bot(ctx, draft).await,

@@ -43,12 +43,22 @@ pub fn builtin() -> Registry {
 /// Every built-in tool, with `run_command` running its commands where
 /// `sandbox` (`[sandbox]` in `config.toml`) says.
 pub fn builtin_with(sandbox: troupe_runtime::sandbox::SandboxSettings) -> Registry {
+    builtin_configured(sandbox, &troupe_runtime::config::Tools::default())
+}
+
+/// Every built-in tool, set up by `config.toml`'s `[sandbox]` and `[tools]`.
+pub fn builtin_configured(
+    sandbox: troupe_runtime::sandbox::SandboxSettings,
+    settings: &troupe_runtime::config::Tools,
+) -> Registry {
     let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> = vec![
         Arc::new(read_file::ReadFile::new()),
         Arc::new(write_file::WriteFile::new()),
         Arc::new(edit_file::EditFile::new()),
         Arc::new(find_files::FindFiles::new()),
-        Arc::new(run_command::RunCommand::with_sandbox(sandbox)),
+        Arc::new(
+            run_command::RunCommand::with_sandbox(sandbox).output_cap(settings.command_output_cap),
+        ),
         Arc::new(memory::MemoryTool::new()),
         Arc::new(ask_user::AskUser::new()),
         Arc::new(delegate::Delegate::new()),
@@ -74,6 +84,10 @@ pub fn builtin_with(sandbox: troupe_runtime::sandbox::SandboxSettings) -> Regist
     }
     registry
 }
+
+#[cfg(test)]
+#[path = "aliases_tests.rs"]
+mod aliases_tests;
 
 #[cfg(test)]
 mod tests {

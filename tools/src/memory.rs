@@ -450,7 +450,8 @@ Prefer `operations`: a list of {{action: add|replace|remove, content, old_text}}
 Text with injection patterns or invisible characters is refused."
         );
         Self {
-            spec: ToolSpec::new("memory", description, schema_for::<MemoryParams>()),
+            spec: ToolSpec::new("memory", description, schema_for::<MemoryParams>())
+                .alias("new_text", "content"),
         }
     }
 }

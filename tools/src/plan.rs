@@ -2,8 +2,10 @@
 //!
 //! The list lives in the conversation's services, not on disk: it belongs to
 //! one conversation and is rebuilt from the last `plan` result when the
-//! conversation is resumed ([`Tool::restore`]). Its open items come back after
-//! a compaction ([`Tool::carried`]) so the work goes on where it was. One item
+//! conversation is resumed ([`Tool::restore`]). A compaction that would
+//! summarize that result away appends a read of the plan after what it keeps
+//! ([`Tool::carried_call`]), so the plan — open items and all — is in the
+//! stored history and a new process still has it. One item
 //! at a time is in progress, which keeps the model finishing before starting.
 
 use parking_lot::Mutex;
@@ -282,6 +284,14 @@ impl Tool for PlanTool {
             return None;
         }
         Some(format!("Plan, open items:\n{}", render(&todos, true)))
+    }
+
+    fn carried_call(&self, ctx: &ToolContext) -> Option<(serde_json::Value, ToolResult)> {
+        let todos = ctx.services.get::<Plan>()?.todos();
+        if !todos.iter().any(|t| t.status.is_open()) {
+            return None;
+        }
+        Some((serde_json::json!({}), result(&todos)))
     }
 
     fn restore(&self, ctx: &ToolContext, args: &serde_json::Value, result: &ToolResult) {

@@ -6,8 +6,10 @@
 //! colors off, and standard output and error on one pipe so they interleave
 //! as they were written. It leads its own process group, so a timeout, a
 //! stop or a stopped turn ends the whole tree ([`process`]), and it dies with
-//! troupe, however troupe ends ([`tether`]). Output is kept
-//! within [`HEAD_BYTES`] + [`TAIL_BYTES`] while it is read ([`output`]). In
+//! troupe, however troupe ends ([`tether`]). The result shows at most
+//! [`HEAD_BYTES`] + [`TAIL_BYTES`] of the output; a longer output is saved
+//! whole, up to `[tools] command_output_cap`, to a file in the home's
+//! `spill/` folder that the result names ([`output`]). In
 //! the background, output goes to a log file instead ([`background`]).
 //!
 //! Where the machine has one, it runs in a sandbox
@@ -76,10 +78,15 @@ pub struct RunCommandParams {
     pub stop: Option<String>,
 }
 
+/// The most output bytes kept in a command's output file by default
+/// (`[tools] command_output_cap`).
+pub const DEFAULT_OUTPUT_CAP: u64 = 64 * 1024 * 1024;
+
 /// The `run_command` tool.
 pub struct RunCommand {
     spec: ToolSpec,
     sandbox: SandboxSettings,
+    output_cap: u64,
 }
 
 impl RunCommand {
@@ -93,12 +100,14 @@ impl RunCommand {
     pub fn with_sandbox(sandbox: SandboxSettings) -> Self {
         Self {
             sandbox,
+            output_cap: DEFAULT_OUTPUT_CAP,
             spec: ToolSpec::new(
                 "run_command",
                 "Run a bash command and get its output (stdout and stderr together) and exit \
                  code. Standard input is closed; pagers and colors are off. `timeout` (default \
                  120 s, at most 600) kills the command and everything it started. Output over \
-                 30,000 bytes keeps its start and end. `background: true` returns at once with \
+                 30,000 bytes shows its first and last 15,000 bytes; the whole output is saved \
+                 to a file the result names. `background: true` returns at once with \
                  an id; the output goes to a log file whose last line says how it ended; \
                  `notify_on_complete` tells you when it ends; `stop: <id>` ends it. Where the \
                  machine has a sandbox, commands run in it: the working folder is writable, \
@@ -106,9 +115,21 @@ impl RunCommand {
                 schema_for::<RunCommandParams>(),
             )
             .failure_tolerant()
+            // It cuts and saves its own output: the dispatcher's spill would
+            // only save the cut text.
+            .pages_own_output()
             .timeout(MAX_TIMEOUT + process::TERM_GRACE + Duration::from_secs(30))
             .gated_by(GateSubject::Command("command".into())),
         }
+    }
+}
+
+impl RunCommand {
+    /// This tool, keeping at most `bytes` of a command's output in its
+    /// output file (`[tools] command_output_cap`; 0 keeps none).
+    pub fn output_cap(mut self, bytes: u64) -> Self {
+        self.output_cap = bytes;
+        self
     }
 }
 
@@ -225,7 +246,7 @@ impl Tool for RunCommand {
             };
         }
         let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT);
-        let mut result = run(&command, &cwd, timeout, sandbox, ctx).await;
+        let mut result = run(&command, &cwd, timeout, sandbox, self.output_cap, ctx).await;
         if result.data.is_null() {
             result.data = serde_json::json!({});
         }
@@ -242,6 +263,7 @@ async fn run(
     cwd: &std::path::Path,
     timeout: Duration,
     sandbox: Option<(&Sandbox, &Confinement)>,
+    output_cap: u64,
     ctx: &ToolContext,
 ) -> ToolResult {
     let spawned = (|| {
@@ -264,7 +286,15 @@ async fn run(
         pgid,
         watchdog,
     } = running;
-    let mut output = BoundedOutput::new(HEAD_BYTES, TAIL_BYTES);
+    // A call outside the dispatcher (the Rust API, a test) may have no id.
+    let call_id = if ctx.call_id.is_empty() {
+        format!("command_{}", troupe_runtime::id::MsgId::new())
+    } else {
+        ctx.call_id.clone()
+    };
+    let file =
+        troupe_runtime::tool::spill::spill_path(&ctx.home, &ctx.conversation.to_string(), &call_id);
+    let mut output = BoundedOutput::new(HEAD_BYTES, TAIL_BYTES).spilling_to(file, output_cap);
     let mut buf = vec![0_u8; 64 * 1024];
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
@@ -303,6 +333,7 @@ async fn run(
     }
     // The shell has ended: what it left running keeps running, as before.
     drop(watchdog);
+    output.finish();
     let ending = ending.unwrap_or(Ending::Exit(-1));
     let mut text = output.text();
     if text.is_empty() {
@@ -317,6 +348,7 @@ async fn run(
         "ending": ending.to_string(),
         "output_bytes": output.total(),
         "cut_bytes": output.cut(),
+        "output_file": output.file(),
     });
     if ending.success() {
         ToolResult::ok_with(text, data)

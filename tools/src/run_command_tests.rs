@@ -186,6 +186,62 @@ async fn huge_output_keeps_a_bounded_head_and_tail() {
 }
 
 #[tokio::test]
+async fn a_long_output_is_saved_whole_and_the_note_names_the_file() {
+    let mut f = fixture();
+    f.ctx.call_id = "call_seq".into();
+    let result = run_in(
+        &f,
+        SandboxSettings::off(),
+        json!({"command": "seq 1 40000"}),
+    )
+    .await;
+    let expected: String = (1..=40000).map(|n| format!("{n}\n")).collect();
+    let path = f
+        .ctx
+        .home
+        .spill_dir()
+        .join(f.ctx.conversation.to_string())
+        .join("call_seq.txt");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+    assert_eq!(result.data["output_file"], path.display().to_string());
+    assert!(result.text.starts_with("1\n2\n3\n"));
+    assert!(
+        result.text.ends_with("39999\n40000\n[exit 0]"),
+        "{}",
+        result.text
+    );
+    let note = format!(
+        "The whole output ({} bytes, 40000 lines) is in {}",
+        expected.len(),
+        path.display()
+    );
+    assert!(result.text.contains(&note), "{}", result.text);
+    assert!(
+        !result.text.contains("\n20000\n"),
+        "the middle is left out of the result"
+    );
+}
+
+#[tokio::test]
+async fn an_output_over_the_cap_keeps_its_first_bytes_and_says_so() {
+    let f = fixture();
+    let tool = RunCommand::with_sandbox(SandboxSettings::off()).output_cap(100_000);
+    let result = tool.call(json!({"command": "seq 1 40000"}), &f.ctx).await;
+    let path = result.data["output_file"].as_str().unwrap().to_string();
+    let kept = std::fs::read(&path).unwrap();
+    assert_eq!(kept.len(), 100_000);
+    assert!(kept.starts_with(b"1\n2\n"));
+    assert!(
+        result
+            .text
+            .contains("The first 100000 of its 228894 bytes are in")
+            && result.text.contains("command_output_cap"),
+        "{}",
+        result.text
+    );
+}
+
+#[tokio::test]
 async fn bad_arguments_are_errors() {
     let f = fixture();
     let long = run_cmd(&f, json!({"command": "true", "timeout": 601})).await;

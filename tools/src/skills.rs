@@ -205,6 +205,41 @@ pub fn list(home: &Home, agent: &str) -> Vec<SkillSummary> {
     skills
 }
 
+/// The skills `agent` may load: its own, and the library's (the main
+/// agent's, in the home's `skills/`) named in `library` that exist and that
+/// no skill of its own shadows; sorted by name.
+pub fn list_usable(home: &Home, agent: &str, library: &[String]) -> Vec<SkillSummary> {
+    let mut skills = list(home, agent);
+    if agent != troupe_runtime::home::MAIN_AGENT && !library.is_empty() {
+        let own: Vec<String> = skills.iter().map(|s| s.name.clone()).collect();
+        skills.extend(
+            list(home, troupe_runtime::home::MAIN_AGENT)
+                .into_iter()
+                .filter(|s| library.contains(&s.name) && !own.contains(&s.name)),
+        );
+        skills.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    skills
+}
+
+/// Loads the skill `name` for `agent`: its own, else the library's when
+/// `library` names it.
+pub fn load_usable(
+    home: &Home,
+    agent: &str,
+    library: &[String],
+    name: &str,
+) -> Result<Skill, SkillError> {
+    match load(home, agent, name) {
+        Err(SkillError::Missing(_))
+            if agent != troupe_runtime::home::MAIN_AGENT && library.iter().any(|l| l == name) =>
+        {
+            load(home, troupe_runtime::home::MAIN_AGENT, name)
+        }
+        other => other,
+    }
+}
+
 /// Reads and checks the `SKILL.md` of the skill folder `dir` named `name`.
 pub fn read_doc(dir: &Path, name: &str) -> Result<SkillDoc, SkillError> {
     let path = dir.join(SKILL_FILE);

@@ -1,6 +1,9 @@
 //! `use_skill`: loads one of the agent's skills into the conversation.
 //!
-//! The tool is on offer only when the agent has a skill; its description is
+//! A bot loads its own skills and the library's (the main agent's, in the
+//! home's `skills/`) that its definition lists ([`LibrarySkills`]); its own
+//! skill of the same name wins. The tool is on offer only when the agent
+//! has a skill to load; its description is
 //! the skill index (every name, descriptions cut at 60 characters), sized to
 //! 1% of the model's window so a large library never crowds the context.
 //! Loaded skills are remembered per conversation and come back after a
@@ -67,6 +70,18 @@ impl SkillsInUse {
     pub fn list(&self) -> Vec<InUse> {
         self.skills.lock().clone()
     }
+}
+
+/// The library skills the conversation's bot may load besides its own (its
+/// definition's `skills`), put in the conversation's services.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LibrarySkills(pub Vec<String>);
+
+fn library(ctx: &ToolContext) -> Vec<String> {
+    ctx.services
+        .get::<LibrarySkills>()
+        .map(|l| l.0.clone())
+        .unwrap_or_default()
 }
 
 /// The `use_skill` tool.
@@ -183,10 +198,11 @@ impl Tool for UseSkillTool {
             Ok(p) => p,
             Err(e) => return e,
         };
-        let skill = match skills::load(&ctx.home, &ctx.agent, &params.name) {
+        let library = library(ctx);
+        let skill = match skills::load_usable(&ctx.home, &ctx.agent, &library, &params.name) {
             Ok(s) => s,
             Err(e) => {
-                let names: Vec<String> = skills::list(&ctx.home, &ctx.agent)
+                let names: Vec<String> = skills::list_usable(&ctx.home, &ctx.agent, &library)
                     .into_iter()
                     .map(|s| s.name)
                     .collect();
@@ -230,7 +246,7 @@ impl Tool for UseSkillTool {
     }
 
     fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        let skills = skills::list(&ctx.home, &ctx.agent);
+        let skills = skills::list_usable(&ctx.home, &ctx.agent, &library(ctx));
         if skills.is_empty() {
             return None;
         }
@@ -260,7 +276,7 @@ impl Tool for UseSkillTool {
         };
         let instructions = match result.data["instructions"].as_str() {
             Some(text) => text.to_string(),
-            None => match skills::load(&ctx.home, &ctx.agent, &name) {
+            None => match skills::load_usable(&ctx.home, &ctx.agent, &library(ctx), &name) {
                 Ok(skill) => skill.instructions,
                 Err(e) => {
                     tracing::debug!(skill = %name, error = %e, "skill not restored");

@@ -150,3 +150,65 @@ async fn restore_re_adds_a_past_call() {
     tool.restore(&other, &json!({"name": "tea"}), &ToolResult::error("no"));
     assert_eq!(tool.carried(&other), None);
 }
+
+/// A bot's context in the same home as `main` (the main agent's).
+fn bot_ctx(main: &ToolContext, library: &[&str]) -> ToolContext {
+    let mut ctx = main.clone();
+    ctx.agent = "scout".into();
+    ctx.services = troupe_runtime::tool::Services::default();
+    ctx.services.insert(std::sync::Arc::new(LibrarySkills(
+        library.iter().map(|s| s.to_string()).collect(),
+    )));
+    ctx
+}
+
+#[tokio::test]
+async fn a_bot_loads_the_library_skills_its_definition_lists_and_no_others() {
+    let (_d, main) = setup();
+    add_skill(&main, "brew", "Makes tea", "boil the water");
+    add_skill(&main, "secret", "Not for bots", "hidden");
+    let bot = bot_ctx(&main, &["brew", "missing-one"]);
+    add_skill(&bot, "scout-own", "Its own", "look around");
+    let tool = UseSkillTool::new();
+    let spec = tool.available(&bot).unwrap();
+    let list = spec.description.split("\n\nSkills:\n").nth(1).unwrap();
+    assert_eq!(list, "- brew: Makes tea\n- scout-own: Its own");
+    let loaded = tool.call(json!({"name": "brew"}), &bot).await;
+    assert!(!loaded.is_error(), "{}", loaded.text);
+    assert!(loaded.text.contains("boil the water"));
+    assert_eq!(
+        loaded.data["dir"],
+        json!(main.home.skills_dir(&main.agent).join("brew"))
+    );
+    assert!(tool.carried(&bot).unwrap().contains("## brew"));
+    let refused = tool.call(json!({"name": "secret"}), &bot).await;
+    assert!(refused.is_error());
+    assert!(
+        refused.text.ends_with("Skills available: brew, scout-own."),
+        "{}",
+        refused.text
+    );
+    // Without the list, the bot has only its own.
+    let unlisted = bot_ctx(&main, &[]);
+    assert!(tool
+        .call(json!({"name": "brew"}), &unlisted)
+        .await
+        .is_error());
+}
+
+#[tokio::test]
+async fn a_bots_own_skill_wins_over_the_library_one_of_the_same_name() {
+    let (_d, main) = setup();
+    add_skill(&main, "brew", "Makes tea", "library way");
+    let bot = bot_ctx(&main, &["brew"]);
+    add_skill(&bot, "brew", "Makes coffee", "own way");
+    let tool = UseSkillTool::new();
+    let spec = tool.available(&bot).unwrap();
+    assert!(
+        spec.description.ends_with("- brew: Makes coffee"),
+        "{}",
+        spec.description
+    );
+    let loaded = tool.call(json!({"name": "brew"}), &bot).await;
+    assert!(loaded.text.contains("own way"), "{}", loaded.text);
+}

@@ -319,19 +319,31 @@ impl Journal {
         .await
     }
 
-    /// Records a compaction: the summary message and how many messages
-    /// before it stay verbatim.
-    pub async fn record_compaction(&self, summary: Message, tail_count: usize) -> Result<()> {
+    /// Records a compaction: the summary message, how many messages before
+    /// it stay verbatim, and the carried tools' re-reads, in one commit.
+    pub async fn record_compaction(
+        &self,
+        summary: Message,
+        tail_count: usize,
+        carried: Vec<Message>,
+    ) -> Result<()> {
         let Some(store) = &self.store else {
             return Ok(());
         };
         let conv = self.conversation;
+        let carried = carried
+            .iter()
+            .map(|m| PreparedMessage::new(conv, m))
+            .collect::<Result<Vec<_>>>()?;
         self.write(store, move |tx| {
                 let seq = conversations::append_message_with_id(tx, MsgId::new(), conv, &summary)?;
                 tx.prepare_cached(
                     "INSERT INTO segments (conversation_id, summary_seq, tail_count, created_at) VALUES (?1, ?2, ?3, ?4)",
                 )?
                 .execute(params![conv.to_string(), seq, tail_count as i64, store::now()])?;
+                // After the summary: a reload puts them after the kept tail,
+                // where the compacted history in memory has them too.
+                PreparedMessage::append_all(tx, &carried)?;
                 Ok(())
             })
             .await

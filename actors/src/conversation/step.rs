@@ -77,6 +77,9 @@ pub struct Replying {
 pub struct Compaction {
     pub(crate) split: usize,
     pub(crate) carried: Vec<String>,
+    /// Calls that re-read what carried tools hold, with their results,
+    /// appended after the kept tail (see [`troupe_runtime::tool::Tool::carried_call`]).
+    pub(crate) carried_calls: Vec<Message>,
 }
 
 impl ModelStep {
@@ -147,7 +150,7 @@ impl ModelStep {
         let tail = history[c.split..].to_vec();
         if let Err(e) = self
             .journal
-            .record_compaction(message.clone(), tail.len())
+            .record_compaction(message.clone(), tail.len(), c.carried_calls.clone())
             .await
         {
             self.emitter.emit(AgentEvent::Warning {
@@ -157,6 +160,7 @@ impl ModelStep {
         }
         let mut compacted = vec![message];
         compacted.extend(tail);
+        compacted.extend(c.carried_calls);
         self.emitter.emit(AgentEvent::Compacted {
             before,
             after: compacted.len(),

@@ -40,6 +40,14 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         journal.load().await?
     };
     let services = args.services.fork();
+    // `read_file` attaches images only for a model that takes them.
+    services.insert(Arc::new(troupe_tools::read_file::ModelTraits {
+        sees_images: args.model.sees_images,
+    }));
+    // `use_skill` loads the library skills the bot's definition lists.
+    services.insert(Arc::new(troupe_tools::use_skill::LibrarySkills(
+        args.bot.spec.skills.clone(),
+    )));
     let mut state = State {
         system: "".into(),
         journal,
@@ -389,15 +397,36 @@ fn needs_compaction(state: &mut State) -> Option<Compaction> {
     }
     let split = super::compaction::split_point(&state.history, settings.keep_recent)?;
     let ctx = state.tool_context(CancellationToken::new());
-    let carried = state
-        .args
-        .node
-        .tools
-        .iter()
-        .filter(|t| t.spec().flags.carried)
-        .filter_map(|t| t.carried(&ctx))
-        .collect();
-    Some(Compaction { split, carried })
+    let mut carried = Vec::new();
+    let mut carried_calls = Vec::new();
+    for tool in state.args.node.tools.iter() {
+        if !tool.spec().flags.carried {
+            continue;
+        }
+        if let Some((arguments, result)) = tool.carried_call(&ctx) {
+            let call = troupe_runtime::protocol::ToolCall {
+                id: format!("carried_{}", troupe_runtime::id::MsgId::new()),
+                name: tool.spec().name.clone(),
+                arguments,
+            };
+            carried_calls.push(Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![call.clone()],
+            });
+            carried_calls.push(Message::Tool {
+                call_id: call.id,
+                name: call.name,
+                result,
+            });
+        } else if let Some(text) = tool.carried(&ctx) {
+            carried.push(text);
+        }
+    }
+    Some(Compaction {
+        split,
+        carried,
+        carried_calls,
+    })
 }
 
 /// A model step ended.

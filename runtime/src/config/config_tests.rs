@@ -121,6 +121,9 @@ fn documented_defaults() -> Config {
         limits: Limits {
             max_user_message_bytes: 262_144,
         },
+        tools: Tools {
+            command_output_cap: 67_108_864,
+        },
     }
 }
 
@@ -292,7 +295,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

@@ -36,6 +36,7 @@ pub const MODELS_EXAMPLE: &str = r#"# troupe models.
 #   key_env         the environment variable holding the API key (never the key itself)
 #   model           the provider's name of the model
 #   context_window  the model's context window, in tokens
+#   sees_images     whether the model takes images (unset: known model names decide)
 #   [models.NAME.prices]  US dollars per million tokens: input, output, cache_read, cache_write
 
 # [models.fast]

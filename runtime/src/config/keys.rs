@@ -58,6 +58,7 @@ pub const KEYS: &[&str] = &[
     "log.json",
     "router.idle_secs",
     "limits.max_user_message_bytes",
+    "tools.command_output_cap",
 ];
 
 /// Short environment variables and the key each one sets. The long form

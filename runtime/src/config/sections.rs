@@ -364,6 +364,24 @@ impl Default for Limits {
     }
 }
 
+/// `[tools]`: settings of the built-in tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tools {
+    /// The most bytes of one `run_command` output kept in its output file
+    /// (the result itself shows the first and last 15,000 bytes); `0` keeps
+    /// no file.
+    pub command_output_cap: u64,
+}
+
+impl Default for Tools {
+    fn default() -> Self {
+        Self {
+            command_output_cap: 64 * 1024 * 1024,
+        }
+    }
+}
+
 /// An IANA timezone, written as its name.
 mod timezone {
     use serde::de::Error as _;

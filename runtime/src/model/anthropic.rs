@@ -13,6 +13,9 @@
 //! conversation reads the prefix the previous call wrote. The body is built
 //! the same way byte for byte every time, tools in the given order and schema
 //! keys sorted, or the cache would miss.
+//!
+//! A server or proxy that answers with the non-streaming Messages object
+//! (`application/json`) is decoded into the same events, as one answer.
 
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
@@ -21,6 +24,7 @@ use serde_json::{json, Map, Value};
 use super::http::{self, Call, Decoder, HttpOptions};
 use super::retry::Caller;
 use super::sse::SseEvent;
+use super::vision;
 use super::{ModelError, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::protocol::{Message, StopReason, ToolCall, Usage};
 use crate::tool::sort_keys;
@@ -68,7 +72,12 @@ impl AnthropicClient {
 
     /// The JSON body sent for `request` (the same request gives the same bytes).
     pub fn body(&self, request: &ModelRequest) -> Value {
-        request_body(request, &self.config.model, self.config.max_output_tokens)
+        request_body(
+            request,
+            &self.config.model,
+            self.config.max_output_tokens,
+            self.config.sees_images,
+        )
     }
 }
 
@@ -123,8 +132,14 @@ fn ephemeral() -> Value {
     json!({"type": "ephemeral"})
 }
 
-/// The Messages body for `request`, cache breakpoints included.
-pub fn request_body(request: &ModelRequest, default_model: &str, default_max: u32) -> Value {
+/// The Messages body for `request`, cache breakpoints included; images in
+/// tool results are sent when `images` (the model sees them).
+pub fn request_body(
+    request: &ModelRequest,
+    default_model: &str,
+    default_max: u32,
+    images: bool,
+) -> Value {
     let model = if request.model.is_empty() {
         default_model
     } else {
@@ -142,7 +157,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str, default_max: u3
             json!([{"type": "text", "text": &*request.system, "cache_control": ephemeral()}]),
         );
     }
-    let mut messages = messages(&request.messages);
+    let mut messages = messages(&request.messages, images);
     if let Some(block) = messages
         .last_mut()
         .and_then(|m| m["content"].as_array_mut())
@@ -180,7 +195,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str, default_max: u3
 
 /// The history as Messages turns: tool results go in user turns, and turns of
 /// the same role next to each other are merged (the API wants them alternating).
-fn messages(history: &[Message]) -> Vec<Value> {
+fn messages(history: &[Message], images: bool) -> Vec<Value> {
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in history {
         let (role, blocks) = match message {
@@ -205,15 +220,7 @@ fn messages(history: &[Message]) -> Vec<Value> {
             }
             Message::Tool {
                 call_id, result, ..
-            } => (
-                "user",
-                vec![json!({
-                    "type": "tool_result",
-                    "tool_use_id": call_id,
-                    "content": result.text,
-                    "is_error": result.is_error(),
-                })],
-            ),
+            } => ("user", vec![tool_result(call_id, result, images)]),
         };
         if blocks.is_empty() {
             continue;
@@ -227,6 +234,30 @@ fn messages(history: &[Message]) -> Vec<Value> {
         .into_iter()
         .map(|(role, blocks)| json!({"role": role, "content": blocks}))
         .collect()
+}
+
+/// A `tool_result` block: its text, and its image as an `image` block in its
+/// content when the model sees images (the API takes text and image blocks
+/// there).
+fn tool_result(call_id: &str, result: &crate::protocol::ToolResult, images: bool) -> Value {
+    let content = match vision::image_of(result) {
+        Some(image) if images => json!([
+            {"type": "text", "text": result.text},
+            {"type": "image", "source": {
+                "type": "base64",
+                "media_type": image.media_type,
+                "data": image.base64,
+            }},
+        ]),
+        Some(_) => json!(format!("{}\n{}", result.text, vision::NOT_SHOWN)),
+        None => json!(result.text),
+    };
+    json!({
+        "type": "tool_result",
+        "tool_use_id": call_id,
+        "content": content,
+        "is_error": result.is_error(),
+    })
 }
 
 /// A content block being streamed.
@@ -417,15 +448,15 @@ impl AnthropicDecoder {
                 });
             }
             "error" => {
-                let error = &data["error"];
-                return Err(ModelError::Api {
-                    provider: self.provider.clone(),
-                    kind: error["type"].as_str().unwrap_or("error").to_string(),
-                    message: error["message"]
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| data.to_string()),
-                });
+                return Err(
+                    super::answer::error_object(&self.provider, data).unwrap_or_else(|| {
+                        ModelError::Api {
+                            provider: self.provider.clone(),
+                            kind: "error".to_string(),
+                            message: data.to_string(),
+                        }
+                    }),
+                );
             }
             // ping, and event types added after this was written
             _ => {}
@@ -454,6 +485,35 @@ impl Decoder for AnthropicDecoder {
 
     fn is_done(&self) -> bool {
         self.done
+    }
+
+    fn whole(&mut self, answer: &Value) -> Result<Vec<ModelEvent>, ModelError> {
+        let Some(content) = answer["content"].as_array() else {
+            return Err(self.malformed(format!(
+                "a whole answer without `content`: {}",
+                super::answer::snippet(&answer.to_string(), 300)
+            )));
+        };
+        let mut out = Vec::new();
+        // The non-streaming Messages shape, replayed as the events of a
+        // stream of it, so one code path handles both.
+        self.handle("message_start", &json!({"message": answer}), &mut out)?;
+        for (key, block) in content.iter().enumerate() {
+            let start = json!({"index": key, "content_block": block});
+            self.handle("content_block_start", &start, &mut out)?;
+            if block["type"] == "tool_use" && !block["input"].is_null() {
+                let delta = json!({"index": key, "delta": {
+                    "type": "input_json_delta",
+                    "partial_json": block["input"].to_string(),
+                }});
+                self.handle("content_block_delta", &delta, &mut out)?;
+            }
+            self.handle("content_block_stop", &json!({"index": key}), &mut out)?;
+        }
+        let stop = json!({"delta": {"stop_reason": answer["stop_reason"]}});
+        self.handle("message_delta", &stop, &mut out)?;
+        self.handle("message_stop", &json!({}), &mut out)?;
+        Ok(out)
     }
 
     fn at_end(&mut self) -> Result<Vec<ModelEvent>, ModelError> {

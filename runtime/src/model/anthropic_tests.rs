@@ -292,7 +292,7 @@ fn a_conversation_ending_with_a_user_message_marks_its_last_block() {
     messages.push(Message::user("Thanks"));
     req.tools = Vec::new().into();
     req.system = "".into();
-    let body = request_body(&req, "claude-test", 100);
+    let body = request_body(&req, "claude-test", 100, true);
     let messages = body["messages"].as_array().unwrap();
     assert_eq!(
         messages.last().unwrap(),

@@ -9,6 +9,11 @@
 //! retried from scratch only while nothing the consumer would act on (text or
 //! a tool call) has been passed on, because a second answer cannot be spliced
 //! onto half of a first one.
+//!
+//! A 200 is read by what its body is, not only what the request asked for
+//! (see [`super::answer`]): an event stream, a whole JSON answer, an error
+//! object, or something else — a protocol error that is never retried. Each
+//! failure's class and retry rule is [`super::ErrorClass`].
 
 use std::time::Duration;
 
@@ -17,6 +22,7 @@ use futures::StreamExt;
 use reqwest::header::HeaderMap;
 use tokio::sync::mpsc;
 
+use super::answer::{bad_json, error_object, not_the_api, Declared, MAX_WHOLE_BYTES};
 use super::limit::{ConcurrencyLimit, DEFAULT_CONCURRENCY};
 use super::retry::{decide, Caller, Decision, RetryPolicy, Timeouts};
 use super::sse::{SseEvent, SseParser};
@@ -75,6 +81,9 @@ pub(crate) trait Decoder: Send + 'static {
     /// The body ended without the end marker: the events that still follow,
     /// or why the stream counts as broken.
     fn at_end(&mut self) -> Result<Vec<ModelEvent>, ModelError>;
+    /// Decodes a whole, non-streamed answer (the API's non-streaming
+    /// response shape) into the events a stream of it would have given.
+    fn whole(&mut self, answer: &serde_json::Value) -> Result<Vec<ModelEvent>, ModelError>;
 }
 
 /// One request, ready to send as many times as needed.
@@ -213,20 +222,65 @@ async fn attempt_once<D: Decoder>(
         };
     }
 
-    let mut body = response.bytes_stream();
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let mut body: Body = Box::pin(response.bytes_stream());
+    let read = Reader {
+        provider,
+        between_chunks: http.timeouts.between_chunks,
+    };
+    if Declared::of(&content_type) == Declared::Json {
+        let bytes = match read.whole(&mut body, Vec::new()).await {
+            Ok(bytes) => bytes,
+            Err(err) => return retry_or_fail(err, false),
+        };
+        return whole_answer(
+            &mut decoder,
+            &bytes,
+            &content_type,
+            tx,
+            provider,
+            &retry_or_fail,
+        )
+        .await;
+    }
+
     let mut parser = SseParser::new();
     let mut shown = false;
+    let mut events_seen = false;
+    // While no event has arrived, the raw body is kept: it may be a whole
+    // answer or a page sent with the wrong content type.
+    let mut raw = Vec::new();
     loop {
-        let next = tokio::time::timeout(http.timeouts.between_chunks, body.next()).await;
-        let sse_events = match next {
-            Err(_) => {
-                let err = timeout(provider, "between chunks", http.timeouts.between_chunks);
-                return retry_or_fail(err, shown);
+        let sse_events = match read.next(&mut body).await {
+            Err(err) => return retry_or_fail(err, shown),
+            Ok(Some(bytes)) => {
+                if !events_seen {
+                    raw.extend_from_slice(&bytes);
+                }
+                let events = parser.push(&bytes);
+                if let Some(err) = stray_error(provider, parser.take_stray()) {
+                    return retry_or_fail_content(err, shown, &retry_or_fail);
+                }
+                events
             }
-            Ok(Some(Err(err))) => return retry_or_fail(connection(provider, &err), shown),
-            Ok(Some(Ok(bytes))) => parser.push(&bytes),
             Ok(None) => {
                 let last: Vec<SseEvent> = parser.finish().into_iter().collect();
+                if !events_seen && last.is_empty() {
+                    return whole_answer(
+                        &mut decoder,
+                        &raw,
+                        &content_type,
+                        tx,
+                        provider,
+                        &retry_or_fail,
+                    )
+                    .await;
+                }
                 if let Some(outcome) =
                     pass_on(&mut decoder, &last, tx, &mut shown, &retry_or_fail).await
                 {
@@ -248,6 +302,12 @@ async fn attempt_once<D: Decoder>(
                 };
             }
         };
+        if !sse_events.is_empty() && !events_seen {
+            events_seen = true;
+            raw = Vec::new();
+        } else if !events_seen && raw.len() > MAX_WHOLE_BYTES {
+            return Outcome::Fail(not_the_api(provider, &content_type, &raw));
+        }
         if let Some(outcome) =
             pass_on(&mut decoder, &sse_events, tx, &mut shown, &retry_or_fail).await
         {
@@ -256,6 +316,100 @@ async fn attempt_once<D: Decoder>(
         if decoder.is_done() {
             return Outcome::Finished;
         }
+    }
+}
+
+type Body = std::pin::Pin<Box<dyn futures::Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
+
+/// Reads a body piece by piece under the between-chunks limit.
+struct Reader<'a> {
+    provider: &'a str,
+    between_chunks: Duration,
+}
+
+impl Reader<'_> {
+    async fn next(&self, body: &mut Body) -> Result<Option<Bytes>, ModelError> {
+        match tokio::time::timeout(self.between_chunks, body.next()).await {
+            Err(_) => Err(timeout(
+                self.provider,
+                "between chunks",
+                self.between_chunks,
+            )),
+            Ok(Some(Err(err))) => Err(connection(self.provider, &err)),
+            Ok(Some(Ok(bytes))) => Ok(Some(bytes)),
+            Ok(None) => Ok(None),
+        }
+    }
+
+    /// The rest of the body after `prefix`, bounded by [`MAX_WHOLE_BYTES`].
+    async fn whole(&self, body: &mut Body, mut prefix: Vec<u8>) -> Result<Vec<u8>, ModelError> {
+        while let Some(bytes) = self.next(body).await? {
+            prefix.extend_from_slice(&bytes);
+            if prefix.len() > MAX_WHOLE_BYTES {
+                return Err(ModelError::Malformed {
+                    provider: self.provider.to_string(),
+                    message: format!(
+                        "a whole (non-streamed) answer is larger than {} MiB",
+                        MAX_WHOLE_BYTES / (1024 * 1024)
+                    ),
+                });
+            }
+        }
+        Ok(prefix)
+    }
+}
+
+/// A body that is one whole answer (JSON), an API error object, or not the
+/// API at all.
+async fn whole_answer<D: Decoder>(
+    decoder: &mut D,
+    bytes: &[u8],
+    content_type: &str,
+    tx: &Sender,
+    provider: &str,
+    retry_or_fail: &impl Fn(ModelError, bool) -> Outcome,
+) -> Outcome {
+    let value: serde_json::Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(err) if Declared::of(content_type) == Declared::Json => {
+            return Outcome::Fail(bad_json(provider, &err, bytes))
+        }
+        Err(_) => return Outcome::Fail(not_the_api(provider, content_type, bytes)),
+    };
+    if let Some(err) = error_object(provider, &value) {
+        return retry_or_fail_content(err, false, retry_or_fail);
+    }
+    match decoder.whole(&value) {
+        Ok(events) => {
+            for event in events {
+                if tx.send(Ok(event)).await.is_err() {
+                    break;
+                }
+            }
+            Outcome::Finished
+        }
+        Err(err) => Outcome::Fail(err),
+    }
+}
+
+/// A bare JSON error object among the stream's lines, if there is one.
+fn stray_error(provider: &str, stray: Vec<String>) -> Option<ModelError> {
+    stray.iter().find_map(|line| {
+        let value: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
+        error_object(provider, &value)
+    })
+}
+
+/// A content error is retried only when a fresh attempt may not meet it.
+fn retry_or_fail_content(
+    err: ModelError,
+    shown: bool,
+    retry_or_fail: &impl Fn(ModelError, bool) -> Outcome,
+) -> Outcome {
+    if err.retryable() {
+        retry_or_fail(err, shown)
+    } else {
+        Outcome::Fail(err)
     }
 }
 
@@ -273,8 +427,8 @@ async fn pass_on<D: Decoder>(
         }
         let events = match decoder.event(sse) {
             Ok(events) => events,
-            Err(err @ ModelError::Api { .. }) if retryable_api_error(&err) => {
-                return Some(retry_or_fail(err, *shown))
+            Err(err @ ModelError::Api { .. }) => {
+                return Some(retry_or_fail_content(err, *shown, retry_or_fail))
             }
             Err(err) => return Some(Outcome::Fail(err)),
         };
@@ -292,19 +446,6 @@ async fn pass_on<D: Decoder>(
         }
     }
     None
-}
-
-/// An error event that a fresh attempt may not meet (overload, server fault).
-fn retryable_api_error(err: &ModelError) -> bool {
-    match err {
-        ModelError::Api { kind, .. } => {
-            matches!(
-                kind.as_str(),
-                "overloaded_error" | "api_error" | "server_error"
-            )
-        }
-        _ => false,
-    }
 }
 
 fn timeout(provider: &str, phase: &str, limit: Duration) -> ModelError {

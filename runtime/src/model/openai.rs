@@ -9,6 +9,10 @@
 //! `stream_options.include_usage`). The request body is built the same way
 //! byte for byte every time, tools in the given order and schema keys sorted,
 //! so the provider's prefix cache holds across turns.
+//!
+//! Some servers answer the streaming request with one whole
+//! `chat.completion` object instead (`application/json`); it is decoded into
+//! the same events, as one answer.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +23,7 @@ use serde_json::{json, Map, Value};
 use super::http::{self, Call, Decoder, HttpOptions};
 use super::retry::Caller;
 use super::sse::SseEvent;
+use super::vision;
 use super::{ModelError, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::protocol::{Message, StopReason, ToolCall, Usage};
 use crate::tool::sort_keys;
@@ -57,7 +62,7 @@ impl OpenAiClient {
 
     /// The JSON body sent for `request` (the same request gives the same bytes).
     pub fn body(&self, request: &ModelRequest) -> Value {
-        request_body(request, &self.config.model)
+        request_body(request, &self.config.model, self.config.sees_images)
     }
 }
 
@@ -109,8 +114,9 @@ impl Provider for OpenAiClient {
     }
 }
 
-/// The chat completions body for `request` (`default_model` if it names none).
-pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
+/// The chat completions body for `request` (`default_model` if it names
+/// none); images in tool results are sent when `images` (the model sees them).
+pub fn request_body(request: &ModelRequest, default_model: &str, images: bool) -> Value {
     let model = if request.model.is_empty() {
         default_model
     } else {
@@ -120,7 +126,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": &*request.system}));
     }
-    messages.extend(request.messages.iter().map(message));
+    history(&request.messages, images, &mut messages);
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("messages".into(), Value::Array(messages));
@@ -152,7 +158,40 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
     Value::Object(body)
 }
 
-fn message(message: &Message) -> Value {
+/// The history as chat messages. A `tool` message may hold text only, so the
+/// images of a run of tool results follow it in one `user` message (after
+/// the run: the API wants every result right after its call).
+fn history(history: &[Message], images: bool, out: &mut Vec<Value>) {
+    let mut pending: Vec<Value> = Vec::new();
+    for item in history {
+        if !matches!(item, Message::Tool { .. }) && !pending.is_empty() {
+            out.push(json!({"role": "user", "content": std::mem::take(&mut pending)}));
+        }
+        out.push(message(item, images));
+        if let Message::Tool {
+            call_id,
+            name,
+            result,
+        } = item
+        {
+            if let Some(image) = vision::image_of(result).filter(|_| images) {
+                pending.push(json!({
+                    "type": "text",
+                    "text": format!("The image {name} returned (call {call_id}):"),
+                }));
+                pending.push(json!({
+                    "type": "image_url",
+                    "image_url": {"url": image.data_url()},
+                }));
+            }
+        }
+    }
+    if !pending.is_empty() {
+        out.push(json!({"role": "user", "content": pending}));
+    }
+}
+
+fn message(message: &Message, images: bool) -> Value {
     match message {
         Message::User { content } => json!({"role": "user", "content": content}),
         Message::Assistant {
@@ -185,11 +224,14 @@ fn message(message: &Message) -> Value {
         Message::Tool {
             call_id, result, ..
         } => {
-            let content = if result.is_error() {
+            let mut content = if result.is_error() {
                 format!("[tool error] {}", result.text)
             } else {
                 result.text.clone()
             };
+            if !images && vision::image_of(result).is_some() {
+                content = format!("{content}\n{}", vision::NOT_SHOWN);
+            }
             json!({"role": "tool", "tool_call_id": call_id, "content": content})
         }
     }
@@ -234,19 +276,8 @@ impl OpenAiDecoder {
     }
 
     fn chunk(&mut self, chunk: &Value, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
-        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
-            return Err(ModelError::Api {
-                provider: self.provider.clone(),
-                kind: error["type"]
-                    .as_str()
-                    .or(error["code"].as_str())
-                    .unwrap_or("error")
-                    .to_string(),
-                message: error["message"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| error.to_string()),
-            });
+        if let Some(error) = super::answer::error_object(&self.provider, chunk) {
+            return Err(error);
         }
         if let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) {
             let delta = &choice["delta"];
@@ -367,6 +398,52 @@ impl Decoder for OpenAiDecoder {
 
     fn is_done(&self) -> bool {
         self.done
+    }
+
+    fn whole(&mut self, answer: &Value) -> Result<Vec<ModelEvent>, ModelError> {
+        let Some(choice) = answer["choices"].as_array().and_then(|c| c.first()) else {
+            return Err(self.malformed(format!(
+                "a whole answer without `choices`: {}",
+                super::answer::snippet(&answer.to_string(), 300)
+            )));
+        };
+        // The completion's message, restated as one chunk's delta: the same
+        // code then assembles its calls (a server may give the arguments as
+        // an object instead of a string, or leave the index out).
+        let message = choice.get("message").unwrap_or(&choice["delta"]);
+        let mut delta = Map::new();
+        delta.insert("content".into(), message["content"].clone());
+        if let Some(calls) = message["tool_calls"].as_array() {
+            let calls = calls
+                .iter()
+                .enumerate()
+                .map(|(i, call)| {
+                    let arguments = match &call["function"]["arguments"] {
+                        Value::String(text) => text.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    };
+                    json!({
+                        "index": call["index"].as_u64().unwrap_or(i as u64),
+                        "id": call["id"],
+                        "function": {"name": call["function"]["name"], "arguments": arguments},
+                    })
+                })
+                .collect();
+            delta.insert("tool_calls".into(), Value::Array(calls));
+        }
+        let chunk = json!({
+            "choices": [{"delta": delta, "finish_reason": choice["finish_reason"]}],
+            "usage": answer["usage"],
+        });
+        let mut out = Vec::new();
+        self.chunk(&chunk, &mut out)?;
+        self.finish_calls(&mut out)?;
+        self.done = true;
+        out.push(ModelEvent::Stop {
+            reason: self.stop.take().unwrap_or(StopReason::EndTurn),
+        });
+        Ok(out)
     }
 
     fn at_end(&mut self) -> Result<Vec<ModelEvent>, ModelError> {

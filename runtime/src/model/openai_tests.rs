@@ -413,7 +413,7 @@ async fn an_error_object_mid_stream_is_an_api_error() {
         error,
         Some(ModelError::Api {
             provider: "openai".into(),
-            kind: "error".into(),
+            kind: "502".into(),
             message: "Provider returned error".into(),
         })
     );

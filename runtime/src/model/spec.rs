@@ -12,6 +12,7 @@
 //! base_url = "http://127.0.0.1:8000/v1"
 //! model = "qwen3-8b"
 //! context_window = 32768
+//! sees_images = false   # unset: known model names decide (gpt-4o, claude-*, llava, *-vl …)
 //! prices = { input = 0.1, output = 0.4 }   # US dollars per million tokens
 //!
 //! # A built-in spec can be given prices or settings by quoting it as a name.
@@ -102,9 +103,10 @@ pub struct ModelDef {
     /// The most output tokens per call.
     #[serde(default)]
     pub max_output_tokens: Option<u32>,
-    /// Whether the model accepts images.
+    /// Whether the model accepts images; unset, the model's name decides
+    /// ([`super::vision::known_to_see_images`]).
     #[serde(default)]
-    pub sees_images: bool,
+    pub sees_images: Option<bool>,
     /// Prices in US dollars per million tokens.
     #[serde(default)]
     pub prices: Pricing,
@@ -300,7 +302,7 @@ pub fn resolve_with(
         model: rest.to_string(),
         context_window: Some(window),
         max_output_tokens: None,
-        sees_images: false,
+        sees_images: None,
         prices: Pricing::default(),
         max_concurrency: None,
     };
@@ -409,6 +411,9 @@ fn from_def(
         Api::Anthropic => 200_000,
     };
     let context_window = def.context_window.unwrap_or(default_window);
+    let sees_images = def
+        .sees_images
+        .unwrap_or_else(|| super::vision::known_to_see_images(&def.model));
     let provider: Arc<dyn Provider> = match def.api {
         Api::Openai => Arc::new(OpenAiClient::new(
             OpenAiConfig {
@@ -418,7 +423,7 @@ fn from_def(
                 key_var,
                 model: def.model.clone(),
                 context_window,
-                sees_images: def.sees_images,
+                sees_images,
             },
             http,
         )),
@@ -431,7 +436,7 @@ fn from_def(
                 model: def.model.clone(),
                 max_output_tokens: def.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
                 context_window,
-                sees_images: def.sees_images,
+                sees_images,
             },
             http,
         )),
@@ -442,7 +447,7 @@ fn from_def(
         model: def.model.clone(),
         context_window,
         max_output_tokens: def.max_output_tokens,
-        sees_images: def.sees_images,
+        sees_images,
         pricing: def.prices,
     })
 }

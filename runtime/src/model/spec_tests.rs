@@ -46,7 +46,7 @@ fn models_toml_parses_every_field() {
             model: "claude-sonnet-4-5".into(),
             context_window: None,
             max_output_tokens: Some(16000),
-            sees_images: true,
+            sees_images: Some(true),
             prices: Pricing {
                 input: 3.0,
                 output: 15.0,
@@ -236,4 +236,38 @@ async fn resolved_clients_share_one_cap_per_endpoint() {
         2,
         "models.toml's max_concurrency made the cap"
     );
+}
+
+#[test]
+fn whether_a_model_sees_images_comes_from_models_toml_else_its_name() {
+    let home = Path::new("/home");
+    let models = ModelsConfig::parse(
+        r#"
+[models.blind]
+api = "openai"
+model = "gpt-4o"
+sees_images = false
+
+[models.local-vision]
+api = "openai"
+base_url = "http://127.0.0.1:1/v1"
+model = "my-finetune"
+sees_images = true
+"#,
+        Path::new("/home/models.toml"),
+    )
+    .unwrap();
+    let keys = env(&[("OPENAI_API_KEY", "sk"), ("ANTHROPIC_API_KEY", "k")]);
+    let sees = |spec: &str| {
+        let model = resolve(spec, &models, &keys, home).unwrap();
+        assert_eq!(model.sees_images, model.provider.sees_images(), "{spec}");
+        model.sees_images
+    };
+    assert!(sees("openai:gpt-4o-mini"));
+    assert!(sees("anthropic:claude-sonnet-4-5"));
+    assert!(sees("ollama:llava:13b"));
+    assert!(!sees("ollama:qwen3:8b"));
+    assert!(!sees("openai:gpt-3.5-turbo"));
+    assert!(!sees("blind"), "models.toml says no");
+    assert!(sees("local-vision"), "models.toml says yes");
 }

@@ -4,6 +4,10 @@
 //! or even of a UTF-8 character, so the parser keeps raw bytes until a whole
 //! line is in, and an event until its blank line. It knows nothing of either
 //! provider's payloads.
+//!
+//! Lines that are not SSE at all (a bare JSON error object a proxy wrote
+//! into the stream, an HTML page) are kept aside as *stray* lines, so the
+//! caller can tell an error body or a protocol mismatch from a cut connection.
 
 /// One server-sent event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,7 +24,13 @@ pub struct SseParser {
     pending: Vec<u8>,
     event: Option<String>,
     data: Vec<String>,
+    stray: Vec<String>,
+    stray_seen: usize,
 }
+
+/// How many stray lines are kept, and how long each may be.
+const STRAY_LINES: usize = 16;
+const STRAY_LINE_BYTES: usize = 8192;
 
 impl SseParser {
     /// A parser with nothing buffered.
@@ -76,9 +86,29 @@ impl SseParser {
         match field {
             "event" => self.event = Some(value.to_string()),
             "data" => self.data.push(value.to_string()),
-            _ => {}
+            "id" | "retry" => {}
+            _ => {
+                self.stray_seen += 1;
+                if self.stray.len() < STRAY_LINES {
+                    let mut end = line.len().min(STRAY_LINE_BYTES);
+                    while !line.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    self.stray.push(line[..end].to_string());
+                }
+            }
         }
         None
+    }
+
+    /// Takes the lines seen since the last call that were not SSE fields.
+    pub fn take_stray(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.stray)
+    }
+
+    /// How many non-SSE lines were seen in all.
+    pub fn stray_count(&self) -> usize {
+        self.stray_seen
     }
 
     fn dispatch(&mut self) -> Option<SseEvent> {
@@ -134,6 +164,23 @@ mod tests {
                 "size {size}"
             );
         }
+    }
+
+    #[test]
+    fn lines_that_are_not_sse_are_kept_aside() {
+        let mut parser = SseParser::new();
+        let events =
+            parser.push(b"data: {\"a\":1}\n\n{\"error\":{\"message\":\"boom\"}}\nid: 7\n<html>\n");
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            parser.take_stray(),
+            vec![
+                r#"{"error":{"message":"boom"}}"#.to_string(),
+                "<html>".into()
+            ]
+        );
+        assert_eq!(parser.stray_count(), 2);
+        assert_eq!(parser.take_stray(), Vec::<String>::new());
     }
 
     #[test]

@@ -61,6 +61,21 @@ impl Reply {
         }
     }
 
+    /// A reply with any status, content type and body, sent in pieces of
+    /// `split` bytes.
+    pub fn body(status: u16, content_type: &str, body: &str, split: usize) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type".into(), content_type.into())],
+            chunks: body
+                .as_bytes()
+                .chunks(split.max(1))
+                .map(<[u8]>::to_vec)
+                .collect(),
+            end: End::Finish,
+        }
+    }
+
     /// This reply with a header added.
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.into(), value.into()));

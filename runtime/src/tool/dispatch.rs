@@ -122,8 +122,10 @@ impl Dispatcher {
 
     /// Runs one model step's calls. `visible` names the tools the model was
     /// offered (always-on plus loaded deferred ones); `on_start` and
-    /// `on_finish` see each call begin and end. Results come back in the
-    /// calls' order.
+    /// `on_finish` see each call begin and end. Every read-only call of the
+    /// step runs at once, wherever it stands in the step; the others run
+    /// after them, one at a time in the order given, so a read-only call
+    /// sees what the step began with. Results come back in the calls' order.
     pub async fn run_step(
         &self,
         calls: &[ToolCall],
@@ -132,31 +134,25 @@ impl Dispatcher {
         on_start: &(dyn Fn(&ToolCall) + Send + Sync),
         on_finish: &(dyn Fn(&CallOutcome) + Send + Sync),
     ) -> Vec<CallOutcome> {
-        let mut outcomes = Vec::with_capacity(calls.len());
-        let mut i = 0;
-        while i < calls.len() {
-            let mut j = i;
-            while j < calls.len()
-                && self.is_read_only(&calls[j].name)
-                && visible.contains(&calls[j].name)
-            {
-                j += 1;
-            }
-            if j > i + 1 {
-                let group = calls[i..j]
-                    .iter()
-                    .map(|call| self.run_reported(call, visible, ctx, on_start, on_finish));
-                outcomes.extend(join_all(group).await);
-                i = j;
-            } else {
-                outcomes.push(
-                    self.run_reported(&calls[i], visible, ctx, on_start, on_finish)
-                        .await,
-                );
-                i += 1;
-            }
+        let (reads, others): (Vec<usize>, Vec<usize>) = (0..calls.len())
+            .partition(|&i| self.is_read_only(&calls[i].name) && visible.contains(&calls[i].name));
+        let mut outcomes: Vec<Option<CallOutcome>> = vec![None; calls.len()];
+        let read_outcomes = join_all(
+            reads
+                .iter()
+                .map(|&i| self.run_reported(&calls[i], visible, ctx, on_start, on_finish)),
+        )
+        .await;
+        for (i, outcome) in reads.into_iter().zip(read_outcomes) {
+            outcomes[i] = Some(outcome);
         }
-        outcomes
+        for i in others {
+            outcomes[i] = Some(
+                self.run_reported(&calls[i], visible, ctx, on_start, on_finish)
+                    .await,
+            );
+        }
+        outcomes.into_iter().flatten().collect()
     }
 
     async fn run_reported(
@@ -201,6 +197,15 @@ impl Dispatcher {
         let args = match &call.arguments {
             serde_json::Value::Null => serde_json::json!({}),
             other => other.clone(),
+        };
+        let args = match validate::resolve_aliases(&spec.aliases, args) {
+            Ok(args) => args,
+            Err(problem) => {
+                return ToolResult::error(format!(
+                    "invalid arguments for `{}`: {problem}.",
+                    spec.name
+                ))
+            }
         };
         if let Err(problems) = validate::check(&spec.parameters, &args) {
             return ToolResult::error(format!(

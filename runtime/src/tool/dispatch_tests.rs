@@ -220,6 +220,50 @@ async fn read_only_calls_of_one_step_run_together() {
 }
 
 #[tokio::test]
+async fn read_only_calls_run_together_across_other_calls_and_results_keep_call_order() {
+    // `a` and `c` meet at a barrier though `w` stands between them: grouped
+    // only when adjacent, `a` would wait for `c` forever and time out.
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let f = fixture(
+        vec![
+            (
+                ToolSpec::new("a", "a", params()).read_only(),
+                Behaviour::Barrier(Arc::clone(&barrier)),
+            ),
+            (ToolSpec::new("w", "w", params()), Behaviour::Echo),
+            (ToolSpec::new("w2", "w", params()), Behaviour::Echo),
+            (
+                ToolSpec::new("c", "c", params()).read_only(),
+                Behaviour::Barrier(barrier),
+            ),
+        ],
+        Arc::new(OpenGate),
+    );
+    let results = run(
+        &f,
+        &[
+            call("a", json!({})),
+            call("w2", json!({"x": 2})),
+            call("w", json!({"x": 1})),
+            call("c", json!({})),
+        ],
+    )
+    .await;
+    assert_eq!(
+        results,
+        vec![
+            ToolResult::ok("met"),
+            ToolResult::ok(r#"{"x":2}"#),
+            ToolResult::ok(r#"{"x":1}"#),
+            ToolResult::ok("met"),
+        ]
+    );
+    let log = f.log.lock().clone();
+    let others: Vec<&String> = log.iter().filter(|l| l.contains(" w")).collect();
+    assert_eq!(others, vec!["start w2", "end w2", "start w", "end w"]);
+}
+
+#[tokio::test]
 async fn other_calls_run_one_after_another_in_order() {
     let f = fixture(
         vec![

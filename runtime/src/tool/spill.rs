@@ -4,6 +4,24 @@
 use crate::home::Home;
 use crate::protocol::ToolResult;
 
+/// Where the whole output of call `call_id` of `conversation` is kept:
+/// `spill/<conversation>/<call_id>.txt` (the id made safe for a file name).
+pub fn spill_path(home: &Home, conversation: &str, call_id: &str) -> std::path::PathBuf {
+    let safe_id: String = call_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    home.spill_dir()
+        .join(conversation)
+        .join(format!("{safe_id}.txt"))
+}
+
 /// Writes `result`'s text to `spill/<conversation>/<call_id>.txt` and returns
 /// a result holding its first `keep_chars` characters and a pointer to the
 /// file. When the file cannot be written the text is cut instead, and the
@@ -18,18 +36,11 @@ pub fn spill(
     let total_chars = result.text.chars().count();
     let total_lines = result.text.lines().count();
     let head: String = result.text.chars().take(keep_chars).collect();
-    let safe_id: String = call_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let dir = home.spill_dir().join(conversation);
-    let path = dir.join(format!("{safe_id}.txt"));
+    let path = spill_path(home, conversation, call_id);
+    let dir = path
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
     let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &result.text));
     let note = match written {
         Ok(()) => format!(

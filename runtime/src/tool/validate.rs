@@ -8,6 +8,28 @@
 
 use serde_json::Value;
 
+use super::ArgumentAlias;
+
+/// Renames each alias in `args` to the argument it stands for; an alias
+/// given with its argument is an error naming both.
+pub fn resolve_aliases(aliases: &[ArgumentAlias], mut args: Value) -> Result<Value, String> {
+    let Some(obj) = args.as_object_mut() else {
+        return Ok(args);
+    };
+    for ArgumentAlias { alias, argument } in aliases {
+        let Some(value) = obj.remove(alias) else {
+            continue;
+        };
+        if obj.contains_key(argument) {
+            return Err(format!(
+                "`{alias}` is another name for `{argument}`: give one of them, not both"
+            ));
+        }
+        obj.insert(argument.clone(), value);
+    }
+    Ok(args)
+}
+
 /// Checks `args` against `schema`; `Err` lists every problem found.
 pub fn check(schema: &Value, args: &Value) -> Result<(), Vec<String>> {
     let Some(obj) = args.as_object() else {

@@ -1,0 +1,156 @@
+//! `troupe tools --cost`: what the always-on tool definitions cost in every
+//! model call, per kind of actor and per bot of the home.
+//!
+//! Every model call carries the definitions of the always-on tools offered
+//! to the conversation, so each one is paid for on every call (prompt
+//! caching makes it cheaper, not free). The figures are estimates: the
+//! definition's JSON as the OpenAI-compatible client sends it, at four
+//! characters a token ([`troupe_runtime::tool::estimate_tokens`]); no
+//! tokenizer is bundled, and the real count differs by model. Deferred
+//! tools cost nothing until `tool_search` loads them; their names are in
+//! `tool_search`'s description, which is counted.
+
+use std::collections::BTreeSet;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use troupe_actors::bot::BotSpec;
+use troupe_actors::toolset::{self, Narrowing};
+use troupe_runtime::home::Home;
+use troupe_runtime::protocol::ActorKind;
+use troupe_runtime::tool::{ToolContext, CHARS_PER_TOKEN};
+
+use super::view::View;
+
+/// The context window the estimates assume (the use_skill index is sized by it).
+const ASSUMED_WINDOW: u64 = 128_000;
+
+/// One toolset's cost.
+#[derive(Debug, serde::Serialize)]
+struct Cost {
+    /// The kind of actor, or the bot's name.
+    who: String,
+    /// Estimated tokens in all.
+    tokens: u64,
+    /// Each always-on tool's estimate, in the order the model sees them.
+    tools: Vec<(String, u64)>,
+}
+
+fn cost_of(home: &Home, spec: &BotSpec, kind: ActorKind, has_bots: bool, who: String) -> Cost {
+    let mut ctx = ToolContext::standalone(home.clone(), home.root().to_path_buf());
+    ctx.kind = kind;
+    ctx.agent = spec.name.clone();
+    ctx.context_window = ASSUMED_WINDOW;
+    ctx.services
+        .insert(Arc::new(troupe_tools::use_skill::LibrarySkills(
+            spec.skills.clone(),
+        )));
+    let registry = troupe_tools::builtin();
+    let set = toolset::compute(
+        &registry,
+        spec,
+        has_bots,
+        &Narrowing::default(),
+        &ctx,
+        &BTreeSet::new(),
+    );
+    let tools: Vec<(String, u64)> = set
+        .definitions
+        .iter()
+        .map(|d| (d.name.clone(), d.estimated_tokens()))
+        .collect();
+    Cost {
+        who,
+        tokens: tools.iter().map(|(_, t)| t).sum(),
+        tools,
+    }
+}
+
+/// `troupe tools --cost`.
+pub async fn cost(view: &View, json: bool) -> anyhow::Result<ExitCode> {
+    let bots = view.bots().await?;
+    let has_bots = bots.len() > 1;
+    let main = BotSpec::default();
+    let kinds: Vec<Cost> = ActorKind::ALL
+        .iter()
+        .map(|kind| {
+            let spec = match kind {
+                ActorKind::Bot => BotSpec::new("bot", "Bot", "A bot with no tools list."),
+                _ => main.clone(),
+            };
+            cost_of(
+                &view.home,
+                &spec,
+                *kind,
+                has_bots,
+                kind.as_str().to_string(),
+            )
+        })
+        .collect();
+    let per_bot: Vec<Cost> = bots
+        .iter()
+        .map(|bot| {
+            let kind = bot.spec.kind();
+            cost_of(&view.home, &bot.spec, kind, has_bots, bot.spec.name.clone())
+        })
+        .collect();
+    if json {
+        let out = serde_json::json!({
+            "estimator": format!("characters / {CHARS_PER_TOKEN}, rounded up, of each definition's JSON"),
+            "kinds": kinds,
+            "bots": per_bot,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "Estimated tokens of the always-on tool definitions sent with every model call \
+         ({CHARS_PER_TOKEN} characters a token; deferred tools cost nothing until loaded).\n"
+    );
+    let width = kinds[0]
+        .tools
+        .iter()
+        .map(|(n, _)| n.len())
+        .max()
+        .unwrap_or(10)
+        + 2;
+    let names: Vec<&str> = kinds[0].tools.iter().map(|(n, _)| n.as_str()).collect();
+    let mut all: Vec<&str> = names.clone();
+    for k in &kinds[1..] {
+        for (n, _) in &k.tools {
+            if !all.contains(&n.as_str()) {
+                all.push(n);
+            }
+        }
+    }
+    print!("{:<width$}", "tool");
+    for k in &kinds {
+        print!("{:>14}", k.who);
+    }
+    println!();
+    for name in &all {
+        print!("{name:<width$}");
+        for k in &kinds {
+            match k.tools.iter().find(|(n, _)| n == name) {
+                Some((_, t)) => print!("{t:>14}"),
+                None => print!("{:>14}", "-"),
+            }
+        }
+        println!();
+    }
+    print!("{:<width$}", "total tokens");
+    for k in &kinds {
+        print!("{:>14}", k.tokens);
+    }
+    println!("\n\nPer bot of this home:");
+    for bot in &per_bot {
+        let count = bot.tools.len();
+        println!(
+            "  {:<16} {:>6} tokens in {count} tool{}",
+            bot.who,
+            bot.tokens,
+            if count == 1 { "" } else { "s" }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
