@@ -253,7 +253,11 @@ impl RuntimeBuilder {
             pricing: Default::default(),
         });
         say_where_commands_run(&config.sandbox, self.scheduler);
-        let mut tools = troupe_tools::builtin_with(config.sandbox);
+        let mut tools = troupe_tools::builtin_configured(
+            config.sandbox,
+            &config.web,
+            Arc::new(|k: &str| std::env::var(k).ok()),
+        );
         for tool in self.tools {
             tools.register(tool)?;
         }

@@ -27,6 +27,7 @@ pub mod skills;
 pub mod table;
 pub mod tool_search;
 pub mod use_skill;
+pub mod web;
 pub mod write_file;
 
 use std::sync::Arc;
@@ -42,12 +43,28 @@ pub fn builtin() -> Registry {
 /// Every built-in tool, with `run_command` running its commands where
 /// `sandbox` (`[sandbox]` in `config.toml`) says.
 pub fn builtin_with(sandbox: troupe_runtime::sandbox::SandboxSettings) -> Registry {
+    builtin_configured(
+        sandbox,
+        &troupe_runtime::config::Web::default(),
+        Arc::new(|_: &str| None),
+    )
+}
+
+/// Every built-in tool, set up by `config.toml`'s `[sandbox]` and `[web]`,
+/// with keys (`TAVILY_API_KEY`, …) looked up through `env`.
+pub fn builtin_configured(
+    sandbox: troupe_runtime::sandbox::SandboxSettings,
+    web: &troupe_runtime::config::Web,
+    env: web::Env,
+) -> Registry {
+    let _ = &env;
     let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> = vec![
         Arc::new(read_file::ReadFile::new()),
         Arc::new(write_file::WriteFile::new()),
         Arc::new(edit_file::EditFile::new()),
         Arc::new(find_files::FindFiles::new()),
         Arc::new(run_command::RunCommand::with_sandbox(sandbox)),
+        Arc::new(web::fetch::WebFetch::new(web)),
         Arc::new(memory::MemoryTool::new()),
         Arc::new(ask_user::AskUser::new()),
         Arc::new(delegate::Delegate::new()),
@@ -76,7 +93,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 17, "{registry:?}");
+        assert_eq!(registry.len(), 18, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(
