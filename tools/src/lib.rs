@@ -57,13 +57,13 @@ pub fn builtin_configured(
     web: &troupe_runtime::config::Web,
     env: web::Env,
 ) -> Registry {
-    let _ = &env;
     let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> = vec![
         Arc::new(read_file::ReadFile::new()),
         Arc::new(write_file::WriteFile::new()),
         Arc::new(edit_file::EditFile::new()),
         Arc::new(find_files::FindFiles::new()),
         Arc::new(run_command::RunCommand::with_sandbox(sandbox)),
+        Arc::new(web::search::WebSearch::new(web, Arc::clone(&env))),
         Arc::new(web::fetch::WebFetch::new(web)),
         Arc::new(memory::MemoryTool::new()),
         Arc::new(ask_user::AskUser::new()),
@@ -93,7 +93,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 18, "{registry:?}");
+        assert_eq!(registry.len(), 19, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

@@ -12,6 +12,7 @@ pub mod client;
 pub mod extract;
 pub mod fetch;
 pub mod guard;
+pub mod search;
 
 #[cfg(test)]
 pub(crate) mod testserver;

@@ -2,7 +2,6 @@
 //! each path with its scripted reply (404 otherwise), closes the connection
 //! after each answer, and records every request.
 
-#![allow(dead_code)]
 use std::collections::HashMap;
 use std::sync::Arc;
 
