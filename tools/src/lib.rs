@@ -26,6 +26,7 @@ pub mod skill_manage;
 pub mod skills;
 pub mod table;
 pub mod tool_search;
+pub mod troupe_docs;
 pub mod use_skill;
 pub mod web;
 pub mod write_file;
@@ -76,6 +77,7 @@ pub fn builtin_configured(
         Arc::new(cronjob_manage::CronjobManage::new()),
         Arc::new(message_agent::MessageAgent::new()),
         Arc::new(bot_create::BotCreate::new()),
+        Arc::new(troupe_docs::TroupeDocs::new()),
         Arc::new(tool_search::ToolSearch::new()),
     ];
     let mut registry = Registry::new();
@@ -93,7 +95,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 19, "{registry:?}");
+        assert_eq!(registry.len(), 20, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

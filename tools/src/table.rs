@@ -73,6 +73,7 @@ pub const TABLE: &[Row] = &[
     row("cronjob_manage", Yes, Yes, No, No),
     row("message_agent", WithBots, WithBots, No, No),
     row("bot_create", Yes, No, No, No),
+    row("troupe_docs", Yes, Yes, Yes, Yes),
     row("tool_search", Yes, Yes, Yes, Yes),
 ];
 
