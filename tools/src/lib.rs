@@ -66,6 +66,7 @@ pub fn builtin_configured(
         Arc::new(run_command::RunCommand::with_sandbox(sandbox)),
         Arc::new(web::search::WebSearch::new(web, Arc::clone(&env))),
         Arc::new(web::fetch::WebFetch::new(web)),
+        Arc::new(web::gif::SendGif::new(web, Arc::clone(&env))),
         Arc::new(memory::MemoryTool::new()),
         Arc::new(ask_user::AskUser::new()),
         Arc::new(delegate::Delegate::new()),
@@ -95,7 +96,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 20, "{registry:?}");
+        assert_eq!(registry.len(), 21, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

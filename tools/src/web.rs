@@ -11,6 +11,7 @@ pub mod cache;
 pub mod client;
 pub mod extract;
 pub mod fetch;
+pub mod gif;
 pub mod guard;
 pub mod search;
 
