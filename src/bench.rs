@@ -15,6 +15,7 @@ mod mailbox;
 mod many;
 mod restart;
 mod turns;
+mod web;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +47,8 @@ pub enum Workload {
     Activation,
     /// A model call that panics, to the supervisor's restart and the resumed turn (`--n` restarts).
     Restart,
+    /// `web_fetch` of a 1 MB page from loopback to Markdown, then from the cache (`--n` each).
+    Web,
     /// The crash harness: a worker process killed `--kills` times, then checked.
     Crash,
     /// Internal: the crash harness's worker.
@@ -137,6 +140,7 @@ async fn in_process(
         Workload::Activation => turns::activation(n.unwrap_or(1_000)).await,
         Workload::ColdStart => turns::cold_start(durable).await,
         Workload::Restart => restart::restart(n.unwrap_or(500), durable).await,
+        Workload::Web => web::fetch(n.unwrap_or(50)).await,
         Workload::Crash | Workload::CrashWorker => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

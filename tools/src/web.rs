@@ -22,6 +22,18 @@ pub(crate) mod testserver;
 /// environment in use, a fixed table in tests.
 pub type Env = std::sync::Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// The client for the user's configured services (search engines, GIF
+/// services): no proxy from the environment, the `[web]` timeout. These
+/// addresses are the user's choice, not the model's, so they are not guarded.
+pub(crate) fn api_client(timeout: std::time::Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(timeout)
+        .user_agent(client::USER_AGENT)
+        .build()
+        .unwrap_or_default()
+}
+
 /// The tag around text from the web.
 pub const UNTRUSTED_TAG: &str = "untrusted_tool_result";
 

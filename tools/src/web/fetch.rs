@@ -49,7 +49,12 @@ pub struct WebFetchParams {
 /// The `web_fetch` tool.
 pub struct WebFetch {
     spec: ToolSpec,
-    fetcher: Result<Fetcher, String>,
+    /// Built on first use, so a process that never fetches never pays for
+    /// the TLS setup.
+    fetcher: std::sync::OnceLock<Result<Fetcher, String>>,
+    policy: Policy,
+    lookup: Arc<dyn Lookup>,
+    timeout: std::time::Duration,
     cache: Arc<PageCache>,
 }
 
@@ -61,8 +66,6 @@ impl WebFetch {
 
     /// The tool resolving names through `lookup` (a fixed table in tests).
     pub fn with_lookup(settings: &troupe_runtime::config::Web, lookup: Arc<dyn Lookup>) -> Self {
-        let fetcher = Fetcher::new(Policy::from_settings(settings), lookup, settings.timeout())
-            .map_err(|e| e.to_string());
         Self {
             spec: ToolSpec::new(
                 "web_fetch",
@@ -78,7 +81,10 @@ impl WebFetch {
             .read_only()
             .failure_tolerant()
             .pages_own_output(),
-            fetcher,
+            fetcher: std::sync::OnceLock::new(),
+            policy: Policy::from_settings(settings),
+            lookup,
+            timeout: settings.timeout(),
             cache: Arc::new(PageCache::default()),
         }
     }
@@ -114,7 +120,11 @@ impl Tool for WebFetch {
         if let Some(page) = self.cache.get(&key) {
             return render(&page, limit, ctx, true);
         }
-        let fetcher = match &self.fetcher {
+        let fetcher = self.fetcher.get_or_init(|| {
+            Fetcher::new(self.policy.clone(), Arc::clone(&self.lookup), self.timeout)
+                .map_err(|e| e.to_string())
+        });
+        let fetcher = match fetcher {
             Ok(f) => f,
             Err(e) => return ToolResult::error(format!("web_fetch cannot run: {e}")),
         };

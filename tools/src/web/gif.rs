@@ -76,7 +76,8 @@ pub struct SendGifParams {
 /// The `send_gif` tool.
 pub struct SendGif {
     spec: ToolSpec,
-    client: reqwest::Client,
+    /// Built on first use.
+    client: std::sync::OnceLock<reqwest::Client>,
     settings: troupe_runtime::config::Web,
     env: Env,
 }
@@ -84,12 +85,6 @@ pub struct SendGif {
 impl SendGif {
     /// The tool as `[web]` and the environment set it up.
     pub fn new(settings: &troupe_runtime::config::Web, env: Env) -> Self {
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(settings.timeout())
-            .user_agent(super::client::USER_AGENT)
-            .build()
-            .unwrap_or_default();
         Self {
             spec: ToolSpec::new(
                 "send_gif",
@@ -98,7 +93,7 @@ impl SendGif {
                  another result of the same search.",
                 schema_for::<SendGifParams>(),
             ),
-            client,
+            client: std::sync::OnceLock::new(),
             settings: settings.clone(),
             env,
         }
@@ -123,15 +118,18 @@ impl SendGif {
         count: u64,
     ) -> Result<Vec<Gif>, String> {
         let count = count.to_string();
+        let client = self
+            .client
+            .get_or_init(|| super::api_client(self.settings.timeout()));
         let request = match provider {
-            Provider::Giphy => self.client.get(&self.settings.giphy_url).query(&[
+            Provider::Giphy => client.get(&self.settings.giphy_url).query(&[
                 ("api_key", key),
                 ("q", query),
                 ("limit", &count),
                 ("rating", "pg-13"),
                 ("lang", "en"),
             ]),
-            Provider::Klipy => self.client.get(&self.settings.klipy_url).query(&[
+            Provider::Klipy => client.get(&self.settings.klipy_url).query(&[
                 ("key", key),
                 ("q", query),
                 ("limit", &count),

@@ -136,7 +136,8 @@ impl EngineError {
 /// The engines' addresses and keys, and the client that calls them.
 #[derive(Clone)]
 pub struct Engines {
-    client: reqwest::Client,
+    /// Built on first use (no TLS setup for a process that never searches).
+    client: std::sync::Arc<std::sync::OnceLock<reqwest::Client>>,
     settings: troupe_runtime::config::Web,
     env: Env,
 }
@@ -144,14 +145,8 @@ pub struct Engines {
 impl Engines {
     /// The engines `[web]` and the environment set up.
     pub fn new(settings: &troupe_runtime::config::Web, env: Env) -> Self {
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(settings.timeout())
-            .user_agent(super::client::USER_AGENT)
-            .build()
-            .unwrap_or_default();
         Self {
-            client,
+            client: Default::default(),
             settings: settings.clone(),
             env,
         }
@@ -179,15 +174,18 @@ impl Engines {
         limit: usize,
     ) -> Result<Vec<Hit>, EngineError> {
         let key = key.unwrap_or_default();
+        let client = self
+            .client
+            .get_or_init(|| super::api_client(self.settings.timeout()));
         let hits = match engine {
             Engine::Tavily => {
-                tavily::search(&self.client, &self.settings.tavily_url, key, query, limit).await
+                tavily::search(client, &self.settings.tavily_url, key, query, limit).await
             }
             Engine::Brave => {
-                brave::search(&self.client, &self.settings.brave_url, key, query, limit).await
+                brave::search(client, &self.settings.brave_url, key, query, limit).await
             }
             Engine::DuckDuckGo => {
-                duckduckgo::search(&self.client, &self.settings.duckduckgo_url, query).await
+                duckduckgo::search(client, &self.settings.duckduckgo_url, query).await
             }
         }?;
         if hits.is_empty() {
