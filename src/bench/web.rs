@@ -104,7 +104,22 @@ pub async fn fetch(n: usize) -> anyhow::Result<serde_json::Value> {
         anyhow::ensure!(result.data["cached"] == true, "not answered from the cache");
     }
     server.abort();
+    // The extractor alone, and the whole-page fallback alone, on the same page.
+    let html = page(1024 * 1024);
+    let mut article = Vec::with_capacity(n);
+    let mut whole = Vec::with_capacity(n);
+    for _ in 0..n.min(10) {
+        let started = Instant::now();
+        let extracted = troupe_tools::web::extract::html_to_markdown(&html, &url);
+        article.push(started.elapsed());
+        anyhow::ensure!(extracted.article, "the article was not found");
+        let started = Instant::now();
+        let _ = troupe_tools::web::extract::whole_page(&html);
+        whole.push(started.elapsed());
+    }
     Ok(json!({
+        "extract": super::percentiles(article),
+        "whole_page": super::percentiles(whole),
         "workload": "web",
         "n": n,
         "page_bytes": page_bytes,

@@ -29,10 +29,13 @@ pub struct Page {
     pub title: String,
     /// What it was: `html`, `text`, `pdf`, `docx`, ….
     pub kind: String,
-    /// Its Markdown or text.
+    /// What the model is shown of it: title, address, then its Markdown or
+    /// text.
     pub text: String,
     /// Its length in characters.
     pub chars: usize,
+    /// Whether it is all ASCII (a character is then a byte).
+    pub ascii: bool,
     /// A note on how it was read (cut body, whole-page fallback).
     pub note: Option<String>,
     /// The spill file holding its whole text, once written.

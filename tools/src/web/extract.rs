@@ -2,10 +2,12 @@
 //!
 //! `dom_smoothie` (a port of Mozilla's Readability) finds the article in the
 //! page and drops its navigation, sidebars and footers; its Markdown mode
-//! writes the article out. When it finds no article (a list page, an app
-//! shell, a short page), the whole page's body is written as Markdown
-//! instead, without scripts, styles, navigation and forms, so a page is never
-//! answered with nothing.
+//! writes the article out. Its scoring costs several times a parse, so a
+//! page over [`READABILITY_MAX_BYTES`] goes the cheaper way, one parse: the
+//! page's landmarks say where its content is (`<article>`, `<main>`), and
+//! navigation, headers, footers, sidebars and forms are dropped. That is also
+//! the fallback when Readability finds no article (a list page, an app
+//! shell, a short page), so a page is never answered with nothing.
 
 use dom_smoothie::{Config, Readability, TextMode};
 
@@ -13,7 +15,25 @@ use dom_smoothie::{Config, Readability, TextMode};
 /// page is used instead.
 const MIN_ARTICLE_CHARS: usize = 200;
 
-/// Elements the whole-page fallback leaves out.
+/// Pages larger than this skip Readability for the one-parse extraction.
+pub const READABILITY_MAX_BYTES: usize = 256 * 1024;
+
+/// Boilerplate the one-parse extraction removes.
+const BOILERPLATE: &str = "nav, header, footer, aside, form, [role=navigation], [role=banner], \
+     [role=contentinfo], [role=complementary], [aria-hidden=true], .sidebar, #sidebar, .menu, \
+     .navbar, .breadcrumb, .cookie-banner";
+
+/// Where the content is, most specific first.
+const CONTENT: &[&str] = &[
+    "main article",
+    "article",
+    "main",
+    "[role=main]",
+    "#content",
+    "body",
+];
+
+/// Elements the Markdown leaves out.
 const SKIPPED: &[&str] = &[
     "script", "style", "meta", "head", "noscript", "template", "svg", "nav", "form", "iframe",
 ];
@@ -37,6 +57,9 @@ pub fn html_to_markdown(html: &str, url: &str) -> Extracted {
         ..Config::default()
     };
     let url = url.starts_with("http").then_some(url);
+    if html.len() > READABILITY_MAX_BYTES {
+        return whole_page(html);
+    }
     if let Ok(mut readability) = Readability::new(html, url, Some(config)) {
         if let Ok(article) = readability.parse() {
             let markdown = tidy(&article.text_content);
@@ -52,18 +75,26 @@ pub fn html_to_markdown(html: &str, url: &str) -> Extracted {
     whole_page(html)
 }
 
-/// The whole page's body as Markdown (the fallback).
+/// The page's content region as Markdown, its boilerplate removed (the
+/// one-parse extraction and the fallback). `article` is set when the page
+/// marked its content (`<article>`, `<main>`).
 pub fn whole_page(html: &str) -> Extracted {
     let doc = dom_query::Document::from(html);
     let title = doc.select("title").text().trim().to_owned();
-    let body = doc.select("body");
-    let markdown = match body.nodes().first() {
-        Some(node) => node.md(Some(SKIPPED)),
-        None => doc.md(Some(SKIPPED)),
-    };
+    doc.select(BOILERPLATE).remove();
+    for (i, selector) in CONTENT.iter().enumerate() {
+        let found = doc.select(selector);
+        if let Some(node) = found.nodes().first() {
+            return Extracted {
+                title,
+                markdown: tidy(&node.md(Some(SKIPPED))),
+                article: i + 1 < CONTENT.len(),
+            };
+        }
+    }
     Extracted {
         title,
-        markdown: tidy(&markdown),
+        markdown: tidy(&doc.md(Some(SKIPPED))),
         article: false,
     }
 }

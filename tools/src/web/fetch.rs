@@ -191,14 +191,15 @@ pub fn convert(response: Response) -> Result<Page, String> {
             super::client::MAX_BODY_BYTES / (1024 * 1024)
         ));
     }
-    let page = |title: String, kind: &str, text: String, notes: Vec<String>| {
-        let chars = text.chars().count();
+    let page = |title: String, kind: &str, body: String, notes: Vec<String>| {
+        let text = whole_text(&title, &url, &body);
         Page {
             url: url.clone(),
             title,
             kind: kind.to_owned(),
+            chars: text.chars().count(),
+            ascii: text.is_ascii(),
             text,
-            chars,
             note: (!notes.is_empty()).then(|| notes.join("; ")),
             spill: parking_lot::Mutex::new(None),
         }
@@ -297,8 +298,8 @@ fn extension(format: Format) -> &'static str {
 /// What the model reads: the whole text, or its head and tail with the
 /// spill file and the offset of the cut, inside untrusted blocks.
 fn render(page: &Page, limit: usize, ctx: &ToolContext, cached: bool) -> ToolResult {
-    let whole = whole_text(page);
-    let chars = whole.chars().count();
+    let whole = page.text.as_str();
+    let chars = page.chars;
     let mut data = serde_json::json!({
         "url": page.url,
         "title": page.title,
@@ -312,23 +313,25 @@ fn render(page: &Page, limit: usize, ctx: &ToolContext, cached: bool) -> ToolRes
         text.push_str(&format!("Note: {note}.\n"));
     }
     if chars <= limit {
-        text.push_str(&untrusted(&attrs, &whole));
+        text.push_str(&untrusted(&attrs, whole));
         return ToolResult::ok_with(text, data);
     }
     let head_chars = limit * 3 / 4;
     let tail_chars = limit - head_chars;
-    let head_end = whole
-        .char_indices()
-        .nth(head_chars)
-        .map_or(whole.len(), |(i, _)| i);
-    let tail_start = whole
-        .char_indices()
-        .nth(chars - tail_chars)
-        .map_or(whole.len(), |(i, _)| i);
+    // The byte where a character starts: direct for ASCII text.
+    let byte_of = |n: usize| {
+        if page.ascii {
+            n.min(whole.len())
+        } else {
+            whole.char_indices().nth(n).map_or(whole.len(), |(i, _)| i)
+        }
+    };
+    let head_end = byte_of(head_chars);
+    let tail_start = byte_of(chars - tail_chars);
     let head = &whole[..head_end];
     let tail = &whole[tail_start..];
     let offset = head.matches('\n').count() + 1;
-    let spill = spill(page, &whole, ctx);
+    let spill = spill(page, whole, ctx);
     let cut = chars - head_chars - tail_chars;
     text.push_str(&untrusted(&attrs, head));
     match &spill {
@@ -352,13 +355,14 @@ fn render(page: &Page, limit: usize, ctx: &ToolContext, cached: bool) -> ToolRes
     ToolResult::ok_with(text, data)
 }
 
-fn whole_text(page: &Page) -> String {
-    let heading = if page.title.is_empty() || page.text.starts_with(&format!("# {}", page.title)) {
+/// The text a page is shown and spilled as: its title, its address, its body.
+fn whole_text(title: &str, url: &str, body: &str) -> String {
+    let heading = if title.is_empty() || body.starts_with(&format!("# {title}")) {
         String::new()
     } else {
-        format!("# {}\n\n", page.title)
+        format!("# {title}\n\n")
     };
-    format!("{heading}Source: {}\n\n{}\n", page.url, page.text)
+    format!("{heading}Source: {url}\n\n{body}\n")
 }
 
 /// Writes the whole text once per cached page, to the spill folder of the

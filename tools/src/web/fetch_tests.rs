@@ -283,3 +283,28 @@ async fn bad_addresses_and_failures_are_clear_errors() {
     assert_eq!(result.status, ToolStatus::Error);
     assert!(result.text.contains("loopback address"), "{}", result.text);
 }
+
+#[tokio::test]
+async fn a_large_page_keeps_its_article_and_drops_its_navigation() {
+    let html = article_page(2_000);
+    assert!(html.len() > crate::web::extract::READABILITY_MAX_BYTES);
+    let server = TestServer::start(vec![("/big", Reply::html(&html))]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let result = fetch(
+        &tool(),
+        &ctx(&dir),
+        serde_json::json!({"url": server.url("/big")}),
+    )
+    .await;
+    assert_eq!(result.status, ToolStatus::Ok, "{}", result.text);
+    assert!(
+        result.text.contains("Paragraph 0 of the article"),
+        "{}",
+        &result.text[..2000]
+    );
+    assert!(result.text.contains("Paragraph 1999 of the article"));
+    for boilerplate in ["Sports section", "Celebrity gossip", "Copyright footer"] {
+        assert!(!result.text.contains(boilerplate), "{boilerplate} kept");
+    }
+    assert!(!result.text.contains("no article found"));
+}
