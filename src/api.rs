@@ -254,7 +254,12 @@ impl RuntimeBuilder {
             pricing: Default::default(),
         });
         say_where_commands_run(&config.sandbox, self.scheduler);
-        let mut tools = troupe_tools::builtin_configured(config.sandbox, &config.tools);
+        let mut tools = troupe_tools::builtin_configured(
+            config.sandbox,
+            &config.tools,
+            &config.web,
+            Arc::new(|k: &str| std::env::var(k).ok()),
+        );
         for tool in self.tools {
             tools.register(tool)?;
         }

@@ -16,6 +16,7 @@ mod mailbox;
 mod many;
 mod restart;
 mod turns;
+mod web;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +51,8 @@ pub enum Workload {
     /// The house: a round of three bot answers, post_to_thread delivery, and the
     /// thread tools over 100 bots, 1,000 threads and `--n` messages.
     House,
+    /// `web_fetch` of a 1 MB page from loopback to Markdown, then from the cache (`--n` each).
+    Web,
     /// The crash harness: a worker process killed `--kills` times, then checked.
     Crash,
     /// Internal: the crash harness's worker.
@@ -142,6 +145,7 @@ async fn in_process(
         Workload::ColdStart => turns::cold_start(durable).await,
         Workload::Restart => restart::restart(n.unwrap_or(500), durable).await,
         Workload::House => house::house(n.unwrap_or(1_000_000)).await,
+        Workload::Web => web::fetch(n.unwrap_or(50)).await,
         Workload::Crash | Workload::CrashWorker => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

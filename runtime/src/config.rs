@@ -34,6 +34,7 @@ mod init;
 mod keys;
 mod layers;
 mod sections;
+mod web;
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +48,7 @@ pub use sections::{
     Agent, Budget, Budgets, CatchUp, Compaction, Delegation, Limits, Log, Messaging, Providers,
     Review, Router, Routines, Store, Synchronous, Tools, Trust, TrustMode,
 };
+pub use web::Web;
 
 /// The whole of `config.toml`. Every section and key is optional in the
 /// file; [`Config::default`] is what an empty file means.
@@ -83,6 +85,8 @@ pub struct Config {
     pub limits: Limits,
     /// `[tools]`: settings of the built-in tools.
     pub tools: Tools,
+    /// `[web]`: how the web tools reach the web.
+    pub web: Web,
 }
 
 /// A configuration failure. Each message names where the bad value came

@@ -282,4 +282,4 @@ pub(crate) fn convert_bytes(
 
 #[cfg(test)]
 #[path = "documents_tests.rs"]
-mod tests;
+pub(crate) mod tests;

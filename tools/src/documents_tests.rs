@@ -419,7 +419,7 @@ fn rtf_keeps_text_escapes_headings_lists_and_tables() {
 }
 
 /// A PDF with one text line per page, with a correct xref table.
-fn pdf(pages: &[&str]) -> Vec<u8> {
+pub(crate) fn pdf(pages: &[&str]) -> Vec<u8> {
     let n = pages.len();
     // Objects: 1 catalog, 2 pages, 3 font, then (page, content) pairs.
     let mut objects: Vec<String> = Vec::new();

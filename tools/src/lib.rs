@@ -27,7 +27,9 @@ pub mod skill_manage;
 pub mod skills;
 pub mod table;
 pub mod tool_search;
+pub mod troupe_docs;
 pub mod use_skill;
+pub mod web;
 pub mod write_file;
 
 use std::sync::Arc;
@@ -43,13 +45,21 @@ pub fn builtin() -> Registry {
 /// Every built-in tool, with `run_command` running its commands where
 /// `sandbox` (`[sandbox]` in `config.toml`) says.
 pub fn builtin_with(sandbox: troupe_runtime::sandbox::SandboxSettings) -> Registry {
-    builtin_configured(sandbox, &troupe_runtime::config::Tools::default())
+    builtin_configured(
+        sandbox,
+        &troupe_runtime::config::Tools::default(),
+        &troupe_runtime::config::Web::default(),
+        Arc::new(|_: &str| None),
+    )
 }
 
-/// Every built-in tool, set up by `config.toml`'s `[sandbox]` and `[tools]`.
+/// Every built-in tool, set up by `config.toml`'s `[sandbox]`, `[tools]` and
+/// `[web]`, with keys (`TAVILY_API_KEY`, …) looked up through `env`.
 pub fn builtin_configured(
     sandbox: troupe_runtime::sandbox::SandboxSettings,
     settings: &troupe_runtime::config::Tools,
+    web: &troupe_runtime::config::Web,
+    env: web::Env,
 ) -> Registry {
     let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> = vec![
         Arc::new(read_file::ReadFile::new()),
@@ -59,6 +69,9 @@ pub fn builtin_configured(
         Arc::new(
             run_command::RunCommand::with_sandbox(sandbox).output_cap(settings.command_output_cap),
         ),
+        Arc::new(web::search::WebSearch::new(web, Arc::clone(&env))),
+        Arc::new(web::fetch::WebFetch::new(web)),
+        Arc::new(web::gif::SendGif::new(web, Arc::clone(&env))),
         Arc::new(memory::MemoryTool::new()),
         Arc::new(ask_user::AskUser::new()),
         Arc::new(delegate::Delegate::new()),
@@ -71,10 +84,10 @@ pub fn builtin_configured(
         Arc::new(message_agent::MessageAgent::new()),
         Arc::new(bot_create::BotCreate::new()),
     ];
-    let tools = tools
-        .into_iter()
-        .chain(house::all())
-        .chain([Arc::new(tool_search::ToolSearch::new()) as Arc<dyn troupe_runtime::tool::Tool>]);
+    let tools = tools.into_iter().chain(house::all()).chain([
+        Arc::new(troupe_docs::TroupeDocs::new()) as Arc<dyn troupe_runtime::tool::Tool>,
+        Arc::new(tool_search::ToolSearch::new()),
+    ]);
     let mut registry = Registry::new();
     for tool in tools {
         // Built-in names are unique and valid; a clash is a bug caught by the tests.
@@ -94,7 +107,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 30, "{registry:?}");
+        assert_eq!(registry.len(), 34, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

@@ -62,6 +62,7 @@ pub const TABLE: &[Row] = &[
     row("run_command", Yes, Yes, Yes, Yes),
     row("web_search", Yes, Yes, Yes, Yes),
     row("web_fetch", Yes, Yes, Yes, Yes),
+    row("send_gif", Yes, Yes, No, No),
     row("memory", Yes, Yes, Yes, No),
     row("ask_user", Yes, Yes, No, No),
     row("delegate", Yes, Yes, Yes, No),
@@ -88,6 +89,7 @@ pub const TABLE: &[Row] = &[
     row("create_agent", Yes, Yes, No, No),
     row("list_house_members", Yes, Yes, No, No),
     row("update_self", Yes, Yes, No, No),
+    row("troupe_docs", Yes, Yes, Yes, Yes),
     row("tool_search", Yes, Yes, Yes, Yes),
 ];
 

@@ -124,6 +124,16 @@ fn documented_defaults() -> Config {
         tools: Tools {
             command_output_cap: 67_108_864,
         },
+        web: crate::config::Web {
+            allow_private_addresses: false,
+            allow_addresses: vec![],
+            tavily_url: "https://api.tavily.com/search".to_owned(),
+            brave_url: "https://api.search.brave.com/res/v1/web/search".to_owned(),
+            duckduckgo_url: "https://html.duckduckgo.com/html/".to_owned(),
+            giphy_url: "https://api.giphy.com/v1/gifs/search".to_owned(),
+            klipy_url: "https://api.klipy.com/v2/search".to_owned(),
+            timeout_secs: 30,
+        },
     }
 }
 
@@ -295,7 +305,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

@@ -59,6 +59,14 @@ pub const KEYS: &[&str] = &[
     "router.idle_secs",
     "limits.max_user_message_bytes",
     "tools.command_output_cap",
+    "web.allow_private_addresses",
+    "web.allow_addresses",
+    "web.tavily_url",
+    "web.brave_url",
+    "web.duckduckgo_url",
+    "web.giphy_url",
+    "web.klipy_url",
+    "web.timeout_secs",
 ];
 
 /// Short environment variables and the key each one sets. The long form
