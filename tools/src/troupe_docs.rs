@@ -23,6 +23,7 @@ pub const PAGES: &[(&str, &str)] = &[
         include_str!("../../docs/configuration.md"),
     ),
     ("house.md", include_str!("../../docs/house.md")),
+    ("providers.md", include_str!("../../docs/providers.md")),
     ("tools.md", include_str!("../../docs/tools.md")),
     ("security.md", include_str!("../../docs/security.md")),
     (
