@@ -13,6 +13,7 @@ pub mod error;
 pub mod home;
 pub mod id;
 pub mod model;
+pub mod net;
 pub mod protocol;
 pub mod router;
 pub mod sandbox;
