@@ -13,6 +13,7 @@
 pub mod crash;
 mod mailbox;
 mod many;
+mod mcp;
 mod restart;
 mod turns;
 
@@ -48,6 +49,9 @@ pub enum Workload {
     Restart,
     /// The crash harness: a worker process killed `--kills` times, then checked.
     Crash,
+    /// An MCP call through troupe against the raw round trip, and the start
+    /// with 20 configured servers (`--n` calls; needs `node`).
+    Mcp,
     /// Internal: the crash harness's worker.
     #[value(hide = true)]
     CrashWorker,
@@ -137,6 +141,7 @@ async fn in_process(
         Workload::Activation => turns::activation(n.unwrap_or(1_000)).await,
         Workload::ColdStart => turns::cold_start(durable).await,
         Workload::Restart => restart::restart(n.unwrap_or(500), durable).await,
+        Workload::Mcp => mcp::mcp(n.unwrap_or(2_000)).await,
         Workload::Crash | Workload::CrashWorker => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

@@ -14,6 +14,7 @@
 mod chat;
 mod doctor;
 mod info;
+mod mcp;
 mod owner;
 mod proposals;
 mod ps;
@@ -113,6 +114,9 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),
+    /// The MCP servers of mcp.json: list them, or test one.
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
 }
 
 /// Runs a parsed command line.
@@ -157,6 +161,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve => serve(builder().scheduler(true)).await,
         Command::Ps { json } => ps::ps(builder(), read_only, json).await,
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,
+        Command::Mcp(command) => mcp::mcp(cli.home.clone(), command).await,
         Command::Bench(args) => {
             let quiet = args.probe || args.workload == crate::bench::Workload::CrashWorker;
             let line = crate::bench::run(args, cli.home.clone()).await?;

@@ -30,6 +30,9 @@ pub struct BotSpec {
     pub tools: Vec<String>,
     /// Tools it may never use (beats `tools`).
     pub deny_tools: Vec<String>,
+    /// The MCP servers of `mcp.json` it gets (the main agent gets them all;
+    /// a server's own `bots` list adds bots too).
+    pub mcp_servers: Vec<String>,
 }
 
 impl Default for BotSpec {
@@ -42,6 +45,7 @@ impl Default for BotSpec {
             model: String::new(),
             tools: Vec::new(),
             deny_tools: Vec::new(),
+            mcp_servers: Vec::new(),
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod events;
 pub mod gate;
 pub mod guard;
 pub mod intern;
+pub mod mcp;
 pub mod messaging;
 pub mod node;
 pub mod review;

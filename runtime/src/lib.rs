@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod home;
 pub mod id;
+pub mod mcp;
 pub mod model;
 pub mod net;
 pub mod protocol;

@@ -8,6 +8,7 @@ mod crash;
 mod docs;
 mod home;
 mod limits;
+mod mcp;
 mod review;
 mod routines;
 mod run;
