@@ -406,3 +406,99 @@ async fn streamable_http_on_loopback() {
     runtime.shutdown().await;
     server.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_oversized_result_is_spilled_like_any_other() {
+    let home = TestHome::new();
+    write_config(&home, json!({"fx": fixture(json!({}))}));
+    let long = "x".repeat(40_000);
+    let model = script(vec![
+        Turn::tool_call("mcp__fx__echo", json!({ "text": long })),
+        Turn::text("done"),
+    ]);
+    let runtime = home.builder(Arc::clone(&model)).build().await.unwrap();
+    let bot = runtime.bot("assistant").await.unwrap();
+    ask(&bot, "echo a lot").await;
+    let result = tool_results(&model.requests())[0].1.clone();
+    let path = result.data["spill_path"].as_str().expect("spilled");
+    let spilled = std::fs::read_to_string(path).unwrap();
+    assert!(spilled.starts_with("<untrusted_tool_result source=\"mcp:fx\""));
+    assert!(spilled.contains(&"x".repeat(40_000)));
+    assert!(result.text.len() < 35_000, "{}", result.text.len());
+    runtime.shutdown().await;
+}
+
+#[test]
+fn mcp_list_names_a_malformed_server_and_still_lists_the_others() {
+    use super::cli::{text, troupe};
+    let home = TestHome::new();
+    write_config(
+        &home,
+        json!({
+            "fx": fixture(json!({"args": ["${TROUPE_TEST_NO_SUCH_VAR:-".to_string() + &mcp_dir().join("fixture.mjs").display().to_string() + "}"]})),
+            "bad": {"command": "node", "trust": "sometimes"}
+        }),
+    );
+    let out = troupe(&home, &["mcp", "list", "--json"]);
+    assert!(!out.status.success(), "a bad server fails the listing");
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["name"], "fx");
+    assert_eq!(lines[0]["state"], "ready", "{:?}", lines[0]);
+    assert!(lines[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "mcp__fx__echo" && t["read_only"] == true));
+    assert_eq!(lines[1]["state"], "invalid");
+    let error = lines[1]["error"].as_str().unwrap();
+    let file = home.path().join("mcp.json").display().to_string();
+    assert!(
+        error.starts_with(&format!(
+            "{file}: server `bad`: `trust`: `sometimes` is not a trust level"
+        )),
+        "{error}"
+    );
+    let test = troupe(&home, &["mcp", "test", "nope"]);
+    assert!(!test.status.success());
+    assert!(
+        text(&test.stderr).contains("there is no MCP server named `nope`"),
+        "{}",
+        text(&test.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_keeps_dying_is_reported_by_name_at_once() {
+    let home = TestHome::new();
+    write_config(&home, json!({"fx": fixture(json!({}))}));
+    let mut turns: Vec<Turn> = (0..6)
+        .map(|_| Turn::tool_call("mcp__fx__die", json!({})))
+        .collect();
+    turns.push(Turn::text("done"));
+    let model = script(turns);
+    let runtime = home
+        .builder(Arc::clone(&model))
+        .settings(|s| s.repeat_limit = 100)
+        .build()
+        .await
+        .unwrap();
+    let bot = runtime.bot("assistant").await.unwrap();
+    ask(&bot, "go").await;
+    let results = tool_results(&model.requests());
+    let last = &results.last().unwrap().1;
+    assert!(last.is_error());
+    assert!(
+        last.text
+            .contains("the MCP server `fx` keeps failing (5 failures within a minute"),
+        "{}",
+        last.text
+    );
+    assert_eq!(
+        servers(&runtime).get("fx").unwrap().status().state,
+        "failed"
+    );
+    runtime.shutdown().await;
+}

@@ -279,7 +279,8 @@ impl State {
         self.phase = Phase::Backoff;
         self.fail(error);
         if matches!(self.phase, Phase::Failed(_)) {
-            self.slot.set_tools(Vec::new());
+            // Its tools stay listed: a call gets the error naming it, not
+            // an unknown tool.
             let text = self.failed_text();
             for waiter in self.waiters.drain(..) {
                 let _ = waiter.send(Err(text.clone()));
