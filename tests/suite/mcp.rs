@@ -502,3 +502,39 @@ async fn a_server_that_keeps_dying_is_reported_by_name_at_once() {
     );
     runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn stopping_the_runtime_kills_the_servers_whole_process_group() {
+    let home = TestHome::new();
+    let pidfile = home.path().join("grandchild.pid");
+    let fixture_path = mcp_dir().join("fixture.mjs").display().to_string();
+    write_config(
+        &home,
+        json!({"fx": {
+            "command": "sh",
+            "args": ["-c", format!("sleep 1000 & echo $! > '{}'; exec node '{fixture_path}'", pidfile.display())],
+            "alwaysLoad": true
+        }}),
+    );
+    let runtime = home.builder(script(vec![])).build().await.unwrap();
+    assert_eq!(servers(&runtime).get("fx").unwrap().status().state, "ready");
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| !stat.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+            .unwrap_or(false)
+    };
+    assert!(alive(), "the server's own child runs");
+    runtime.shutdown().await;
+    tokio::time::timeout(WAIT, async {
+        while alive() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the server's child was killed with its group");
+}
