@@ -12,10 +12,14 @@
 // - `pid`: this process's id (a restart changes it).
 //
 // `FIXTURE_SILENT=1` makes it never answer anything (a server that hangs at start).
+// `FIXTURE_MODERN=1` makes it speak the stateless 2026-07-28 lifecycle
+// (`server/discover`, no `initialize`); otherwise it refuses `server/discover`
+// as a 2025-11-25 server does.
 
 import { createInterface } from "node:readline";
 
 const silent = process.env.FIXTURE_SILENT === "1";
+const modern = process.env.FIXTURE_MODERN === "1";
 const tools = [
   { name: "echo", description: "Echoes the text back.", annotations: { readOnlyHint: true },
     inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] } },
@@ -35,6 +39,7 @@ const tools = [
 const cancelled = [];
 
 function send(message) {
+  if (modern && message.result) message.result = { resultType: "complete", ...message.result };
   process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...message }) + "\n");
 }
 
@@ -53,6 +58,16 @@ lines.on("line", (line) => {
   }
   if (id === undefined) return;
   switch (method) {
+    case "server/discover":
+      if (!modern) break;
+      send({ id, result: {
+        supportedVersions: ["2026-07-28"],
+        capabilities: { tools: { listChanged: true } },
+        ttlMs: 0,
+        cacheScope: "public",
+        _meta: { "io.modelcontextprotocol/serverInfo": { name: "troupe-fixture", version: "1.0.0" } },
+      } });
+      return;
     case "initialize":
       send({ method: "notifications/message", params: { level: "info", data: "starting" } });
       send({ id, result: {
@@ -89,7 +104,6 @@ lines.on("line", (line) => {
           return;
       }
     }
-    default:
-      send({ id, error: { code: -32601, message: `method not found: ${method}` } });
   }
+  send({ id, error: { code: -32601, message: `method not found: ${method}` } });
 });

@@ -138,6 +138,34 @@ async fn reference_servers_are_found_through_tool_search_and_called() {
 }
 
 #[tokio::test]
+async fn both_lifecycles_connect_the_2025_handshake_and_the_stateless_2026_one() {
+    let home = TestHome::new();
+    write_config(
+        &home,
+        json!({
+            "legacy": fixture(json!({})),
+            "modern": fixture(json!({"env": {"FIXTURE_MODERN": "1"}})),
+        }),
+    );
+    let model = script(vec![
+        Turn::tool_call("mcp__legacy__echo", json!({"text": "old"})),
+        Turn::tool_call("mcp__modern__echo", json!({"text": "new"})),
+        Turn::text("done"),
+    ]);
+    let runtime = home.builder(Arc::clone(&model)).build().await.unwrap();
+    let mcp = servers(&runtime);
+    let protocol = |name: &str| mcp.get(name).unwrap().status().protocol;
+    assert_eq!(protocol("legacy"), "2025-11-25");
+    assert_eq!(protocol("modern"), "2026-07-28");
+    let bot = runtime.bot("assistant").await.unwrap();
+    ask(&bot, "echo both").await;
+    let results = tool_results(&model.requests());
+    assert!(results[0].1.text.contains("old"), "{:?}", results[0].1);
+    assert!(results[1].1.text.contains("new"), "{:?}", results[1].1);
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
 async fn an_untrusted_server_asks_even_in_auto_mode_but_not_for_read_only_tools() {
     let home = TestHome::new();
     write_config(&home, json!({"fx": fixture(json!({"trust": "untrusted"}))}));
