@@ -18,18 +18,25 @@ fn mcp_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
 }
 
+/// A reference server's entry point, installed by `npm ci --prefix tests/mcp`.
+fn reference(package: &str) -> String {
+    let path = mcp_dir().join(format!(
+        "node_modules/@modelcontextprotocol/{package}/dist/index.js"
+    ));
+    assert!(
+        path.exists(),
+        "{} is missing: install the MCP reference servers with `npm ci --prefix tests/mcp`",
+        path.display()
+    );
+    path.display().to_string()
+}
+
 fn everything() -> String {
-    mcp_dir()
-        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-        .display()
-        .to_string()
+    reference("server-everything")
 }
 
 fn filesystem() -> String {
-    mcp_dir()
-        .join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
-        .display()
-        .to_string()
+    reference("server-filesystem")
 }
 
 fn fixture(extra: serde_json::Value) -> serde_json::Value {
