@@ -263,6 +263,12 @@ impl RuntimeBuilder {
         for tool in self.tools {
             tools.register(tool)?;
         }
+        // The user's MCP servers: their tools follow the built-in ones.
+        let mcp = troupe_actors::mcp::McpServers::new(
+            troupe_actors::mcp::load_config(&home, &env),
+            settings.cwd.clone(),
+        );
+        tools.add_source(Arc::new(mcp.clone()));
         let questions = Arc::new(troupe_actors::channel::Questions::default());
         // The guardian is a call to the default model, when that is a real
         // endpoint; otherwise risky commands are asked of the user.
@@ -297,6 +303,7 @@ impl RuntimeBuilder {
             recover: !self.no_recovery,
         })
         .await?;
+        mcp.start(&node).await?;
         let routines = routine_options(&config, self.clock);
         let scheduler = if self.scheduler {
             Some(SchedulerHandle::start(&node, routines).await?)

@@ -14,6 +14,7 @@ pub mod crash;
 mod house;
 mod mailbox;
 mod many;
+mod mcp;
 mod restart;
 mod turns;
 mod web;
@@ -55,6 +56,9 @@ pub enum Workload {
     Web,
     /// The crash harness: a worker process killed `--kills` times, then checked.
     Crash,
+    /// An MCP call through troupe against the raw round trip, and the start
+    /// with 20 configured servers (`--n` calls; needs `node`).
+    Mcp,
     /// Internal: the crash harness's worker.
     #[value(hide = true)]
     CrashWorker,
@@ -146,6 +150,7 @@ async fn in_process(
         Workload::Restart => restart::restart(n.unwrap_or(500), durable).await,
         Workload::House => house::house(n.unwrap_or(1_000_000)).await,
         Workload::Web => web::fetch(n.unwrap_or(50)).await,
+        Workload::Mcp => mcp::mcp(n.unwrap_or(2_000)).await,
         Workload::Crash | Workload::CrashWorker => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

@@ -17,6 +17,7 @@ mod cost;
 mod doctor;
 mod house;
 mod info;
+mod mcp;
 mod owner;
 mod proposals;
 mod ps;
@@ -124,6 +125,9 @@ pub enum Command {
     Thread(house::ThreadArgs),
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),
+    /// The MCP servers of mcp.json: list them, or test one.
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
 }
 
 /// Runs a parsed command line.
@@ -171,6 +175,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,
         Command::House(args) => house::house(builder(), read_only, args).await,
         Command::Thread(args) => house::thread(builder(), read_only, args).await,
+        Command::Mcp(command) => mcp::mcp(cli.home.clone(), command).await,
         Command::Bench(args) => {
             let quiet = args.probe || args.workload == crate::bench::Workload::CrashWorker;
             let line = crate::bench::run(args, cli.home.clone()).await?;

@@ -35,6 +35,9 @@ pub struct BotSpec {
     /// Skills of the library (the main agent's, in the home's `skills/`)
     /// it may load with `use_skill` besides its own, by name.
     pub skills: Vec<String>,
+    /// The MCP servers of `mcp.json` it gets (the main agent gets them all;
+    /// a server's own `bots` list adds bots too).
+    pub mcp_servers: Vec<String>,
 }
 
 impl Default for BotSpec {
@@ -49,6 +52,7 @@ impl Default for BotSpec {
             deny_tools: Vec::new(),
             self_update: false,
             skills: Vec::new(),
+            mcp_servers: Vec::new(),
         }
     }
 }

@@ -203,6 +203,8 @@ pub struct State {
     pub(crate) history_size: compaction::HistorySize,
     pub(crate) services: Services,
     pub(crate) tools: Arc<Toolset>,
+    /// The registry's generation the tools were computed at.
+    pub(crate) tools_generation: u64,
     pub(crate) guard: Guard,
     pub(crate) turns: u64,
     pub(crate) active: Option<ActiveTurn>,
@@ -267,6 +269,7 @@ impl State {
 
     /// Recomputes the tools (after a load by `tool_search`, a compaction).
     pub(crate) fn refresh_tools(&mut self) {
+        self.tools_generation = self.args.node.tools.generation();
         let ctx = self.tool_context(CancellationToken::new());
         let loaded: BTreeSet<String> = troupe_runtime::tool::catalog::loaded_tools(&self.history);
         let toolset = crate::toolset::compute(

@@ -19,6 +19,7 @@ pub mod gate;
 pub mod guard;
 pub mod house;
 pub mod intern;
+pub mod mcp;
 pub mod messaging;
 pub mod node;
 pub mod review;

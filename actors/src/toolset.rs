@@ -46,6 +46,9 @@ impl Toolset {
             spec.name.hash(&mut h);
             spec.description.hash(&mut h);
         }
+        self.deferred.pending.hash(&mut h);
+        self.deferred.allow.hash(&mut h);
+        self.deferred.deny.hash(&mut h);
         self.specs.len().hash(&mut h);
         h.finish()
     }
@@ -70,8 +73,14 @@ pub fn compute(
     ctx: &ToolContext,
     loaded: &BTreeSet<String>,
 ) -> Toolset {
+    let mcp = ctx.services.get::<crate::mcp::McpServers>();
+    let source_offered = |source: &str| match source.strip_prefix("mcp:") {
+        None => true,
+        Some(server) => mcp.as_ref().is_some_and(|m| m.offers(server, bot)),
+    };
     let offered = |spec: &ToolSpec| {
-        table::is_offered(&spec.name, ctx.kind, has_bots)
+        source_offered(&spec.source)
+            && table::is_offered(&spec.name, ctx.kind, has_bots)
             && table::allowed_by_lists(&spec.name, &bot.tools, &bot.deny_tools)
             && narrowing
                 .only
@@ -83,8 +92,9 @@ pub fn compute(
                 .is_none_or(|p| p.contains(&spec.name) || spec.name == TOOL_SEARCH)
     };
     let mut deferred = Vec::new();
-    let mut chosen: Vec<Option<ToolSpec>> = Vec::with_capacity(registry.len());
-    for tool in registry.iter() {
+    let tools: Vec<_> = registry.iter().collect();
+    let mut chosen: Vec<Option<ToolSpec>> = Vec::with_capacity(tools.len());
+    for tool in &tools {
         let base = tool.spec();
         if base.name == TOOL_SEARCH || !offered(base) {
             chosen.push(None);
@@ -104,10 +114,23 @@ pub fn compute(
         }
     }
     // `tool_search` is available when this catalog holds something.
-    let deferred = Arc::new(DeferredCatalog { specs: deferred });
+    let pending = ctx
+        .services
+        .get::<troupe_runtime::tool::catalog::Lazy>()
+        .map(|lazy| lazy.0.pending())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|source| source_offered(source))
+        .collect();
+    let deferred = Arc::new(DeferredCatalog {
+        specs: deferred,
+        pending,
+        allow: bot.tools.clone(),
+        deny: bot.deny_tools.clone(),
+    });
     ctx.services.insert(Arc::clone(&deferred));
     let mut specs = Vec::new();
-    for (tool, spec) in registry.iter().zip(chosen) {
+    for (tool, spec) in tools.iter().zip(chosen) {
         if tool.spec().name == TOOL_SEARCH {
             if offered(tool.spec()) {
                 specs.extend(tool.available(ctx));

@@ -79,6 +79,9 @@ pub enum GateSubject {
     Command(String),
     /// A path the call writes, in the named string argument.
     WritePath(String),
+    /// A tool of a source the user does not trust (an MCP server marked
+    /// `"trust": "untrusted"`): every call is asked, in every mode.
+    Untrusted(String),
 }
 
 impl ToolSpec {
@@ -213,6 +216,10 @@ pub struct ToolFlags {
     pub carried: bool,
     /// Pages its own output, so an oversized result is never spilled.
     pub pages_own_output: bool,
+    /// May destroy or overwrite what it touches (an MCP tool's
+    /// `destructiveHint`); shown to the user, never to the model.
+    #[serde(default)]
+    pub destructive: bool,
 }
 
 /// Whether a tool is in every model call or waits behind `tool_search`.

@@ -236,6 +236,12 @@ fn render_tools_reference() -> String {
             GateSubject::WritePath(arg) => {
                 let _ = writeln!(md, "- Trust gate: judges the path written, in `{arg}`");
             }
+            GateSubject::Untrusted(source) => {
+                let _ = writeln!(
+                    md,
+                    "- Trust gate: asks before every call ({source} is untrusted)"
+                );
+            }
         }
         let mut rows = Vec::new();
         parameter_rows(&spec.parameters, "", &mut rows);
@@ -248,8 +254,25 @@ fn render_tools_reference() -> String {
             let _ = writeln!(md, "| {name} | {ty} | {required} | {description} |");
         }
     }
+    md.push_str(MCP_TOOLS);
     md
 }
+
+/// The reference's last section: the tools of the user's MCP servers.
+const MCP_TOOLS: &str = "\n## MCP tools\n\n\
+The tools of the servers in the home's `mcp.json` (see `docs/configuration.md`) follow the\n\
+built-in ones, server by server in the file's order, each server's tools in the order it\n\
+lists them. Each is named `mcp__<server>__<tool>` and is deferred (found and loaded with\n\
+`tool_search`, which connects a server the first time it looks into it) unless the server\n\
+is `alwaysLoad`. A tool's `readOnlyHint` makes it read-only and `destructiveHint` is shown\n\
+by `troupe mcp list`. Every call passes the trust gate: on a server marked\n\
+`\"trust\": \"untrusted\"`, a tool that is not read-only is asked about before every call,\n\
+whatever the trust mode. Results (text, images, embedded resources, structured content)\n\
+reach the model inside an `<untrusted_tool_result source=\"mcp:<server>\" tool=\"…\">`\n\
+block, as data rather than instructions; images and structured content are also kept in\n\
+the result's data. An oversized result is spilled to a file like any other. A bot's\n\
+`tools` and `deny_tools` lists apply (`mcp__tracker__*` matches a server's tools), and a bot\n\
+gets only the servers it is given (the main agent gets them all).\n";
 
 #[test]
 fn tools_reference() {

@@ -11,6 +11,7 @@ mod home;
 mod house;
 mod house_cli;
 mod limits;
+mod mcp;
 mod review;
 mod routines;
 mod run;

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::catalog::{DeferredCatalog, TOOL_SEARCH};
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::catalog::{DeferredCatalog, Lazy, TOOL_SEARCH};
+use troupe_runtime::tool::{parse_args, schema_for, Exposure, Tool, ToolContext, ToolSpec};
 
 /// Arguments of `tool_search`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -60,7 +60,7 @@ impl Tool for ToolSearch {
 
     fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
         let catalog = ctx.services.get::<DeferredCatalog>()?;
-        if catalog.specs.is_empty() {
+        if catalog.specs.is_empty() && catalog.pending.is_empty() {
             return None;
         }
         let budget_chars = ((ctx.context_window / 20).min(4_000) * 4) as usize;
@@ -81,13 +81,15 @@ impl Tool for ToolSearch {
         let Some(catalog) = ctx.services.get::<DeferredCatalog>() else {
             return ToolResult::error("there are no deferred tools to load in this conversation.");
         };
+        let (catalog, notes) = with_started_sources(&catalog, ctx).await;
         let ranked = rank(&catalog.specs, &params.query);
         if ranked.is_empty() {
             let names: Vec<&str> = catalog.specs.iter().map(|s| s.name.as_str()).collect();
             return ToolResult::error(format!(
-                "no deferred tool matches `{}`. The deferred tools are: {}.",
+                "no deferred tool matches `{}`. The deferred tools are: {}.{}",
                 params.query,
-                names.join(", ")
+                names.join(", "),
+                notes
             ));
         }
         let chosen: Vec<&ToolSpec> = ranked
@@ -108,8 +110,46 @@ impl Tool for ToolSearch {
             ));
         }
         let loaded: Vec<&str> = chosen.iter().map(|s| s.name.as_str()).collect();
-        ToolResult::ok_with(text.trim_end(), serde_json::json!({ "loaded": loaded }))
+        let text = format!("{}{notes}", text.trim_end());
+        ToolResult::ok_with(text, serde_json::json!({ "loaded": loaded }))
     }
+}
+
+/// The catalog with the tools of the sources it names as pending, started
+/// now (MCP servers connect on first use), and a note for those that failed.
+async fn with_started_sources(
+    catalog: &DeferredCatalog,
+    ctx: &ToolContext,
+) -> (DeferredCatalog, String) {
+    let mut out = catalog.clone();
+    let Some(lazy) = ctx.services.get::<Lazy>() else {
+        return (out, String::new());
+    };
+    let still: Vec<String> = lazy
+        .0
+        .pending()
+        .into_iter()
+        .filter(|s| catalog.pending.contains(s))
+        .collect();
+    if still.is_empty() {
+        return (out, String::new());
+    }
+    let (specs, failures) = lazy.0.start(&still).await;
+    for spec in specs {
+        let allowed = crate::table::allowed_by_lists(&spec.name, &catalog.allow, &catalog.deny);
+        if allowed
+            && spec.exposure == Exposure::Deferred
+            && !out.specs.iter().any(|s| s.name == spec.name)
+        {
+            out.specs.push(spec);
+        }
+    }
+    out.pending.clear();
+    let notes = failures
+        .iter()
+        .map(|f| format!("\nNot available: {f}"))
+        .collect::<String>();
+    (out, notes)
 }
 
 fn first_line(text: &str) -> &str {
@@ -126,6 +166,12 @@ fn listing(catalog: &DeferredCatalog, budget_chars: usize) -> String {
         }
     }
     let mut out = String::from("Deferred tools:");
+    for source in &catalog.pending {
+        by_source.push((
+            source,
+            vec!["(not started yet: a search starts it and finds its tools)"],
+        ));
+    }
     for (source, names) in by_source {
         let line = format!("\n- {source}: {}", names.join(", "));
         if out.len() + line.len() > budget_chars {
@@ -221,7 +267,10 @@ mod tests {
     fn ctx_with(specs: Vec<ToolSpec>) -> (ToolContext, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::standalone(Home::new(dir.path()), dir.path().into());
-        ctx.services.insert(Arc::new(DeferredCatalog { specs }));
+        ctx.services.insert(Arc::new(DeferredCatalog {
+            specs,
+            ..Default::default()
+        }));
         (ctx, dir)
     }
 

@@ -26,7 +26,7 @@ pub type Env = std::sync::Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// services): no proxy from the environment, the `[web]` timeout. These
 /// addresses are the user's choice, not the model's, so they are not guarded.
 pub(crate) fn api_client(timeout: std::time::Duration) -> reqwest::Client {
-    reqwest::Client::builder()
+    troupe_runtime::net::client_builder()
         .no_proxy()
         .timeout(timeout)
         .user_agent(client::USER_AGENT)

@@ -55,6 +55,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         history_size: Default::default(),
         services,
         tools: Default::default(),
+        tools_generation: 0,
         guard: Guard::new(node.settings.max_steps, node.settings.repeat_limit),
         turns: 0,
         active: None,
@@ -350,6 +351,10 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     if let Verdict::Halt(reason) = state.guard.before_model_call() {
         finish(myself, state, TurnOutcome::Guard { reason }).await;
         return;
+    }
+    if state.args.node.tools.generation() != state.tools_generation {
+        // A source's tools changed (an MCP server listed them again).
+        state.refresh_tools();
     }
     let node = Arc::clone(&state.args.node);
     let model = state.args.model.clone();

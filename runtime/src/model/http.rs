@@ -66,7 +66,7 @@ impl Default for HttpOptions {
 
 /// A client with the connect timeout set (the others are applied per read).
 pub fn build_client(timeouts: &Timeouts) -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::net::client_builder()
         .connect_timeout(timeouts.connect)
         .build()
         .unwrap_or_default()

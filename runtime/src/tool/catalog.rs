@@ -19,7 +19,30 @@ pub const TOOL_SEARCH: &str = "tool_search";
 pub struct DeferredCatalog {
     /// Their specs.
     pub specs: Vec<ToolSpec>,
+    /// Sources offered to the conversation whose tools are not known yet
+    /// (`mcp:<server>` before it is connected): a search starts them.
+    pub pending: Vec<String>,
+    /// The agent's own allow list (all when empty), for tools a search finds
+    /// in a source it started.
+    pub allow: Vec<String>,
+    /// The agent's deny list.
+    pub deny: Vec<String>,
 }
+
+/// Sources of tools that start on first use (MCP servers), as `tool_search`
+/// sees them: it starts the pending ones a conversation is offered.
+#[async_trait::async_trait]
+pub trait LazySources: Send + Sync + 'static {
+    /// The sources not started yet (`mcp:<server>`).
+    fn pending(&self) -> Vec<String>;
+    /// Starts `sources` (together, each within its own timeout) and returns
+    /// the specs of their tools; a source that fails to start is reported in
+    /// the returned notes instead.
+    async fn start(&self, sources: &[String]) -> (Vec<ToolSpec>, Vec<String>);
+}
+
+/// The node's lazy sources, as a service tools look up.
+pub struct Lazy(pub std::sync::Arc<dyn LazySources>);
 
 /// The names of the deferred tools loaded by the `tool_search` results in
 /// `history`.

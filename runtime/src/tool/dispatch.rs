@@ -190,7 +190,8 @@ impl Dispatcher {
         else {
             return self.unknown_tool(call, visible);
         };
-        let spec = tool.spec();
+        let spec = tool.spec().clone();
+        let spec = &spec;
         if let Some(refusal) = depth::refusal(call) {
             return ToolResult::error(refusal);
         }
@@ -223,7 +224,7 @@ impl Dispatcher {
             .timeout_secs
             .map(Duration::from_secs)
             .unwrap_or(self.settings.default_timeout);
-        let result = run_isolated(Arc::clone(tool), args, call_ctx, timeout).await;
+        let result = run_isolated(tool, args, call_ctx, timeout).await;
         if spec.flags.pages_own_output
             || result.text.chars().count() <= self.settings.spill_limit_chars
         {
@@ -251,11 +252,11 @@ impl Dispatcher {
                 call.name
             ));
         }
-        let mut names: Vec<&str> = self
+        let mut names: Vec<String> = self
             .registry
             .iter()
-            .map(|t| t.spec().name.as_str())
-            .filter(|n| visible.contains(*n))
+            .map(|t| t.spec().name.clone())
+            .filter(|n| visible.contains(n))
             .collect();
         names.sort_unstable();
         ToolResult::error(format!(

@@ -221,7 +221,7 @@ impl Gate {
             ApprovalAnswer::Session | ApprovalAnswer::Always => {}
         }
         let key = match &spec.gate {
-            GateSubject::Call => None,
+            GateSubject::Call | GateSubject::Untrusted(_) => None,
             GateSubject::Command(arg) => match string_arg(call, arg) {
                 Some(text) => {
                     let env = self.env(call, ctx);
@@ -266,6 +266,14 @@ impl Gate {
         }
         match &spec.gate {
             GateSubject::Call => Outcome::Allow,
+            GateSubject::Untrusted(source) => Outcome::Ask {
+                rule: "untrusted-source".into(),
+                reason: format!(
+                    "`{}` is a tool of {source}, which the user marked untrusted, and it does \
+                     not declare itself read-only: every call is asked.",
+                    spec.name
+                ),
+            },
             GateSubject::Command(arg) => match call.arguments.get(arg) {
                 None | Some(serde_json::Value::Null) => Outcome::Allow,
                 Some(serde_json::Value::String(text)) => {

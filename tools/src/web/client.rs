@@ -127,7 +127,7 @@ impl Fetcher {
         timeout: Duration,
     ) -> Result<Self, FetchError> {
         let resolver = Arc::new(GuardedResolver::new(lookup, policy.clone()));
-        let client = reqwest::Client::builder()
+        let client = troupe_runtime::net::client_builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(Arc::clone(&resolver))
