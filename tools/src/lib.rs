@@ -29,6 +29,9 @@ pub mod tool_search;
 pub mod use_skill;
 pub mod write_file;
 
+#[cfg(test)]
+mod fuzz;
+
 use std::sync::Arc;
 
 use troupe_runtime::tool::registry::Registry;

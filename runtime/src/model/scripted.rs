@@ -189,14 +189,19 @@ impl ScriptedProvider {
         let text = std::fs::read_to_string(path).map_err(|err| {
             ModelError::Config(format!("cannot read script {}: {err}", path.display()))
         })?;
-        let file: ScriptFile = serde_json::from_str(&text).map_err(|err| {
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// A provider serving the script `text` (`{"turns": [...]}`); `label`
+    /// names it in errors, as the file's path does for [`ScriptedProvider::load`].
+    pub fn parse(text: &str, label: &str) -> Result<Self, ModelError> {
+        let file: ScriptFile = serde_json::from_str(text).map_err(|err| {
             ModelError::Config(format!(
-                "script {} is not {{\"turns\": [...]}} with turns of text, tool_calls, expect, usage, fail: {err}",
-                path.display()
+                "script {label} is not {{\"turns\": [...]}} with turns of text, tool_calls, expect, usage, fail: {err}"
             ))
         })?;
         Ok(Self::with_source(Source::Turns {
-            label: path.display().to_string(),
+            label: label.to_string(),
             turns: file.turns,
         }))
     }
