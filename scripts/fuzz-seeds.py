@@ -105,6 +105,8 @@ mode = "required"
 tokens = 200000
 \0agent.max_steps_per_turn=12""")
 put("runtime", "config", "wrong_key", "[agent]\nmodle = \"x\"\n\0log.filter=debug")
+# Found by fuzzing: a space, then a multi-byte character, in a log directive.
+put("runtime", "config", "log_filter_accent", "[log]\nfilter = \"info, caf\u00e9=trace\"\n\0log.filter= \u00e9=debug")
 put("runtime", "models", "example", """[models.local]
 api = "openai"
 base_url = "http://127.0.0.1:11434/v1"
