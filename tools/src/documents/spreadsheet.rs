@@ -30,6 +30,7 @@ pub(crate) fn convert(path: &Path, bytes: &[u8], md: &mut Markdown) -> Result<()
                 // An OOXML workbook inside an OLE file is an encrypted one.
                 return Err(Failure::Encrypted);
             }
+            check_shared_strings(bytes)?;
             write_book(open::<Xlsx<_>>(cursor)?, md)
         }
     }
@@ -41,6 +42,56 @@ where
     R::Error: std::fmt::Display,
 {
     open_workbook_from_rs::<R, _>(cursor).map_err(|e| classify(&e.to_string()))
+}
+
+/// calamine reserves room for the count of shared strings that
+/// `sharedStrings.xml` declares (`<sst uniqueCount="…">`) before reading
+/// one: a forged count makes the allocation fail, which aborts the whole
+/// process, past any panic guard (found by the `xlsx` fuzz target). A count
+/// larger than the part's length cannot be true, so such a file is refused.
+fn check_shared_strings(bytes: &[u8]) -> Result<(), Failure> {
+    let Ok(mut package) = super::package::Package::open(bytes) else {
+        return Ok(()); // calamine says what is wrong with the zip
+    };
+    let parts = package.names();
+    for name in parts
+        .iter()
+        .filter(|n| n.to_ascii_lowercase().ends_with("sharedstrings.xml"))
+    {
+        let Some(part) = package.bytes(name)? else {
+            continue;
+        };
+        let mut reader = quick_xml::Reader::from_reader(part.as_slice());
+        let mut buf = Vec::new();
+        loop {
+            match reader.read_event_into(&mut buf) {
+                Ok(quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e))
+                    if e.local_name().as_ref() == "sst" =>
+                {
+                    let declared = e
+                        .attributes()
+                        .flatten()
+                        .find(|a| a.key.local_name().as_ref() == "uniqueCount")
+                        .map(|a| a.value.to_string());
+                    let count = declared
+                        .map(|v| v.trim().to_string())
+                        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                        .map(|v| v.parse::<u128>().unwrap_or(u128::MAX));
+                    if let Some(count) = count.filter(|c| *c > part.len() as u128) {
+                        return Err(Failure::Corrupt(format!(
+                            "{name} declares {count} shared strings, more than its {} bytes can hold",
+                            part.len()
+                        )));
+                    }
+                    break;
+                }
+                Ok(quick_xml::events::Event::Eof) | Err(_) => break,
+                _ => {}
+            }
+            buf.clear();
+        }
+    }
+    Ok(())
 }
 
 fn classify(message: &str) -> Failure {
