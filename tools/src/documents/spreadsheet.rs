@@ -61,37 +61,44 @@ fn check_shared_strings(bytes: &[u8]) -> Result<(), Failure> {
         let Some(part) = package.bytes(name)? else {
             continue;
         };
-        let mut reader = quick_xml::Reader::from_reader(part.as_slice());
-        let mut buf = Vec::new();
-        loop {
-            match reader.read_event_into(&mut buf) {
-                Ok(quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e))
-                    if e.local_name().as_ref() == "sst" =>
-                {
-                    let declared = e
-                        .attributes()
-                        .flatten()
-                        .find(|a| a.key.local_name().as_ref() == "uniqueCount")
-                        .map(|a| a.value.to_string());
-                    let count = declared
-                        .map(|v| v.trim().to_string())
-                        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                        .map(|v| v.parse::<u128>().unwrap_or(u128::MAX));
-                    if let Some(count) = count.filter(|c| *c > part.len() as u128) {
-                        return Err(Failure::Corrupt(format!(
-                            "{name} declares {count} shared strings, more than its {} bytes can hold",
-                            part.len()
-                        )));
-                    }
-                    break;
-                }
-                Ok(quick_xml::events::Event::Eof) | Err(_) => break,
-                _ => {}
+        // Every `uniqueCount` value, however the XML around it is broken:
+        // calamine's reader reads on where a strict one stops.
+        if let Some(count) = declared_counts(&part).max() {
+            if count > part.len() as u128 {
+                return Err(Failure::Corrupt(format!(
+                    "{name} declares {count} shared strings, more than its {} bytes can hold",
+                    part.len()
+                )));
             }
-            buf.clear();
         }
     }
     Ok(())
+}
+
+/// The numbers written as `uniqueCount="N"` (spaces and either quote allowed).
+fn declared_counts(part: &[u8]) -> impl Iterator<Item = u128> + '_ {
+    const KEY: &[u8] = b"uniqueCount";
+    part.windows(KEY.len())
+        .enumerate()
+        .filter(|(_, w)| *w == KEY)
+        .filter_map(move |(at, _)| {
+            let rest = &part[at + KEY.len()..];
+            let rest = rest
+                .trim_ascii_start()
+                .strip_prefix(b"=")?
+                .trim_ascii_start();
+            let rest = rest
+                .strip_prefix(b"\"")
+                .or_else(|| rest.strip_prefix(b"'"))?;
+            let rest = rest.trim_ascii_start();
+            let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+            (digits > 0).then(|| {
+                std::str::from_utf8(&rest[..digits])
+                    .ok()
+                    .and_then(|d| d.parse::<u128>().ok())
+                    .unwrap_or(u128::MAX)
+            })
+        })
 }
 
 fn classify(message: &str) -> Failure {
