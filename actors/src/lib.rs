@@ -24,5 +24,8 @@ pub mod messaging;
 pub mod node;
 pub mod review;
 pub mod routine;
+
+#[cfg(test)]
+mod fuzz;
 pub mod settings;
 pub mod toolset;

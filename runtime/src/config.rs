@@ -164,10 +164,26 @@ impl Config {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
             Err(source) => return Err(ConfigError::Read { path, source }),
         };
-        let mut table = match &text {
+        Self::from_layers(&path, text.as_deref(), env, overrides)
+    }
+
+    /// [`Config::load`] with the file's text given: `text` is the contents
+    /// of `path` (`None` when there is no file), then the environment and
+    /// the overrides on top.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::load`], but for reading the file.
+    pub fn from_layers(
+        path: &Path,
+        text: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+        overrides: &[(String, String)],
+    ) -> Result<Config, ConfigError> {
+        let mut table = match text {
             Some(text) => {
-                Self::from_file_text(&path, text)?;
-                file_table(&path, text)?
+                Self::from_file_text(path, text)?;
+                file_table(path, text)?
             }
             None => toml::Table::new(),
         };

@@ -25,6 +25,9 @@ pub mod telemetry;
 pub mod tool;
 pub mod trust;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use error::{Error, Result};
 pub use home::Home;
 pub use rusqlite;

@@ -49,6 +49,21 @@ pub enum TelemetryError {
     Install(String),
 }
 
+/// Parses a filter such as `info,troupe_runtime=debug`. Each directive is
+/// trimmed first: `EnvFilter` slices an untrimmed directive at the offsets
+/// of the trimmed one, and panics when a space before it shifts them into a
+/// multi-byte character (found by the `config` fuzz target).
+pub(crate) fn env_filter(
+    filter: &str,
+) -> Result<EnvFilter, tracing_subscriber::filter::ParseError> {
+    let directives: Vec<&str> = filter
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .collect();
+    EnvFilter::try_new(directives.join(","))
+}
+
 /// Set once the subscriber is installed.
 static INSTALLED: OnceLock<()> = OnceLock::new();
 
@@ -62,7 +77,7 @@ static INSTALLED: OnceLock<()> = OnceLock::new();
 /// call); [`TelemetryError::Install`] if another subscriber was installed
 /// first by someone else.
 pub fn init(filter: &str, json: bool) -> Result<(), TelemetryError> {
-    let env_filter = EnvFilter::try_new(filter).map_err(|error| TelemetryError::Filter {
+    let env_filter = env_filter(filter).map_err(|error| TelemetryError::Filter {
         filter: filter.to_owned(),
         message: error.to_string(),
     })?;

@@ -243,19 +243,7 @@ pub(crate) fn convert_bytes(
     format: Format,
     bytes: &[u8],
 ) -> Result<String, DocumentError> {
-    let run = || {
-        let mut md = Markdown::new(MAX_MARKDOWN_BYTES);
-        match format {
-            Format::Pdf => pdf::convert(bytes, &mut md),
-            Format::Docx => docx::convert(bytes, &mut md),
-            Format::Pptx => pptx::convert(bytes, &mut md),
-            Format::Spreadsheet => spreadsheet::convert(path, bytes, &mut md),
-            Format::Odt | Format::Odp => odf::convert(bytes, &mut md),
-            Format::Rtf => rtf::convert(bytes, &mut md),
-            Format::Epub => epub::convert(bytes, &mut md),
-        }
-        .map(|()| md.finish())
-    };
+    let run = || convert_unguarded(path, format, bytes);
     let outcome = catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|panic| {
         let what = panic
             .downcast_ref::<&str>()
@@ -278,6 +266,36 @@ pub(crate) fn convert_bytes(
             format,
         },
     })
+}
+
+/// Runs the converter for `format` over `bytes`; a panic goes through (the
+/// fuzz targets want to see it).
+pub(crate) fn convert_unguarded(
+    path: &Path,
+    format: Format,
+    bytes: &[u8],
+) -> Result<String, Failure> {
+    let mut md = Markdown::new(MAX_MARKDOWN_BYTES);
+    match format {
+        Format::Pdf => pdf::convert(bytes, &mut md),
+        Format::Docx => docx::convert(bytes, &mut md),
+        Format::Pptx => pptx::convert(bytes, &mut md),
+        Format::Spreadsheet => spreadsheet::convert(path, bytes, &mut md),
+        Format::Odt | Format::Odp => odf::convert(bytes, &mut md),
+        Format::Rtf => rtf::convert(bytes, &mut md),
+        Format::Epub => epub::convert(bytes, &mut md),
+    }
+    .map(|()| md.finish())
+}
+
+/// One XHTML page (an EPUB chapter) as Markdown, as the EPUB converter reads
+/// each chapter.
+#[cfg(test)]
+pub(crate) fn xhtml_to_markdown(bytes: &[u8]) -> Result<String, Failure> {
+    let root = xml::parse(bytes).map_err(Failure::corrupt)?;
+    let mut md = Markdown::new(MAX_MARKDOWN_BYTES);
+    xhtml::convert(&root, &mut md);
+    Ok(md.finish())
 }
 
 #[cfg(test)]

@@ -211,6 +211,20 @@ fn xlsx(dir: &Path) -> PathBuf {
     )
 }
 
+/// Found by the `xlsx` fuzz target: calamine reserved room for the forged
+/// count of shared strings before reading one, and the failed allocation
+/// aborted the whole process, past the converter's panic guard.
+#[test]
+fn xlsx_with_a_forged_count_of_shared_strings_is_corrupt_not_an_abort() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/__fuzz__/xlsx/corpus/forged_count.xlsx");
+    let err = to_markdown(&path).unwrap_err();
+    assert!(
+        matches!(&err, DocumentError::Corrupt { reason, .. } if reason == "xl/sharedStrings.xml declares 128849018889 shared strings, more than its 169 bytes can hold"),
+        "{err}"
+    );
+}
+
 #[test]
 fn xlsx_has_one_table_per_sheet() {
     let dir = tempfile::tempdir().unwrap();

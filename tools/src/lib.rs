@@ -32,6 +32,9 @@ pub mod use_skill;
 pub mod web;
 pub mod write_file;
 
+#[cfg(test)]
+mod fuzz;
+
 use std::sync::Arc;
 
 use troupe_runtime::tool::registry::Registry;

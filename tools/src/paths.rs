@@ -256,6 +256,11 @@ pub fn resolve(path: &Path) -> Result<PathBuf, PathError> {
             Component::Prefix(_) | Component::RootDir | Component::CurDir => {}
             Component::ParentDir => {
                 real.pop();
+                // Back out of the part that does not exist: what follows
+                // is resolved again (`missing/../link` is `link`, followed).
+                if missing {
+                    missing = std::fs::symlink_metadata(&real).is_err();
+                }
             }
             Component::Normal(name) => {
                 real.push(name);

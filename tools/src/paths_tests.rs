@@ -92,6 +92,30 @@ fn proc_self_root_does_not_hide_a_protected_path() {
     );
 }
 
+/// Found by the `paths` fuzz target: after a folder that does not exist,
+/// `..` came back to the working folder, but the links after it were no
+/// longer followed, so `nope/../home/models.toml` passed as a file of the
+/// working folder while it leads into the home.
+#[test]
+fn a_missing_folder_and_dotdot_do_not_hide_a_link_into_the_home() {
+    let f = fixture();
+    std::fs::write(f.home.models_file(), "[models]").unwrap();
+    symlink(f.home.root(), f.cwd.join("home")).unwrap();
+    symlink(f.home.models_file(), f.cwd.join("secret")).unwrap();
+    let models = f.home.models_file().display().to_string();
+    for raw in ["nope/../home/models.toml", "todo.txtlink/../secret"] {
+        assert_eq!(
+            refusal_text(&f, raw, Access::Read),
+            format!("refused: `{raw}` (which resolves to `{models}`) is troupe's `models.toml`, which can hold keys and tokens, so the file tools do not read it")
+        );
+    }
+    // Still missing after `..`: applied as written.
+    assert_eq!(
+        confine_in(&f.home, &f.cwd, "a/b/../c.txt", Access::Write).unwrap(),
+        f.cwd.join("a/c.txt")
+    );
+}
+
 #[test]
 fn proc_is_refused_for_reading() {
     let f = fixture();

@@ -23,6 +23,8 @@ pub const PAGES: &[(&str, &str)] = &[
         include_str!("../../docs/configuration.md"),
     ),
     ("house.md", include_str!("../../docs/house.md")),
+    ("testing.md", include_str!("../../docs/testing.md")),
+    ("benchmarks.md", include_str!("../../docs/benchmarks.md")),
     ("providers.md", include_str!("../../docs/providers.md")),
     ("tools.md", include_str!("../../docs/tools.md")),
     ("security.md", include_str!("../../docs/security.md")),

@@ -40,6 +40,10 @@ Accepted schedules (times of day are in your time zone):
 /// The shortest interval an `every` schedule may have.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(60);
 
+/// The longest interval an `every` schedule may have (a year): past it the
+/// next runs soon fall beyond the dates the clock can hold.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(366 * 86_400);
+
 /// Why a schedule was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {
@@ -354,6 +358,13 @@ fn parse_kind(text: &str, now: DateTime<Utc>, tz: Tz) -> Result<ScheduleKind, Sc
         if every < MIN_INTERVAL {
             return Err(invalid(format!(
                 "every {} is too often: the shortest interval is 1 minute",
+                describe_duration(every)
+            )));
+        }
+        if every > MAX_INTERVAL {
+            return Err(invalid(format!(
+                "every {} is too long: the longest interval is 366 days; for a single run, \
+                 write its date (2027-03-01 09:00) or `in …`",
                 describe_duration(every)
             )));
         }

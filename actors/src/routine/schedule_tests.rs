@@ -66,6 +66,23 @@ fn every_under_a_minute_is_refused() {
     assert!(err.to_string().contains(FORMS));
 }
 
+/// Found by the `schedule` fuzz target: `every 9999999w` was accepted, fired
+/// once in the year 193679 and then had no next run (the date overflowed),
+/// so a repeating routine silently stopped.
+#[test]
+fn every_over_a_year_is_refused() {
+    let now = utc(2026, 1, 10, 12, 0);
+    for text in ["every 9999999W9s", "every 53 weeks", "every 367 days"] {
+        let err = parse(text, now, UTC).unwrap_err();
+        assert!(
+            matches!(&err, ScheduleError::Invalid { reason, .. } if reason.contains("too long: the longest interval is 366 days")),
+            "{text}: {err}"
+        );
+    }
+    let yearly = parse("every 52 weeks", now, UTC).unwrap();
+    assert_eq!(yearly.next_after(now), Some(now + TimeDelta::weeks(52)));
+}
+
 #[test]
 fn in_is_once_relative_to_now() {
     let now = utc(2026, 1, 10, 12, 0) + TimeDelta::milliseconds(250);

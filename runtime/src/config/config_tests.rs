@@ -408,6 +408,27 @@ fn bad_threshold_and_log_filter_are_refused() {
     );
 }
 
+/// Found by the `config` fuzz target: a directive with a space before it
+/// and a multi-byte character made `tracing_subscriber` panic while the
+/// filter was checked, so `TROUPE_LOG=" é=debug"` crashed troupe at start.
+#[test]
+fn a_log_filter_with_spaces_and_accents_is_checked_without_a_crash() {
+    let nowhere = Home::new("/nonexistent/troupe");
+    for filter in [
+        " \u{e9}=debug",
+        "info, caf\u{e9}=trace",
+        "  info ,troupe_runtime=debug ",
+    ] {
+        let config = Config::load(&nowhere, &env_of(&[("TROUPE_LOG", filter)]), &[]).unwrap();
+        assert_eq!(config.log.filter, filter);
+    }
+    let err = load_err(&nowhere, &env_of(&[("TROUPE_LOG", " \u{e9}=loud")]), &[]);
+    assert!(
+        err.starts_with("environment variable TROUPE_LOG: `filter` in [log]: ` \u{e9}=loud` is not a log filter"),
+        "{err}"
+    );
+}
+
 #[test]
 fn env_and_flag_errors_name_their_source() {
     let nowhere = Home::new("/nonexistent/troupe");

@@ -416,7 +416,7 @@ fn share<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 /// A `tracing` filter that `EnvFilter` accepts.
 fn log_filter<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let filter = String::deserialize(d)?;
-    match tracing_subscriber::EnvFilter::try_new(&filter) {
+    match crate::telemetry::env_filter(&filter) {
         Ok(_) => Ok(filter),
         Err(error) => Err(serde::de::Error::custom(format!(
             "`{filter}` is not a log filter ({error}); expected a level (error, warn, info, debug, trace) or directives such as \"info,troupe_runtime=debug\""

@@ -236,15 +236,21 @@ impl ScriptedProvider {
         let text = std::fs::read_to_string(path).map_err(|err| {
             ModelError::Config(format!("cannot read script {}: {err}", path.display()))
         })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// A provider serving the script `text` (`{"turns": [...]}` or
+    /// `{"bots": {...}}`); `label` names it in errors, as the file's path
+    /// does for [`ScriptedProvider::load`].
+    pub fn parse(text: &str, label: &str) -> Result<Self, ModelError> {
         let shape = |detail: String| {
             ModelError::Config(format!(
-                "script {} is not {{\"turns\": [...]}} or {{\"bots\": {{\"NAME\": {{\"turns\": [...]}}}}}} with turns of \
-                 text, tool_calls, expect, usage, fail: {detail}",
-                path.display()
+                "script {label} is not {{\"turns\": [...]}} or {{\"bots\": {{\"NAME\": {{\"turns\": [...]}}}}}} with turns of \
+                 text, tool_calls, expect, usage, fail: {detail}"
             ))
         };
-        let file: ScriptFile = serde_json::from_str(&text).map_err(|err| shape(err.to_string()))?;
-        let label = path.display().to_string();
+        let file: ScriptFile = serde_json::from_str(text).map_err(|err| shape(err.to_string()))?;
+        let label = label.to_string();
         match (file.turns, file.bots) {
             (Some(turns), None) => Ok(Self::with_source(Source::Turns { label, turns })),
             (None, Some(bots)) => Ok(Self::per_bot(

@@ -30,6 +30,7 @@ pub(crate) fn convert(path: &Path, bytes: &[u8], md: &mut Markdown) -> Result<()
                 // An OOXML workbook inside an OLE file is an encrypted one.
                 return Err(Failure::Encrypted);
             }
+            check_shared_strings(bytes)?;
             write_book(open::<Xlsx<_>>(cursor)?, md)
         }
     }
@@ -41,6 +42,63 @@ where
     R::Error: std::fmt::Display,
 {
     open_workbook_from_rs::<R, _>(cursor).map_err(|e| classify(&e.to_string()))
+}
+
+/// calamine reserves room for the count of shared strings that
+/// `sharedStrings.xml` declares (`<sst uniqueCount="…">`) before reading
+/// one: a forged count makes the allocation fail, which aborts the whole
+/// process, past any panic guard (found by the `xlsx` fuzz target). A count
+/// larger than the part's length cannot be true, so such a file is refused.
+fn check_shared_strings(bytes: &[u8]) -> Result<(), Failure> {
+    let Ok(mut package) = super::package::Package::open(bytes) else {
+        return Ok(()); // calamine says what is wrong with the zip
+    };
+    let parts = package.names();
+    for name in parts
+        .iter()
+        .filter(|n| n.to_ascii_lowercase().ends_with("sharedstrings.xml"))
+    {
+        let Some(part) = package.bytes(name)? else {
+            continue;
+        };
+        // Every `uniqueCount` value, however the XML around it is broken:
+        // calamine's reader reads on where a strict one stops.
+        if let Some(count) = declared_counts(&part).max() {
+            if count > part.len() as u128 {
+                return Err(Failure::Corrupt(format!(
+                    "{name} declares {count} shared strings, more than its {} bytes can hold",
+                    part.len()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The numbers written as `uniqueCount="N"` (spaces and either quote allowed).
+fn declared_counts(part: &[u8]) -> impl Iterator<Item = u128> + '_ {
+    const KEY: &[u8] = b"uniqueCount";
+    part.windows(KEY.len())
+        .enumerate()
+        .filter(|(_, w)| *w == KEY)
+        .filter_map(move |(at, _)| {
+            let rest = &part[at + KEY.len()..];
+            let rest = rest
+                .trim_ascii_start()
+                .strip_prefix(b"=")?
+                .trim_ascii_start();
+            let rest = rest
+                .strip_prefix(b"\"")
+                .or_else(|| rest.strip_prefix(b"'"))?;
+            let rest = rest.trim_ascii_start();
+            let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+            (digits > 0).then(|| {
+                std::str::from_utf8(&rest[..digits])
+                    .ok()
+                    .and_then(|d| d.parse::<u128>().ok())
+                    .unwrap_or(u128::MAX)
+            })
+        })
 }
 
 fn classify(message: &str) -> Failure {
