@@ -44,8 +44,8 @@ use crate::home::Home;
 pub use init::{ensure_home, init_home, InitReport, DEFAULT_CONFIG, MODELS_EXAMPLE};
 pub use keys::{env_var, KEYS, SHORT_ENV};
 pub use sections::{
-    Agent, Budget, Budgets, CatchUp, Compaction, Delegation, Limits, Log, Messaging, Providers,
-    Review, Router, Routines, Store, Synchronous, Trust, TrustMode,
+    Agent, Budget, Budgets, CatchUp, Compaction, Delegation, Files, Limits, Log, Messaging,
+    Providers, Review, Router, Routines, Store, Synchronous, Trust, TrustMode,
 };
 
 /// The whole of `config.toml`. Every section and key is optional in the
@@ -81,6 +81,8 @@ pub struct Config {
     pub router: Router,
     /// `[limits]`: the largest inputs troupe accepts.
     pub limits: Limits,
+    /// `[files]`: the size limit and quota of house files.
+    pub files: Files,
 }
 
 /// A configuration failure. Each message names where the bad value came

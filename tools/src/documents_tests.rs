@@ -30,7 +30,7 @@ fn write_zip(dir: &Path, name: &str, parts: &[(&str, &str)]) -> PathBuf {
 
 const W: &str = r#"xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main""#;
 
-fn docx(dir: &Path) -> PathBuf {
+pub(crate) fn docx(dir: &Path) -> PathBuf {
     let document = format!(
         r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
 <w:document {W}><w:body>
@@ -419,7 +419,7 @@ fn rtf_keeps_text_escapes_headings_lists_and_tables() {
 }
 
 /// A PDF with one text line per page, with a correct xref table.
-fn pdf(pages: &[&str]) -> Vec<u8> {
+pub(crate) fn pdf(pages: &[&str]) -> Vec<u8> {
     let n = pages.len();
     // Objects: 1 catalog, 2 pages, 3 font, then (page, content) pairs.
     let mut objects: Vec<String> = Vec::new();

@@ -14,6 +14,7 @@ pub mod edit_file;
 pub mod file_lock;
 pub mod find_files;
 pub mod house;
+pub mod house_files;
 pub mod ledger;
 pub mod memory;
 pub mod message_agent;
@@ -64,6 +65,11 @@ pub fn builtin_with(sandbox: troupe_runtime::sandbox::SandboxSettings) -> Regist
     let tools = tools
         .into_iter()
         .chain(house::all())
+        .chain([
+            Arc::new(house_files::SearchFiles::new()) as Arc<dyn troupe_runtime::tool::Tool>,
+            Arc::new(house_files::ListFiles::new()),
+            Arc::new(house_files::DeleteFile::new()),
+        ])
         .chain([Arc::new(tool_search::ToolSearch::new()) as Arc<dyn troupe_runtime::tool::Tool>]);
     let mut registry = Registry::new();
     for tool in tools {
@@ -80,7 +86,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 30, "{registry:?}");
+        assert_eq!(registry.len(), 33, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

@@ -121,6 +121,10 @@ fn documented_defaults() -> Config {
         limits: Limits {
             max_user_message_bytes: 262_144,
         },
+        files: Files {
+            max_file_bytes: 10_485_760,
+            house_quota_bytes: 1_073_741_824,
+        },
     }
 }
 
@@ -292,7 +296,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, files \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

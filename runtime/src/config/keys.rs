@@ -58,6 +58,8 @@ pub const KEYS: &[&str] = &[
     "log.json",
     "router.idle_secs",
     "limits.max_user_message_bytes",
+    "files.max_file_bytes",
+    "files.house_quota_bytes",
 ];
 
 /// Short environment variables and the key each one sets. The long form
