@@ -14,6 +14,7 @@
 
 mod chat;
 mod doctor;
+mod files;
 mod house;
 mod info;
 mod owner;
@@ -117,6 +118,8 @@ pub enum Command {
     House(house::HouseArgs),
     /// Threads of a house: open, list, post (and see the bots answer), read, search, archive.
     Thread(house::ThreadArgs),
+    /// A house's shared files: list, put local files, get, the log of versions, remove, search.
+    Files(files::FilesArgs),
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),
 }
@@ -165,6 +168,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,
         Command::House(args) => house::house(builder(), read_only, args).await,
         Command::Thread(args) => house::thread(builder(), read_only, args).await,
+        Command::Files(args) => files::files(builder(), read_only, args).await,
         Command::Bench(args) => {
             let quiet = args.probe || args.workload == crate::bench::Workload::CrashWorker;
             let line = crate::bench::run(args, cli.home.clone()).await?;

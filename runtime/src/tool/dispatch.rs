@@ -194,7 +194,10 @@ impl Dispatcher {
         else {
             return self.unknown_tool(call, visible);
         };
-        let spec = tool.spec();
+        // The spec this conversation was offered: a tool may take other
+        // arguments in some conversations (`read_file` in a house turn).
+        let offered = tool.available(ctx);
+        let spec = offered.as_ref().unwrap_or_else(|| tool.spec());
         if let Some(refusal) = depth::refusal(call) {
             return ToolResult::error(refusal);
         }
