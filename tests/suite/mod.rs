@@ -9,6 +9,7 @@ mod docs;
 mod home;
 mod house;
 mod house_cli;
+mod house_files;
 mod limits;
 mod review;
 mod routines;
