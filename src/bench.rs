@@ -11,6 +11,7 @@
 //! killed at random moments loses and duplicates nothing ([`crash`]).
 
 pub mod crash;
+mod files;
 mod house;
 mod mailbox;
 mod many;
@@ -50,6 +51,9 @@ pub enum Workload {
     /// The house: a round of three bot answers, post_to_thread delivery, and the
     /// thread tools over 100 bots, 1,000 threads and `--n` messages.
     House,
+    /// House files: a 1 MiB write, search over `--n` files of 10 KB, a
+    /// 10,000-file listing, and the storage of 100 versions of a 100 KiB file.
+    Files,
     /// The crash harness: a worker process killed `--kills` times, then checked.
     Crash,
     /// Internal: the crash harness's worker.
@@ -142,6 +146,7 @@ async fn in_process(
         Workload::ColdStart => turns::cold_start(durable).await,
         Workload::Restart => restart::restart(n.unwrap_or(500), durable).await,
         Workload::House => house::house(n.unwrap_or(1_000_000)).await,
+        Workload::Files => files::files(n.unwrap_or(2_000)).await,
         Workload::Crash | Workload::CrashWorker => {
             anyhow::bail!("the crash harness runs in its own processes")
         }
