@@ -11,6 +11,7 @@
 //! killed at random moments loses and duplicates nothing ([`crash`]).
 
 pub mod crash;
+mod files;
 mod house;
 mod mailbox;
 mod many;
@@ -54,6 +55,9 @@ pub enum Workload {
     House,
     /// `web_fetch` of a 1 MB page from loopback to Markdown, then from the cache (`--n` each).
     Web,
+    /// House files: a 1 MiB write, search over `--n` files of 10 KB, a
+    /// 10,000-file listing, and the storage of 100 versions of a 100 KiB file.
+    Files,
     /// The crash harness: a worker process killed `--kills` times, then checked.
     Crash,
     /// An MCP call through troupe against the raw round trip, and the start
@@ -151,6 +155,7 @@ async fn in_process(
         Workload::House => house::house(n.unwrap_or(1_000_000)).await,
         Workload::Web => web::fetch(n.unwrap_or(50)).await,
         Workload::Mcp => mcp::mcp(n.unwrap_or(2_000)).await,
+        Workload::Files => files::files(n.unwrap_or(2_000)).await,
         Workload::Crash | Workload::CrashWorker => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

@@ -15,6 +15,7 @@
 mod chat;
 mod cost;
 mod doctor;
+mod files;
 mod house;
 mod info;
 mod mcp;
@@ -123,6 +124,8 @@ pub enum Command {
     House(house::HouseArgs),
     /// Threads of a house: open, list, post (and see the bots answer), read, search, archive.
     Thread(house::ThreadArgs),
+    /// A house's shared files: list, put local files, get, the log of versions, remove, search.
+    Files(files::FilesArgs),
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),
     /// The MCP servers of mcp.json: list them, or test one.
@@ -176,6 +179,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::House(args) => house::house(builder(), read_only, args).await,
         Command::Thread(args) => house::thread(builder(), read_only, args).await,
         Command::Mcp(command) => mcp::mcp(cli.home.clone(), command).await,
+        Command::Files(args) => files::files(builder(), read_only, args).await,
         Command::Bench(args) => {
             let quiet = args.probe || args.workload == crate::bench::Workload::CrashWorker;
             let line = crate::bench::run(args, cli.home.clone()).await?;

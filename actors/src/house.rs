@@ -3,7 +3,8 @@
 //! - [`thread`] — a thread's actor and the transaction that takes a post;
 //! - [`director`] — who is offered a turn (the rules of `docs/house.md`);
 //! - [`api`] — the Rust API the CLI uses: [`HouseRef`], [`ThreadRef`];
-//! - [`tools`] — the node's [`HouseServices`], behind the house tools.
+//! - [`tools`] — the node's [`HouseServices`], behind the house tools;
+//! - [`files`] — the house's shared files from Rust ([`HouseRef::files`] …).
 //!
 //! Threads are actors under the node's supervisor, addressed by id through
 //! a router (`threads` in `troupe ps`) that activates them on their first
@@ -13,6 +14,7 @@
 
 pub mod api;
 pub mod director;
+pub mod files;
 pub mod thread;
 pub mod tools;
 

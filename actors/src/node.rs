@@ -313,6 +313,8 @@ impl Node {
             .insert(Arc::new(troupe_runtime::house::Houses(
                 crate::house::tools::NodeHouses::new(&node),
             )));
+        let file_limits = node.settings().files;
+        node.ctx.services.insert(Arc::new(file_limits));
         node.ctx.services.insert(Arc::new(
             troupe_tools::run_command::background::CommandNotifications(
                 crate::commands::CommandEnds::new(&node),

@@ -86,6 +86,8 @@ pub struct Settings {
     /// office hands it over again (it was committed, but handing it over
     /// failed or its receiver stopped first); never when `None`.
     pub redeliver_after: Option<Duration>,
+    /// The size limit and quota of house files (`[files]`).
+    pub files: troupe_runtime::store::house_files::FileLimits,
 }
 
 impl Default for Settings {
@@ -116,6 +118,7 @@ impl Default for Settings {
             passivate_after: None,
             max_user_message_bytes: DEFAULT_MAX_USER_MESSAGE_BYTES,
             redeliver_after: Some(Duration::from_secs(60)),
+            files: troupe_runtime::store::house_files::FileLimits::default(),
         }
     }
 }

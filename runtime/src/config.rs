@@ -45,8 +45,8 @@ use crate::home::Home;
 pub use init::{ensure_home, init_home, InitReport, DEFAULT_CONFIG, MODELS_EXAMPLE};
 pub use keys::{env_var, KEYS, SHORT_ENV};
 pub use sections::{
-    Agent, Budget, Budgets, CatchUp, Compaction, Delegation, Limits, Log, Messaging, Providers,
-    Review, Router, Routines, Store, Synchronous, Tools, Trust, TrustMode,
+    Agent, Budget, Budgets, CatchUp, Compaction, Delegation, Files, Limits, Log, Messaging,
+    Providers, Review, Router, Routines, Store, Synchronous, Tools, Trust, TrustMode,
 };
 pub use web::Web;
 
@@ -87,6 +87,8 @@ pub struct Config {
     pub tools: Tools,
     /// `[web]`: how the web tools reach the web.
     pub web: Web,
+    /// `[files]`: the size limit and quota of house files.
+    pub files: Files,
 }
 
 /// A configuration failure. Each message names where the bad value came

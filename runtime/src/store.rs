@@ -56,6 +56,7 @@ pub mod conversations;
 mod error;
 pub mod health;
 pub mod house;
+pub mod house_files;
 pub mod kv;
 pub mod mailbox;
 pub mod migrations;

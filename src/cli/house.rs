@@ -318,7 +318,10 @@ where
     Ok(ExitCode::SUCCESS)
 }
 
-async fn find_house(view: &View, name: &str) -> anyhow::Result<troupe_runtime::house::House> {
+pub(crate) async fn find_house(
+    view: &View,
+    name: &str,
+) -> anyhow::Result<troupe_runtime::house::House> {
     let owned = name.to_string();
     view.read(move |c| table::house_by_name(c, &owned))
         .await?

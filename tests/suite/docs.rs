@@ -186,7 +186,7 @@ fn render_tools_reference() -> String {
          `deny_tools` lists narrow it (`tools/src/table.rs`). *conversation* is the main agent\n  \
          talking with you, *bot* a bot's conversation, *routine run* one run of a routine,\n  \
          *subagent* a task of a delegation. *with bots*: only once the home has a bot. A tool of\n  \
-         your own (`RuntimeBuilder::tool`) is offered to every kind.\n\n",
+         your own (`RuntimeBuilder::tool`) is offered to every kind.\n         - **In a house thread** the house tools are offered, and `read_file` and `write_file` mean\n           the house's shared files ([their house form](#read_file-and-write_file-in-a-house)); the\n           other file tools (`edit_file`, `find_files`, `run_command`) stay on the local machine, so a\n           bot of a house with an environment reaches its local files through them. Outside a house\n           `read_file` and `write_file` are the local-file tools below. The names never change.\n\n",
     );
     md.push_str("| tool | exposure | flags |");
     for kind in ActorKind::ALL {
@@ -255,6 +255,19 @@ fn render_tools_reference() -> String {
         }
     }
     md.push_str(MCP_TOOLS);
+    md.push_str("\n## read_file and write_file in a house\n");
+    for spec in [
+        troupe_tools::house_files::read_spec(),
+        troupe_tools::house_files::write_spec(),
+    ] {
+        let _ = write!(md, "\n### {}\n\n{}\n\n", spec.name, spec.description.trim());
+        let mut rows = Vec::new();
+        parameter_rows(&spec.parameters, "", &mut rows);
+        md.push_str("| parameter | type | required | description |\n|---|---|---|---|\n");
+        for [name, ty, required, description] in rows {
+            let _ = writeln!(md, "| {name} | {ty} | {required} | {description} |");
+        }
+    }
     md
 }
 

@@ -10,6 +10,7 @@ mod docs;
 mod home;
 mod house;
 mod house_cli;
+mod house_files;
 mod limits;
 mod mcp;
 mod review;

@@ -219,6 +219,23 @@ pub fn to_markdown(path: &Path) -> Result<String, DocumentError> {
     convert_bytes(path, format, &bytes)
 }
 
+/// Converts a document held in memory to Markdown; `name`'s extension
+/// tells its format (a house file, which has no local path).
+pub fn bytes_to_markdown(name: &Path, bytes: &[u8]) -> Result<String, DocumentError> {
+    let format = Format::of(name).ok_or_else(|| DocumentError::NotADocument {
+        path: name.to_path_buf(),
+    })?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(DocumentError::TooLarge {
+            path: name.to_path_buf(),
+            format,
+            size: bytes.len() as u64,
+            limit: MAX_INPUT_BYTES,
+        });
+    }
+    convert_bytes(name, format, bytes)
+}
+
 /// Reads a document's bytes, refusing files over [`MAX_INPUT_BYTES`].
 fn read_bounded(path: &Path, format: Format) -> Result<Vec<u8>, DocumentError> {
     let read_error = |source| DocumentError::Read {

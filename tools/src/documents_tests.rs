@@ -30,7 +30,7 @@ fn write_zip(dir: &Path, name: &str, parts: &[(&str, &str)]) -> PathBuf {
 
 const W: &str = r#"xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main""#;
 
-fn docx(dir: &Path) -> PathBuf {
+pub(crate) fn docx(dir: &Path) -> PathBuf {
     let document = format!(
         r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
 <w:document {W}><w:body>

@@ -14,6 +14,7 @@ pub mod edit_file;
 pub mod file_lock;
 pub mod find_files;
 pub mod house;
+pub mod house_files;
 pub mod ledger;
 pub mod memory;
 pub mod message_agent;
@@ -88,7 +89,10 @@ pub fn builtin_configured(
         Arc::new(bot_create::BotCreate::new()),
     ];
     let tools = tools.into_iter().chain(house::all()).chain([
-        Arc::new(troupe_docs::TroupeDocs::new()) as Arc<dyn troupe_runtime::tool::Tool>,
+        Arc::new(house_files::SearchFiles::new()) as Arc<dyn troupe_runtime::tool::Tool>,
+        Arc::new(house_files::ListFiles::new()),
+        Arc::new(house_files::DeleteFile::new()),
+        Arc::new(troupe_docs::TroupeDocs::new()),
         Arc::new(tool_search::ToolSearch::new()),
     ]);
     let mut registry = Registry::new();
@@ -110,7 +114,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 34, "{registry:?}");
+        assert_eq!(registry.len(), 37, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

@@ -92,7 +92,19 @@ impl Tool for ReadFile {
         &self.spec
     }
 
+    /// In a house turn, `read_file` means the house's files.
+    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
+        Some(if crate::house_files::seated(ctx) {
+            crate::house_files::read_spec()
+        } else {
+            self.spec.clone()
+        })
+    }
+
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
+        if crate::house_files::seated(ctx) {
+            return crate::house_files::read(args, ctx).await;
+        }
         let params: ReadFileParams = match parse_args("read_file", args) {
             Ok(p) => p,
             Err(result) => return result,

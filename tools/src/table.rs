@@ -89,6 +89,10 @@ pub const TABLE: &[Row] = &[
     row("create_agent", Yes, Yes, No, No),
     row("list_house_members", Yes, Yes, No, No),
     row("update_self", Yes, Yes, No, No),
+    // The house files: offered only in a house thread, like the house tools.
+    row("search_files", Yes, Yes, No, No),
+    row("list_files", Yes, Yes, No, No),
+    row("delete_file", Yes, Yes, No, No),
     row("troupe_docs", Yes, Yes, Yes, Yes),
     row("tool_search", Yes, Yes, Yes, Yes),
 ];

@@ -62,7 +62,19 @@ impl Tool for WriteFile {
         &self.spec
     }
 
+    /// In a house turn, `write_file` means the house's files.
+    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
+        Some(if crate::house_files::seated(ctx) {
+            crate::house_files::write_spec()
+        } else {
+            self.spec.clone()
+        })
+    }
+
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
+        if crate::house_files::seated(ctx) {
+            return crate::house_files::write(args, ctx).await;
+        }
         let params: WriteFileParams = match parse_args("write_file", args) {
             Ok(p) => p,
             Err(result) => return result,

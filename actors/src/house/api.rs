@@ -76,7 +76,7 @@ impl Node {
 /// A house of a node.
 #[derive(Debug, Clone)]
 pub struct HouseRef {
-    node: Node,
+    pub(super) node: Node,
     /// The house.
     pub house: House,
 }

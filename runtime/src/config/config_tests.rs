@@ -134,6 +134,10 @@ fn documented_defaults() -> Config {
             klipy_url: "https://api.klipy.com/v2/search".to_owned(),
             timeout_secs: 30,
         },
+        files: Files {
+            max_file_bytes: 10_485_760,
+            house_quota_bytes: 1_073_741_824,
+        },
     }
 }
 
@@ -305,7 +309,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, files \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

@@ -67,6 +67,8 @@ pub const KEYS: &[&str] = &[
     "web.giphy_url",
     "web.klipy_url",
     "web.timeout_secs",
+    "files.max_file_bytes",
+    "files.house_quota_bytes",
 ];
 
 /// Short environment variables and the key each one sets. The long form

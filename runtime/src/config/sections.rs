@@ -382,6 +382,37 @@ impl Default for Tools {
     }
 }
 
+/// `[files]`: how big a house's shared files may grow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Files {
+    /// The largest house file, in bytes; a larger one is refused whole.
+    pub max_file_bytes: u64,
+    /// The most bytes of current files one house may hold (earlier
+    /// versions are not counted); a write past it is refused whole.
+    pub house_quota_bytes: u64,
+}
+
+impl Default for Files {
+    fn default() -> Self {
+        let limits = crate::store::house_files::FileLimits::default();
+        Self {
+            max_file_bytes: limits.max_file_bytes,
+            house_quota_bytes: limits.house_quota_bytes,
+        }
+    }
+}
+
+impl Files {
+    /// As the store takes them.
+    pub fn limits(&self) -> crate::store::house_files::FileLimits {
+        crate::store::house_files::FileLimits {
+            max_file_bytes: self.max_file_bytes,
+            house_quota_bytes: self.house_quota_bytes,
+        }
+    }
+}
+
 /// An IANA timezone, written as its name.
 mod timezone {
     use serde::de::Error as _;

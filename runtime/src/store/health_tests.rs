@@ -56,7 +56,15 @@ fn doctor_checks_the_file_and_every_full_text_index_and_copies_it() {
     let found = diagnose(&path).unwrap();
     assert_eq!(found.integrity, vec!["ok".to_string()]);
     let names: Vec<&str> = found.full_text.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, vec!["delegation_fts", "messages_fts", "thread_fts"]);
+    assert_eq!(
+        names,
+        vec![
+            "delegation_fts",
+            "house_file_fts",
+            "messages_fts",
+            "thread_fts"
+        ]
+    );
     assert!(found.healthy(), "{found:?}");
     let copy = dir.path().join("copy.db");
     recover_into(&path, &copy).unwrap();

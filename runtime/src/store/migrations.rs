@@ -25,6 +25,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[MESSAGES_WITHOUT_BOT],
     &[OPENINGS, SUBAGENT_DEADLINES],
     &[super::house::HOUSES],
+    &[super::house_files::HOUSE_FILES],
 ];
 
 /// The newest schema version this binary knows.

@@ -19,7 +19,7 @@ fn tables(store: &Store) -> Vec<String> {
             let mut stmt = conn.prepare(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
                  AND name NOT LIKE 'messages_fts_%' AND name NOT LIKE 'delegation_fts_%'
-                 AND name NOT LIKE 'thread_fts_%' ORDER BY name",
+                 AND name NOT LIKE 'thread_fts_%' AND name NOT LIKE 'house_file_fts_%' ORDER BY name",
             )?;
             let names = stmt
                 .query_map([], |r| r.get::<_, String>(0))?
@@ -93,6 +93,13 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "delegation_events",
             "delegation_fts",
             "delegations",
+            "file_contents",
+            "file_pieces",
+            "house_file_chunks",
+            "house_file_fts",
+            "house_file_revisions",
+            "house_file_versions",
+            "house_files",
             "house_members",
             "houses",
             "kv",

@@ -190,7 +190,9 @@ impl Dispatcher {
         else {
             return self.unknown_tool(call, visible);
         };
-        let spec = tool.spec().clone();
+        // The spec this conversation was offered: a tool may take other
+        // arguments in some conversations (`read_file` in a house turn).
+        let spec = tool.available(ctx).unwrap_or_else(|| tool.spec().clone());
         let spec = &spec;
         if let Some(refusal) = depth::refusal(call) {
             return ToolResult::error(refusal);

@@ -1,0 +1,347 @@
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::store::{house, Store, StoreError};
+
+async fn two_houses(store: &Store) -> (HouseId, HouseId) {
+    store
+        .write(|tx| {
+            Ok((
+                house::create_house(tx, "acme")?.id,
+                house::create_house(tx, "beta")?.id,
+            ))
+        })
+        .await
+        .unwrap()
+}
+
+async fn put(
+    store: &Store,
+    h: HouseId,
+    files: Vec<NewFile>,
+    limits: FileLimits,
+) -> Result<i64, StoreError> {
+    store
+        .write(move |tx| write(tx, h, "ada", "msg", &files, limits).map(|(v, _)| v))
+        .await
+}
+
+fn invalid_text(e: StoreError) -> String {
+    match e {
+        StoreError::Invalid(t) => t,
+        other => panic!("expected a refusal, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn a_multi_file_write_is_one_version_and_older_versions_stay_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let (acme, _) = two_houses(&store).await;
+    let lim = FileLimits::default();
+    let v1 = put(
+        &store,
+        acme,
+        vec![
+            NewFile::text("plans/a.md", "alpha v1"),
+            NewFile::text("plans/b.md", "beta v1"),
+        ],
+        lim,
+    )
+    .await
+    .unwrap();
+    assert_eq!(v1, 1);
+    let v2 = put(
+        &store,
+        acme,
+        vec![NewFile::text("Plans/A.md", "alpha v2")],
+        lim,
+    )
+    .await
+    .unwrap();
+    assert_eq!(v2, 2);
+    let files = store.read(move |c| list(c, acme, None)).await.unwrap();
+    let shown: Vec<(String, i64)> = files.iter().map(|f| (f.path.clone(), f.version)).collect();
+    assert_eq!(
+        shown,
+        vec![("Plans/A.md".into(), 2), ("plans/b.md".into(), 1)],
+        "one file, case-insensitively"
+    );
+    let old = store
+        .read(move |c| read(c, acme, "plans/a.md", Some(1)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (old.version, old.latest, old.text.as_deref()),
+        (1, 2, Some("alpha v1"))
+    );
+    let now = store
+        .read(move |c| read(c, acme, "plans/a.md", None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(now.text.as_deref(), Some("alpha v2"));
+    let versions = store.read(move |c| log(c, acme, None, 10)).await.unwrap();
+    assert_eq!(versions.len(), 2);
+    assert_eq!(versions[1].changes.len(), 2, "both files in version 1");
+    let only_b = store
+        .read(move |c| log(c, acme, Some("plans/b.md"), 10))
+        .await
+        .unwrap();
+    assert_eq!(
+        only_b.iter().map(|v| v.version).collect::<Vec<_>>(),
+        vec![1]
+    );
+}
+
+#[tokio::test]
+async fn a_write_refused_midway_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let (acme, _) = two_houses(&store).await;
+    let lim = FileLimits {
+        max_file_bytes: 10,
+        house_quota_bytes: 20,
+    };
+    put(&store, acme, vec![NewFile::text("a.md", "one")], lim)
+        .await
+        .unwrap();
+    for (files, says) in [
+        (
+            vec![NewFile::text("a.md", "two"), NewFile::text("../x", "y")],
+            "not a valid file path",
+        ),
+        (
+            vec![
+                NewFile::text("a.md", "two"),
+                NewFile::text("big", "x".repeat(11)),
+            ],
+            "over the limit of 10 bytes per file",
+        ),
+        (
+            vec![
+                NewFile::text("a.md", "two"),
+                NewFile::text("b", "x".repeat(9)),
+                NewFile::text("c", "x".repeat(9)),
+            ],
+            "over its quota of 20 bytes",
+        ),
+        (
+            vec![NewFile::text("a.md", "two"), NewFile::text("A.md", "x")],
+            "appears twice",
+        ),
+    ] {
+        let err = invalid_text(put(&store, acme, files, lim).await.unwrap_err());
+        assert!(err.contains(says), "{err}");
+        assert!(
+            err.contains("nothing was written") || err.contains("Use a relative path"),
+            "{err}"
+        );
+    }
+    let files = store.read(move |c| list(c, acme, None)).await.unwrap();
+    assert_eq!(files.len(), 1);
+    let a = store
+        .read(move |c| read(c, acme, "a.md", None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((a.version, a.text.as_deref()), (1, Some("one")));
+    assert_eq!(
+        store.read(move |c| latest_version(c, acme)).await.unwrap(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_stale_delete_is_refused_whole_and_a_fresh_one_removes_every_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let (acme, _) = two_houses(&store).await;
+    let lim = FileLimits::default();
+    put(
+        &store,
+        acme,
+        vec![
+            NewFile::text("a.md", "a1"),
+            NewFile::text("b.md", "b1 unique words"),
+        ],
+        lim,
+    )
+    .await
+    .unwrap();
+    put(&store, acme, vec![NewFile::text("a.md", "a2")], lim)
+        .await
+        .unwrap();
+    let stale = vec![("a.md".to_string(), 1), ("b.md".to_string(), 1)];
+    let err = store
+        .write(move |tx| delete(tx, acme, "ada", "", &stale))
+        .await
+        .unwrap_err();
+    let err = invalid_text(err);
+    assert!(
+        err.contains("nothing was deleted")
+            && err.contains("`a.md` changed since version 1 (it is now version 2)"),
+        "{err}"
+    );
+    assert_eq!(
+        store
+            .read(move |c| list(c, acme, None))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    let fresh = vec![("a.md".to_string(), 2), ("b.md".to_string(), 1)];
+    let v = store
+        .write(move |tx| delete(tx, acme, "ada", "cleanup", &fresh))
+        .await
+        .unwrap();
+    assert_eq!(v, 3);
+    assert!(store
+        .read(move |c| list(c, acme, None))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store
+            .read(move |c| read(c, acme, "a.md", Some(1)))
+            .await
+            .unwrap(),
+        None
+    );
+    let (pieces, contents, chunks): (i64, i64, i64) = store
+        .read(|c| Ok(c.query_row(
+            "SELECT (SELECT COUNT(*) FROM file_pieces), (SELECT COUNT(*) FROM file_contents), (SELECT COUNT(*) FROM house_file_chunks)",
+            [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?))
+        .await
+        .unwrap();
+    assert_eq!(
+        (pieces, contents, chunks),
+        (0, 0, 0),
+        "every version's bytes are gone"
+    );
+    assert!(store
+        .read(move |c| search(c, acme, "unique", 5))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn search_finds_chunks_of_its_own_house_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let (acme, beta) = two_houses(&store).await;
+    let lim = FileLimits::default();
+    let long: String = (0..400)
+        .map(|i| format!("line {i} of filler text\n"))
+        .collect::<String>()
+        + "the code word is PERIWINKLE\n";
+    put(
+        &store,
+        acme,
+        vec![
+            NewFile::text("notes/long.md", long.clone()),
+            NewFile {
+                path: "logo.png".into(),
+                bytes: vec![0x89, 0, 1, 2],
+                indexing: Indexing::Binary,
+            },
+        ],
+        lim,
+    )
+    .await
+    .unwrap();
+    put(
+        &store,
+        beta,
+        vec![NewFile::text("other.md", "periwinkle in beta")],
+        lim,
+    )
+    .await
+    .unwrap();
+    let hits = store
+        .read(move |c| search(c, acme, "periwinkle", 5))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    let chunk = &chunks(&long)[hits[0].chunk as usize - 1];
+    assert!(
+        chunk.1.contains("PERIWINKLE") && hits[0].chunk > 2,
+        "{hits:?}"
+    );
+    assert!(hits[0].snippet.contains("[PERIWINKLE]"));
+    let files = store.read(move |c| list(c, acme, None)).await.unwrap();
+    assert_eq!(files[0].state, FileState::NotIndexable);
+    assert_eq!(files[1].state, FileState::Indexed);
+    assert_eq!(
+        store
+            .read(move |c| list(c, beta, Some("notes")))
+            .await
+            .unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        store
+            .read(move |c| read(c, beta, "notes/long.md", None))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .read(move |c| list(c, acme, Some("notes/")))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn chunks_cover_the_text_and_end_at_line_ends() {
+    let text: String = (0..300).map(|i| format!("é line {i}\n")).collect();
+    let parts = chunks(&text);
+    assert!(parts.len() > 1);
+    assert_eq!(parts.iter().map(|p| p.1).collect::<String>(), text);
+    for (start, part) in &parts {
+        assert!(part.ends_with('\n') || *start + part.chars().count() == text.chars().count());
+        assert!(part.chars().count() <= CHUNK_CHARS);
+        assert_eq!(
+            text.chars()
+                .skip(*start)
+                .take(part.chars().count())
+                .collect::<String>(),
+            *part
+        );
+    }
+}
+
+#[test]
+fn similar_versions_share_most_pieces() {
+    let base: Vec<u8> = (0..100 * 1024u32)
+        .map(|i| b"abcdefghij klmnop\n"[(i as usize * 7 + i as usize / 13) % 18])
+        .collect();
+    let mut edited = base.clone();
+    edited[50_000] = b'Z';
+    let pieces = |b: &[u8]| -> Vec<Vec<u8>> {
+        let mut start = 0;
+        content::cuts(b)
+            .into_iter()
+            .map(|e| {
+                let p = b[start..e].to_vec();
+                start = e;
+                p
+            })
+            .collect()
+    };
+    let (a, b) = (pieces(&base), pieces(&edited));
+    let shared = b.iter().filter(|p| a.contains(p)).count();
+    assert!(
+        b.len() - shared <= 2,
+        "{} of {} pieces differ",
+        b.len() - shared,
+        b.len()
+    );
+}

@@ -1,0 +1,152 @@
+//! House files: what storing and finding a house's files costs.
+//!
+//! - `write_1mib`: a 1 MiB text file written (one version) until committed,
+//!   through the Rust API (deduplication and indexing included);
+//! - `search`: `search_files`' query over `n` files of about 10 KB of text
+//!   (words drawn with a Zipf-like spread), through the Rust API;
+//! - `list`: the listing of a 10,000-file house;
+//! - `storage`: 100 versions of a 100 KiB file, one line changed each
+//!   time: the bytes stored for them (pieces and piece lists) over the
+//!   file's size, and the database's growth over the file's size.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use troupe_runtime::model::{ScriptedProvider, Turn};
+use troupe_runtime::store::house_files::NewFile;
+
+use super::percentiles;
+use crate::Runtime;
+
+const WORDS: usize = 5_000;
+
+/// A deterministic pseudo-random word source.
+struct Words(u64);
+
+impl Words {
+    fn next(&mut self) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        // Zipf-like: squaring a uniform draw favours the first words.
+        let u = (self.0 % 1_000_000) as f64 / 1_000_000.0;
+        ((u * u) * WORDS as f64) as usize
+    }
+
+    fn text(&mut self, bytes: usize) -> String {
+        let mut out = String::with_capacity(bytes + 16);
+        let mut n = 0;
+        while out.len() < bytes {
+            out.push_str(&format!("w{}", self.next()));
+            n += 1;
+            out.push(if n % 12 == 0 { '\n' } else { ' ' });
+        }
+        out
+    }
+}
+
+/// Runs the files workloads over `files` searched files.
+pub async fn files(files: usize) -> anyhow::Result<serde_json::Value> {
+    let home = tempfile::tempdir()?;
+    let model = ScriptedProvider::from_fn(|_| Turn::text("ok")).recording(false);
+    let runtime = Runtime::builder()
+        .home(home.path())
+        .cwd(home.path())
+        .provider(Arc::new(model))
+        .set("review.enabled", "false")
+        .set("files.house_quota_bytes", "100000000000")
+        .build()
+        .await?;
+    let mut words = Words(0x2545_F491_4F6C_DD1D);
+
+    // Writes of 1 MiB.
+    let w = runtime.create_house("writes").await?;
+    let mut samples = Vec::new();
+    for i in 0..30 {
+        let file = NewFile::text(format!("big{i}.txt"), words.text(1024 * 1024));
+        let start = Instant::now();
+        w.write_files("bench", "", vec![file]).await?;
+        samples.push(start.elapsed());
+    }
+    let write_1mib = percentiles(samples);
+
+    // Search over `files` files of ~10 KB.
+    let s = runtime.create_house("search").await?;
+    let load = Instant::now();
+    for batch in 0..files.div_ceil(100) {
+        let batch_files: Vec<NewFile> = (0..100)
+            .map(|j| batch * 100 + j)
+            .take_while(|i| *i < files)
+            .map(|i| NewFile::text(format!("docs/{}/f{i}.md", i % 50), words.text(10_000)))
+            .collect();
+        s.write_files("bench", "", batch_files).await?;
+    }
+    let load_secs = load.elapsed().as_secs_f64();
+    let mut samples = Vec::new();
+    for q in 0..200 {
+        let query = format!("w{} w{}", 50 + q * 7 % 900, 100 + q * 13 % 2000);
+        let start = Instant::now();
+        s.search_files(&query, 5).await?;
+        samples.push(start.elapsed());
+    }
+    let search = percentiles(samples);
+
+    // The list of a 10,000-file house.
+    let l = runtime.create_house("list").await?;
+    for batch in 0..20 {
+        let batch_files: Vec<NewFile> = (0..500)
+            .map(|j| NewFile::text(format!("d{}/file{}.md", j % 20, batch * 500 + j), "x"))
+            .collect();
+        l.write_files("bench", "", batch_files).await?;
+    }
+    let mut samples = Vec::new();
+    for _ in 0..50 {
+        let start = Instant::now();
+        let all = l.files(None).await?;
+        samples.push(start.elapsed());
+        anyhow::ensure!(all.len() == 10_000, "listed {}", all.len());
+    }
+    let list = percentiles(samples);
+
+    // 100 versions of a 100 KiB file, one line changed each time.
+    let v = runtime.create_house("versions").await?;
+    let store = runtime.node().store().clone();
+    let size_of = |store: troupe_runtime::store::Store| async move {
+        store
+            .read(|c| {
+                Ok(c.query_row(
+                    "SELECT (SELECT COALESCE(SUM(length(data)), 0) FROM file_pieces)
+                          + (SELECT COALESCE(SUM(length(pieces) + length(hash) + 24), 0) FROM file_contents),
+                            (SELECT page_count * page_size FROM pragma_page_count, pragma_page_size)",
+                    [],
+                    |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+                )?)
+            })
+            .await
+    };
+    let (content_before, db_before) = size_of(store.clone()).await?;
+    let base = words.text(100 * 1024);
+    let mut lines: Vec<String> = base.lines().map(str::to_string).collect();
+    let file_size = base.len() as f64;
+    for i in 0..100 {
+        let at = (i * 37) % lines.len();
+        lines[at] = format!("line {at} changed in version {i}");
+        let text = lines.join("\n");
+        v.write_files("bench", "", vec![NewFile::text("report.md", text)])
+            .await?;
+    }
+    let (content_after, db_after) = size_of(store).await?;
+    runtime.shutdown().await;
+    Ok(json!({
+        "workload": "files",
+        "write_1mib": write_1mib,
+        "search": {"files": files, "text_mb": files as f64 * 10_000.0 / 1e6, "load_secs": load_secs, "latency": search},
+        "list_10000": list,
+        "storage_100_versions": {
+            "file_bytes": file_size,
+            "content_ratio": (content_after - content_before) as f64 / file_size,
+            "database_growth_ratio": (db_after - db_before) as f64 / file_size,
+        },
+    }))
+}

@@ -1,0 +1,301 @@
+//! `troupe files`: a house's shared files from the command line — list,
+//! put local files, get one (to stdout or a file), the log of versions,
+//! remove, search.
+//!
+//! Listings, reads and the log open the store read-only (they run beside
+//! a `troupe serve`); `put` and `rm` start a node of the home.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use troupe_runtime::house::OWNER;
+use troupe_runtime::store::house_files as table;
+
+use super::house::find_house;
+use super::view::View;
+use super::Builder;
+
+/// `troupe files …`.
+#[derive(Debug, Args)]
+pub struct FilesArgs {
+    #[command(subcommand)]
+    command: FilesCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum FilesCommand {
+    /// List a house's files with their version, size and search state.
+    Ls {
+        /// The house.
+        house: String,
+        /// Only the files under this folder.
+        folder: Option<String>,
+        /// One JSON object per file.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put local files into a house as ONE new version: `put HOUSE PATH LOCAL [PATH LOCAL]…`.
+    Put {
+        /// The house.
+        house: String,
+        /// Pairs of a house path and the local file to store there.
+        #[arg(required = true, num_args = 2.., value_names = ["PATH", "LOCAL"])]
+        pairs: Vec<String>,
+        /// What this version changes.
+        #[arg(long, short, default_value = "")]
+        message: String,
+        /// The author kept in the log.
+        #[arg(long = "as", default_value = OWNER)]
+        author: String,
+    },
+    /// Print a file (its bytes), or write it to a local file.
+    Get {
+        /// The house.
+        house: String,
+        /// The file's path in the house.
+        path: String,
+        /// As it was at this version.
+        #[arg(long)]
+        version: Option<i64>,
+        /// Write it here instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// A document's text (what search reads) instead of its bytes.
+        #[arg(long)]
+        text: bool,
+    },
+    /// The versions of a house's files, newest first, with authors and messages.
+    Log {
+        /// The house.
+        house: String,
+        /// Only the versions that touched this file.
+        path: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// One JSON object per version.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a file and all its versions, if it is still at the version you saw.
+    Rm {
+        /// The house.
+        house: String,
+        /// The file's path in the house.
+        path: String,
+        /// The version you saw (`troupe files ls` shows it).
+        #[arg(long)]
+        version: i64,
+        /// Why, kept in the log.
+        #[arg(long, short, default_value = "")]
+        message: String,
+        /// The author kept in the log.
+        #[arg(long = "as", default_value = OWNER)]
+        author: String,
+    },
+    /// Keyword search over a house's files.
+    Search {
+        /// The house.
+        house: String,
+        /// The words.
+        #[arg(required = true)]
+        query: Vec<String>,
+        /// At most this many hits.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+}
+
+/// Runs `troupe files …`.
+pub async fn files<F>(
+    builder: Builder,
+    read_only: impl FnOnce() -> F,
+    args: FilesArgs,
+) -> anyhow::Result<ExitCode>
+where
+    F: std::future::Future<Output = anyhow::Result<View>>,
+{
+    match args.command {
+        FilesCommand::Ls {
+            house,
+            folder,
+            json,
+        } => {
+            let view = read_only().await?;
+            let h = find_house(&view, &house).await?;
+            for f in view
+                .read(move |c| table::list(c, h.id, folder.as_deref()))
+                .await?
+            {
+                if json {
+                    println!("{}", serde_json::to_string(&f)?);
+                } else {
+                    println!(
+                        "{:<40} v{:<5} {:>10} B  {:<8} {}  {}",
+                        f.path,
+                        f.version,
+                        f.size,
+                        f.kind,
+                        f.state.label(),
+                        f.author
+                    );
+                }
+            }
+        }
+        FilesCommand::Get {
+            house,
+            path,
+            version,
+            out,
+            text,
+        } => {
+            let view = read_only().await?;
+            let h = find_house(&view, &house).await?;
+            let asked = path.clone();
+            let file = view
+                .read(move |c| table::read(c, h.id, &asked, version))
+                .await?
+                .ok_or_else(|| {
+                    let when = version.map(|v| format!(" at version {v}")).unwrap_or_default();
+                    anyhow::anyhow!(
+                        "there is no file `{path}` in house `{house}`{when}; `troupe files ls {house}` lists them"
+                    )
+                })?;
+            let bytes = if text {
+                file.text.map(String::into_bytes).ok_or_else(|| {
+                    anyhow::anyhow!("`{}` has no text (binary, or its conversion failed: `troupe files ls {house}` says why)", file.path)
+                })?
+            } else {
+                file.bytes
+            };
+            match out {
+                Some(out) => std::fs::write(&out, &bytes)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?,
+                None => std::io::stdout().lock().write_all(&bytes)?,
+            }
+        }
+        FilesCommand::Log {
+            house,
+            path,
+            limit,
+            json,
+        } => {
+            let view = read_only().await?;
+            let h = find_house(&view, &house).await?;
+            for v in view
+                .read(move |c| table::log(c, h.id, path.as_deref(), limit))
+                .await?
+            {
+                if json {
+                    println!("{}", serde_json::to_string(&v)?);
+                } else {
+                    let changes: Vec<String> = v
+                        .changes
+                        .iter()
+                        .map(|c| {
+                            format!("{}{}", if c.action == "delete" { "-" } else { "+" }, c.path)
+                        })
+                        .collect();
+                    println!(
+                        "version {:<5} {}  {:<12} {}{}",
+                        v.version,
+                        v.created_at.format("%Y-%m-%d %H:%M"),
+                        v.author,
+                        changes.join(" "),
+                        if v.message.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  — {}", v.message)
+                        }
+                    );
+                }
+            }
+        }
+        FilesCommand::Search {
+            house,
+            query,
+            limit,
+        } => {
+            let view = read_only().await?;
+            let h = find_house(&view, &house).await?;
+            let q = query.join(" ");
+            for (i, hit) in view
+                .read(move |c| table::search(c, h.id, &q, limit))
+                .await?
+                .into_iter()
+                .enumerate()
+            {
+                let snippet = hit.snippet.split_whitespace().collect::<Vec<_>>().join(" ");
+                println!(
+                    "[{}] {}#{}, version {} — {snippet}",
+                    i + 1,
+                    hit.path,
+                    hit.chunk,
+                    hit.version
+                );
+            }
+        }
+        FilesCommand::Put {
+            house,
+            pairs,
+            message,
+            author,
+        } => {
+            if pairs.len() % 2 != 0 {
+                anyhow::bail!(
+                    "give pairs of a house path and a local file: `troupe files put {house} brief.md ./brief.md`"
+                );
+            }
+            let mut files = Vec::new();
+            for pair in pairs.chunks(2) {
+                let bytes = std::fs::read(&pair[1]).map_err(|e| {
+                    anyhow::anyhow!("cannot read {}: {e}; nothing was written", pair[1])
+                })?;
+                let path = pair[0].clone();
+                files.push(
+                    tokio::task::spawn_blocking(move || {
+                        troupe_tools::house_files::prepare(&path, bytes)
+                    })
+                    .await?,
+                );
+            }
+            let runtime = builder.recover(false).build().await?;
+            let result = async {
+                let h = runtime.house(&house).await?;
+                anyhow::Ok(h.write_files(&author, &message, files).await?)
+            }
+            .await;
+            runtime.shutdown().await;
+            let (version, written) = result?;
+            for f in written {
+                println!(
+                    "{} → version {version} ({} bytes, {})",
+                    f.path,
+                    f.size,
+                    f.state.label()
+                );
+            }
+        }
+        FilesCommand::Rm {
+            house,
+            path,
+            version,
+            message,
+            author,
+        } => {
+            let runtime = builder.recover(false).build().await?;
+            let entry = vec![(path.clone(), version)];
+            let result = async {
+                let h = runtime.house(&house).await?;
+                anyhow::Ok(h.delete_files(&author, &message, entry).await?)
+            }
+            .await;
+            runtime.shutdown().await;
+            let v = result?;
+            println!("removed `{path}` and all its versions (files version {v})");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
