@@ -14,6 +14,7 @@ pub mod dispatch;
 pub mod registry;
 pub mod services;
 pub mod spill;
+pub mod untrusted;
 pub mod validate;
 
 use std::path::PathBuf;

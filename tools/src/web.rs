@@ -34,37 +34,13 @@ pub(crate) fn api_client(timeout: std::time::Duration) -> reqwest::Client {
         .unwrap_or_default()
 }
 
-/// The tag around text from the web.
-pub const UNTRUSTED_TAG: &str = "untrusted_tool_result";
+pub use troupe_runtime::tool::untrusted::UNTRUSTED_TAG;
 
-/// Wraps `body` in an `<untrusted_tool_result>` block with `attrs`. A
-/// closing (or opening) tag inside the body is defused, so the page cannot
-/// end the block early and speak as troupe.
+/// Text from the web in an `<untrusted_tool_result>` block
+/// ([`troupe_runtime::tool::untrusted::untrusted`]), ending its line: the
+/// web tools put blocks one after another.
 pub fn untrusted(attrs: &[(&str, &str)], body: &str) -> String {
-    let mut open = format!("<{UNTRUSTED_TAG}");
-    for (name, value) in attrs {
-        let value = value
-            .replace('&', "&amp;")
-            .replace('"', "&quot;")
-            .replace('<', "&lt;");
-        open.push_str(&format!(" {name}=\"{value}\""));
-    }
-    open.push('>');
-    let body = defuse(body);
-    let newline = if body.ends_with('\n') { "" } else { "\n" };
-    format!("{open}\n{body}{newline}</{UNTRUSTED_TAG}>\n")
-}
-
-fn defuse(body: &str) -> String {
-    if !body.contains(UNTRUSTED_TAG) {
-        return body.to_owned();
-    }
-    body.replace(
-        &format!("</{UNTRUSTED_TAG}"),
-        &format!("&lt;/{UNTRUSTED_TAG}"),
-    )
-    .replace(
-        &format!("<{UNTRUSTED_TAG}"),
-        &format!("&lt;{UNTRUSTED_TAG}"),
-    )
+    let mut block = troupe_runtime::tool::untrusted::untrusted(attrs, body);
+    block.push('\n');
+    block
 }

@@ -12,34 +12,7 @@ use serde_json::{json, Value};
 
 use crate::protocol::ToolResult;
 
-/// The tag around what came from outside.
-pub const UNTRUSTED_TAG: &str = "untrusted_tool_result";
-
-/// Wraps `body` in an `<untrusted_tool_result>` block with `attrs`. An
-/// opening or closing tag inside the body is defused, so the server cannot
-/// end the block early and speak as troupe.
-pub fn untrusted(attrs: &[(&str, &str)], body: &str) -> String {
-    let mut open = format!("<{UNTRUSTED_TAG}");
-    for (name, value) in attrs {
-        let value = value
-            .replace('&', "&amp;")
-            .replace('"', "&quot;")
-            .replace('<', "&lt;");
-        open.push_str(&format!(" {name}=\"{value}\""));
-    }
-    open.push('>');
-    let body = body
-        .replace(
-            &format!("</{UNTRUSTED_TAG}"),
-            &format!("&lt;/{UNTRUSTED_TAG}"),
-        )
-        .replace(
-            &format!("<{UNTRUSTED_TAG}"),
-            &format!("&lt;{UNTRUSTED_TAG}"),
-        );
-    let newline = if body.ends_with('\n') { "" } else { "\n" };
-    format!("{open}\n{body}{newline}</{UNTRUSTED_TAG}>")
-}
+pub use crate::tool::untrusted::{untrusted, UNTRUSTED_TAG};
 
 /// Turns a `tools/call` result (its JSON) into troupe's result.
 pub fn to_tool_result(server: &str, tool: &str, result: &Value) -> ToolResult {

@@ -5,7 +5,7 @@
 //! not found, which is how one house's threads stay invisible to another's
 //! members. Handles and names compare case-insensitively (`COLLATE NOCASE`).
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
 use super::conversations::parse_id;
@@ -101,15 +101,6 @@ INSERT INTO house_members (house_id, handle, kind, display_name, bot_id, listen,
     FROM houses h, bots b WHERE h.name = 'home' AND b.archived_at IS NULL;
 "#;
 
-fn time(text: &str) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| StoreError::Codec {
-            what: "time",
-            detail: e.to_string(),
-        })
-}
-
 /// Makes a house named `name`.
 pub fn create_house(tx: &Transaction<'_>, name: &str) -> Result<House, StoreError> {
     let house = House {
@@ -134,7 +125,7 @@ fn parse_house((id, name, created): (String, String, String)) -> Result<House, S
     Ok(House {
         id: parse_id(&id)?,
         name,
-        created_at: time(&created)?,
+        created_at: super::parse_time(&created)?,
     })
 }
 
@@ -244,30 +235,6 @@ pub fn remove_member(
     Ok(n > 0)
 }
 
-/// Renames a bot's handle in every house it is in (`update_self`).
-pub fn rename_bot(tx: &Transaction<'_>, bot: BotId, new: &str) -> Result<(), StoreError> {
-    let old: Vec<(String, String)> = {
-        let mut stmt =
-            tx.prepare_cached("SELECT house_id, handle FROM house_members WHERE bot_id = ?1")?;
-        let rows = stmt.query_map(params![bot.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        rows.collect::<rusqlite::Result<_>>()?
-    };
-    for (house, handle) in old {
-        tx.prepare_cached(
-            "UPDATE house_members SET handle = ?3, display_name = ?3 WHERE house_id = ?1 AND handle = ?2",
-        )?
-        .execute(params![house, handle, new])?;
-        for table in ["thread_participants", "thread_seats"] {
-            tx.prepare_cached(&format!(
-                "UPDATE {table} SET handle = ?3 WHERE handle = ?2
-                 AND thread_id IN (SELECT id FROM threads WHERE house_id = ?1)"
-            ))?
-            .execute(params![house, handle, new])?;
-        }
-    }
-    Ok(())
-}
-
 /// A new thread in `house`; `name` must be free there.
 pub fn create_thread(
     tx: &Transaction<'_>,
@@ -357,8 +324,8 @@ fn parse_thread(raw: RawThread) -> Result<ThreadInfo, StoreError> {
         pinned,
         archived: archived.is_some(),
         created_by: by,
-        created_at: time(&created)?,
-        last_activity: time(&active)?,
+        created_at: super::parse_time(&created)?,
+        last_activity: super::parse_time(&active)?,
         messages: u64::try_from(messages).unwrap_or(0),
         participants: people
             .map(|p| p.split('\u{1f}').map(str::to_string).collect())
@@ -477,18 +444,6 @@ pub fn set_archived(
     Ok(n > 0)
 }
 
-/// Pins (or unpins) `thread`.
-pub fn set_pinned(
-    tx: &Transaction<'_>,
-    thread: ThreadId,
-    pinned: bool,
-) -> Result<bool, StoreError> {
-    let n = tx
-        .prepare_cached("UPDATE threads SET pinned = ?2 WHERE id = ?1")?
-        .execute(params![thread.to_string(), pinned])?;
-    Ok(n > 0)
-}
-
 /// Appends a message to `thread` (once: a message with the same id is not
 /// added again) and marks the thread active. `None` when it was there already.
 pub fn append_message(
@@ -562,7 +517,7 @@ fn parse_message(
         author_kind: MemberKind::parse(&kind).unwrap_or(MemberKind::Human),
         via: via.as_deref().map(parse_id).transpose()?,
         text,
-        created_at: time(&at)?,
+        created_at: super::parse_time(&at)?,
     })
 }
 
@@ -619,13 +574,9 @@ pub fn search(
     query: &str,
     limit: usize,
 ) -> Result<Vec<ThreadHit>, StoreError> {
-    let words: Vec<String> = query
-        .split_whitespace()
-        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
-        .collect();
-    if words.is_empty() {
+    let Some(words) = super::search::fts_query(query) else {
         return Ok(Vec::new());
-    }
+    };
     let mut stmt = conn.prepare_cached(
         "SELECT m.thread_id, t.name, m.seq, m.author, snippet(thread_fts, 0, '[', ']', '…', 16), m.created_at
          FROM thread_fts JOIN thread_messages m ON m.seq = thread_fts.rowid
@@ -634,7 +585,7 @@ pub fn search(
     )?;
     let rows = stmt.query_map(
         params![
-            words.join(" "),
+            words,
             house.to_string(),
             i64::try_from(limit).unwrap_or(i64::MAX)
         ],
@@ -658,7 +609,7 @@ pub fn search(
             seq,
             author,
             snippet,
-            created_at: time(&at)?,
+            created_at: super::parse_time(&at)?,
         });
     }
     Ok(hits)

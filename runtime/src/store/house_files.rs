@@ -264,15 +264,6 @@ fn invalid(text: impl Into<String>) -> StoreError {
     StoreError::Invalid(text.into())
 }
 
-fn time(text: &str) -> Result<DateTime<Utc>, StoreError> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| StoreError::Codec {
-            what: "time",
-            detail: e.to_string(),
-        })
-}
-
 /// The text of `bytes` if they are UTF-8 text (no NUL byte).
 pub fn text_of(bytes: &[u8]) -> Option<&str> {
     if bytes.contains(&0) {
@@ -454,7 +445,7 @@ pub fn write(
             kind: kind.into(),
             state,
             author: author.into(),
-            updated_at: time(&now)?,
+            updated_at: super::parse_time(&now)?,
         });
     }
     record_version(tx, &house_id, version, author, message, &changes, &now)?;
@@ -546,7 +537,7 @@ fn parse_file(
         kind,
         state: FileState::parse(&state, detail),
         author,
-        updated_at: time(&at)?,
+        updated_at: super::parse_time(&at)?,
     })
 }
 
@@ -683,7 +674,7 @@ pub fn log(
                 what: "file changes",
                 detail: e.to_string(),
             })?,
-            created_at: time(&at)?,
+            created_at: super::parse_time(&at)?,
         });
     }
     Ok(out)
