@@ -124,6 +124,11 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The home it was given (`None`: `$TROUPE_HOME` or `~/.troupe`).
+    pub(crate) fn home_dir(&self) -> Option<&std::path::Path> {
+        self.home.as_deref()
+    }
+
     /// A config override, as a dotted key (`agent.max_steps_per_turn`, `"5"`).
     pub fn set(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.overrides.push((key.into(), value.into()));
@@ -212,9 +217,10 @@ impl RuntimeBuilder {
             Err(e) => Err(e),
         };
         match started {
-            Ok((node, scheduler)) => Ok(Runtime {
+            Ok((node, scheduler, config)) => Ok(Runtime {
                 node,
                 scheduler,
+                config: Arc::new(config),
                 lock: Arc::new(Mutex::new(Some(lock))),
             }),
             Err(e) => {
@@ -230,7 +236,10 @@ impl RuntimeBuilder {
 
     /// Reads the configuration of `home` (locked and checked) and starts
     /// the node and, when asked, the scheduler.
-    async fn start(self, home: Home) -> Result<(Node, Option<SchedulerHandle>), RuntimeError> {
+    async fn start(
+        self,
+        home: Home,
+    ) -> Result<(Node, Option<SchedulerHandle>, Config), RuntimeError> {
         let env = |k: &str| std::env::var(k).ok();
         let config = Config::load(&home, &env, &self.overrides)?;
         let models = ModelsConfig::load(&home.models_file())?;
@@ -311,7 +320,7 @@ impl RuntimeBuilder {
             RoutineService::configure(&node, routines);
             None
         };
-        Ok((node, scheduler))
+        Ok((node, scheduler, config))
     }
 }
 
@@ -407,6 +416,8 @@ pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
 pub struct Runtime {
     node: Node,
     scheduler: Option<SchedulerHandle>,
+    /// The configuration it was started with.
+    config: Arc<Config>,
     /// The home's lock, until [`Runtime::shutdown`] releases it (or the
     /// last clone is dropped, which the next owner takes for a crash).
     lock: Arc<Mutex<Option<HomeLock>>>,
@@ -416,6 +427,12 @@ impl Runtime {
     /// A builder.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
+    }
+
+    /// The configuration it was started with (`config.toml`, the
+    /// environment, overrides).
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// The node underneath, for what this API does not cover.

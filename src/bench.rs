@@ -17,6 +17,7 @@ mod mailbox;
 mod many;
 mod mcp;
 mod restart;
+mod server;
 mod turns;
 mod web;
 
@@ -63,9 +64,15 @@ pub enum Workload {
     /// An MCP call through troupe against the raw round trip, and the start
     /// with 20 configured servers (`--n` calls; needs `node`).
     Mcp,
+    /// The server: HTTP post to committed, fan-out to 1,000 WebSocket
+    /// watchers, 10,000 idle connections, the page's first load (`--n` posts).
+    Server,
     /// Internal: the crash harness's worker.
     #[value(hide = true)]
     CrashWorker,
+    /// Internal: the idle WebSocket clients of `server`.
+    #[value(hide = true)]
+    ServerClients,
 }
 
 /// Arguments of `troupe bench`.
@@ -114,6 +121,10 @@ pub async fn run(
         Workload::ColdStart if args.probe => turns::probe(durable).await?,
         Workload::ColdStart => turns::cold_start(durable).await?,
         Workload::Crash => crash::bench(home, args.kills, args.seed).await?,
+        Workload::ServerClients => {
+            server::clients(args.n.unwrap_or(10_000)).await?;
+            serde_json::Value::Null
+        }
         Workload::CrashWorker => {
             let home = home.ok_or_else(|| anyhow::anyhow!("the crash worker needs --home"))?;
             crash::worker::run(&home, args.seed, args.incarnation, args.settle).await?;
@@ -156,7 +167,8 @@ async fn in_process(
         Workload::Web => web::fetch(n.unwrap_or(50)).await,
         Workload::Mcp => mcp::mcp(n.unwrap_or(2_000)).await,
         Workload::Files => files::files(n.unwrap_or(2_000)).await,
-        Workload::Crash | Workload::CrashWorker => {
+        Workload::Server => server::server(n.unwrap_or(2_000)).await,
+        Workload::Crash | Workload::CrashWorker | Workload::ServerClients => {
             anyhow::bail!("the crash harness runs in its own processes")
         }
     }

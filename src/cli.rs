@@ -23,8 +23,11 @@ mod owner;
 mod proposals;
 mod ps;
 mod questions;
+mod remote;
 mod run;
+mod serve;
 mod show;
+mod token;
 mod view;
 
 use std::path::PathBuf;
@@ -109,8 +112,13 @@ pub enum Command {
         #[arg(long)]
         cost: bool,
     },
-    /// Host the home's bots and fire its routines until stopped (SIGINT/SIGTERM).
-    Serve,
+    /// Host the home's bots, fire its routines, and serve the HTTP API and
+    /// the web page until stopped (SIGINT/SIGTERM).
+    Serve {
+        /// The address to listen on (default `[server] listen`, 127.0.0.1:7878).
+        #[arg(long)]
+        listen: Option<String>,
+    },
     /// The actor tree: supervisors, live conversations, restarts; and what
     /// waits to be resumed.
     Ps {
@@ -126,6 +134,8 @@ pub enum Command {
     Thread(house::ThreadArgs),
     /// A house's shared files: list, put local files, get, the log of versions, remove, search.
     Files(files::FilesArgs),
+    /// People's tokens for the server: issue, list, revoke.
+    Token(token::TokenArgs),
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),
     /// The MCP servers of mcp.json: list them, or test one.
@@ -173,15 +183,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Proposals(args) => proposals::proposals(cli.home.clone(), &overrides, args).await,
         Command::Tools { json, cost: true } => cost::cost(&read_only().await?, json).await,
         Command::Tools { json, cost: false } => info::tools(json),
-        Command::Serve => serve(builder().scheduler(true)).await,
+        Command::Serve { listen } => serve::serve(builder().scheduler(true), listen).await,
         Command::Ps { json } => ps::ps(builder(), read_only, json).await,
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,
         Command::House(args) => house::house(builder(), read_only, args).await,
         Command::Thread(args) => house::thread(builder(), read_only, args).await,
         Command::Mcp(command) => mcp::mcp(cli.home.clone(), command).await,
         Command::Files(args) => files::files(builder(), read_only, args).await,
+        Command::Token(args) => token::token(builder(), read_only, args).await,
         Command::Bench(args) => {
-            let quiet = args.probe || args.workload == crate::bench::Workload::CrashWorker;
+            let quiet = args.probe
+                || matches!(
+                    args.workload,
+                    crate::bench::Workload::CrashWorker | crate::bench::Workload::ServerClients
+                );
             let line = crate::bench::run(args, cli.home.clone()).await?;
             if !quiet {
                 println!("{line}");
@@ -193,24 +208,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
     }
-}
-
-/// `troupe serve`: runs until SIGINT or SIGTERM, then stops in order.
-async fn serve(builder: Builder) -> anyhow::Result<ExitCode> {
-    let runtime = builder.build().await?;
-    eprintln!(
-        "troupe serving {} bot(s) from {}; Ctrl-C or SIGTERM stops it",
-        runtime.node().bots().len(),
-        runtime.node().home().root().display()
-    );
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    eprintln!("troupe: stopping");
-    runtime.shutdown().await;
-    Ok(ExitCode::SUCCESS)
 }
 
 /// A conversation id given on the command line, with where to find one.

@@ -11,6 +11,7 @@ pub mod bench;
 pub mod cli;
 pub mod demo;
 pub mod gate;
+pub mod server;
 
 pub use api::{settings_from, Bot, Runtime, RuntimeBuilder, RuntimeError, Turn};
 pub use troupe_actors as actors;

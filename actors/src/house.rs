@@ -4,7 +4,8 @@
 //! - [`director`] — who is offered a turn (the rules of `docs/house.md`);
 //! - [`api`] — the Rust API the CLI uses: [`HouseRef`], [`ThreadRef`];
 //! - [`tools`] — the node's [`HouseServices`], behind the house tools;
-//! - [`files`] — the house's shared files from Rust ([`HouseRef::files`] …).
+//! - [`files`] — the house's shared files from Rust ([`HouseRef::files`] …);
+//! - [`tokens`] — members' tokens for the server ([`HouseRef::issue_token`]).
 //!
 //! Threads are actors under the node's supervisor, addressed by id through
 //! a router (`threads` in `troupe ps`) that activates them on their first
@@ -16,6 +17,7 @@ pub mod api;
 pub mod director;
 pub mod files;
 pub mod thread;
+pub mod tokens;
 pub mod tools;
 
 use std::sync::{Arc, Weak};

@@ -46,7 +46,7 @@ pub use init::{ensure_home, init_home, InitReport, DEFAULT_CONFIG, MODELS_EXAMPL
 pub use keys::{env_var, KEYS, SHORT_ENV};
 pub use sections::{
     Agent, Budget, Budgets, CatchUp, Compaction, Delegation, Files, Limits, Log, Messaging,
-    Providers, Review, Router, Routines, Store, Synchronous, Tools, Trust, TrustMode,
+    Providers, Review, Router, Routines, Server, Store, Synchronous, Tools, Trust, TrustMode,
 };
 pub use web::Web;
 
@@ -89,6 +89,8 @@ pub struct Config {
     pub web: Web,
     /// `[files]`: the size limit and quota of house files.
     pub files: Files,
+    /// `[server]`: how `troupe serve` listens and whom it lets in.
+    pub server: Server,
 }
 
 /// A configuration failure. Each message names where the bad value came

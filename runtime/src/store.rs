@@ -63,6 +63,7 @@ pub mod migrations;
 pub mod proposals;
 mod reader;
 pub mod search;
+pub mod tokens;
 pub mod usage;
 mod writer;
 

@@ -247,8 +247,19 @@ where
                 let h = runtime.house(&house).await?;
                 match (human, bot) {
                     (Some(handle), _) => {
+                        let known = h.members().await?.iter().any(|m| m.handle == handle);
                         let m = h.add_human(&handle, name.as_deref()).await?;
-                        anyhow::Ok(format!("`{}` is a person of `{house}`", m.handle))
+                        if known {
+                            return anyhow::Ok(format!(
+                                "`{}` is a person of `{house}` (already; `troupe token issue {house} {}` gives a new token)",
+                                m.handle, m.handle
+                            ));
+                        }
+                        let token = h.issue_token(&m.handle).await?;
+                        Ok(format!(
+                            "`{}` is a person of `{house}`\ntheir token for the server (shown once; `troupe token revoke {}` revokes it):\n{}",
+                            m.handle, token.id, token.secret
+                        ))
                     }
                     (None, Some(bot)) => {
                         let mode = ListenMode::parse(&listen).ok_or_else(|| {
@@ -471,6 +482,20 @@ where
             timeout,
             json,
         } => {
+            if let Some(remote) = super::remote::Remote::find(builder.home_dir()) {
+                remote
+                    .post_in_thread(
+                        &house,
+                        &thread,
+                        &text,
+                        author.as_deref(),
+                        no_wait,
+                        Duration::from_secs(timeout),
+                        json,
+                    )
+                    .await?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let runtime = builder.recover(false).build().await?;
             let result = post(
                 &runtime, &house, &thread, &text, author, no_wait, timeout, json,

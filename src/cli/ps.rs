@@ -1,7 +1,8 @@
 //! `troupe ps`: the actor tree of this home.
 //!
-//! Without a server to ask (the server issue adds one), it shows the tree
-//! a node of this home starts with — its root supervisor and children —
+//! Beside a running `troupe serve`, it asks the server for its live tree
+//! (`GET /api/tree`). Otherwise it shows the tree a node of this home
+//! starts with — its root supervisor and children —
 //! and, at rest, what waits for a long-running node: turns a crash left
 //! open and durable messages not yet delivered. It never resumes them.
 //! While another process owns the home, it names that process and reads
@@ -10,6 +11,7 @@
 use std::process::ExitCode;
 
 use troupe_actors::conversation::journal;
+use troupe_actors::node::ActorInfo;
 use troupe_runtime::home::LockError;
 use troupe_runtime::store::mailbox;
 
@@ -26,6 +28,15 @@ pub async fn ps<F>(
 where
     F: std::future::Future<Output = anyhow::Result<View>>,
 {
+    if let Some(remote) = super::remote::Remote::find(builder.home_dir()) {
+        let answer = remote.get("/tree").await?;
+        let tree: Vec<ActorInfo> = serde_json::from_value(answer["actors"].clone())?;
+        if !json {
+            println!("the live actor tree of the server at {}:", remote.url());
+        }
+        print_tree(&tree, json)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let runtime = match builder.recover(false).build().await {
         Ok(runtime) => runtime,
         Err(RuntimeError::Home(LockError::InUse { owner, .. })) => {
@@ -40,7 +51,7 @@ where
             let pending = view.read(|c| Ok(mailbox::pending_all(c)?.len())).await?;
             println!(
                 "the home is run by {owner}: its live actor tree is in that process \
-                 (reaching it needs the server's API).\n{open} turn(s) in progress, \
+                 (it runs no server this CLI can reach).\n{open} turn(s) in progress, \
                  {pending} message(s) waiting for delivery."
             );
             return Ok(ExitCode::SUCCESS);
@@ -51,33 +62,38 @@ where
     let store = runtime.node().store().clone();
     let open = journal::open_turns(&store).await?;
     let pending = store.read(mailbox::pending_all).await?.len();
-    if json {
-        for actor in &tree {
-            println!("{}", serde_json::to_string(actor)?);
-        }
-    } else {
+    print_tree(&tree, json)?;
+    if !json && (!open.is_empty() || pending > 0) {
         println!(
-            "{:<14} {:<40} {:<16} {:<10} {:>8}",
-            "kind", "id", "parent", "state", "restarts"
+            "\nat rest: {} turn(s) left open by a crash, {pending} message(s) undelivered; \
+             `troupe serve` or `troupe chat` resumes them",
+            open.len()
         );
-        for actor in &tree {
-            println!(
-                "{:<14} {:<40} {:<16} {:<10} {:>8}",
-                actor.kind,
-                actor.id,
-                actor.parent.as_deref().unwrap_or("-"),
-                actor.state,
-                actor.restarts
-            );
-        }
-        if !open.is_empty() || pending > 0 {
-            println!(
-                "\nat rest: {} turn(s) left open by a crash, {pending} message(s) undelivered; \
-                 `troupe serve` or `troupe chat` resumes them",
-                open.len()
-            );
-        }
     }
     runtime.shutdown().await;
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_tree(tree: &[ActorInfo], json: bool) -> anyhow::Result<()> {
+    if json {
+        for actor in tree {
+            println!("{}", serde_json::to_string(actor)?);
+        }
+        return Ok(());
+    }
+    println!(
+        "{:<14} {:<40} {:<16} {:<10} {:>8}",
+        "kind", "id", "parent", "state", "restarts"
+    );
+    for actor in tree {
+        println!(
+            "{:<14} {:<40} {:<16} {:<10} {:>8}",
+            actor.kind,
+            actor.id,
+            actor.parent.as_deref().unwrap_or("-"),
+            actor.state,
+            actor.restarts
+        );
+    }
+    Ok(())
 }

@@ -402,6 +402,36 @@ impl ThreadRef {
             .await?)
     }
 
+    /// Its messages after `seq`, oldest first, at most `limit`: how a
+    /// watcher that reconnects catches up.
+    pub async fn read_after(
+        &self,
+        seq: i64,
+        limit: usize,
+    ) -> Result<Vec<ThreadMessage>, NodeError> {
+        let id = self.info.id;
+        Ok(self
+            .node
+            .store()
+            .read(move |c| table::messages_from(c, id, seq, limit))
+            .await?)
+    }
+
+    /// Its messages before `seq` (the newest `limit` of them), oldest
+    /// first: paging back.
+    pub async fn read_before(
+        &self,
+        seq: i64,
+        limit: usize,
+    ) -> Result<Vec<ThreadMessage>, NodeError> {
+        let id = self.info.id;
+        Ok(self
+            .node
+            .store()
+            .read(move |c| table::messages_before(c, id, seq, limit))
+            .await?)
+    }
+
     /// Archives or unarchives it; whether that changed anything.
     pub async fn set_archived(&self, archived: bool) -> Result<bool, NodeError> {
         let id = self.info.id;

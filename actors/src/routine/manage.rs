@@ -32,10 +32,16 @@ pub async fn manage(node: &Node, ctx: &ToolContext, request: RoutineRequest) -> 
             ctx.kind.as_str()
         ));
     }
+    manage_as(node, &ctx.agent, request).await
+}
+
+/// Runs one `cronjob_manage` request as the agent `agent` asks it (the
+/// main agent manages every bot's routines): the server's routines routes.
+pub async fn manage_as(node: &Node, agent: &str, request: RoutineRequest) -> ToolResult {
     let m = Manager {
         node,
         service: RoutineService::of(node),
-        agent: ctx.agent.clone(),
+        agent: agent.to_string(),
         tz: user_tz(node),
     };
     let job = request.job_id.clone().unwrap_or_default();

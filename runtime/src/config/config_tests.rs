@@ -138,6 +138,14 @@ fn documented_defaults() -> Config {
             max_file_bytes: 10_485_760,
             house_quota_bytes: 1_073_741_824,
         },
+        server: crate::config::Server {
+            listen: "127.0.0.1:7878".to_owned(),
+            auth: "tokens".to_owned(),
+            requests_per_second: 50.0,
+            burst: 200,
+            max_body_bytes: 16_777_216,
+            request_timeout_secs: 60,
+        },
     }
 }
 
@@ -309,7 +317,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, files \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, files, server \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

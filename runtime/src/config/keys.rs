@@ -69,6 +69,12 @@ pub const KEYS: &[&str] = &[
     "web.timeout_secs",
     "files.max_file_bytes",
     "files.house_quota_bytes",
+    "server.listen",
+    "server.auth",
+    "server.requests_per_second",
+    "server.burst",
+    "server.max_body_bytes",
+    "server.request_timeout_secs",
 ];
 
 /// Short environment variables and the key each one sets. The long form

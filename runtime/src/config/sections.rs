@@ -454,3 +454,35 @@ fn log_filter<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error
         ))),
     }
 }
+
+/// `[server]`: how `troupe serve` listens and whom it lets in (docs/api.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Server {
+    /// The address to listen on; an address beyond loopback needs tokens.
+    pub listen: String,
+    /// `tokens` (every request presents a member's token) or `open` (no
+    /// tokens, every request acts as the home's owner; loopback only).
+    pub auth: String,
+    /// Requests per second one token may make, sustained.
+    pub requests_per_second: f64,
+    /// Requests one token may make at once.
+    pub burst: u32,
+    /// The largest request body, in bytes.
+    pub max_body_bytes: u64,
+    /// Seconds one request may take (event streams excepted).
+    pub request_timeout_secs: u64,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:7878".into(),
+            auth: "tokens".into(),
+            requests_per_second: 50.0,
+            burst: 200,
+            max_body_bytes: 16 * 1024 * 1024,
+            request_timeout_secs: 60,
+        }
+    }
+}

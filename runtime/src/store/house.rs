@@ -19,7 +19,7 @@ use crate::id::{BotId, HouseId, MsgId, ThreadId};
 #[path = "house_rounds.rs"]
 mod rounds;
 pub use rounds::{
-    put_seat, round_answered, round_offered, round_state, seat, seated_elsewhere, SeatRow,
+    put_seat, round_answered, round_offered, round_state, seat, seat_of, seated_elsewhere, SeatRow,
 };
 
 /// Migration 5: houses, members, threads, their messages and search, the
@@ -559,6 +559,51 @@ pub fn messages_after(
 ) -> Result<Vec<ThreadMessage>, StoreError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT * FROM ({SELECT_MESSAGE} WHERE thread_id = ?1 AND seq > ?2 ORDER BY seq DESC LIMIT ?3)
+         ORDER BY seq"
+    ))?;
+    let rows = stmt.query_map(
+        params![
+            thread.to_string(),
+            seq,
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        message_row,
+    )?;
+    rows.map(|r| parse_message(r?)).collect()
+}
+
+/// `thread`'s messages after `seq`, oldest first, at most the oldest
+/// `limit`: a page of a replay.
+pub fn messages_from(
+    conn: &Connection,
+    thread: ThreadId,
+    seq: i64,
+    limit: usize,
+) -> Result<Vec<ThreadMessage>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT_MESSAGE} WHERE thread_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
+    ))?;
+    let rows = stmt.query_map(
+        params![
+            thread.to_string(),
+            seq,
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        message_row,
+    )?;
+    rows.map(|r| parse_message(r?)).collect()
+}
+
+/// `thread`'s messages before `seq`, oldest first, at most the newest
+/// `limit`: a page back.
+pub fn messages_before(
+    conn: &Connection,
+    thread: ThreadId,
+    seq: i64,
+    limit: usize,
+) -> Result<Vec<ThreadMessage>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT * FROM ({SELECT_MESSAGE} WHERE thread_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3)
          ORDER BY seq"
     ))?;
     let rows = stmt.query_map(

@@ -105,3 +105,25 @@ pub fn round_state(conn: &Connection, round: MsgId) -> Result<(u32, u32), StoreE
         .optional()?
         .unwrap_or((0, 0)))
 }
+
+/// The thread and the bot whose seat is `conversation`, with the thread's
+/// house: how a conversation's events find their thread.
+pub fn seat_of(
+    conn: &Connection,
+    conversation: ConversationId,
+) -> Result<Option<(HouseId, ThreadId, String)>, StoreError> {
+    conn.prepare_cached(
+        "SELECT t.house_id, s.thread_id, s.handle FROM thread_seats s
+         JOIN threads t ON t.id = s.thread_id WHERE s.conversation_id = ?1",
+    )?
+    .query_row(params![conversation.to_string()], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })
+    .optional()?
+    .map(|(house, thread, handle)| Ok((parse_id(&house)?, parse_id(&thread)?, handle)))
+    .transpose()
+}

@@ -104,6 +104,7 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "houses",
             "kv",
             "mailbox",
+            "member_tokens",
             "messages",
             "messages_fts",
             "openings",

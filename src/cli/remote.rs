@@ -1,0 +1,202 @@
+//! The CLI beside a running `troupe serve`: over its API, not the database.
+//!
+//! `troupe serve` records in `<home>/serve.json` where it listens and a
+//! secret for the home's own CLI. When the home is locked by that very
+//! process, the commands that would write the home (`thread post`, `ps`)
+//! ask the server instead; without a server, they open the home as before,
+//! and a home held by any other writer is refused with its name.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+use troupe_runtime::home::{Home, HomeLock};
+
+use super::serve::Running;
+
+/// A running server of this home.
+pub struct Remote {
+    running: Running,
+    http: reqwest::Client,
+}
+
+impl Remote {
+    /// The server holding `home`, if one does: its record names the
+    /// process that holds the home's lock, and that process is alive.
+    pub fn find(home: Option<&Path>) -> Option<Remote> {
+        let home = home.map(Home::new).unwrap_or_else(Home::from_env);
+        let running = Running::read(home.root())?;
+        let owner = HomeLock::recorded_owner(&home)?;
+        if owner.pid != running.pid || owner.ended.is_some() || !alive(running.pid) {
+            return None;
+        }
+        troupe_runtime::net::install_crypto_provider();
+        let http = troupe_runtime::net::client_builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .ok()?;
+        Some(Remote { running, http })
+    }
+
+    /// Where it listens.
+    pub fn url(&self) -> &str {
+        &self.running.url
+    }
+
+    async fn answer(response: reqwest::Response) -> anyhow::Result<Value> {
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(body);
+        }
+        let message = body["error"]["message"]
+            .as_str()
+            .map_or_else(|| status.to_string(), str::to_string);
+        anyhow::bail!("{message}")
+    }
+
+    /// `GET /api{path}`.
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .get(format!("{}/api{path}", self.running.url))
+            .bearer_auth(&self.running.token)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Self::answer(response).await
+    }
+
+    /// `POST /api{path}` with a JSON body.
+    pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .post(format!("{}/api{path}", self.running.url))
+            .bearer_auth(&self.running.token)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Self::answer(response).await
+    }
+
+    fn unreachable(&self, e: reqwest::Error) -> anyhow::Error {
+        anyhow::anyhow!(
+            "the home is served by pid {} at {}, which did not answer: {e}",
+            self.running.pid,
+            self.running.url
+        )
+    }
+
+    /// A WebSocket to `/api{path}`.
+    pub async fn events(
+        &self,
+        path: &str,
+    ) -> anyhow::Result<
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    > {
+        let url = format!("{}/api{path}", self.running.url.replacen("http", "ws", 1));
+        let mut request = url.into_client_request()?;
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.running.token).parse()?,
+        );
+        let (socket, _) = tokio_tungstenite::connect_async(request).await?;
+        Ok(socket)
+    }
+
+    /// Posts in a thread and, unless `no_wait`, prints the bots' answers
+    /// of the round as they land, until it settles or `timeout`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn post_in_thread(
+        &self,
+        house: &str,
+        thread: &str,
+        text: &str,
+        author: Option<&str>,
+        no_wait: bool,
+        timeout: Duration,
+        json_out: bool,
+    ) -> anyhow::Result<()> {
+        let base = format!("/houses/{}/threads/{}", encode(house), encode(thread));
+        let mut socket = if no_wait {
+            None
+        } else {
+            Some(self.events(&format!("{base}/events")).await?)
+        };
+        let mut body = json!({ "text": text });
+        if let Some(a) = author {
+            body["as"] = a.into();
+        }
+        let posted = self.post(&format!("{base}/messages"), &body).await?;
+        let round = posted["id"].as_str().unwrap_or_default().to_string();
+        if json_out {
+            println!("{}", json!({ "posted": round }));
+        } else {
+            eprintln!("posted {round} through the server at {}", self.url());
+        }
+        let Some(socket) = socket.as_mut() else {
+            return Ok(());
+        };
+        let wait = async {
+            while let Some(frame) = socket.next().await {
+                let Message::Text(text) = frame? else {
+                    continue;
+                };
+                let event: Value = serde_json::from_str(&text)?;
+                match event["type"].as_str() {
+                    Some("message")
+                        if event["round"] == round.as_str()
+                            && event["message"]["id"] != round.as_str() =>
+                    {
+                        let m = &event["message"];
+                        if json_out {
+                            println!("{m}");
+                        } else {
+                            println!(
+                                "{}: {}",
+                                m["author"].as_str().unwrap_or("?"),
+                                m["text"].as_str().unwrap_or_default()
+                            );
+                        }
+                    }
+                    Some("settled") if event["round"] == round.as_str() => return anyhow::Ok(()),
+                    _ => {}
+                }
+            }
+            anyhow::bail!("the server closed the stream before the round settled")
+        };
+        let result = tokio::time::timeout(timeout, wait).await;
+        let _ = socket.close(None).await;
+        match result {
+            Ok(r) => r,
+            Err(_) => anyhow::bail!(
+                "the round did not settle within {} s; the answers will still land in the thread",
+                timeout.as_secs()
+            ),
+        }
+    }
+}
+
+/// A path segment, percent-encoded.
+fn encode(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}

@@ -1,0 +1,123 @@
+//! `troupe token …`: the tokens people present to `troupe serve`.
+//!
+//! `troupe house add HOUSE --human HANDLE` issues a person's first token;
+//! here a person gets another, and tokens are listed (never their secrets:
+//! the store keeps only hashes) and revoked.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use troupe_runtime::store::tokens;
+
+use super::house::find_house;
+use super::view::View;
+use super::Builder;
+
+/// `troupe token`.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    #[command(subcommand)]
+    command: TokenCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Issue a new token for a person of a house; it is printed once.
+    Issue {
+        /// The house.
+        house: String,
+        /// The person's handle.
+        handle: String,
+    },
+    /// List tokens: id, house, person, issued, last used, revoked.
+    List {
+        /// Only this house's.
+        house: Option<String>,
+        /// One JSON object per token.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token by its id; with --house, every token of a person.
+    Revoke {
+        /// The token's id (`troupe token list`), or a handle with --house.
+        id: String,
+        /// Revoke every token of the person ID names in this house.
+        #[arg(long)]
+        house: Option<String>,
+    },
+}
+
+/// Runs `troupe token …`.
+pub async fn token<F>(
+    builder: Builder,
+    read_only: impl FnOnce() -> F,
+    args: TokenArgs,
+) -> anyhow::Result<ExitCode>
+where
+    F: std::future::Future<Output = anyhow::Result<View>>,
+{
+    match args.command {
+        TokenCommand::List { house, json } => {
+            let view = read_only().await?;
+            let houses = view.read(troupe_runtime::store::house::list_houses).await?;
+            let only = match &house {
+                Some(name) => Some(find_house(&view, name).await?.id),
+                None => None,
+            };
+            for t in view.read(move |c| tokens::list(c, only)).await? {
+                let house = houses
+                    .iter()
+                    .find(|h| h.id == t.house)
+                    .map_or_else(|| t.house.to_string(), |h| h.name.clone());
+                if json {
+                    let mut value = serde_json::to_value(&t)?;
+                    value["house_name"] = house.into();
+                    println!("{value}");
+                } else {
+                    let state = match (&t.revoked_at, &t.used_at) {
+                        (Some(at), _) => format!("revoked {at}"),
+                        (None, Some(at)) => format!("last used {at}"),
+                        (None, None) => "never used".into(),
+                    };
+                    println!(
+                        "{}  {:<16} {:<16} issued {}  {state}",
+                        t.id, house, t.handle, t.created_at
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TokenCommand::Issue { house, handle } => {
+            let runtime = builder.recover(false).build().await?;
+            let issued =
+                async { anyhow::Ok(runtime.house(&house).await?.issue_token(&handle).await?) }
+                    .await;
+            runtime.shutdown().await;
+            let t = issued?;
+            println!("a token for `{handle}` of `{house}` (shown once; `troupe token revoke {}` revokes it):", t.id);
+            println!("{}", t.secret);
+            Ok(ExitCode::SUCCESS)
+        }
+        TokenCommand::Revoke { id, house } => {
+            let runtime = builder.recover(false).build().await?;
+            let revoked = async {
+                anyhow::Ok(match &house {
+                    Some(h) => runtime.house(h).await?.revoke_tokens(&id).await?,
+                    None => usize::from(runtime.node().revoke_token(&id).await?),
+                })
+            }
+            .await;
+            runtime.shutdown().await;
+            match revoked? {
+                0 => Err(anyhow::anyhow!(
+                    "no live token `{id}`{}; `troupe token list` lists them",
+                    house.map(|h| format!(" in `{h}`")).unwrap_or_default()
+                )),
+                n => {
+                    println!("revoked {n} token(s)");
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
+        }
+    }
+}

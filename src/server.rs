@@ -1,0 +1,300 @@
+//! `troupe serve`'s HTTP and WebSocket API, and the web page it serves.
+//!
+//! Everything under `/api/` is JSON and needs a member's token
+//! (`Authorization: Bearer …`), except `GET /api/health`; `docs/api.md`
+//! lists every route. The page at `/` is three static files compiled into
+//! the binary ([`page`]); it talks to the same API.
+//!
+//! - [`auth`] — who a request speaks for ([`auth::Caller`]), which houses it
+//!   may see, the per-token rate limit;
+//! - [`feed`] — one task that turns the node's thread and conversation
+//!   events into each thread's stream, serialized once for every watcher,
+//!   and keeps the approvals and questions waiting for an answer;
+//! - [`houses`], [`threads`], [`events`], [`files`], [`admin`],
+//!   [`requests`] — the routes;
+//! - [`error`] — one error type, one JSON shape, one status per kind.
+//!
+//! A [`Server`] runs until [`Server::stop`]: it stops accepting, closes
+//! every WebSocket with a close frame and waits for requests in flight.
+//! Stopping the node (turns checkpointed, to resume at the next start) is
+//! the caller's next step.
+
+pub mod admin;
+pub mod auth;
+pub mod error;
+pub mod events;
+pub mod feed;
+pub mod files;
+pub mod houses;
+pub mod page;
+pub mod requests;
+pub mod threads;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use troupe_actors::node::Node;
+
+use self::auth::{AuthMode, RateLimit};
+
+/// How the server listens and what it allows.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// The address to listen on (`127.0.0.1:7878` by default).
+    pub listen: SocketAddr,
+    /// Whether requests need a token.
+    pub auth: AuthMode,
+    /// Requests per token (or per address, before authentication).
+    pub rate: RateLimit,
+    /// The largest request body, in bytes.
+    pub body_limit: usize,
+    /// How long one request may take (WebSockets excepted).
+    pub request_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            auth: AuthMode::Tokens,
+            rate: RateLimit::default(),
+            body_limit: 16 * 1024 * 1024,
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What the routes share.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node: Node,
+    options: ServerOptions,
+    limiter: auth::Limiter,
+    feed: feed::Feed,
+    local_secret: Option<[u8; 32]>,
+    stopping: CancellationToken,
+}
+
+impl AppState {
+    /// The node served.
+    pub fn node(&self) -> &Node {
+        &self.inner.node
+    }
+
+    pub(crate) fn feed(&self) -> &feed::Feed {
+        &self.inner.feed
+    }
+
+    pub(crate) fn stopping(&self) -> &CancellationToken {
+        &self.inner.stopping
+    }
+}
+
+/// A running server.
+pub struct Server {
+    addr: SocketAddr,
+    stopping: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    feed: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds `options.listen` and serves `node` until [`Server::stop`].
+    /// `local_secret` is the hash of the token the home's own CLI presents
+    /// (see `serve.json` in `docs/api.md`).
+    pub async fn start(
+        node: Node,
+        options: ServerOptions,
+        local_secret: Option<[u8; 32]>,
+    ) -> anyhow::Result<Server> {
+        if options.auth == AuthMode::Open && !options.listen.ip().is_loopback() {
+            anyhow::bail!(
+                "refusing to serve {} without tokens: only a loopback address may run with `server.auth = \"open\"`",
+                options.listen
+            );
+        }
+        let listener = TcpListener::bind(options.listen).await.map_err(|e| {
+            anyhow::anyhow!(
+                "cannot listen on {}: {e}; another process may hold the port (choose another with --listen)",
+                options.listen
+            )
+        })?;
+        let addr = listener.local_addr()?;
+        let stopping = CancellationToken::new();
+        let (feed, feed_task) = feed::Feed::start(&node, stopping.clone());
+        let state = AppState {
+            inner: Arc::new(Inner {
+                node,
+                limiter: auth::Limiter::new(options.rate),
+                options,
+                feed,
+                local_secret,
+                stopping: stopping.clone(),
+            }),
+        };
+        let app = app(state);
+        let graceful = stopping.clone();
+        let task = tokio::spawn(async move {
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move { graceful.cancelled().await })
+            .await
+        });
+        Ok(Server {
+            addr,
+            stopping,
+            task,
+            feed: feed_task,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, closes the WebSockets, waits for requests in flight.
+    pub async fn stop(self) {
+        self.stopping.cancel();
+        if let Ok(Err(e)) = self.task.await {
+            tracing::warn!(error = %e, "the server stopped with an error");
+        }
+        let _ = self.feed.await;
+    }
+}
+
+/// The whole application: the API under `/api/`, the page at `/`.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/me", get(houses::me))
+        .route("/houses", get(houses::list))
+        .route("/houses/{house}", get(houses::show))
+        .route("/houses/{house}/members", get(houses::members))
+        .route(
+            "/houses/{house}/threads",
+            get(threads::list).post(threads::create),
+        )
+        .route("/houses/{house}/threads/{thread}", get(threads::show))
+        .route(
+            "/houses/{house}/threads/{thread}/archive",
+            post(threads::archive),
+        )
+        .route(
+            "/houses/{house}/threads/{thread}/messages",
+            get(threads::messages).post(threads::post),
+        )
+        .route(
+            "/houses/{house}/threads/{thread}/events",
+            get(events::thread),
+        )
+        .route("/houses/{house}/files", get(files::list))
+        .route("/houses/{house}/versions", get(files::versions))
+        .route(
+            "/houses/{house}/files/{*path}",
+            get(files::get).put(files::put).delete(files::delete),
+        )
+        .route("/requests", get(requests::list))
+        .route("/requests/{id}", post(requests::answer))
+        .route("/bots", get(admin::bots).post(admin::create_bot))
+        .route("/bots/{bot}/turns", post(admin::turn))
+        .route("/conversations/{id}/events", get(events::conversation))
+        .route("/routines", get(admin::routines))
+        .route("/routines/{id}/{action}", post(admin::routine_action))
+        .route("/usage", get(admin::usage))
+        .route("/tree", get(admin::tree))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::require))
+        .route("/health", get(health));
+    Router::new()
+        .nest("/api", api)
+        .merge(page::routes())
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(DefaultBodyLimit::max(state.inner.options.body_limit))
+        .with_state(state)
+}
+
+/// `GET /api/health`: alive, and which troupe.
+async fn health(State(state): State<AppState>) -> impl IntoResponse {
+    axum::Json(serde_json::json!({
+        "status": if state.stopping().is_cancelled() { "stopping" } else { "ok" },
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+async fn not_found() -> error::ApiError {
+    error::ApiError::NotFound("no such route; docs/api.md lists them".into())
+}
+
+/// Every request: a timeout (WebSocket upgrades excepted) and one access
+/// log line through tracing.
+async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let upgrade = request.headers().contains_key(axum::http::header::UPGRADE);
+    let response = if upgrade {
+        next.run(request).await
+    } else {
+        match tokio::time::timeout(state.inner.options.request_timeout, next.run(request)).await {
+            Ok(response) => response,
+            Err(_) => error::ApiError::Timeout.into_response(),
+        }
+    };
+    tracing::info!(
+        target: "troupe::access",
+        %method,
+        path,
+        status = response.status().as_u16(),
+        micros = started.elapsed().as_micros() as u64,
+    );
+    response
+}
+
+impl ServerOptions {
+    /// The options `[server]` of `config.toml` sets, with `--listen` over it.
+    pub fn from_config(
+        config: &troupe_runtime::config::Server,
+        listen: Option<&str>,
+    ) -> anyhow::Result<ServerOptions> {
+        let text = listen.unwrap_or(&config.listen);
+        let listen: SocketAddr = text.parse().map_err(|e| {
+            anyhow::anyhow!("`{text}` is not an address to listen on ({e}); give an IP and a port, e.g. 127.0.0.1:7878")
+        })?;
+        let auth = match config.auth.as_str() {
+            "tokens" => AuthMode::Tokens,
+            "open" => AuthMode::Open,
+            other => anyhow::bail!(
+                "server.auth is `{other}`; it must be `tokens` (every request presents a member's token) or `open` (loopback only)"
+            ),
+        };
+        if config.requests_per_second.is_nan()
+            || config.requests_per_second <= 0.0
+            || config.burst == 0
+        {
+            anyhow::bail!("server.requests_per_second and server.burst must be above 0");
+        }
+        Ok(ServerOptions {
+            listen,
+            auth,
+            rate: RateLimit {
+                per_second: config.requests_per_second,
+                burst: f64::from(config.burst),
+            },
+            body_limit: usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX),
+            request_timeout: Duration::from_secs(config.request_timeout_secs.max(1)),
+        })
+    }
+}

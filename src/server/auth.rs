@@ -1,0 +1,277 @@
+//! Who a request speaks for, what it may see, and how fast it may ask.
+//!
+//! A request presents a member's token as `Authorization: Bearer …` (a
+//! browser's WebSocket, which cannot set headers, as `?access_token=…`).
+//! The token speaks for one person of one house: that house is all the
+//! request sees, and any other house answers 404, exactly as a house that
+//! does not exist. Two callers see every house: the home's own CLI, with
+//! the secret `troupe serve` writes to `serve.json` in the home (readable
+//! by whoever can read the home anyway), and anyone at all when the server
+//! runs with `server.auth = "open"`, which only a loopback address allows.
+//! People of the house `home` — the machine's owner — manage the node:
+//! bots, routines, usage, the actor tree.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use dashmap::DashMap;
+use troupe_actors::house::HouseRef;
+use troupe_runtime::house::{Member, MemberKind};
+
+use super::error::ApiError;
+use super::AppState;
+
+/// Whether requests need a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Every request but health presents a member's token.
+    Tokens,
+    /// No token needed: every request acts as the home's owner. Loopback only.
+    Open,
+}
+
+/// The house every home has, whose people own the machine.
+pub const HOME_HOUSE: &str = "home";
+
+/// Who a request speaks for.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The person.
+    pub member: Member,
+    /// Their house.
+    pub house: HouseRef,
+    /// Sees every house (the home's CLI, or an open server).
+    pub everywhere: bool,
+    /// The token's id, when a token was presented.
+    pub token: Option<String>,
+}
+
+impl Caller {
+    /// The house named `name`, if this caller may see it; else 404, the
+    /// same answer as for a house that does not exist.
+    pub async fn house(&self, state: &AppState, name: &str) -> Result<HouseRef, ApiError> {
+        if self.everywhere {
+            return state.node().house(name).await.map_err(|_| no_house(name));
+        }
+        if self.house.house.name.eq_ignore_ascii_case(name)
+            || self.house.house.id.to_string() == name
+        {
+            return Ok(self.house.clone());
+        }
+        Err(no_house(name))
+    }
+
+    /// Whether this caller manages the node (bots, routines, usage, tree).
+    pub fn manages_node(&self) -> bool {
+        self.everywhere || self.house.house.name == HOME_HOUSE
+    }
+
+    /// Refuses a caller who does not manage the node.
+    pub fn require_owner(&self) -> Result<(), ApiError> {
+        if self.manages_node() {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!(
+                "only people of the house `{HOME_HOUSE}` manage the node's bots, routines, usage and actors; `{}` is a person of `{}`",
+                self.member.handle, self.house.house.name
+            )))
+        }
+    }
+}
+
+fn no_house(name: &str) -> ApiError {
+    ApiError::NotFound(format!("no house `{name}`"))
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| ApiError::Unauthorized("no token".into()))
+    }
+}
+
+/// The token a request presents.
+fn presented(request: &Request) -> Option<String> {
+    if let Some(value) = request.headers().get(axum::http::header::AUTHORIZATION) {
+        let value = value.to_str().ok()?;
+        let (scheme, token) = value.split_once(' ')?;
+        return scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim().to_string());
+    }
+    if request.headers().contains_key(axum::http::header::UPGRADE) {
+        let query = request.uri().query()?;
+        return query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("access_token=").map(percent_decode));
+    }
+    None
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1..i + 3)) {
+            (b'%', Some(hex)) => match std::str::from_utf8(hex)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                Some(b) => {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+                None => out.push(b'%'),
+            },
+            (b'+', _) => out.push(b' '),
+            (b, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The middleware of every `/api/` route but health: authenticates, then
+/// rate-limits by token.
+pub async fn require(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+        .unwrap_or_default();
+    let secret = presented(&request);
+    let caller = match identify(&state, secret.as_deref()).await {
+        Ok(c) => c,
+        Err(e) => {
+            // Failed attempts are limited by address, so guessing is slow.
+            if let Err(limited) = state.inner.limiter.take(&format!("addr:{peer}")) {
+                return limited.into_response();
+            }
+            return e.into_response();
+        }
+    };
+    let key = caller
+        .token
+        .clone()
+        .map_or_else(|| format!("addr:{peer}"), |t| format!("token:{t}"));
+    if let Err(limited) = state.inner.limiter.take(&key) {
+        return limited.into_response();
+    }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+async fn identify(state: &AppState, secret: Option<&str>) -> Result<Caller, ApiError> {
+    let local = |secret: &str| {
+        state
+            .inner
+            .local_secret
+            .is_some_and(|h| h == troupe_runtime::store::tokens::hash(secret))
+    };
+    match secret {
+        Some(s) if local(s) => owner(state).await,
+        Some(s) => match state.node().authenticate(s).await? {
+            Some(found) => Ok(Caller {
+                member: found.member,
+                house: found.house,
+                everywhere: false,
+                token: Some(found.token),
+            }),
+            None => Err(ApiError::Unauthorized(
+                "this token is unknown or revoked; ask the house's owner for a new one (`troupe token issue HOUSE HANDLE`)".into(),
+            )),
+        },
+        None if state.inner.options.auth == AuthMode::Open => owner(state).await,
+        None => Err(ApiError::Unauthorized(
+            "send a member's token as `Authorization: Bearer <token>`; `troupe house add HOUSE --human HANDLE` prints one".into(),
+        )),
+    }
+}
+
+/// The home's owner: the first person of the house `home`.
+async fn owner(state: &AppState) -> Result<Caller, ApiError> {
+    let house = state.node().house(HOME_HOUSE).await?;
+    let member = house
+        .members()
+        .await?
+        .into_iter()
+        .find(|m| m.kind == MemberKind::Human)
+        .unwrap_or_else(|| Member {
+            handle: "owner".into(),
+            kind: MemberKind::Human,
+            display_name: "owner".into(),
+            listen: None,
+            bot: None,
+        });
+    Ok(Caller {
+        member,
+        house,
+        everywhere: true,
+        token: None,
+    })
+}
+
+/// Requests allowed per key: a bucket of `burst` refilled at `per_second`.
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimit {
+    /// Sustained requests per second.
+    pub per_second: f64,
+    /// Requests allowed at once.
+    pub burst: f64,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        Self {
+            per_second: 50.0,
+            burst: 200.0,
+        }
+    }
+}
+
+/// Token buckets by key.
+pub(crate) struct Limiter {
+    limit: RateLimit,
+    buckets: Arc<DashMap<String, (f64, Instant)>>,
+}
+
+impl Limiter {
+    pub(crate) fn new(limit: RateLimit) -> Self {
+        Self {
+            limit,
+            buckets: Arc::default(),
+        }
+    }
+
+    /// Takes one request from `key`'s bucket, or says when to come back.
+    pub(crate) fn take(&self, key: &str) -> Result<(), ApiError> {
+        let now = Instant::now();
+        let mut entry = self
+            .buckets
+            .entry(key.to_string())
+            .or_insert((self.limit.burst, now));
+        let (tokens, at) = *entry;
+        let tokens = (tokens + now.duration_since(at).as_secs_f64() * self.limit.per_second)
+            .min(self.limit.burst);
+        if tokens >= 1.0 {
+            *entry = (tokens - 1.0, now);
+            Ok(())
+        } else {
+            *entry = (tokens, now);
+            let wait = ((1.0 - tokens) / self.limit.per_second).ceil().max(1.0) as u64;
+            Err(ApiError::RateLimited(wait))
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! The WebSocket event streams: a thread's, and a conversation's.
+//!
+//! A thread's stream sends its messages (each with its `id`, the message's
+//! `seq`) and the live events of the bots' turns there. Connect with
+//! `?after=<id>` to be sent first every message after that one, from the
+//! store, then the live stream: the subscription is taken before the store
+//! is read and messages already sent are skipped, so a reconnect misses
+//! nothing and repeats nothing. Without `after`, the stream starts now and
+//! its first frame, `{"type":"ready","after":<id>}`, names the newest
+//! message, to resume from later.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use serde::Deserialize;
+use tokio::sync::broadcast::{self, error::RecvError};
+use troupe_actors::house::ThreadRef;
+use troupe_runtime::id::ConversationId;
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::feed::{Feed, Frame};
+use super::AppState;
+
+/// A watcher sends the server next to nothing: small buffers keep an idle
+/// one cheap (tungstenite's defaults are 128 KiB each way), and frames go
+/// out as they are written.
+fn small(upgrade: WebSocketUpgrade) -> WebSocketUpgrade {
+    upgrade
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+        .max_message_size(64 * 1024)
+}
+
+/// A page of the store replayed at a time.
+const REPLAY_PAGE: usize = 500;
+
+/// `?after=` of a thread's stream.
+#[derive(Debug, Deserialize)]
+pub struct After {
+    /// Send every message after this id first.
+    pub after: Option<i64>,
+}
+
+/// `GET /api/houses/{house}/threads/{thread}/events` (WebSocket).
+pub async fn thread(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((house, thread)): Path<(String, String)>,
+    Query(after): Query<After>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    let thread = super::threads::find(&state, &caller, &house, &thread).await?;
+    let feed = state.feed().clone();
+    let stop = state.stopping().clone();
+    Ok(small(upgrade).on_upgrade(move |socket| async move {
+        let frames = feed.watch_thread(thread.info.id);
+        if let Err(e) = stream_thread(socket, thread, frames, after.after, stop).await {
+            tracing::debug!(error = %e, "a thread stream ended");
+        }
+    }))
+}
+
+async fn stream_thread(
+    mut socket: WebSocket,
+    thread: ThreadRef,
+    mut frames: broadcast::Receiver<Arc<Frame>>,
+    after: Option<i64>,
+    stop: tokio_util::sync::CancellationToken,
+) -> Result<(), axum::Error> {
+    let mut last = match after {
+        Some(seq) => replay(&mut socket, &thread, seq).await?,
+        None => {
+            let newest = thread
+                .read(0, 1)
+                .await
+                .ok()
+                .and_then(|m| m.last().map(|m| m.seq));
+            newest.unwrap_or(0)
+        }
+    };
+    let ready = serde_json::json!({"type": "ready", "after": last}).to_string();
+    socket.send(Message::Text(ready.into())).await?;
+    let away = || {
+        Message::Close(Some(CloseFrame {
+            code: axum::extract::ws::close_code::AWAY,
+            reason: "the server is stopping; reconnect with ?after= to resume".into(),
+        }))
+    };
+    loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => {
+                let _ = socket.send(away()).await;
+                return Ok(());
+            }
+            frame = frames.recv() => match frame {
+                Ok(frame) => {
+                    if let Some(seq) = frame.seq {
+                        if seq <= last {
+                            continue;
+                        }
+                        last = seq;
+                    }
+                    socket.send(Message::Text(frame.json.clone().into())).await?;
+                }
+                Err(RecvError::Lagged(_)) => last = replay(&mut socket, &thread, last).await?,
+                Err(RecvError::Closed) => {
+                    let _ = socket.send(away()).await;
+                    return Ok(());
+                }
+            },
+            incoming = socket.recv() => match incoming {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return Ok(()),
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}
+
+/// Sends the thread's messages after `seq` from the store; the last one sent.
+async fn replay(
+    socket: &mut WebSocket,
+    thread: &ThreadRef,
+    mut seq: i64,
+) -> Result<i64, axum::Error> {
+    loop {
+        let page = thread
+            .read_after(seq, REPLAY_PAGE)
+            .await
+            .map_err(axum::Error::new)?;
+        for message in &page {
+            socket
+                .send(Message::Text(
+                    Feed::message_frame(message, None).json.into(),
+                ))
+                .await?;
+            seq = message.seq;
+        }
+        if page.len() < REPLAY_PAGE {
+            return Ok(seq);
+        }
+    }
+}
+
+/// `GET /api/conversations/{id}/events` (WebSocket): a conversation's
+/// events as the node emits them (`AgentEvent`s), live only. For the
+/// people of the house `home`.
+pub async fn conversation(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    caller.require_owner()?;
+    let id: ConversationId = id
+        .parse()
+        .map_err(|e| ApiError::BadRequest(format!("`{id}` is not a conversation id: {e}")))?;
+    let mut frames = state.feed().watch_conversation(id);
+    let stop = state.stopping().clone();
+    Ok(small(upgrade).on_upgrade(move |mut socket| async move {
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => {
+                    let _ = socket.send(Message::Close(None)).await;
+                    return;
+                }
+                frame = frames.recv() => match frame {
+                    Ok(frame) => {
+                        if socket.send(Message::Text(frame.json.clone().into())).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        let lagged = serde_json::json!({"type": "lagged", "missed": n}).to_string();
+                        if socket.send(Message::Text(lagged.into())).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Closed) => {
+                        let _ = socket.send(Message::Close(None)).await;
+                        return;
+                    }
+                },
+                incoming = socket.recv() => match incoming {
+                    None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                    Some(Ok(_)) => {}
+                },
+            }
+        }
+    }))
+}

@@ -1,0 +1,210 @@
+//! `/api/houses/{house}/threads…`: list, open, archive, read, post.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use troupe_actors::house::ThreadRef;
+use troupe_runtime::house::ThreadFilter;
+
+use super::auth::Caller;
+use super::error::{ApiError, Body, Params};
+use super::AppState;
+
+/// The largest page of messages one request returns.
+const MAX_PAGE: usize = 500;
+
+/// The thread `reference` (name, id or link) of `house`, as `caller` may see it.
+pub async fn find(
+    state: &AppState,
+    caller: &Caller,
+    house: &str,
+    reference: &str,
+) -> Result<ThreadRef, ApiError> {
+    let h = caller.house(state, house).await?;
+    h.thread(reference)
+        .await
+        .map_err(|_| ApiError::NotFound(format!("`{house}` has no thread `{reference}`")))
+}
+
+/// Query of `GET …/threads`.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    /// Archived threads too.
+    #[serde(default)]
+    archived: bool,
+    /// Only threads this member is in.
+    participant: Option<String>,
+    /// At most this many (default 100).
+    limit: Option<usize>,
+}
+
+/// `GET /api/houses/{house}/threads`: most recently active first, pinned on top.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(house): Path<String>,
+    Params(q): Params<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let h = caller.house(&state, &house).await?;
+    let threads = h
+        .threads(ThreadFilter {
+            include_archived: q.archived,
+            participant: q.participant,
+            limit: q.limit.unwrap_or(100).min(1000),
+            ..ThreadFilter::default()
+        })
+        .await?;
+    Ok(Json(json!({ "threads": threads })))
+}
+
+/// Body of `POST …/threads`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewThread {
+    /// Its name, unique in the house.
+    name: Option<String>,
+    /// Its tags.
+    #[serde(default)]
+    tags: Vec<String>,
+    /// Members taking part from the start (the caller always does).
+    #[serde(default)]
+    with: Vec<String>,
+}
+
+/// `POST /api/houses/{house}/threads`: opens a thread; 201 with it.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(house): Path<String>,
+    Body(body): Body<NewThread>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let h = caller.house(&state, &house).await?;
+    let mut with = body.with;
+    if !with
+        .iter()
+        .any(|w| w.eq_ignore_ascii_case(&caller.member.handle))
+    {
+        with.insert(0, caller.member.handle.clone());
+    }
+    let t = h
+        .create_thread(
+            body.name.as_deref(),
+            &body.tags,
+            &caller.member.handle,
+            &with,
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({ "thread": t.info }))))
+}
+
+/// `GET /api/houses/{house}/threads/{thread}`.
+pub async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((house, thread)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let t = find(&state, &caller, &house, &thread).await?;
+    Ok(Json(json!({ "thread": t.info })))
+}
+
+/// Body of `POST …/archive`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Archive {
+    /// `true` to archive, `false` to bring it back (default `true`).
+    #[serde(default = "yes")]
+    archived: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `POST /api/houses/{house}/threads/{thread}/archive`: `{"archived": bool}`.
+pub async fn archive(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((house, thread)): Path<(String, String)>,
+    Body(body): Body<Archive>,
+) -> Result<Json<Value>, ApiError> {
+    let t = find(&state, &caller, &house, &thread).await?;
+    let changed = t.set_archived(body.archived).await?;
+    let info = t.refresh().await?;
+    Ok(Json(json!({ "changed": changed, "thread": info })))
+}
+
+/// Query of `GET …/messages`.
+#[derive(Debug, Deserialize)]
+pub struct Page {
+    /// Messages after this id, oldest first (catching up).
+    after: Option<i64>,
+    /// Messages before this id (paging back).
+    before: Option<i64>,
+    /// At most this many (default 50, at most 500).
+    limit: Option<usize>,
+}
+
+/// `GET /api/houses/{house}/threads/{thread}/messages`: the newest page,
+/// or `?before=ID` for the page before, or `?after=ID` for what follows.
+/// Each message's `seq` is its id.
+pub async fn messages(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((house, thread)): Path<(String, String)>,
+    Params(q): Params<Page>,
+) -> Result<Json<Value>, ApiError> {
+    let t = find(&state, &caller, &house, &thread).await?;
+    let limit = q.limit.unwrap_or(50).clamp(1, MAX_PAGE);
+    let messages = match (q.after, q.before) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "give `after` or `before`, not both".into(),
+            ))
+        }
+        (Some(after), None) => t.read_after(after, limit).await?,
+        (None, Some(before)) => t.read_before(before, limit).await?,
+        (None, None) => t.read(0, limit).await?,
+    };
+    Ok(Json(json!({ "messages": messages })))
+}
+
+/// Body of `POST …/messages`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewMessage {
+    /// The message; `@handle` mentions choose who answers (docs/house.md).
+    text: String,
+    /// Post as this person of the house instead: only for a caller who
+    /// sees every house (the home's own CLI).
+    #[serde(rename = "as")]
+    author: Option<String>,
+}
+
+/// `POST /api/houses/{house}/threads/{thread}/messages`: posts as the
+/// caller. Answers 202 once the post is committed, with its id; it lands
+/// in the thread (and the bots answer) through the thread's stream.
+pub async fn post(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((house, thread)): Path<(String, String)>,
+    Body(body): Body<NewMessage>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let t = find(&state, &caller, &house, &thread).await?;
+    let author = match body.author {
+        Some(a) if caller.everywhere => a,
+        Some(a) if a.eq_ignore_ascii_case(&caller.member.handle) => a,
+        Some(_) => {
+            return Err(ApiError::Forbidden(
+                "a member posts as themselves; leave out `as`".into(),
+            ))
+        }
+        None => caller.member.handle.clone(),
+    };
+    let id = t.post(&author, &body.text).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "id": id, "thread": t.info.id })),
+    ))
+}

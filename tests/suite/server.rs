@@ -1,0 +1,798 @@
+//! `troupe serve`'s API over real HTTP and WebSockets on loopback: every
+//! route's happy path and refusals, tokens (missing, wrong, revoked),
+//! house isolation on every route, the event stream's resume, 200
+//! watchers of one thread, a bot's reply and its approval through the API,
+//! rate and size limits, and the graceful stop.
+
+use std::sync::Arc;
+
+use futures::{SinkExt, StreamExt};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message as Ws;
+use troupe::runtime::house::ListenMode;
+use troupe::runtime::model::{ScriptedProvider, Turn};
+use troupe::server::auth::{AuthMode, RateLimit};
+use troupe::server::{Server, ServerOptions};
+use troupe::{BotSpec, Runtime};
+
+use super::support::{TestHome, WAIT};
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A served runtime: house `acme` (person `ada`, bot `alice` listening to
+/// all, thread `general`) and house `beta` (person `bob`, thread `plans`).
+pub(super) struct Served {
+    pub(super) runtime: Runtime,
+    server: Option<Server>,
+    pub(super) base: String,
+    pub(super) ada: String,
+    bob: String,
+    owner: String,
+    http: reqwest::Client,
+    /// The bots' working folder (commands run there).
+    pub(super) work: tempfile::TempDir,
+    _home: TestHome,
+}
+
+impl Served {
+    pub(super) async fn start(alice: Vec<Turn>) -> Served {
+        Self::start_with(alice, |_| {}).await
+    }
+
+    async fn start_with(alice: Vec<Turn>, options: impl FnOnce(&mut ServerOptions)) -> Served {
+        troupe::runtime::net::install_crypto_provider();
+        let home = TestHome::new();
+        let model = Arc::new(ScriptedProvider::per_bot(
+            "test".into(),
+            [("alice".to_string(), alice)].into_iter().collect(),
+        ));
+        let work = tempfile::tempdir().unwrap();
+        let runtime = home.builder(model).cwd(work.path()).build().await.unwrap();
+        runtime
+            .spawn_bot(BotSpec::new("alice", "Alice", "A member of the house."))
+            .await
+            .unwrap();
+        let acme = runtime.create_house("acme").await.unwrap();
+        acme.add_human("ada", Some("Ada")).await.unwrap();
+        acme.add_bot("alice", ListenMode::All).await.unwrap();
+        acme.create_thread(Some("general"), &[], "ada", &["ada".into(), "alice".into()])
+            .await
+            .unwrap();
+        let beta = runtime.create_house("beta").await.unwrap();
+        beta.add_human("bob", None).await.unwrap();
+        beta.create_thread(Some("plans"), &[], "bob", &["bob".into()])
+            .await
+            .unwrap();
+        let ada = acme.issue_token("ada").await.unwrap().secret;
+        let bob = beta.issue_token("bob").await.unwrap().secret;
+        let local = troupe::runtime::store::tokens::mint();
+        let mut opts = ServerOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..ServerOptions::default()
+        };
+        options(&mut opts);
+        let server = Server::start(runtime.node().clone(), opts, Some(local.hash))
+            .await
+            .unwrap();
+        let base = format!("http://{}", server.addr());
+        Served {
+            runtime,
+            server: Some(server),
+            base,
+            ada,
+            bob,
+            owner: local.secret,
+            http: troupe::runtime::net::client_builder().build().unwrap(),
+            work,
+            _home: home,
+        }
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = self
+            .http
+            .request(method, format!("{}/api{path}", self.base));
+        if let Some(t) = token {
+            request = request.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            request = request.json(&b);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+
+    async fn post(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+
+    async fn watch(&self, path: &str, token: &str) -> Socket {
+        let url = format!("{}/api{path}", self.base.replacen("http", "ws", 1));
+        let mut request = url.into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        tokio_tungstenite::connect_async(request).await.unwrap().0
+    }
+
+    pub(super) async fn stop(mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop().await;
+        }
+        self.runtime.shutdown().await;
+    }
+}
+
+/// The next frame of `socket` (its JSON), within [`WAIT`].
+async fn frame(socket: &mut Socket) -> Value {
+    loop {
+        let next = tokio::time::timeout(WAIT, socket.next())
+            .await
+            .expect("a frame in time")
+            .expect("the stream is open")
+            .unwrap();
+        if let Ws::Text(text) = next {
+            return serde_json::from_str(&text).unwrap();
+        }
+    }
+}
+
+/// Frames until one of `kind` that `pick` accepts; that one.
+async fn until(socket: &mut Socket, kind: &str, pick: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        let f = frame(socket).await;
+        if f["type"] == kind && pick(&f) {
+            return f;
+        }
+    }
+}
+
+/// The texts of the next `n` message frames.
+async fn messages(socket: &mut Socket, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        let f = frame(socket).await;
+        if f["type"] == "message" {
+            out.push(f["message"]["text"].as_str().unwrap().to_string());
+        }
+    }
+    out
+}
+
+const GENERAL: &str = "/houses/acme/threads/general";
+
+#[tokio::test]
+async fn health_needs_no_token_and_every_other_route_a_live_one() {
+    let s = Served::start(vec![]).await;
+    let (status, body) = s.call(Method::GET, "/health", None, None).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("ok"))
+    );
+    let (status, body) = s.call(Method::GET, "/houses", None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Bearer"));
+    let (status, _) = s.get("/houses", "troupe_not-a-token").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = s.get("/houses", &s.ada).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["houses"].as_array().unwrap().len(), 1);
+    assert_eq!(body["houses"][0]["name"], "acme");
+    // Revoked: locked out at once.
+    let acme = s.runtime.house("acme").await.unwrap();
+    assert_eq!(acme.revoke_tokens("ada").await.unwrap(), 1);
+    let (status, body) = s.get("/houses", &s.ada).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    // A person taken out of the house is locked out too.
+    let beta = s.runtime.house("beta").await.unwrap();
+    assert_eq!(s.get("/me", &s.bob).await.0, StatusCode::OK);
+    beta.remove_member("bob").await.unwrap();
+    assert_eq!(s.get("/me", &s.bob).await.0, StatusCode::UNAUTHORIZED);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_member_of_one_house_gets_404_for_everything_of_another() {
+    let s = Served::start(vec![]).await;
+    let gets = [
+        "/houses/beta",
+        "/houses/beta/members",
+        "/houses/beta/threads",
+        "/houses/beta/threads/plans",
+        "/houses/beta/threads/plans/messages",
+        "/houses/beta/files",
+        "/houses/beta/files/notes.md",
+        "/houses/beta/versions",
+        "/houses/nowhere/threads",
+    ];
+    for path in gets {
+        let (status, body) = s.get(path, &s.ada).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "GET {path}: {body}");
+    }
+    let writes = [
+        (Method::POST, "/houses/beta/threads", json!({"name": "x"})),
+        (
+            Method::POST,
+            "/houses/beta/threads/plans/messages",
+            json!({"text": "hi"}),
+        ),
+        (
+            Method::POST,
+            "/houses/beta/threads/plans/archive",
+            json!({"archived": true}),
+        ),
+        (Method::PUT, "/houses/beta/files/a.txt", json!("x")),
+        (
+            Method::DELETE,
+            "/houses/beta/files/a.txt?version=1",
+            json!(null),
+        ),
+    ];
+    for (method, path, body) in writes {
+        let (status, answer) = s.call(method.clone(), path, Some(&s.ada), Some(body)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {answer}");
+    }
+    // The event stream refuses before upgrading.
+    let url = format!(
+        "{}/api/houses/beta/threads/plans/events",
+        s.base.replacen("http", "ws", 1)
+    );
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", s.ada).parse().unwrap(),
+    );
+    let refused = tokio_tungstenite::connect_async(request).await.unwrap_err();
+    assert!(refused.to_string().contains("404"), "{refused}");
+    // Nothing of beta changed.
+    let beta = s.runtime.house("beta").await.unwrap();
+    assert_eq!(
+        beta.thread("plans")
+            .await
+            .unwrap()
+            .read(0, 10)
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
+    // The node's own routes are for the people of the house `home`.
+    for path in ["/bots", "/routines", "/usage", "/tree"] {
+        assert_eq!(s.get(path, &s.ada).await.0, StatusCode::FORBIDDEN, "{path}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn threads_messages_and_files_over_http() {
+    let s = Served::start(vec![]).await;
+    let (status, me) = s.get("/me", &s.ada).await;
+    assert_eq!(
+        (status, me["handle"].as_str()),
+        (StatusCode::OK, Some("ada"))
+    );
+    let (status, members) = s.get("/houses/acme/members", &s.ada).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(members["members"].as_array().unwrap().len(), 2);
+
+    // Threads: open (the caller takes part), a taken name, list, archive.
+    let (status, t) = s
+        .post(
+            "/houses/acme/threads",
+            &s.ada,
+            json!({"name": "ops", "tags": ["infra"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{t}");
+    assert_eq!(t["thread"]["participants"], json!(["ada"]));
+    let (status, _) = s
+        .post("/houses/acme/threads", &s.ada, json!({"name": "ops"}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, body) = s
+        .post("/houses/acme/threads", &s.ada, json!({"nom": "x"}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("nom"),
+        "{body}"
+    );
+    let (_, list) = s.get("/houses/acme/threads", &s.ada).await;
+    assert_eq!(list["threads"].as_array().unwrap().len(), 2);
+    let (status, a) = s
+        .post(
+            "/houses/acme/threads/ops/archive",
+            &s.ada,
+            json!({"archived": true}),
+        )
+        .await;
+    assert_eq!((status, &a["changed"]), (StatusCode::OK, &json!(true)));
+    let (_, list) = s.get("/houses/acme/threads", &s.ada).await;
+    assert_eq!(list["threads"].as_array().unwrap().len(), 1);
+    let (_, list) = s.get("/houses/acme/threads?archived=true", &s.ada).await;
+    assert_eq!(list["threads"].as_array().unwrap().len(), 2);
+    let (status, body) = s
+        .post(
+            "/houses/acme/threads/ops/messages",
+            &s.ada,
+            json!({"text": "hi"}),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "an archived thread takes no posts: {body}"
+    );
+
+    // Messages: post (committed: 202 with its id), read, page back and forth.
+    let mut socket = s.watch(&format!("{GENERAL}/events"), &s.ada).await;
+    assert_eq!(frame(&mut socket).await["type"], "ready");
+    s.runtime
+        .house("acme")
+        .await
+        .unwrap()
+        .add_bot("alice", ListenMode::Off)
+        .await
+        .unwrap();
+    for i in 0..5 {
+        let (status, posted) = s
+            .post(
+                &format!("{GENERAL}/messages"),
+                &s.ada,
+                json!({"text": format!("m{i}")}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{posted}");
+        assert!(posted["id"].as_str().unwrap().starts_with("msg_"));
+    }
+    assert_eq!(
+        messages(&mut socket, 5).await,
+        ["m0", "m1", "m2", "m3", "m4"]
+    );
+    let (_, page) = s.get(&format!("{GENERAL}/messages?limit=2"), &s.ada).await;
+    let texts = |v: &Value| -> Vec<String> {
+        v["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(texts(&page), ["m3", "m4"]);
+    let oldest = page["messages"][0]["seq"].as_i64().unwrap();
+    let (_, back) = s
+        .get(
+            &format!("{GENERAL}/messages?limit=2&before={oldest}"),
+            &s.ada,
+        )
+        .await;
+    assert_eq!(texts(&back), ["m1", "m2"]);
+    let first = back["messages"][0]["seq"].as_i64().unwrap();
+    let (_, forth) = s
+        .get(
+            &format!("{GENERAL}/messages?after={first}&limit=10"),
+            &s.ada,
+        )
+        .await;
+    assert_eq!(texts(&forth), ["m2", "m3", "m4"]);
+    let (status, _) = s
+        .get(&format!("{GENERAL}/messages?after=1&before=2"), &s.ada)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = s
+        .post(
+            &format!("{GENERAL}/messages"),
+            &s.ada,
+            json!({"text": "  "}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = s
+        .post(
+            &format!("{GENERAL}/messages"),
+            &s.ada,
+            json!({"text": "x", "as": "bob"}),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "a member posts as themselves"
+    );
+
+    // Files: put, get, versions, a stale delete refused, then deleted.
+    let put = |path: &str, body: &'static str| {
+        s.http
+            .put(format!(
+                "{}/api/houses/acme/files/{path}?message=first",
+                s.base
+            ))
+            .bearer_auth(&s.ada)
+            .body(body)
+            .send()
+    };
+    let response = put("docs/notes.md", "hello house").await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let written: Value = response.json().await.unwrap();
+    let v1 = written["version"].as_i64().unwrap();
+    let response = put("docs/notes.md", "hello again").await.unwrap();
+    let v2: i64 = response.json::<Value>().await.unwrap()["version"]
+        .as_i64()
+        .unwrap();
+    let got = s
+        .http
+        .get(format!(
+            "{}/api/houses/acme/files/docs/notes.md?version={v1}",
+            s.base
+        ))
+        .bearer_auth(&s.ada)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.headers()["x-troupe-version"], v1.to_string().as_str());
+    assert_eq!(got.text().await.unwrap(), "hello house");
+    let (_, files) = s.get("/houses/acme/files?folder=docs", &s.ada).await;
+    assert_eq!(files["files"][0]["path"], "docs/notes.md");
+    let (_, log) = s
+        .get("/houses/acme/versions?path=docs/notes.md", &s.ada)
+        .await;
+    assert_eq!(log["versions"].as_array().unwrap().len(), 2, "{log}");
+    let (status, body) = s
+        .call(
+            Method::DELETE,
+            &format!("/houses/acme/files/docs/notes.md?version={v1}"),
+            Some(&s.ada),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (status, _) = s.get("/houses/acme/files/docs/notes.md", &s.ada).await;
+    assert_eq!(status, StatusCode::OK, "a refused delete deletes nothing");
+    let (status, _) = s
+        .call(
+            Method::DELETE,
+            &format!("/houses/acme/files/docs/notes.md?version={v2}"),
+            Some(&s.ada),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = s.get("/houses/acme/files/docs/notes.md", &s.ada).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = s.get("/houses/acme/nothing-here", &s.ada).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_event_stream_resumes_after_a_dropped_connection_without_gap_or_duplicate() {
+    let served = Served::start(vec![]).await;
+    let s = &served;
+    s.runtime
+        .house("acme")
+        .await
+        .unwrap()
+        .add_bot("alice", ListenMode::Off)
+        .await
+        .unwrap();
+    let post = |text: String| async move {
+        let (status, _) = s
+            .post(
+                &format!("{GENERAL}/messages"),
+                &s.ada,
+                json!({ "text": text }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+    };
+    let mut socket = s.watch(&format!("{GENERAL}/events"), &s.ada).await;
+    assert_eq!(frame(&mut socket).await["after"], 0);
+    for i in 0..3 {
+        post(format!("before {i}")).await;
+    }
+    let mut last = 0;
+    for _ in 0..3 {
+        last = until(&mut socket, "message", |_| true).await["id"]
+            .as_i64()
+            .unwrap();
+    }
+    drop(socket);
+    for i in 0..4 {
+        post(format!("while away {i}")).await;
+    }
+    let mut socket = s
+        .watch(&format!("{GENERAL}/events?after={last}"), &s.ada)
+        .await;
+    assert_eq!(
+        messages(&mut socket, 4).await,
+        [
+            "while away 0",
+            "while away 1",
+            "while away 2",
+            "while away 3"
+        ]
+    );
+    assert_eq!(frame(&mut socket).await["type"], "ready");
+    post("live".into()).await;
+    assert_eq!(messages(&mut socket, 1).await, ["live"]);
+    // The browser's way to present a token to a WebSocket.
+    let url = format!(
+        "{}/api{GENERAL}/events?after={last}&access_token={}",
+        s.base.replacen("http", "ws", 1),
+        s.ada
+    );
+    let (mut browser, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    assert_eq!(messages(&mut browser, 5).await.last().unwrap(), "live");
+    served.stop().await;
+}
+
+#[tokio::test]
+async fn two_hundred_watchers_of_one_thread_all_see_every_message_in_order() {
+    let s = Served::start_with(vec![], |o| o.rate.burst = 1000.0).await;
+    s.runtime
+        .house("acme")
+        .await
+        .unwrap()
+        .add_bot("alice", ListenMode::Off)
+        .await
+        .unwrap();
+    let mut watchers = Vec::new();
+    for _ in 0..200 {
+        let mut socket = s.watch(&format!("{GENERAL}/events"), &s.ada).await;
+        assert_eq!(frame(&mut socket).await["type"], "ready");
+        watchers.push(socket);
+    }
+    let sent: Vec<String> = (0..20).map(|i| format!("message {i}")).collect();
+    for text in &sent {
+        let (status, _) = s
+            .post(
+                &format!("{GENERAL}/messages"),
+                &s.ada,
+                json!({ "text": text }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+    }
+    let seen =
+        futures::future::join_all(watchers.iter_mut().map(|w| messages(w, sent.len()))).await;
+    for got in seen {
+        assert_eq!(got, sent);
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_bots_turn_streams_in_and_its_approval_is_answered_over_the_api() {
+    let s = Served::start(vec![
+        Turn::tool_call(
+            "run_command",
+            json!({"command": "rm -rf ./build && echo removed"}),
+        ),
+        Turn::text("cleaned up").expecting("removed"),
+    ])
+    .await;
+    std::fs::create_dir_all(s.work.path().join("build")).unwrap();
+    let mut socket = s.watch(&format!("{GENERAL}/events"), &s.ada).await;
+    assert_eq!(frame(&mut socket).await["type"], "ready");
+    let (status, posted) = s
+        .post(
+            &format!("{GENERAL}/messages"),
+            &s.ada,
+            json!({"text": "please clean the build"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let round = posted["id"].clone();
+    let call = until(&mut socket, "tool_call", |f| f["bot"] == "alice").await;
+    assert_eq!(call["call"]["name"], "run_command");
+    let asked = until(&mut socket, "request", |_| true).await;
+    assert_eq!(asked["kind"], "approval");
+    // bob, of another house, sees nothing waiting and cannot answer.
+    let (_, theirs) = s.get("/requests", &s.bob).await;
+    assert_eq!(theirs["requests"], json!([]));
+    let id = asked["request_id"].as_str().unwrap();
+    let (status, _) = s
+        .post(
+            &format!("/requests/{id}"),
+            &s.bob,
+            json!({"answer": "once"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, mine) = s.get("/requests", &s.ada).await;
+    assert_eq!(mine["requests"][0]["id"], id, "{mine}");
+    assert_eq!(mine["requests"][0]["bot"], "alice");
+    let (status, _) = s
+        .post(
+            &format!("/requests/{id}"),
+            &s.ada,
+            json!({"answer": "maybe"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = s
+        .post(
+            &format!("/requests/{id}"),
+            &s.ada,
+            json!({"answer": "once"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let result = until(&mut socket, "tool_result", |_| true).await;
+    assert_eq!(result["status"], "ok", "{result}");
+    let reply = until(&mut socket, "message", |f| {
+        f["message"]["author"] == "alice"
+    })
+    .await;
+    assert_eq!(reply["message"]["text"], "cleaned up");
+    assert_eq!(reply["round"], round);
+    until(&mut socket, "settled", |f| f["round"] == round).await;
+    assert!(!s.work.path().join("build").exists());
+    let (_, after) = s.get("/requests", &s.ada).await;
+    assert_eq!(after["requests"], json!([]));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_homes_owner_manages_bots_routines_usage_and_the_tree() {
+    let s = Served::start(vec![Turn::text("hello from alice")]).await;
+    let (status, bots) = s.get("/bots", &s.owner).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(bots["bots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["spec"]["name"] == "alice"));
+    let (status, made) = s
+        .post(
+            "/bots",
+            &s.owner,
+            json!({"name": "scribe", "title": "Scribe", "mission": "Takes notes."}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let (status, _) = s
+        .post(
+            "/bots",
+            &s.owner,
+            json!({"name": "scribe", "title": "Scribe", "mission": "x"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, routines) = s.get("/routines", &s.owner).await;
+    assert_eq!(status, StatusCode::OK, "{routines}");
+    let (status, _) = s.post("/routines/nope/pause", &s.owner, json!(null)).await;
+    assert!(status.is_client_error());
+    let (status, _) = s
+        .post("/routines/nope/explode", &s.owner, json!(null))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // The owner sees every house.
+    let (_, houses) = s.get("/houses", &s.owner).await;
+    assert!(houses["houses"].as_array().unwrap().len() >= 3, "{houses}");
+    // A turn, streamed as NDJSON: events, then the report.
+    let response = s
+        .http
+        .post(format!("{}/api/bots/alice/turns", s.base))
+        .bearer_auth(&s.owner)
+        .json(&json!({"text": "hi", "new_conversation": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+    let lines: Vec<Value> = response
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.first().unwrap()["event"], "turn_started");
+    assert_eq!(lines.last().unwrap()["report"]["text"], "hello from alice");
+    let (_, usage) = s.get("/usage", &s.owner).await;
+    assert!(usage["usage"].is_array());
+    let (_, tree) = s.get("/tree", &s.owner).await;
+    let kinds: Vec<&str> = tree["actors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"conversations") && kinds.contains(&"threads"),
+        "{kinds:?}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn limits_refuse_a_flood_and_an_oversized_body_and_stop_closes_the_sockets() {
+    let s = Served::start_with(vec![], |o| {
+        o.rate = RateLimit {
+            per_second: 0.5,
+            burst: 3.0,
+        };
+        o.body_limit = 1024;
+    })
+    .await;
+    for _ in 0..3 {
+        assert_eq!(s.get("/me", &s.ada).await.0, StatusCode::OK);
+    }
+    let response = s
+        .http
+        .get(format!("{}/api/me", s.base))
+        .bearer_auth(&s.ada)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(response.headers().contains_key("retry-after"));
+    // Another token has its own bucket.
+    let big = "x".repeat(4096);
+    let (status, _) = s
+        .post(
+            &format!("{GENERAL}/messages"),
+            &s.owner,
+            json!({ "text": big }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let mut socket = s.watch(&format!("{GENERAL}/events"), &s.owner).await;
+    assert_eq!(frame(&mut socket).await["type"], "ready");
+    let Served {
+        server, runtime, ..
+    } = s;
+    server.unwrap().stop().await;
+    let closed = tokio::time::timeout(WAIT, socket.next()).await.unwrap();
+    assert!(matches!(closed, Some(Ok(Ws::Close(Some(_))))), "{closed:?}");
+    let _ = socket.send(Ws::Close(None)).await;
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_open_server_needs_no_token_but_only_on_loopback() {
+    let s = Served::start_with(vec![], |o| o.auth = AuthMode::Open).await;
+    let (status, me) = s.call(Method::GET, "/me", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(me["every_house"], true);
+    s.stop().await;
+    let home = TestHome::new();
+    let runtime = home
+        .builder(Arc::new(ScriptedProvider::new(vec![])))
+        .build()
+        .await
+        .unwrap();
+    let refused = Server::start(
+        runtime.node().clone(),
+        ServerOptions {
+            listen: "0.0.0.0:0".parse().unwrap(),
+            auth: AuthMode::Open,
+            ..ServerOptions::default()
+        },
+        None,
+    )
+    .await;
+    assert!(refused.err().unwrap().to_string().contains("loopback"));
+    runtime.shutdown().await;
+}
