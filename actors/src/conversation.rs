@@ -169,6 +169,8 @@ pub struct ConversationArgs {
     pub budget: Arc<Scope>,
     /// The conversation that spawned it (a subagent's parent).
     pub parent: Option<ConversationId>,
+    /// The delegation it works for (a subagent's): it hangs under it in the tree.
+    pub delegation: Option<troupe_runtime::id::DelegationId>,
     /// Extra services for its tools (a delegation's handles).
     pub services: Services,
     /// The first words of the conversation, for its title.
@@ -365,7 +367,11 @@ impl Actor for Conversation {
 fn announce(state: &State) {
     let args = &state.args;
     let kind = args.label.unwrap_or(args.kind.as_str()).to_string();
-    let parent = args.parent.map(|p| p.to_string());
+    // A subagent hangs under its delegation, others under who opened them.
+    let parent = match args.delegation {
+        Some(delegation) => Some(delegation.to_string()),
+        None => args.parent.map(|p| p.to_string()),
+    };
     let event = if args.restarted {
         AgentEvent::ActorRestarted {
             kind,

@@ -305,6 +305,7 @@ impl Node {
         node.ctx
             .services
             .insert(Arc::new(DelegationsHandle(Arc::clone(&delegations))));
+        delegations.start(&node).await?;
         node.ctx
             .services
             .insert(Arc::new(Agents(NodeAgents::new(&node))));

@@ -670,6 +670,7 @@ pub(super) async fn finish(
             kind: state.args.kind,
             bot: state.args.bot.clone(),
             parent: state.args.parent,
+            delegation: state.args.delegation,
             report: report.clone(),
             delivered: active.delivered.clone(),
             tools_used: history::tools_called(&state.history[start..]),

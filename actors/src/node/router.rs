@@ -358,6 +358,7 @@ async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &Turn
         kind,
         bot,
         parent: row.parent,
+        delegation: None,
         report: report.clone(),
         delivered: answers,
         tools_used: Default::default(),
