@@ -61,6 +61,8 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         active: None,
         passivated: false,
         resuming: None,
+        idle_since: std::time::Instant::now(),
+        idle_timer: false,
         args,
     };
     let mut system = prompt::system_prompt(&node.prompt_parts(&state.args.bot.spec));
