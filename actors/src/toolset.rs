@@ -41,6 +41,17 @@ impl Toolset {
     }
 }
 
+/// Whose tools a bot is offered, by source: the node's MCP servers answer
+/// for theirs (`mcp:<server>`).
+pub trait SourceOffers: Send + Sync + 'static {
+    /// Whether `bot` gets the tools of the MCP server `server`.
+    fn offers(&self, server: &str, bot: &BotSpec) -> bool;
+}
+
+/// The [`SourceOffers`] of the node's MCP servers, as kept in its services.
+#[derive(Clone)]
+pub struct McpOffers(pub Arc<dyn SourceOffers>);
+
 /// What narrows a conversation's tools beyond the table.
 #[derive(Debug, Clone, Default)]
 pub struct Narrowing {
@@ -129,10 +140,10 @@ fn select(
     ctx: &ToolContext,
     loaded: &BTreeSet<String>,
 ) -> Selection {
-    let mcp = ctx.services.get::<crate::mcp::McpServers>();
+    let mcp = ctx.services.get::<McpOffers>();
     let source_offered = |source: &str| match source.strip_prefix("mcp:") {
         None => true,
-        Some(server) => mcp.as_ref().is_some_and(|m| m.offers(server, bot)),
+        Some(server) => mcp.as_ref().is_some_and(|m| m.0.offers(server, bot)),
     };
     let offered = |spec: &ToolSpec| {
         source_offered(&spec.source)

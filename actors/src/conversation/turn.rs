@@ -629,7 +629,7 @@ pub(super) async fn finish(
     if !active.closed_in_store {
         // The reply to what the turn answered is committed with its close.
         let reply = active.delivered.as_ref().and_then(|answered| {
-            crate::messaging::reply(
+            crate::messaging::reply::reply(
                 answered,
                 state.args.id,
                 &state.args.bot.spec.name,
