@@ -2,7 +2,8 @@
 //!
 //! The Delegation actor collects its subagents' ends: each end is recorded
 //! with [`record::end`] — the last one enqueues the parent's report in the
-//! same transaction — one at a time, in the order they arrive. It arms its
+//! same transaction — queued for the store's writer in the order they
+//! arrive (ends arriving together commit together). It arms its
 //! subagents' stored deadlines and stops a subagent still running at its
 //! deadline. When none of its subagents runs any more it stops, and the
 //! router forgets it.
@@ -46,6 +47,8 @@ pub enum DelegationMsg {
         /// Its summary, or why it ended.
         result: String,
     },
+    /// A subagent's end is committed (sent by the task that waited for it).
+    Recorded(ConversationId),
     /// A subagent's stored deadline passed.
     Deadline(ConversationId),
 }
@@ -173,9 +176,8 @@ impl Actor for Delegation {
                 conversation,
                 status,
                 result,
-            } => {
-                // One end at a time: the last one writes the report.
-                record_end(state, conversation, status, result).await;
+            } => record_end(&myself, state, conversation, status, result).await,
+            DelegationMsg::Recorded(conversation) => {
                 state.running.remove(&conversation);
             }
             DelegationMsg::Deadline(conversation) => {
@@ -198,19 +200,21 @@ impl Actor for Delegation {
     }
 }
 
-/// Records one subagent's end; when it was the last, hands the report to a
-/// routine run waiting for it, or routes the notice the same commit put in
-/// the parent's mailbox.
+/// Queues one subagent's end for the writer (in arrival order: the last
+/// one writes the report); a task waits for its commit, then hands the
+/// report to a routine run waiting for it, or routes the notice the same
+/// commit put in the parent's mailbox, and tells the actor.
 async fn record_end(
+    myself: &ActorRef<DelegationMsg>,
     state: &DelegationState,
     conversation: ConversationId,
     status: String,
     result: String,
 ) {
-    let node = &state.args.node;
-    let ended = node
+    let node = state.args.node.clone();
+    let queued = node
         .store()
-        .write(move |tx| {
+        .submit(move |tx| {
             record::end(tx, conversation, &status, &result, |parent, text| {
                 Envelope {
                     id: MsgId::new(),
@@ -226,24 +230,35 @@ async fn record_end(
             })
         })
         .await;
-    match ended {
-        Ok(Some(ended)) => {
-            if let Some(report) = &ended.report {
-                if let Some((_, tx)) = state.args.delegations.waiters.remove(&ended.delegation) {
-                    let _ = tx.send(report.clone());
+    let delegations = Arc::clone(&state.args.delegations);
+    let myself = myself.clone();
+    tokio::spawn(async move {
+        let ended = match queued {
+            Ok(pending) => pending.wait().await,
+            Err(e) => Err(e),
+        };
+        match ended {
+            Ok(Some(ended)) => {
+                if let Some(report) = &ended.report {
+                    if let Some((_, tx)) = delegations.waiters.remove(&ended.delegation) {
+                        let _ = tx.send(report.clone());
+                    }
+                }
+                if let Some(notice) = ended.notice {
+                    if let Err(e) = node.route(notice).await {
+                        tracing::error!(error = %e, "a delegation report could not be routed; it stays in the mailbox");
+                    }
                 }
             }
-            if let Some(notice) = ended.notice {
-                if let Err(e) = node.route(notice).await {
-                    tracing::error!(error = %e, "a delegation report could not be routed; it stays in the mailbox");
-                }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %e, %conversation, "a subagent's end could not be recorded");
             }
         }
-        Ok(None) => {}
-        Err(e) => {
-            tracing::error!(error = %e, %conversation, "a subagent's end could not be recorded");
-        }
-    }
+        // Gone already (restarted, stopping): the next incarnation reads
+        // what still runs from the store.
+        let _ = myself.send_message(DelegationMsg::Recorded(conversation));
+    });
 }
 
 fn publish(node: &Node, conversation: ConversationId, event: AgentEvent) {
