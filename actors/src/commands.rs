@@ -11,17 +11,17 @@ use troupe_runtime::id::{ConversationId, MsgId};
 use troupe_runtime::protocol::{Address, Envelope, Payload};
 use troupe_tools::run_command::background::CommandNotifier;
 
-use crate::node::Node;
+use crate::post::Post;
 
 /// The node's [`CommandNotifier`].
 pub struct CommandEnds {
-    node: Node,
+    post: Arc<dyn Post>,
 }
 
 impl CommandEnds {
-    /// The notifier of `node`.
-    pub fn new(node: &Node) -> Arc<Self> {
-        Arc::new(Self { node: node.clone() })
+    /// The notifier that sends through `post` (the node).
+    pub fn new(post: Arc<dyn Post>) -> Arc<Self> {
+        Arc::new(Self { post })
     }
 }
 
@@ -39,7 +39,7 @@ impl CommandNotifier for CommandEnds {
             },
             sent_at: chrono::Utc::now(),
         };
-        if let Err(e) = self.node.deliver(envelope).await {
+        if let Err(e) = self.post.deliver(envelope).await {
             tracing::warn!(%conversation, command = id, error = %e, "a background command's end could not be told");
         }
     }

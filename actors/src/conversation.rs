@@ -122,12 +122,9 @@ pub enum ConversationMsg {
         /// What it produced.
         output: Box<step::ModelOutput>,
     },
-    /// Checks whether the conversation is still idle since its turn
-    /// number `turns`; if so the actor passivates.
-    Idle {
-        /// The turn count when it went idle.
-        turns: u64,
-    },
+    /// Its idle timer fired: it passivates if it has been idle for the
+    /// node's passivation time, or sets the timer again for what is left.
+    Idle,
     /// Its work is done (a review, a routine run): passivate now if idle.
     Release,
     /// Nothing to do: activates the conversation, which resumes a turn
@@ -169,6 +166,8 @@ pub struct ConversationArgs {
     pub budget: Arc<Scope>,
     /// The conversation that spawned it (a subagent's parent).
     pub parent: Option<ConversationId>,
+    /// The delegation it works for (a subagent's): it hangs under it in the tree.
+    pub delegation: Option<troupe_runtime::id::DelegationId>,
     /// Extra services for its tools (a delegation's handles).
     pub services: Services,
     /// The first words of the conversation, for its title.
@@ -213,6 +212,11 @@ pub struct State {
     pub(crate) passivated: bool,
     /// What the open turn being resumed answers (from the store).
     pub(crate) resuming: Option<Envelope>,
+    /// Since when it has been idle (its last turn's end, or its start).
+    pub(crate) idle_since: std::time::Instant,
+    /// Whether an idle timer is set: one at a time, however many turns
+    /// end meanwhile (each is a task until it fires).
+    pub(crate) idle_timer: bool,
 }
 
 /// The turn in progress.
@@ -272,7 +276,8 @@ impl State {
         self.tools_generation = self.args.node.tools.generation();
         let ctx = self.tool_context(CancellationToken::new());
         let loaded: BTreeSet<String> = troupe_runtime::tool::catalog::loaded_tools(&self.history);
-        let toolset = crate::toolset::compute(
+        self.tools = crate::toolset::compute_shared(
+            &self.args.node.toolsets,
             &self.args.node.tools,
             &self.args.bot.spec,
             self.args.node.has_bots(),
@@ -280,11 +285,6 @@ impl State {
             &ctx,
             &loaded,
         );
-        self.tools = self
-            .args
-            .node
-            .toolsets
-            .intern(toolset.fingerprint(), toolset);
         self.services.insert(Arc::clone(&self.tools.deferred));
         self.services
             .insert(Arc::new(crate::delegation::VisibleTools(Arc::clone(
@@ -331,7 +331,7 @@ impl Actor for Conversation {
             }
         }
         state.refresh_tools();
-        schedule_idle_check(&myself, &state);
+        schedule_idle_check(&myself, &mut state);
         Ok(state)
     }
 
@@ -365,7 +365,11 @@ impl Actor for Conversation {
 fn announce(state: &State) {
     let args = &state.args;
     let kind = args.label.unwrap_or(args.kind.as_str()).to_string();
-    let parent = args.parent.map(|p| p.to_string());
+    // A subagent hangs under its delegation, others under who opened them.
+    let parent = match args.delegation {
+        Some(delegation) => Some(delegation.to_string()),
+        None => args.parent.map(|p| p.to_string()),
+    };
     let event = if args.restarted {
         AgentEvent::ActorRestarted {
             kind,
@@ -389,9 +393,10 @@ fn announce(state: &State) {
     crate::events::Emitter::new(args.id, None, args.node.bus.clone()).emit(event);
 }
 
-/// Asks for an idle check once the conversation has sat idle for the
-/// node's passivation time (when it has one and keeps what it does).
-pub(crate) fn schedule_idle_check(myself: &ActorRef<ConversationMsg>, state: &State) {
+/// Notes that the conversation is idle from now, and asks for an idle
+/// check once it has sat idle for the node's passivation time (when it has
+/// one and keeps what it does) unless one is asked for already.
+pub(crate) fn schedule_idle_check(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     let node = &state.args.node;
     let Some(after) = node.settings.passivate_after else {
         return;
@@ -399,8 +404,31 @@ pub(crate) fn schedule_idle_check(myself: &ActorRef<ConversationMsg>, state: &St
     if !node.settings.durable || state.active.is_some() || state.args.carry.queued() > 0 {
         return;
     }
-    let turns = state.turns;
-    myself.send_after(after, move || ConversationMsg::Idle { turns });
+    state.idle_since = std::time::Instant::now();
+    if !state.idle_timer {
+        state.idle_timer = true;
+        myself.send_after(after, || ConversationMsg::Idle);
+    }
+}
+
+/// The idle timer fired: passivate when idle for long enough, or wait for
+/// what is left (a turn ended since the timer was set). A busy conversation
+/// sets the timer again when its turn ends.
+async fn on_idle_timer(myself: &ActorRef<ConversationMsg>, state: &mut State) {
+    state.idle_timer = false;
+    let Some(after) = state.args.node.settings.passivate_after else {
+        return;
+    };
+    if state.active.is_some() || state.args.carry.queued() > 0 {
+        return;
+    }
+    let idle_for = state.idle_since.elapsed();
+    if idle_for < after {
+        state.idle_timer = true;
+        myself.send_after(after - idle_for, || ConversationMsg::Idle);
+        return;
+    }
+    passivate_if_idle(myself, state, state.turns).await;
 }
 
 /// Passivates when nothing happened since the check was asked for: the
@@ -447,7 +475,7 @@ fn forward(state: &State, msg: ConversationMsg) {
         ConversationMsg::Stop
         | ConversationMsg::Wake
         | ConversationMsg::Release
-        | ConversationMsg::Idle { .. }
+        | ConversationMsg::Idle
         | ConversationMsg::StepFailed { .. }
         | ConversationMsg::ModelDone { .. }
         | ConversationMsg::ToolsDone { .. } => {}
@@ -511,7 +539,7 @@ async fn handle(
                 history_len: state.history.len(),
             });
         }
-        ConversationMsg::Idle { turns } => passivate_if_idle(&myself, state, turns).await,
+        ConversationMsg::Idle => on_idle_timer(&myself, state).await,
         ConversationMsg::Wake => {}
         ConversationMsg::Release => passivate_if_idle(&myself, state, state.turns).await,
         ConversationMsg::StepFailed { turn, error } => {

@@ -11,16 +11,22 @@
 //! the parent hears exactly once, across crashes. A routine run waits for the
 //! report instead.
 
+mod actor;
 pub mod record;
 
-use std::collections::HashSet;
+pub use actor::{Delegation, DelegationMsg, KIND};
+
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Weak};
 
 use dashmap::{DashMap, DashSet};
+use ractor::ActorCell;
 use tokio::sync::oneshot;
 use troupe_runtime::agents::{DelegateRequest, Task};
-use troupe_runtime::id::{ConversationId, DelegationId, MsgId, SubagentId};
-use troupe_runtime::protocol::{ActorKind, Address, Envelope, Payload, ToolResult, TurnOutcome};
+use troupe_runtime::id::{ConversationId, DelegationId, SubagentId};
+use troupe_runtime::protocol::{ActorKind, ToolResult, TurnOutcome};
+use troupe_runtime::router::Router;
+use troupe_runtime::supervise::ChildSpec;
 use troupe_runtime::tool::ToolContext;
 
 use crate::budget::{Limits, Scope};
@@ -36,11 +42,16 @@ pub struct VisibleTools(pub Arc<HashSet<String>>);
 #[derive(Debug, Clone)]
 pub struct TurnScope(pub Arc<Scope>);
 
-/// The node's delegations: limits, running counts, waiting routine runs.
+/// The node's delegations: the router of their actors (one per running
+/// delegation), and what outlives an actor's incarnation — the routine runs
+/// waiting for a report, the subagents stopped at their deadline.
 pub struct Delegations {
     node: Weak<NodeContext>,
+    router: parking_lot::RwLock<Option<Router<DelegationId, DelegationMsg>>>,
     waiters: DashMap<DelegationId, oneshot::Sender<String>>,
     timed_out: DashSet<ConversationId>,
+    /// Each live delegation's delegating conversation (its events go there).
+    parents: DashMap<DelegationId, ConversationId>,
 }
 
 impl std::fmt::Debug for Delegations {
@@ -56,13 +67,88 @@ impl Delegations {
     pub fn new(node: &Node) -> Arc<Self> {
         Arc::new(Self {
             node: Arc::downgrade(node.context()),
+            router: parking_lot::RwLock::new(None),
             waiters: DashMap::new(),
             timed_out: DashSet::new(),
+            parents: DashMap::new(),
         })
     }
 
     fn node(&self) -> Option<Node> {
         self.node.upgrade().map(Node::from_context)
+    }
+
+    /// Starts the router of delegation actors under the node's root
+    /// supervisor (`delegations` in the tree), which restarts it if it fails.
+    pub async fn start(self: &Arc<Self>, node: &Node) -> Result<ActorCell, crate::node::NodeError> {
+        let (ctx, this) = (Arc::downgrade(node.context()), Arc::downgrade(self));
+        let child = ChildSpec::new("delegations", move |supervisor: ActorCell| {
+            let (ctx, this) = (ctx.clone(), this.clone());
+            async move {
+                let node = Node::from_context(ctx.upgrade().ok_or("the node is stopping")?);
+                let this = this.upgrade().ok_or("the node is stopping")?;
+                actor::start(&node, &this, supervisor).await
+            }
+        })
+        .shutdown(std::time::Duration::from_secs(10));
+        node.supervise(child).await
+    }
+
+    /// Sends `msg` to delegation `id`'s actor, starting it if needed (it
+    /// rebuilds itself from the store).
+    fn send(&self, id: DelegationId, msg: DelegationMsg) {
+        let router = self.router.read().clone();
+        let sent = match router {
+            Some(router) => router.send(id, msg).map_err(|e| e.to_string()),
+            None => Err("the node's delegations are not running".into()),
+        };
+        if let Err(e) = sent {
+            tracing::error!(delegation = %id, error = %e, "a delegation could not be reached; the next start recovers it");
+        }
+    }
+
+    /// The delegations with a live actor.
+    pub fn live(&self) -> Vec<DelegationId> {
+        self.router
+            .read()
+            .as_ref()
+            .map(|router| router.live_keys())
+            .unwrap_or_default()
+    }
+
+    /// Tells delegation `delegation` (its actor) that the subagent of
+    /// `conversation` ended; when it is not given, it is read from the store.
+    fn end(
+        self: &Arc<Self>,
+        delegation: Option<DelegationId>,
+        conversation: ConversationId,
+        status: &str,
+        result: &str,
+    ) {
+        let msg = DelegationMsg::Ended {
+            conversation,
+            status: status.to_string(),
+            result: result.to_string(),
+        };
+        if let Some(delegation) = delegation {
+            self.send(delegation, msg);
+            return;
+        }
+        let Some(node) = self.node() else { return };
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            match node
+                .store()
+                .read(move |c| record::by_conversation(c, conversation))
+                .await
+            {
+                Ok(Some(sub)) => this.send(sub.delegation, msg),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, %conversation, "a subagent's delegation could not be read")
+                }
+            }
+        });
     }
 
     /// Runs a `delegate` request.
@@ -155,7 +241,6 @@ impl Delegations {
             per_node: settings.max_subagents_per_node,
             deadline: deadline_after(settings.subagent_timeout),
         };
-        let deadline = admission.deadline;
         let admitted = node
             .store()
             .write(move |tx| {
@@ -174,6 +259,9 @@ impl Delegations {
             self.waiters.insert(delegation, tx);
             rx
         });
+        // Its actor starts now: it arms the stored deadlines and collects
+        // the ends.
+        self.send(delegation, DelegationMsg::Check);
         let parent_scope = ctx
             .services
             .get::<TurnScope>()
@@ -209,8 +297,8 @@ impl Delegations {
                 Err(e) => Err(e),
             };
             if let Err(e) = started {
-                self.record_end(
-                    node,
+                self.end(
+                    Some(delegation),
                     *conversation,
                     "failed",
                     &format!("could not start: {e}"),
@@ -218,7 +306,6 @@ impl Delegations {
                 lines.push(format!("- {sub}: could not start ({e})"));
                 continue;
             }
-            self.watch_timeout(node, *conversation, deadline);
             lines.push(format!(
                 "- {sub}: {}",
                 goal.lines().next().unwrap_or_default()
@@ -244,91 +331,6 @@ impl Delegations {
         }
     }
 
-    /// Stops the subagent of `conversation` at `deadline` if it still runs
-    /// then. The deadline is stored with the subagent, so recovery arms it
-    /// again after a restart.
-    fn watch_timeout(
-        self: &Arc<Self>,
-        node: &Node,
-        conversation: ConversationId,
-        deadline: chrono::DateTime<chrono::Utc>,
-    ) {
-        let this = Arc::clone(self);
-        let node = node.clone();
-        let left = (deadline - chrono::Utc::now())
-            .to_std()
-            .unwrap_or(std::time::Duration::ZERO);
-        tokio::spawn(async move {
-            tokio::time::sleep(left).await;
-            let still = node
-                .store()
-                .read(move |c| record::by_conversation(c, conversation))
-                .await
-                .ok()
-                .flatten()
-                .is_some_and(|s| s.status == "running");
-            if still {
-                this.timed_out.insert(conversation);
-                // Through the router even when it is not live yet (a turn
-                // resuming after a restart): the stop follows the resumption.
-                let _ = node
-                    .conversations()
-                    .send(conversation, crate::conversation::ConversationMsg::Stop);
-            }
-        });
-    }
-
-    /// Records an end and tells whoever is waiting.
-    fn record_end(
-        self: &Arc<Self>,
-        node: &Node,
-        conversation: ConversationId,
-        status: &str,
-        result: &str,
-    ) {
-        let this = Arc::clone(self);
-        let node = node.clone();
-        let (status, result) = (status.to_string(), result.to_string());
-        tokio::spawn(async move {
-            let ended = node
-                .store()
-                .write(move |tx| {
-                    record::end(tx, conversation, &status, &result, |parent, text| {
-                        Envelope {
-                            id: MsgId::new(),
-                            from: Address::Service("delegation".into()),
-                            to: Address::Conversation(parent),
-                            body: Payload::Notice {
-                                topic: "delegation".into(),
-                                text,
-                                data: serde_json::Value::Null,
-                            },
-                            sent_at: chrono::Utc::now(),
-                        }
-                    })
-                })
-                .await;
-            match ended {
-                Ok(Some(ended)) => {
-                    if let Some(report) = &ended.report {
-                        if let Some((_, tx)) = this.waiters.remove(&ended.delegation) {
-                            let _ = tx.send(report.clone());
-                        }
-                    }
-                    if let Some(notice) = ended.notice {
-                        if let Err(e) = node.route(notice).await {
-                            tracing::error!(error = %e, "a delegation report could not be routed; it stays in the mailbox");
-                        }
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::error!(error = %e, %conversation, "a subagent's end could not be recorded")
-                }
-            }
-        });
-    }
-
     /// Stops every running subagent `parent` delegated to (and, through
     /// their own stop, theirs).
     pub fn stop_children(self: &Arc<Self>, parent: ConversationId) {
@@ -343,27 +345,37 @@ impl Delegations {
         });
     }
 
-    /// At start-up: subagents recorded as running whose conversation is not
-    /// mid-turn ended while troupe was down; record what they left.
+    /// At start-up: every delegation with a subagent recorded as running
+    /// gets its actor again (which re-arms the stored deadlines); subagents
+    /// not mid-turn ended while troupe was down, or never started.
     pub async fn recover(self: &Arc<Self>, node: &Node) {
         let Ok(running) = node.store().read(record::running).await else {
             return;
         };
+        let delegations: BTreeSet<DelegationId> =
+            running.iter().map(|u| u.sub.delegation).collect();
+        for delegation in delegations {
+            self.send(delegation, DelegationMsg::Check);
+        }
         for unfinished in running {
             let conversation = unfinished.sub.conversation;
+            let delegation = Some(unfinished.sub.delegation);
             if unfinished.open {
-                // Its turn resumes and ends through the hook; its deadline
-                // still holds.
-                if let Some(deadline) = unfinished.deadline {
-                    self.watch_timeout(node, conversation, deadline);
-                }
+                // Its turn resumes and ends through the hook.
                 continue;
             }
             if !unfinished.started {
-                // Troupe stopped before its task reached it: start it again.
-                if let Err(e) = self.restart(node, &unfinished).await {
-                    self.record_end(
-                        node,
+                // Troupe stopped before its task reached it: start it again
+                // (its opening — tool ceiling, budget — was stored).
+                let restarted = node
+                    .request(
+                        conversation,
+                        Input::User(task_message(&unfinished.sub.goal, &unfinished.context)),
+                    )
+                    .await;
+                if let Err(e) = restarted {
+                    self.end(
+                        delegation,
                         conversation,
                         "failed",
                         &format!("could not start after a restart: {e}"),
@@ -383,37 +395,16 @@ impl Delegations {
                 })
                 .unwrap_or_default();
             if last.trim().is_empty() {
-                self.record_end(
-                    node,
+                self.end(
+                    delegation,
                     conversation,
                     "failed",
                     "it ended without a result: troupe stopped while it was working",
                 );
             } else {
-                self.record_end(node, conversation, "done", &last);
+                self.end(delegation, conversation, "done", &last);
             }
         }
-    }
-}
-
-impl Delegations {
-    async fn restart(
-        self: &Arc<Self>,
-        node: &Node,
-        u: &record::Unfinished,
-    ) -> Result<(), crate::node::NodeError> {
-        // Its opening (tool ceiling, budget) was stored when it was made:
-        // its activation rebuilds it from there.
-        node.request(
-            u.sub.conversation,
-            Input::User(task_message(&u.sub.goal, &u.context)),
-        )
-        .await?;
-        let deadline = u
-            .deadline
-            .unwrap_or_else(|| deadline_after(node.context().settings.subagent_timeout));
-        self.watch_timeout(node, u.sub.conversation, deadline);
-        Ok(())
     }
 }
 
@@ -512,9 +503,9 @@ impl TurnHook for Delegations {
             TurnOutcome::Refused { detail } => ("failed", format!("the model refused: {detail}")),
             TurnOutcome::Crashed { error, .. } => ("failed", format!("it crashed: {error}")),
         };
-        // `record_end` needs an Arc of self; the hook holds one through the node.
+        // `end` needs an Arc of self; the hook holds one through the node.
         if let Some(this) = node.context().services.get::<DelegationsHandle>() {
-            this.0.record_end(&node, conversation, status, &result);
+            this.0.end(turn.delegation, conversation, status, &result);
         }
     }
 }

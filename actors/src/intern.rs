@@ -48,6 +48,30 @@ impl<T: ?Sized + PartialEq> Interner<T> {
         shared
     }
 
+    /// The shared copy of what `parts` (whose hash is `key`) make when
+    /// `same` says a held one is it, or else what `make` builds of them,
+    /// now shared: the value is built only when no equal one is held.
+    pub fn get_or_make<P>(
+        &self,
+        key: u64,
+        parts: P,
+        same: impl FnOnce(&T, &P) -> bool,
+        make: impl FnOnce(P) -> Arc<T>,
+    ) -> Arc<T> {
+        let mut known = self.known.lock();
+        if let Some(shared) = known.get(&key).and_then(Weak::upgrade) {
+            if same(&shared, &parts) {
+                return shared;
+            }
+        }
+        if known.len() >= SWEEP_AT {
+            known.retain(|_, weak| weak.strong_count() > 0);
+        }
+        let shared = make(parts);
+        known.insert(key, Arc::downgrade(&shared));
+        shared
+    }
+
     /// How many distinct values are held.
     #[cfg(test)]
     fn live(&self) -> usize {

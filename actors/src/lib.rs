@@ -22,6 +22,7 @@ pub mod intern;
 pub mod mcp;
 pub mod messaging;
 pub mod node;
+pub mod post;
 pub mod review;
 pub mod routine;
 

@@ -188,7 +188,7 @@ impl McpServers {
     }
 
     /// Whether `bot` gets the server `name`.
-    pub fn offers(&self, name: &str, bot: &BotSpec) -> bool {
+    pub fn offers_to(&self, name: &str, bot: &BotSpec) -> bool {
         let Some(slot) = self.get(name) else {
             return false;
         };
@@ -203,6 +203,8 @@ impl McpServers {
     /// that fails is reported by its calls and by `troupe mcp list`).
     pub async fn start(&self, node: &Node) -> Result<(), NodeError> {
         node.services().insert(Arc::new(self.clone()));
+        node.services()
+            .insert(Arc::new(crate::toolset::McpOffers(Arc::new(self.clone()))));
         node.services()
             .insert(Arc::new(troupe_runtime::tool::catalog::Lazy(Arc::new(
                 self.clone(),
@@ -295,4 +297,10 @@ pub fn load_config(
         tracing::error!("{problem}");
     }
     config
+}
+
+impl crate::toolset::SourceOffers for McpServers {
+    fn offers(&self, server: &str, bot: &BotSpec) -> bool {
+        self.offers_to(server, bot)
+    }
 }

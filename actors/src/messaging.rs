@@ -7,12 +7,16 @@
 //! sender's conversation as a durable notice ([`reply`]), enqueued in the
 //! same commit that closes the answering turn.
 
+pub mod reply;
+
+pub use reply::{describe, reply};
+
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use troupe_runtime::id::MsgId;
-use troupe_runtime::protocol::{Address, Envelope, Payload, ToolResult, TurnOutcome};
+use troupe_runtime::protocol::{Address, Envelope, Payload, ToolResult};
 use troupe_runtime::tool::ToolContext;
 
 use crate::node::Node;
@@ -153,103 +157,6 @@ pub async fn send(
             ),
             data,
         ),
-    }
-}
-
-/// The reply to `answered` — a delivered message that expects one — from
-/// `bot`'s conversation `from`, whose turn on it ended with `outcome` and
-/// `text`; `None` when the message expects no reply. The turn that answers
-/// enqueues it in the same commit that closes it, so the sender hears
-/// exactly once, even when the turn was resumed after a crash.
-pub fn reply(
-    answered: &Envelope,
-    from: troupe_runtime::id::ConversationId,
-    bot: &str,
-    outcome: &TurnOutcome,
-    text: &str,
-) -> Option<Envelope> {
-    if let Payload::Offer(offer) = &answered.body {
-        return Some(thread_answer(offer, from, outcome, text));
-    }
-    let Payload::Text {
-        expects_reply: true,
-        ..
-    } = &answered.body
-    else {
-        return None;
-    };
-    let Address::Conversation(sender) = answered.from else {
-        return None;
-    };
-    let text = match outcome {
-        TurnOutcome::Finished => format!("`{bot}` replied:\n{text}"),
-        other => format!(
-            "`{bot}` could not answer your message ({}).{}",
-            describe(other),
-            if text.is_empty() {
-                String::new()
-            } else {
-                format!(" What it said:\n{text}")
-            }
-        ),
-    };
-    Some(Envelope {
-        id: MsgId::new(),
-        from: Address::Conversation(from),
-        to: Address::Conversation(sender),
-        body: Payload::Notice {
-            topic: "reply".into(),
-            text,
-            data: serde_json::json!({"from": bot, "in_reply_to": answered.id.to_string()}),
-        },
-        sent_at: chrono::Utc::now(),
-    })
-}
-
-/// The post a bot's turn on a thread's offer sends back to the thread:
-/// its answer, or nothing (the offer is settled either way).
-fn thread_answer(
-    offer: &troupe_runtime::house::Offer,
-    from: troupe_runtime::id::ConversationId,
-    outcome: &TurnOutcome,
-    text: &str,
-) -> Envelope {
-    let text = match outcome {
-        TurnOutcome::Finished => text.trim().to_string(),
-        other => {
-            tracing::warn!(bot = %offer.bot, thread = %offer.thread, outcome = %describe(other), "a bot's turn in a thread did not finish");
-            String::new()
-        }
-    };
-    Envelope {
-        id: MsgId::new(),
-        from: Address::Conversation(from),
-        to: Address::Thread(offer.thread),
-        body: Payload::Post(troupe_runtime::house::Post {
-            author: offer.bot.clone(),
-            author_kind: troupe_runtime::house::MemberKind::Bot,
-            text,
-            round: Some(offer.round),
-            depth: offer.depth + 1,
-            via: None,
-            answers_offer: true,
-        }),
-        sent_at: chrono::Utc::now(),
-    }
-}
-
-/// A turn's end, in words.
-pub fn describe(outcome: &TurnOutcome) -> String {
-    match outcome {
-        TurnOutcome::Finished => "finished".into(),
-        TurnOutcome::Stopped => "it was stopped".into(),
-        TurnOutcome::Guard { reason } => format!("halted by a guard: {reason}"),
-        TurnOutcome::Budget { budget, detail } => {
-            format!("the `{budget}` budget ran out: {detail}")
-        }
-        TurnOutcome::Refused { detail } => format!("the model refused: {detail}"),
-        TurnOutcome::Crashed { error, .. } => format!("it crashed: {error}"),
-        TurnOutcome::Failed { error } => format!("it failed: {error}"),
     }
 }
 

@@ -305,6 +305,7 @@ impl Node {
         node.ctx
             .services
             .insert(Arc::new(DelegationsHandle(Arc::clone(&delegations))));
+        delegations.start(&node).await?;
         node.ctx
             .services
             .insert(Arc::new(Agents(NodeAgents::new(&node))));
@@ -317,7 +318,7 @@ impl Node {
         node.ctx.services.insert(Arc::new(file_limits));
         node.ctx.services.insert(Arc::new(
             troupe_tools::run_command::background::CommandNotifications(
-                crate::commands::CommandEnds::new(&node),
+                crate::commands::CommandEnds::new(Arc::new(node.clone())),
             ),
         ));
         // Shared by every conversation (keyed by conversation), so what a
@@ -650,5 +651,17 @@ impl Node {
     /// The kind of a bot's conversations, as stored.
     pub fn kind_of(bot: &BotSpec) -> ActorKind {
         bot.kind()
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::post::Post for Node {
+    async fn deliver(
+        &self,
+        envelope: troupe_runtime::protocol::Envelope,
+    ) -> Result<troupe_runtime::id::MsgId, String> {
+        Node::deliver(self, envelope)
+            .await
+            .map_err(|e| e.to_string())
     }
 }

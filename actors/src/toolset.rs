@@ -14,6 +14,8 @@ use troupe_runtime::tool::registry::Registry;
 use troupe_runtime::tool::{Exposure, ToolContext, ToolDefinition, ToolSpec};
 use troupe_tools::table;
 
+use crate::intern::Interner;
+
 use crate::bot::BotSpec;
 
 /// The tools of one conversation for the coming model calls. Conversations
@@ -37,22 +39,18 @@ impl Toolset {
             .iter()
             .any(|s| s.name == name && s.flags.failure_tolerant)
     }
-
-    /// A hash of its tools (names and descriptions), for [`crate::intern::Interner`].
-    pub fn fingerprint(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for spec in self.specs.iter().chain(&self.deferred.specs) {
-            spec.name.hash(&mut h);
-            spec.description.hash(&mut h);
-        }
-        self.deferred.pending.hash(&mut h);
-        self.deferred.allow.hash(&mut h);
-        self.deferred.deny.hash(&mut h);
-        self.specs.len().hash(&mut h);
-        h.finish()
-    }
 }
+
+/// Whose tools a bot is offered, by source: the node's MCP servers answer
+/// for theirs (`mcp:<server>`).
+pub trait SourceOffers: Send + Sync + 'static {
+    /// Whether `bot` gets the tools of the MCP server `server`.
+    fn offers(&self, server: &str, bot: &BotSpec) -> bool;
+}
+
+/// The [`SourceOffers`] of the node's MCP servers, as kept in its services.
+#[derive(Clone)]
+pub struct McpOffers(pub Arc<dyn SourceOffers>);
 
 /// What narrows a conversation's tools beyond the table.
 #[derive(Debug, Clone, Default)]
@@ -73,10 +71,79 @@ pub fn compute(
     ctx: &ToolContext,
     loaded: &BTreeSet<String>,
 ) -> Toolset {
-    let mcp = ctx.services.get::<crate::mcp::McpServers>();
+    select(registry, bot, has_bots, narrowing, ctx, loaded).build()
+}
+
+/// Like [`compute`], but the shared copy from `toolsets` when an equal
+/// toolset is held already: then only the specs on offer are gathered, and
+/// nothing is built (a thousand conversations of one bot compute one).
+pub fn compute_shared(
+    toolsets: &Interner<Toolset>,
+    registry: &Registry,
+    bot: &BotSpec,
+    has_bots: bool,
+    narrowing: &Narrowing,
+    ctx: &ToolContext,
+    loaded: &BTreeSet<String>,
+) -> Arc<Toolset> {
+    let selection = select(registry, bot, has_bots, narrowing, ctx, loaded);
+    toolsets.get_or_make(
+        selection.fingerprint(),
+        selection,
+        |shared, selection| {
+            shared.specs == selection.specs && shared.deferred == selection.deferred
+        },
+        |selection| Arc::new(selection.build()),
+    )
+}
+
+/// The specs a conversation is offered, before the toolset is built.
+struct Selection {
+    specs: Vec<ToolSpec>,
+    deferred: Arc<DeferredCatalog>,
+}
+
+impl Selection {
+    /// A cheap key for [`Interner`]: the names and the descriptions'
+    /// lengths (two selections with one key are compared whole anyway).
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for spec in self.specs.iter().chain(&self.deferred.specs) {
+            spec.name.hash(&mut h);
+            spec.description.len().hash(&mut h);
+        }
+        self.deferred.pending.hash(&mut h);
+        self.deferred.allow.hash(&mut h);
+        self.deferred.deny.hash(&mut h);
+        self.specs.len().hash(&mut h);
+        h.finish()
+    }
+
+    fn build(self) -> Toolset {
+        let names = Arc::new(self.specs.iter().map(|s| s.name.clone()).collect());
+        let definitions = Arc::new(self.specs.iter().map(ToolSpec::definition).collect());
+        Toolset {
+            specs: self.specs,
+            names,
+            definitions,
+            deferred: self.deferred,
+        }
+    }
+}
+
+fn select(
+    registry: &Registry,
+    bot: &BotSpec,
+    has_bots: bool,
+    narrowing: &Narrowing,
+    ctx: &ToolContext,
+    loaded: &BTreeSet<String>,
+) -> Selection {
+    let mcp = ctx.services.get::<McpOffers>();
     let source_offered = |source: &str| match source.strip_prefix("mcp:") {
         None => true,
-        Some(server) => mcp.as_ref().is_some_and(|m| m.offers(server, bot)),
+        Some(server) => mcp.as_ref().is_some_and(|m| m.0.offers(server, bot)),
     };
     let offered = |spec: &ToolSpec| {
         source_offered(&spec.source)
@@ -139,12 +206,5 @@ pub fn compute(
             specs.push(spec);
         }
     }
-    let names = Arc::new(specs.iter().map(|s| s.name.clone()).collect());
-    let definitions = Arc::new(specs.iter().map(ToolSpec::definition).collect());
-    Toolset {
-        specs,
-        names,
-        definitions,
-        deferred,
-    }
+    Selection { specs, deferred }
 }

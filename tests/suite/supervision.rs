@@ -450,6 +450,126 @@ async fn a_subagents_timeout_fires_after_a_process_restart() {
     runtime.shutdown().await;
 }
 
+#[tokio::test]
+async fn the_tree_shows_subagents_under_their_delegation() {
+    let home = TestHome::new();
+    let gate = Gate::new("hold");
+    // Two subagents hold on `hold` until released, then answer.
+    let model = Arc::new(ScriptedProvider::from_fn(|request| {
+        let task = request.messages.iter().find_map(|m| match m {
+            Message::User { content } if content.starts_with("Your task:") => Some(content.clone()),
+            _ => None,
+        });
+        match (task, request.messages.last()) {
+            (Some(_), Some(Message::Tool { .. })) => Turn::text("held"),
+            (Some(_), _) => Turn::tool_call("hold", json!({})),
+            (None, _) if last_user(request).starts_with("[notice: delegation]") => {
+                Turn::text("reported")
+            }
+            (None, Some(Message::Tool { .. })) => Turn::text("started"),
+            (None, _) => Turn::tool_call(
+                "delegate",
+                json!({"tasks": [{"goal": "hold a", "context": "x"}, {"goal": "hold b", "context": "y"}]}),
+            ),
+        }
+    }));
+    let (bus, mut events) = tokio::sync::broadcast::channel(4096);
+    let runtime = home
+        .builder(model)
+        .tool(gate.clone())
+        .event_bus(bus)
+        .build()
+        .await
+        .unwrap();
+    let main = runtime.bot(MAIN_AGENT).await.unwrap();
+    assert_eq!(ask(&main, "go").await.text, "started");
+    // Both subagents hold (two calls may leave one permit: count them).
+    tokio::time::timeout(WAIT, async {
+        while *gate.calls.lock() < 2 {
+            let pause = std::time::Duration::from_millis(20);
+            let _ = tokio::time::timeout(pause, gate.entered.notified()).await;
+        }
+    })
+    .await
+    .unwrap();
+
+    // The events: the delegation under `delegations`, each subagent under it.
+    let mut delegation = None;
+    let mut subagents = Vec::new();
+    while delegation.is_none() || subagents.len() < 2 {
+        let (kind, id, parent) = on_bus(&mut events, |e| match &e.event {
+            AgentEvent::ActorStarted { kind, id, parent } => {
+                Some((kind.clone(), id.clone(), parent.clone()))
+            }
+            _ => None,
+        })
+        .await;
+        match kind.as_str() {
+            "delegation" => {
+                assert_eq!(parent.as_deref(), Some("delegations"));
+                delegation = Some(id);
+            }
+            "subagent" => subagents.push((id, parent)),
+            _ => {}
+        }
+    }
+    let delegation = delegation.unwrap();
+    for (id, parent) in &subagents {
+        assert_eq!(parent.as_ref(), Some(&delegation), "subagent {id}");
+    }
+
+    // The tree: delegations ─ the delegation ─ its two subagents.
+    let tree = runtime.tree().await;
+    let find = |id: &str| tree.iter().find(|a| a.id == id);
+    assert_eq!(
+        find("delegations").and_then(|a| a.parent.as_deref()),
+        Some("node")
+    );
+    let node = find(&delegation).expect("the delegation is live");
+    assert_eq!(node.kind, "delegation");
+    assert_eq!(node.parent.as_deref(), Some("delegations"));
+    let mut under: Vec<&str> = tree
+        .iter()
+        .filter(|a| a.parent.as_deref() == Some(delegation.as_str()))
+        .map(|a| a.id.as_str())
+        .collect();
+    under.sort_unstable();
+    let mut expected: Vec<&str> = subagents.iter().map(|(id, _)| id.as_str()).collect();
+    expected.sort_unstable();
+    assert_eq!(under, expected, "{tree:?}");
+    assert!(tree
+        .iter()
+        .filter(|a| a.parent.as_deref() == Some(delegation.as_str()))
+        .all(|a| a.kind == "subagent"));
+
+    // Stopping the delegating conversation stops both; the delegation
+    // reports once and stops.
+    let main_id = main.conversation();
+    runtime.node().stop(main_id).await.unwrap();
+    let (mut report, mut stopped) = (None, None);
+    while report.is_none() || stopped.is_none() {
+        on_bus(&mut events, |e| match &e.event {
+            AgentEvent::Notice { topic, text }
+                if topic == "delegation" && e.conversation == main_id =>
+            {
+                report = Some(text.clone());
+                Some(())
+            }
+            AgentEvent::ActorStopped { kind, id, .. } if kind == "delegation" => {
+                stopped = Some(id.clone());
+                Some(())
+            }
+            _ => None,
+        })
+        .await;
+    }
+    let report = report.unwrap();
+    assert_eq!(report.matches("[stopped]").count(), 2, "{report}");
+    let stopped = stopped.unwrap();
+    assert_eq!(stopped, delegation);
+    runtime.shutdown().await;
+}
+
 #[test]
 fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
     use super::cli::{text, troupe, write_script};
@@ -463,7 +583,13 @@ fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
     let kinds: Vec<&str> = actors.iter().map(|a| a["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
-        ["node", "conversations", "threads", "post_office"],
+        [
+            "node",
+            "conversations",
+            "threads",
+            "post_office",
+            "delegations"
+        ],
         "{actors:?}"
     );
 

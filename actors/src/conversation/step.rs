@@ -242,7 +242,7 @@ impl ModelStep {
                 } else {
                     content
                 };
-                crate::messaging::reply(
+                crate::messaging::reply::reply(
                     &r.answered,
                     r.conversation,
                     &r.bot,

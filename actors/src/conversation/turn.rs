@@ -61,6 +61,8 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         active: None,
         passivated: false,
         resuming: None,
+        idle_since: std::time::Instant::now(),
+        idle_timer: false,
         args,
     };
     let mut system = prompt::system_prompt(&node.prompt_parts(&state.args.bot.spec));
@@ -627,7 +629,7 @@ pub(super) async fn finish(
     if !active.closed_in_store {
         // The reply to what the turn answered is committed with its close.
         let reply = active.delivered.as_ref().and_then(|answered| {
-            crate::messaging::reply(
+            crate::messaging::reply::reply(
                 answered,
                 state.args.id,
                 &state.args.bot.spec.name,
@@ -670,6 +672,7 @@ pub(super) async fn finish(
             kind: state.args.kind,
             bot: state.args.bot.clone(),
             parent: state.args.parent,
+            delegation: state.args.delegation,
             report: report.clone(),
             delivered: active.delivered.clone(),
             tools_used: history::tools_called(&state.history[start..]),

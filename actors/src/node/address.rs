@@ -94,6 +94,7 @@ impl Node {
         let model = self
             .ctx
             .resolve_model_for(&opening.bot.spec.name, &opening.bot.spec.model)?;
+        let delegation = opening.delegation();
         let budget = opening.budget.unwrap_or_else(|| {
             Scope::root(
                 format!("bot:{}", opening.bot.spec.name),
@@ -118,6 +119,7 @@ impl Node {
             narrowing: opening.narrowing,
             budget,
             parent: opening.parent,
+            delegation,
             services,
             title: opening.title,
             bot: opening.bot,

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use troupe_runtime::id::ConversationId;
+use troupe_runtime::id::{ConversationId, DelegationId};
 use troupe_runtime::protocol::{ActorKind, Envelope};
 
 use crate::bot::BotRecord;
@@ -28,6 +28,9 @@ pub struct FinishedTurn {
     pub bot: BotRecord,
     /// The conversation that spawned it.
     pub parent: Option<ConversationId>,
+    /// The delegation it works for, when it is a subagent (`None` when
+    /// not known here: the delegation reads it from the store).
+    pub delegation: Option<DelegationId>,
     /// How the turn ended.
     pub report: TurnReport,
     /// What started the turn, when it was a delivered message.

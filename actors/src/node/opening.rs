@@ -94,6 +94,11 @@ impl Opening {
         }
     }
 
+    /// The delegation it works for (a subagent's, whose budget it shares).
+    pub fn delegation(&self) -> Option<DelegationId> {
+        self.stored_budget.as_ref().and_then(|b| b.delegation)
+    }
+
     /// Whether it holds what the store cannot keep (a gate, services), so
     /// only this process's copy can open it again.
     pub fn in_memory_only(&self) -> bool {

@@ -340,7 +340,7 @@ async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &Turn
     };
     let reply = answers
         .as_ref()
-        .and_then(|a| crate::messaging::reply(a, id, &bot.spec.name, &report.outcome, ""));
+        .and_then(|a| crate::messaging::reply::reply(a, id, &bot.spec.name, &report.outcome, ""));
     if let Err(e) = journal.close_turn(reply.clone()).await {
         tracing::error!(conversation = %id, error = %e, "could not close the crashed turn");
         return;
@@ -358,6 +358,7 @@ async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &Turn
         kind,
         bot,
         parent: row.parent,
+        delegation: None,
         report: report.clone(),
         delivered: answers,
         tools_used: Default::default(),

@@ -4,10 +4,13 @@
 //! ```text
 //! node            root supervisor (one_for_one)
 //! ├─ conversations the router of conversations by id
-//! │  └─ conv_…    a conversation (a subagent hangs under the one that delegated)
+//! │  └─ conv_…    a conversation (a subagent hangs under its delegation)
 //! ├─ threads      the router of house threads by id
 //! │  └─ thread_…  a thread's actor and director
 //! ├─ post_office  hands over durable messages left waiting
+//! ├─ delegations  the router of delegations by id
+//! │  └─ deleg_…   collects its subagents' ends (its subagents, conversations
+//! │               of the conversations' router, hang under it here)
 //! └─ scheduler    routine timers, when this node fires routines
 //! ```
 
@@ -105,7 +108,7 @@ impl Node {
     }
 
     /// The live actor tree: the root, its children, and every live
-    /// conversation (a subagent under the conversation that delegated to it).
+    /// delegation and conversation (a subagent under its delegation).
     pub async fn tree(&self) -> Vec<ActorInfo> {
         let mut tree = Vec::new();
         let root: Option<ActorRef<SupervisorMsg>> = self.ctx.root.read().clone();
@@ -134,6 +137,21 @@ impl Node {
                 restarts: child.restarts,
             });
         }
+        let delegations = self
+            .ctx
+            .services
+            .get::<crate::delegation::DelegationsHandle>()
+            .map(|d| d.0.live())
+            .unwrap_or_default();
+        for delegation in delegations {
+            tree.push(ActorInfo {
+                kind: crate::delegation::KIND.into(),
+                id: delegation.to_string(),
+                parent: Some("delegations".into()),
+                state: "running".into(),
+                restarts: 0,
+            });
+        }
         let live = self.ctx.conversations.live();
         let rows = self
             .ctx
@@ -144,7 +162,10 @@ impl Node {
                     if let Some(row) =
                         troupe_runtime::store::conversations::get_conversation(c, id)?
                     {
-                        rows.push(row);
+                        // A subagent hangs under its delegation.
+                        let delegation = crate::delegation::record::by_conversation(c, id)?
+                            .map(|sub| sub.delegation.to_string());
+                        rows.push((row, delegation));
                     }
                 }
                 Ok(rows)
@@ -160,14 +181,12 @@ impl Node {
                 restarts: 0,
             });
         }
-        for row in rows {
+        for (row, delegation) in rows {
+            let parent = delegation.or_else(|| row.parent.map(|p| p.to_string()));
             tree.push(ActorInfo {
                 kind: row.kind,
                 id: row.id.to_string(),
-                parent: Some(
-                    row.parent
-                        .map_or_else(|| "conversations".to_string(), |p| p.to_string()),
-                ),
+                parent: Some(parent.unwrap_or_else(|| "conversations".to_string())),
                 state: "running".into(),
                 restarts: self.ctx.conversations.restarts(&row.id),
             });

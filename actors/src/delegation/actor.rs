@@ -1,0 +1,377 @@
+//! One actor per running delegation, under the node's `delegations` router.
+//!
+//! The Delegation actor collects its subagents' ends: each end is recorded
+//! with [`record::end`] — the last one enqueues the parent's report in the
+//! same transaction — queued for the store's writer in the order they
+//! arrive (ends arriving together commit together). It arms its
+//! subagents' stored deadlines and stops a subagent still running at its
+//! deadline. When none of its subagents runs any more it stops, and the
+//! router forgets it.
+//!
+//! Its state is rebuilt from the store in `pre_start` (which subagents
+//! still run, their deadlines), so the router can start it on any message
+//! — the first after `delegate`, one after a restart, one after the process
+//! died — and it carries on. The subagents themselves are conversations,
+//! addressed and restarted by the conversations' router like any other;
+//! the tree (`troupe ps`, `Runtime::tree()`, `actor_started` events) shows
+//! them under their delegation.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
+use tokio::sync::broadcast;
+use troupe_runtime::id::{ConversationId, DelegationId, MsgId};
+use troupe_runtime::protocol::{Address, AgentEvent, Envelope, Payload};
+use troupe_runtime::router::{Activator, Router, RouterConfig, RouterEvent};
+use troupe_runtime::rusqlite::params;
+use troupe_runtime::supervise::{Backoff, Intensity, Restart};
+
+use super::{record, Delegations};
+use crate::node::Node;
+
+/// The kind a delegation has in the tree and its events.
+pub const KIND: &str = "delegation";
+
+/// What a Delegation actor is told.
+#[derive(Debug)]
+pub enum DelegationMsg {
+    /// Look at what still runs; stop when nothing does (its first message).
+    Check,
+    /// A subagent's turn ended: record it (the last end reports).
+    Ended {
+        /// The subagent's conversation.
+        conversation: ConversationId,
+        /// `done`, `failed`, `stopped` or `timed_out`.
+        status: String,
+        /// Its summary, or why it ended.
+        result: String,
+    },
+    /// A subagent's end is committed (sent by the task that waited for it).
+    Recorded(ConversationId),
+    /// A subagent's stored deadline passed.
+    Deadline(ConversationId),
+}
+
+/// The Delegation actor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Delegation;
+
+/// What a Delegation actor starts with.
+pub struct DelegationArgs {
+    id: DelegationId,
+    node: Node,
+    delegations: Arc<Delegations>,
+    restarted: bool,
+}
+
+/// Its state: what it found in the store, less what ended since.
+pub struct DelegationState {
+    args: DelegationArgs,
+    running: HashSet<ConversationId>,
+}
+
+/// A subagent of a delegation, as its actor needs it.
+struct Running {
+    conversation: ConversationId,
+    deadline: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// The delegating conversation and the subagents still running.
+fn load(
+    conn: &troupe_runtime::rusqlite::Connection,
+    id: DelegationId,
+) -> Result<Option<(ConversationId, Vec<Running>)>, troupe_runtime::store::StoreError> {
+    use troupe_runtime::rusqlite::OptionalExtension;
+    let parent: Option<String> = conn
+        .prepare_cached("SELECT parent_conversation FROM delegations WHERE id = ?1")?
+        .query_row(params![id.to_string()], |r| r.get(0))
+        .optional()?;
+    let Some(parent) = parent else {
+        return Ok(None);
+    };
+    let rows = conn
+        .prepare_cached(
+            "SELECT conversation_id, deadline FROM subagents
+             WHERE delegation_id = ?1 AND status = 'running' ORDER BY position",
+        )?
+        .query_map(params![id.to_string()], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let codec = |detail: String| troupe_runtime::store::StoreError::Codec { what: "id", detail };
+    let parent = parent.parse().map_err(|e| codec(format!("{e}")))?;
+    let running = rows
+        .into_iter()
+        .map(|(conversation, deadline)| {
+            Ok(Running {
+                conversation: conversation.parse().map_err(|e| codec(format!("{e}")))?,
+                deadline: deadline
+                    .and_then(|d| chrono::DateTime::parse_from_rfc3339(&d).ok())
+                    .map(|d| d.with_timezone(&chrono::Utc)),
+            })
+        })
+        .collect::<Result<Vec<_>, troupe_runtime::store::StoreError>>()?;
+    Ok(Some((parent, running)))
+}
+
+impl Actor for Delegation {
+    type Msg = DelegationMsg;
+    type State = DelegationState;
+    type Arguments = DelegationArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<DelegationMsg>,
+        args: DelegationArgs,
+    ) -> Result<DelegationState, ActorProcessingErr> {
+        let id = args.id;
+        let (parent, running) = args
+            .node
+            .store()
+            .read(move |c| load(c, id))
+            .await?
+            .ok_or_else(|| format!("there is no delegation {id}"))?;
+        let now = chrono::Utc::now();
+        for sub in &running {
+            if let Some(deadline) = sub.deadline {
+                let left = (deadline - now).to_std().unwrap_or_default();
+                let conversation = sub.conversation;
+                myself.send_after(left, move || DelegationMsg::Deadline(conversation));
+            }
+        }
+        let state = DelegationState {
+            running: running.iter().map(|r| r.conversation).collect(),
+            args,
+        };
+        state.args.delegations.parents.insert(id, parent);
+        let event = if state.args.restarted {
+            AgentEvent::ActorRestarted {
+                kind: KIND.into(),
+                id: id.to_string(),
+                parent: Some("delegations".into()),
+                restarts: 1,
+                reason: "its last incarnation failed".into(),
+            }
+        } else {
+            AgentEvent::ActorStarted {
+                kind: KIND.into(),
+                id: id.to_string(),
+                parent: Some("delegations".into()),
+            }
+        };
+        publish(&state.args.node, parent, event);
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<DelegationMsg>,
+        msg: DelegationMsg,
+        state: &mut DelegationState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            DelegationMsg::Check => {}
+            DelegationMsg::Ended {
+                conversation,
+                status,
+                result,
+            } => record_end(&myself, state, conversation, status, result).await,
+            DelegationMsg::Recorded(conversation) => {
+                state.running.remove(&conversation);
+            }
+            DelegationMsg::Deadline(conversation) => {
+                if state.running.contains(&conversation) {
+                    state.args.delegations.timed_out.insert(conversation);
+                    // Through the router even when it is not live (a turn
+                    // resuming after a restart): the stop follows the resumption.
+                    let _ = state
+                        .args
+                        .node
+                        .conversations()
+                        .send(conversation, crate::conversation::ConversationMsg::Stop);
+                }
+            }
+        }
+        if state.running.is_empty() {
+            myself.stop(None);
+        }
+        Ok(())
+    }
+}
+
+/// Queues one subagent's end for the writer (in arrival order: the last
+/// one writes the report); a task waits for its commit, then hands the
+/// report to a routine run waiting for it, or routes the notice the same
+/// commit put in the parent's mailbox, and tells the actor.
+async fn record_end(
+    myself: &ActorRef<DelegationMsg>,
+    state: &DelegationState,
+    conversation: ConversationId,
+    status: String,
+    result: String,
+) {
+    let node = state.args.node.clone();
+    let queued = node
+        .store()
+        .submit(move |tx| {
+            record::end(tx, conversation, &status, &result, |parent, text| {
+                Envelope {
+                    id: MsgId::new(),
+                    from: Address::Service(KIND.into()),
+                    to: Address::Conversation(parent),
+                    body: Payload::Notice {
+                        topic: KIND.into(),
+                        text,
+                        data: serde_json::Value::Null,
+                    },
+                    sent_at: chrono::Utc::now(),
+                }
+            })
+        })
+        .await;
+    let delegations = Arc::clone(&state.args.delegations);
+    let myself = myself.clone();
+    tokio::spawn(async move {
+        let ended = match queued {
+            Ok(pending) => pending.wait().await,
+            Err(e) => Err(e),
+        };
+        match ended {
+            Ok(Some(ended)) => {
+                if let Some(report) = &ended.report {
+                    if let Some((_, tx)) = delegations.waiters.remove(&ended.delegation) {
+                        let _ = tx.send(report.clone());
+                    }
+                }
+                if let Some(notice) = ended.notice {
+                    if let Err(e) = node.route(notice).await {
+                        tracing::error!(error = %e, "a delegation report could not be routed; it stays in the mailbox");
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %e, %conversation, "a subagent's end could not be recorded");
+            }
+        }
+        // Gone already (restarted, stopping): the next incarnation reads
+        // what still runs from the store.
+        let _ = myself.send_message(DelegationMsg::Recorded(conversation));
+    });
+}
+
+fn publish(node: &Node, conversation: ConversationId, event: AgentEvent) {
+    crate::events::Emitter::new(conversation, None, node.context().bus.clone()).emit(event);
+}
+
+/// Starts Delegation actors for the router.
+struct Activate {
+    node: Weak<crate::node::NodeContext>,
+    delegations: Weak<Delegations>,
+}
+
+#[async_trait::async_trait]
+impl Activator<DelegationId, DelegationMsg> for Activate {
+    async fn activate(
+        &self,
+        id: DelegationId,
+        supervisor: ActorCell,
+    ) -> Result<ActorRef<DelegationMsg>, ActorProcessingErr> {
+        self.activate_as(id, supervisor, false).await
+    }
+
+    async fn activate_as(
+        &self,
+        id: DelegationId,
+        supervisor: ActorCell,
+        restarted: bool,
+    ) -> Result<ActorRef<DelegationMsg>, ActorProcessingErr> {
+        let node = Node::from_context(self.node.upgrade().ok_or("the node is stopping")?);
+        let delegations = self.delegations.upgrade().ok_or("the node is stopping")?;
+        let args = DelegationArgs {
+            id,
+            node,
+            delegations,
+            restarted,
+        };
+        let (actor, _) = Actor::spawn_linked(None, Delegation, args, supervisor).await?;
+        Ok(actor)
+    }
+}
+
+/// Starts the router of `node`'s delegations linked to `supervisor` (the
+/// node's root), and the task that reports their exits on the node's bus.
+pub(super) async fn start(
+    node: &Node,
+    delegations: &Arc<Delegations>,
+    supervisor: ActorCell,
+) -> Result<ActorCell, ActorProcessingErr> {
+    let config = RouterConfig {
+        // A delegation stops when its last subagent ended, not when idle.
+        idle_after: None,
+        restart: Restart::Transient,
+        intensity: Intensity::new(3, std::time::Duration::from_secs(60)),
+        backoff: Backoff::None,
+        shutdown: std::time::Duration::from_secs(5),
+        events: 1024,
+        // It announces its own start.
+        report_activations: false,
+    };
+    let activator = Activate {
+        node: Arc::downgrade(node.context()),
+        delegations: Arc::downgrade(delegations),
+    };
+    let router = Router::start_linked(activator, config, supervisor).await?;
+    let cell = router.cell();
+    tokio::spawn(watch(
+        Arc::downgrade(node.context()),
+        Arc::downgrade(delegations),
+        router.subscribe(),
+    ));
+    *delegations.router.write() = Some(router);
+    Ok(cell)
+}
+
+/// Reports a delegation's exit on the node's bus (on the delegating
+/// conversation's stream).
+async fn watch(
+    node: Weak<crate::node::NodeContext>,
+    delegations: Weak<Delegations>,
+    mut events: broadcast::Receiver<RouterEvent<DelegationId>>,
+) {
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let (Some(ctx), Some(delegations)) = (node.upgrade(), delegations.upgrade()) else {
+            return;
+        };
+        match event {
+            RouterEvent::Exited { key, reason } => {
+                let parent = if reason.is_abnormal() {
+                    delegations.parents.get(&key).map(|p| *p)
+                } else {
+                    delegations.parents.remove(&key).map(|(_, p)| p)
+                };
+                if let Some(parent) = parent {
+                    publish(
+                        &Node::from_context(ctx),
+                        parent,
+                        AgentEvent::ActorStopped {
+                            kind: KIND.into(),
+                            id: key.to_string(),
+                            reason: reason.to_string(),
+                        },
+                    );
+                }
+            }
+            RouterEvent::GaveUp { key, .. } => {
+                delegations.parents.remove(&key);
+            }
+            RouterEvent::Activated { .. } | RouterEvent::Passivated { .. } => {}
+        }
+    }
+}
