@@ -26,6 +26,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[OPENINGS, SUBAGENT_DEADLINES],
     &[super::house::HOUSES],
     &[super::house_files::HOUSE_FILES],
+    &[super::house_files::HOUSE_FILES_DEFERRED],
 ];
 
 /// The newest schema version this binary knows.
