@@ -601,7 +601,8 @@ impl Node {
     /// finish for up to [`BACKGROUND_GRACE`]. Turns in progress are cut
     /// short, not ended: what they did is committed, they stay open in the
     /// store, and the next recovering start resumes them. Last, the search
-    /// index takes the messages the writer had not indexed yet.
+    /// index takes the messages and house files the writer had not indexed
+    /// yet.
     pub async fn shutdown(&self) {
         self.ctx
             .stopping
@@ -628,6 +629,11 @@ impl Node {
         // reader of the file) finds every message searchable.
         if let Err(e) = self.ctx.store.catch_up().await {
             tracing::warn!(error = %e, "the search index could not catch up at shutdown");
+        }
+        // And the house files the writer had not indexed yet.
+        let files = troupe_runtime::store::house_files::index::catch_up_all(&self.ctx.store);
+        if let Err(e) = files.await {
+            tracing::warn!(error = %e, "house files could not be indexed at shutdown");
         }
     }
 

@@ -11,15 +11,17 @@
 //! on one home. A worker drives a mixed workload — user turns whose tools
 //! append to a ledger file, `message_agent` pings between two bots,
 //! delegations to three subagents, durable posts, a routine firing on a
-//! virtual clock — with a model that is a pure function of the request, so
+//! virtual clock, and back-to-back multi-file writes of house files
+//! ([`files`]) — with a model that is a pure function of the request, so
 //! any restart point is fine ([`model`]). The parent kills it with SIGKILL
 //! a seeded random 5–200 ms after it says it is ready, starts the next one
 //! on the same home (which recovers what the last one left), `N` times;
 //! then a last worker runs until nothing is left to do and stops cleanly.
 //! [`verify`] then reads the store and the files the workers wrote, and the
 //! command prints one JSON line: every count whose key says `lost`, `dup`,
-//! `twice` or `missing` must be 0, or the command exits non-zero.
+//! `twice`, `missing` or `mixed` must be 0, or the command exits non-zero.
 
+mod files;
 mod model;
 mod verify;
 pub mod worker;
@@ -53,6 +55,8 @@ pub struct Files {
     pub setup: PathBuf,
     /// The workers' stderr.
     pub log: PathBuf,
+    /// The house file writes: noted before each, acknowledged with its version.
+    pub file_writes: PathBuf,
 }
 
 impl Files {
@@ -66,6 +70,7 @@ impl Files {
             clock: dir.join("clock"),
             setup: dir.join("setup"),
             log: dir.join("workers.log"),
+            file_writes: dir.join("file-writes"),
             dir,
         }
     }
@@ -142,13 +147,13 @@ pub async fn bench(
 }
 
 /// Whether every count that must be zero is: keys with `lost`, `dup`,
-/// `twice` or `missing`, and `integrity` is `ok`.
+/// `twice`, `missing` or `mixed`, and `integrity` is `ok`.
 pub fn passed(line: &serde_json::Value) -> bool {
     let Some(map) = line.as_object() else {
         return true;
     };
     let gated = |key: &str| {
-        ["lost", "dup", "twice", "missing"]
+        ["lost", "dup", "twice", "missing", "mixed"]
             .iter()
             .any(|w| key.contains(w))
     };

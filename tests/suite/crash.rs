@@ -1,6 +1,7 @@
 //! The crash harness, short: the real binary's worker killed with SIGKILL
-//! 30 times on one home, then checked (`troupe bench crash`; the long run
-//! and its figures are in the README).
+//! 30 times on one home, in the middle of its turns, posts and multi-file
+//! house file writes, then checked (`troupe bench crash`; the long run and
+//! its figures are in the README).
 
 use super::cli::{text, troupe};
 use super::support::TestHome;
@@ -20,7 +21,7 @@ fn thirty_kills_lose_nothing_and_do_nothing_twice() {
         .unwrap()
         .iter()
         .filter(|(k, _)| {
-            ["lost", "dup", "twice", "missing"]
+            ["lost", "dup", "twice", "missing", "mixed"]
                 .iter()
                 .any(|w| k.contains(w))
         })
@@ -36,6 +37,8 @@ fn thirty_kills_lose_nothing_and_do_nothing_twice() {
         "delegations",
         "routine_runs",
         "thread_posts_acknowledged",
+        "file_versions",
+        "file_writes_acknowledged",
     ] {
         assert!(
             line[workload].as_u64().unwrap() > 0,

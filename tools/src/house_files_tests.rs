@@ -138,6 +138,11 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
         middle.text
     );
     assert!(middle.text.contains("offset=2244"), "{}", middle.text);
+    // Indexed after the write: what a search would wait for.
+    let store = f.acme.services.get::<Store>().unwrap();
+    files::catch_up(&store, Seat::of(&f.acme).unwrap().house)
+        .await
+        .unwrap();
     let list = call(&ListFiles::new(), &f.acme, json!({"folder": "plans"})).await;
     assert!(
         list.text.contains("plans/a.md — version 2") && list.text.contains("indexed"),

@@ -115,9 +115,13 @@ impl HouseRef {
             .map_err(refusal)
     }
 
-    /// Keyword search over its files' text, best first.
+    /// Keyword search over its files' text, best first (what its last
+    /// writes left pending is indexed first).
     pub async fn search_files(&self, query: &str, top_k: usize) -> Result<Vec<FileHit>, NodeError> {
         let (id, q) = (self.house.id, query.to_string());
+        table::catch_up(self.node.store(), id)
+            .await
+            .map_err(refusal)?;
         self.node
             .store()
             .read(move |c| table::search(c, id, &q, top_k))

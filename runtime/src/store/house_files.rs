@@ -3,9 +3,10 @@
 //!
 //! - **Versions are the house's.** Every write or delete is one new
 //!   version of the house's files (1, 2, …) with its author and message;
-//!   a write of several files is one version, in one transaction. A file's
-//!   version is the house version that last wrote it, and reading a file
-//!   "at version N" reads it as it was once version N was made.
+//!   a write of several files is one version, in one transaction
+//!   ([`write()`]). A file's version is the house version that last wrote
+//!   it, and reading a file "at version N" reads it as it was once version
+//!   N was made ([`read()`]).
 //! - **Contents** are stored once ([`content`]): identical files share a
 //!   row, and similar versions share most of their pieces.
 //! - **Refusals roll the whole call back.** A bad path, a file over the
@@ -14,20 +15,28 @@
 //!   back, so nothing of the call is written.
 //! - **Search** covers the current version of each text file and each
 //!   document's text (converted by the caller before the write), cut into
-//!   chunks of about [`CHUNK_CHARS`] characters and indexed in the same
-//!   transaction as the write. Binary files are kept but not indexed.
+//!   chunks of about [`CHUNK_CHARS`] characters ([`index`]). A write leaves
+//!   its text files `pending`; the store's writer indexes them in
+//!   transactions of their own right after the write commits, and a search
+//!   first indexes what its house still has pending, so it never misses a
+//!   committed write. Binary files are kept but not indexed.
 //!
 //! Every query names its house: one house never sees another's files.
 
 pub mod content;
+pub mod index;
 pub mod path;
+mod read;
+mod write;
+
+pub use index::{catch_up, chunks, search, CHUNK_CHARS};
+pub use read::{file, list, log, read};
+pub use write::{delete, latest_version, write};
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 
 use super::error::StoreError;
-use crate::id::HouseId;
 
 /// Migration 6: house files, their versions, deduplicated contents and
 /// their search index.
@@ -96,9 +105,24 @@ CREATE TRIGGER house_file_chunks_ad AFTER DELETE ON house_file_chunks BEGIN
 END;
 "#;
 
-/// The size of a search chunk, in characters (cut at a line end when one
-/// is near).
-pub const CHUNK_CHARS: usize = 2000;
+/// Migration 8: search indexing after the write, and smaller contents.
+///
+/// A chunk keeps the version it was cut from (a search cites it, even
+/// while a newer version waits to be indexed) and reaches FTS5 with the
+/// rest of its file in one statement, not by a trigger per row (see
+/// [`index`]); pending files are found by
+/// a partial index; a piece says how its bytes are compressed and a
+/// content how its piece list is written ([`content`]). Rows written
+/// before keep codec and format 0 (raw bytes, 8-byte ids).
+pub const HOUSE_FILES_DEFERRED: &str = r#"
+ALTER TABLE house_file_chunks ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+UPDATE house_file_chunks SET version = COALESCE((SELECT f.version FROM house_files f
+    WHERE f.house_id = house_file_chunks.house_id AND f.path_key = house_file_chunks.path_key), 0);
+CREATE INDEX house_files_pending ON house_files (house_id) WHERE state = 'pending';
+DROP TRIGGER house_file_chunks_ai;
+ALTER TABLE file_pieces ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE file_contents ADD COLUMN format INTEGER NOT NULL DEFAULT 0;
+"#;
 
 /// How big files and houses may grow (`[files]` in `config.toml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,6 +197,16 @@ impl FileState {
             Self::Pending => "pending".into(),
             Self::Failed(why) => format!("failed: {why}"),
             Self::NotIndexable => "not indexable (binary)".into(),
+        }
+    }
+
+    /// The stored state's name and its detail.
+    fn stored(&self) -> (&'static str, String) {
+        match self {
+            Self::Indexed => ("indexed", String::new()),
+            Self::Pending => ("pending", String::new()),
+            Self::Failed(why) => ("failed", why.clone()),
+            Self::NotIndexable => ("not_indexable", String::new()),
         }
     }
 
@@ -270,453 +304,6 @@ pub fn text_of(bytes: &[u8]) -> Option<&str> {
         return None;
     }
     std::str::from_utf8(bytes).ok()
-}
-
-/// `text` cut into search chunks: each about [`CHUNK_CHARS`] characters,
-/// ended at a line end in its last quarter when there is one. Returns each
-/// chunk's first character and its text.
-pub fn chunks(text: &str) -> Vec<(usize, &str)> {
-    let mut out = Vec::new();
-    let (mut start_byte, mut start_char) = (0usize, 0usize);
-    while start_byte < text.len() {
-        let rest = &text[start_byte..];
-        let mut end = rest.len();
-        let mut count = 0;
-        let mut last_newline = None;
-        for (i, c) in rest.char_indices() {
-            if count == CHUNK_CHARS {
-                end = i;
-                break;
-            }
-            count += 1;
-            if c == '\n' && count >= CHUNK_CHARS * 3 / 4 {
-                last_newline = Some((i + 1, count));
-            }
-        }
-        let (end, chars) = match (end < rest.len(), last_newline) {
-            (true, Some((nl, n))) => (nl, n),
-            _ => (end, count),
-        };
-        out.push((start_char, &rest[..end]));
-        start_byte += end;
-        start_char += chars;
-    }
-    out
-}
-
-/// The newest version of `house`'s files (0 before the first write).
-pub fn latest_version(conn: &Connection, house: HouseId) -> Result<i64, StoreError> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT COALESCE(MAX(version), 0) FROM house_file_versions WHERE house_id = ?1",
-        )?
-        .query_row(params![house.to_string()], |r| r.get(0))?)
-}
-
-fn record_version(
-    tx: &Transaction<'_>,
-    house: &str,
-    version: i64,
-    author: &str,
-    message: &str,
-    changes: &[Change],
-    now: &str,
-) -> Result<(), StoreError> {
-    let changes = serde_json::to_string(changes).map_err(|e| invalid(e.to_string()))?;
-    tx.prepare_cached(
-        "INSERT INTO house_file_versions (house_id, version, author, message, changes, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?
-    .execute(params![house, version, author, message, changes, now])?;
-    Ok(())
-}
-
-/// Writes `files` into `house` as ONE new version, by `author` with
-/// `message`; returns the version and the files as they now are. Refuses
-/// the whole call (nothing written) on a bad or repeated path, a file over
-/// the size limit, or a house over its quota.
-pub fn write(
-    tx: &Transaction<'_>,
-    house: HouseId,
-    author: &str,
-    message: &str,
-    files: &[NewFile],
-    limits: FileLimits,
-) -> Result<(i64, Vec<FileInfo>), StoreError> {
-    if files.is_empty() {
-        return Err(invalid(
-            "no files to write: give at least one path and its content.",
-        ));
-    }
-    let house_id = house.to_string();
-    let mut paths: Vec<(String, String)> = Vec::with_capacity(files.len());
-    for f in files {
-        let p = path::normalize(&f.path).map_err(invalid)?;
-        let k = path::key(&p);
-        if paths.iter().any(|(_, seen)| *seen == k) {
-            return Err(invalid(format!(
-                "`{p}` appears twice in one write (paths compare without case); nothing was written. Give each file once."
-            )));
-        }
-        let size = f.bytes.len() as u64;
-        if size > limits.max_file_bytes {
-            return Err(invalid(format!(
-                "`{p}` is {size} bytes, over the limit of {} bytes per file ([files] max_file_bytes); nothing was written. Split it, or raise the limit.",
-                limits.max_file_bytes
-            )));
-        }
-        paths.push((p, k));
-    }
-    let mut total: i64 = tx
-        .prepare_cached("SELECT COALESCE(SUM(size), 0) FROM house_files WHERE house_id = ?1")?
-        .query_row(params![house_id], |r| r.get(0))?;
-    for ((_, k), f) in paths.iter().zip(files) {
-        let old: Option<i64> = tx
-            .prepare_cached("SELECT size FROM house_files WHERE house_id = ?1 AND path_key = ?2")?
-            .query_row(params![house_id, k], |r| r.get(0))
-            .optional()?;
-        total += f.bytes.len() as i64 - old.unwrap_or(0);
-    }
-    if total as u64 > limits.house_quota_bytes {
-        return Err(invalid(format!(
-            "this write would bring the house's files to {total} bytes, over its quota of {} bytes ([files] house_quota_bytes); nothing was written. Delete files with delete_file, or raise the quota.",
-            limits.house_quota_bytes
-        )));
-    }
-    let version = latest_version(tx, house)? + 1;
-    let now = super::now();
-    let mut changes = Vec::with_capacity(files.len());
-    let mut written = Vec::with_capacity(files.len());
-    for ((p, k), f) in paths.iter().zip(files) {
-        let content = content::put(tx, &f.bytes)?;
-        let (kind, text, state) = match &f.indexing {
-            Indexing::Text => match text_of(&f.bytes) {
-                Some(t) => ("text", Some(t.to_string()), FileState::Indexed),
-                None => ("binary", None, FileState::NotIndexable),
-            },
-            Indexing::Document(Ok(t)) => ("document", Some(t.clone()), FileState::Indexed),
-            Indexing::Document(Err(why)) => ("document", None, FileState::Failed(why.clone())),
-            Indexing::Binary => ("binary", None, FileState::NotIndexable),
-        };
-        let text_content = match (&f.indexing, &text) {
-            (Indexing::Document(_), Some(t)) => Some(content::put(tx, t.as_bytes())?),
-            _ => None,
-        };
-        tx.prepare_cached(
-            "INSERT INTO house_file_revisions (house_id, path_key, version, path, content, text_content)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![house_id, k, version, p, content, text_content])?;
-        let (state_name, detail) = match &state {
-            FileState::Indexed => ("indexed", String::new()),
-            FileState::Pending => ("pending", String::new()),
-            FileState::Failed(why) => ("failed", why.clone()),
-            FileState::NotIndexable => ("not_indexable", String::new()),
-        };
-        tx.prepare_cached(
-            "INSERT INTO house_files (house_id, path_key, path, version, size, kind, state, state_detail, author, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-             ON CONFLICT (house_id, path_key) DO UPDATE SET path = excluded.path,
-                 version = excluded.version, size = excluded.size, kind = excluded.kind,
-                 state = excluded.state, state_detail = excluded.state_detail,
-                 author = excluded.author, updated_at = excluded.updated_at",
-        )?
-        .execute(params![
-            house_id, k, p, version, f.bytes.len() as i64, kind, state_name, detail, author, now
-        ])?;
-        tx.prepare_cached("DELETE FROM house_file_chunks WHERE house_id = ?1 AND path_key = ?2")?
-            .execute(params![house_id, k])?;
-        if let Some(t) = &text {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO house_file_chunks (house_id, path_key, chunk, text) VALUES (?1, ?2, ?3, ?4)",
-            )?;
-            for (i, (_, chunk)) in chunks(t).into_iter().enumerate() {
-                insert.execute(params![house_id, k, i as i64 + 1, chunk])?;
-            }
-        }
-        changes.push(Change {
-            path: p.clone(),
-            action: "write".into(),
-        });
-        written.push(FileInfo {
-            path: p.clone(),
-            version,
-            size: f.bytes.len() as u64,
-            kind: kind.into(),
-            state,
-            author: author.into(),
-            updated_at: super::parse_time(&now)?,
-        });
-    }
-    record_version(tx, &house_id, version, author, message, &changes, &now)?;
-    Ok((version, written))
-}
-
-/// Deletes each `(path, version seen)` of `files` from `house`, with all
-/// their earlier versions, as one new version. Refuses the whole call when
-/// any file is missing or changed since the version named.
-pub fn delete(
-    tx: &Transaction<'_>,
-    house: HouseId,
-    author: &str,
-    message: &str,
-    files: &[(String, i64)],
-) -> Result<i64, StoreError> {
-    if files.is_empty() {
-        return Err(invalid(
-            "no files to delete: give each file's path and the version you saw.",
-        ));
-    }
-    let house_id = house.to_string();
-    let mut found = Vec::with_capacity(files.len());
-    let mut problems = Vec::new();
-    for (raw, seen) in files {
-        let p = path::normalize(raw).map_err(invalid)?;
-        let k = path::key(&p);
-        let current: Option<(String, i64)> = tx
-            .prepare_cached(
-                "SELECT path, version FROM house_files WHERE house_id = ?1 AND path_key = ?2",
-            )?
-            .query_row(params![house_id, k], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        match current {
-            None => problems.push(format!("`{p}` does not exist")),
-            Some((p, v)) if v != *seen => problems.push(format!(
-                "`{p}` changed since version {seen} (it is now version {v})"
-            )),
-            Some((p, _)) => found.push((p, k)),
-        }
-    }
-    if !problems.is_empty() {
-        return Err(invalid(format!(
-            "nothing was deleted: {}. Read the files again (list_files shows their versions) and retry with the versions you saw.",
-            problems.join("; ")
-        )));
-    }
-    let version = latest_version(tx, house)? + 1;
-    let now = super::now();
-    let mut changes = Vec::with_capacity(found.len());
-    for (p, k) in found {
-        let held: Vec<(i64, Option<i64>)> = tx
-            .prepare_cached(
-                "SELECT content, text_content FROM house_file_revisions WHERE house_id = ?1 AND path_key = ?2",
-            )?
-            .query_map(params![house_id, k], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
-        for (c, t) in held {
-            content::release(tx, c)?;
-            if let Some(t) = t {
-                content::release(tx, t)?;
-            }
-        }
-        for sql in [
-            "DELETE FROM house_file_revisions WHERE house_id = ?1 AND path_key = ?2",
-            "DELETE FROM house_file_chunks WHERE house_id = ?1 AND path_key = ?2",
-            "DELETE FROM house_files WHERE house_id = ?1 AND path_key = ?2",
-        ] {
-            tx.prepare_cached(sql)?.execute(params![house_id, k])?;
-        }
-        changes.push(Change {
-            path: p,
-            action: "delete".into(),
-        });
-    }
-    record_version(tx, &house_id, version, author, message, &changes, &now)?;
-    Ok(version)
-}
-
-type FileRow = (String, i64, i64, String, String, String, String, String);
-
-fn parse_file(
-    (path, version, size, kind, state, detail, author, at): FileRow,
-) -> Result<FileInfo, StoreError> {
-    Ok(FileInfo {
-        path,
-        version,
-        size: size as u64,
-        kind,
-        state: FileState::parse(&state, detail),
-        author,
-        updated_at: super::parse_time(&at)?,
-    })
-}
-
-const SELECT_FILE: &str =
-    "SELECT path, version, size, kind, state, state_detail, author, updated_at FROM house_files";
-
-/// The current files of `house` (under `folder` when given), by path.
-pub fn list(
-    conn: &Connection,
-    house: HouseId,
-    folder: Option<&str>,
-) -> Result<Vec<FileInfo>, StoreError> {
-    let prefix = path::folder_prefix(folder).map_err(invalid)?;
-    let (low, high) = match &prefix {
-        Some(p) => (p.clone(), format!("{}\u{10FFFF}", p)),
-        None => (String::new(), "\u{10FFFF}".to_string()),
-    };
-    let mut stmt = conn.prepare_cached(&format!(
-        "{SELECT_FILE} WHERE house_id = ?1 AND path_key >= ?2 AND path_key < ?3 ORDER BY path_key"
-    ))?;
-    let rows = stmt.query_map(params![house.to_string(), low, high], |r| {
-        Ok((
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get(3)?,
-            r.get(4)?,
-            r.get(5)?,
-            r.get(6)?,
-            r.get(7)?,
-        ))
-    })?;
-    rows.map(|r| parse_file(r?)).collect()
-}
-
-/// The current file at `path` in `house`, if there is one.
-pub fn file(conn: &Connection, house: HouseId, raw: &str) -> Result<Option<FileInfo>, StoreError> {
-    let k = path::key(&path::normalize(raw).map_err(invalid)?);
-    conn.prepare_cached(&format!(
-        "{SELECT_FILE} WHERE house_id = ?1 AND path_key = ?2"
-    ))?
-    .query_row(params![house.to_string(), k], |r| {
-        Ok((
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get(3)?,
-            r.get(4)?,
-            r.get(5)?,
-            r.get(6)?,
-            r.get(7)?,
-        ))
-    })
-    .optional()?
-    .map(parse_file)
-    .transpose()
-}
-
-/// The file at `path` as it was at house version `at` (the current one
-/// when `None`); `None` when it does not exist (or did not then).
-pub fn read(
-    conn: &Connection,
-    house: HouseId,
-    raw: &str,
-    at: Option<i64>,
-) -> Result<Option<FileRead>, StoreError> {
-    let Some(current) = file(conn, house, raw)? else {
-        return Ok(None);
-    };
-    let k = path::key(&current.path);
-    let row: Option<(i64, String, i64, Option<i64>)> = conn
-        .prepare_cached(
-            "SELECT version, path, content, text_content FROM house_file_revisions
-             WHERE house_id = ?1 AND path_key = ?2 AND version <= ?3 ORDER BY version DESC LIMIT 1",
-        )?
-        .query_row(params![house.to_string(), k, at.unwrap_or(i64::MAX)], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()?;
-    let Some((version, path, content_id, text_id)) = row else {
-        return Ok(None);
-    };
-    let bytes = content::get(conn, content_id)?;
-    let text = match text_id {
-        Some(t) => Some(String::from_utf8_lossy(&content::get(conn, t)?).into_owned()),
-        None if current.kind == "document" => None,
-        None => text_of(&bytes).map(str::to_string),
-    };
-    Ok(Some(FileRead {
-        path,
-        version,
-        latest: current.version,
-        kind: current.kind,
-        bytes,
-        text,
-    }))
-}
-
-/// The versions of `house`'s files, newest first (only those touching
-/// `path` when given), at most `limit`.
-pub fn log(
-    conn: &Connection,
-    house: HouseId,
-    path_filter: Option<&str>,
-    limit: usize,
-) -> Result<Vec<VersionInfo>, StoreError> {
-    let key = path_filter
-        .map(|p| path::normalize(p).map(|p| path::key(&p)))
-        .transpose()
-        .map_err(invalid)?;
-    let mut stmt = conn.prepare_cached(
-        "SELECT version, author, message, changes, created_at FROM house_file_versions v
-         WHERE house_id = ?1 AND (?2 IS NULL OR EXISTS (
-             SELECT 1 FROM json_each(v.changes) c WHERE lower(json_extract(c.value, '$.path')) = ?2))
-         ORDER BY version DESC LIMIT ?3",
-    )?;
-    let rows = stmt.query_map(params![house.to_string(), key, limit as i64], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, String>(3)?,
-            r.get::<_, String>(4)?,
-        ))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (version, author, message, changes, at) = row?;
-        out.push(VersionInfo {
-            version,
-            author,
-            message,
-            changes: serde_json::from_str(&changes).map_err(|e| StoreError::Codec {
-                what: "file changes",
-                detail: e.to_string(),
-            })?,
-            created_at: super::parse_time(&at)?,
-        });
-    }
-    Ok(out)
-}
-
-/// Keyword search over the current text of `house`'s files, best first:
-/// every word required, or, when that finds nothing, any word.
-pub fn search(
-    conn: &Connection,
-    house: HouseId,
-    query: &str,
-    top_k: usize,
-) -> Result<Vec<FileHit>, StoreError> {
-    let words: Vec<String> = query
-        .split_whitespace()
-        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
-        .collect();
-    if words.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut stmt = conn.prepare_cached(
-        "SELECT f.path, c.chunk, f.version, snippet(house_file_fts, 0, '[', ']', '…', 24)
-         FROM house_file_fts JOIN house_file_chunks c ON c.id = house_file_fts.rowid
-         JOIN house_files f ON f.house_id = c.house_id AND f.path_key = c.path_key
-         WHERE house_file_fts MATCH ?1 AND c.house_id = ?2 ORDER BY rank LIMIT ?3",
-    )?;
-    let mut run = |q: String| -> Result<Vec<FileHit>, StoreError> {
-        let rows = stmt.query_map(params![q, house.to_string(), top_k as i64], |r| {
-            Ok(FileHit {
-                path: r.get(0)?,
-                chunk: r.get(1)?,
-                version: r.get(2)?,
-                snippet: r.get(3)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    };
-    let hits = run(words.join(" "))?;
-    if hits.is_empty() && words.len() > 1 {
-        return run(words.join(" OR "));
-    }
-    Ok(hits)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 use pretty_assertions::assert_eq;
 
 use super::*;
+use crate::id::HouseId;
 use crate::store::{house, Store, StoreError};
 
 async fn two_houses(store: &Store) -> (HouseId, HouseId) {
@@ -261,6 +262,7 @@ async fn search_finds_chunks_of_its_own_house_only() {
     )
     .await
     .unwrap();
+    catch_up(&store, acme).await.unwrap();
     let hits = store
         .read(move |c| search(c, acme, "periwinkle", 5))
         .await
@@ -344,4 +346,224 @@ fn similar_versions_share_most_pieces() {
         b.len() - shared,
         b.len()
     );
+}
+
+#[tokio::test]
+async fn a_write_leaves_text_pending_and_indexing_after_it_cites_the_version_searched() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let (acme, _) = two_houses(&store).await;
+    let lim = FileLimits::default();
+    // Written and indexed inside one job, so the writer cannot index between.
+    let (states, hits) = store
+        .write(move |tx| {
+            let (_, written) = write(
+                tx,
+                acme,
+                "ada",
+                "",
+                &[NewFile::text("a.md", "first periwinkle")],
+                lim,
+            )?;
+            let before = search(tx, acme, "periwinkle", 5)?.len();
+            index::index_house(tx, acme)?;
+            let (_, rewritten) = write(
+                tx,
+                acme,
+                "ada",
+                "",
+                &[NewFile::text("a.md", "second periwinkle")],
+                lim,
+            )?;
+            Ok((
+                (written[0].state.clone(), rewritten[0].state.clone(), before),
+                search(tx, acme, "periwinkle", 5)?,
+            ))
+        })
+        .await
+        .unwrap();
+    assert_eq!(states, (FileState::Pending, FileState::Pending, 0));
+    assert_eq!(
+        hits.iter()
+            .map(|h| (h.chunk, h.version))
+            .collect::<Vec<_>>(),
+        vec![(1, 1)],
+        "until version 2 is indexed, version 1's chunk is found and cited as version 1"
+    );
+    catch_up(&store, acme).await.unwrap();
+    let hits = store
+        .read(move |c| search(c, acme, "second", 5))
+        .await
+        .unwrap();
+    assert_eq!(hits.iter().map(|h| h.version).collect::<Vec<_>>(), vec![2]);
+    assert!(store
+        .read(move |c| search(c, acme, "first", 5))
+        .await
+        .unwrap()
+        .is_empty());
+    let files = store.read(move |c| list(c, acme, None)).await.unwrap();
+    assert_eq!(files[0].state, FileState::Indexed);
+}
+
+#[tokio::test]
+async fn the_writer_indexes_what_a_crash_left_pending_when_the_store_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("troupe.db");
+    let long: String = (0..3000)
+        .map(|i| format!("row {i} of the ledger\n"))
+        .collect();
+    // Written by a process killed before its writer indexed it: no
+    // writer here, so the file is left pending.
+    let acme = {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        crate::store::migrations::migrate(&mut conn, &path).unwrap();
+        let tx = conn.transaction().unwrap();
+        let acme = house::create_house(&tx, "acme").unwrap().id;
+        let files = [NewFile::text("ledger.md", long.clone())];
+        let (_, written) = write(&tx, acme, "ada", "", &files, FileLimits::default()).unwrap();
+        assert_eq!(written[0].state, FileState::Pending);
+        tx.commit().unwrap();
+        acme
+    };
+    let store = Store::open(&path).unwrap();
+    let indexed = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            let files = store.read(move |c| list(c, acme, None)).await.unwrap();
+            if files[0].state == FileState::Indexed {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(
+        indexed.is_ok(),
+        "the writer indexed the pending file by itself"
+    );
+    let hits = store
+        .read(move |c| search(c, acme, "2999", 5))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(
+        chunks(&long).len() as i64,
+        store
+            .read(|c| Ok(
+                c.query_row("SELECT COUNT(*) FROM house_file_chunks", [], |r| r
+                    .get::<_, i64>(0))?
+            ))
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn contents_are_compressed_and_a_migration_6_content_still_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let text: String = (0..2000)
+        .map(|i| format!("line {} says hello\n", i % 50))
+        .collect();
+    let bytes = text.clone().into_bytes();
+    let (id, stored) = store
+        .write(move |tx| {
+            let id = content::put(tx, &bytes)?;
+            let stored: i64 =
+                tx.query_row("SELECT SUM(length(data)) FROM file_pieces", [], |r| r.get(0))?;
+            // A content as migration 6 wrote it: raw pieces, 8-byte ids.
+            tx.execute(
+                "INSERT INTO file_pieces (hash, refs, data) VALUES (x'00', 1, CAST('old ' AS BLOB)), (x'01', 1, CAST('bytes' AS BLOB))",
+                [],
+            )?;
+            let ids: Vec<u8> = [tx.last_insert_rowid() - 1, tx.last_insert_rowid()]
+                .iter()
+                .flat_map(|i| i.to_le_bytes())
+                .collect();
+            tx.execute(
+                "INSERT INTO file_contents (hash, size, refs, pieces) VALUES (x'02', 9, 1, ?1)",
+                [ids],
+            )?;
+            Ok((id, stored))
+        })
+        .await
+        .unwrap();
+    assert!(
+        (stored as usize) < text.len() / 2,
+        "{stored} bytes stored for {}",
+        text.len()
+    );
+    let back = store.read(move |c| content::get(c, id)).await.unwrap();
+    assert_eq!(back, text.into_bytes());
+    let old = store
+        .read(|c| {
+            let id: i64 =
+                c.query_row("SELECT id FROM file_contents WHERE hash = x'02'", [], |r| {
+                    r.get(0)
+                })?;
+            content::get(c, id)
+        })
+        .await
+        .unwrap();
+    assert_eq!(old, b"old bytes");
+}
+
+/// Where a 1 MiB write's time goes (`cargo test --release -p troupe-runtime
+/// -- --ignored write_timing --nocapture`).
+#[tokio::test]
+#[ignore]
+async fn write_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let (acme, _) = two_houses(&store).await;
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for round in 0..12 {
+        let mut text = String::new();
+        let mut n = 0;
+        while text.len() < 1 << 20 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let u = (seed % 1_000_000) as f64 / 1e6;
+            text.push_str(&format!("w{}", ((u * u) * 5000.0) as usize));
+            n += 1;
+            text.push(if n % 12 == 0 { '\n' } else { ' ' });
+        }
+        let bytes = text.into_bytes();
+        let t = std::time::Instant::now();
+        let cuts = content::cuts(&bytes).len();
+        let t_cuts = t.elapsed();
+        let t = std::time::Instant::now();
+        let _ = content::sha256(&bytes);
+        let t_sha = t.elapsed();
+        let t = std::time::Instant::now();
+        let _ = lz4_flex::compress_prepend_size(&bytes);
+        let t_lz4 = t.elapsed();
+        let file = NewFile {
+            path: format!("big{round}.txt"),
+            bytes,
+            indexing: Indexing::Text,
+        };
+        let start = std::time::Instant::now();
+        let inside = store
+            .write(move |tx| {
+                let t = std::time::Instant::now();
+                write(
+                    tx,
+                    acme,
+                    "ada",
+                    "",
+                    std::slice::from_ref(&file),
+                    FileLimits::default(),
+                )?;
+                Ok(t.elapsed())
+            })
+            .await
+            .unwrap();
+        let total = start.elapsed();
+        catch_up(&store, acme).await.unwrap();
+        let indexed = start.elapsed();
+        println!(
+            "pieces {cuts} cuts {t_cuts:?} sha {t_sha:?} lz4 {t_lz4:?} | write job {inside:?} committed {total:?} indexed {indexed:?}"
+        );
+    }
 }

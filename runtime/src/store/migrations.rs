@@ -27,6 +27,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::house::HOUSES],
     &[super::house_files::HOUSE_FILES],
     &[super::tokens::TOKENS],
+    &[super::house_files::HOUSE_FILES_DEFERRED],
 ];
 
 /// The newest schema version this binary knows.

@@ -11,7 +11,9 @@
 //! Work that would cost more per row than the row itself is done once per
 //! batch, just before `COMMIT`: indexing the new messages for full-text
 //! search and moving their conversations' `updated_at`
-//! ([`super::conversations`]). Checkpoints (copying the WAL back into the
+//! ([`super::conversations`]). House files are indexed for search after
+//! the write that made them, in transactions of their own while no job is
+//! queued ([`super::house_files::index`]). Checkpoints (copying the WAL back into the
 //! database) run on a thread of their own, off the writer's path.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -171,8 +173,28 @@ fn run(
     mut jobs: mpsc::Receiver<Box<dyn Job>>,
     wake: &std::sync::mpsc::SyncSender<()>,
 ) {
+    use tokio::sync::mpsc::error::TryRecvError;
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = jobs.blocking_recv() {
+    // What a crash left pending is indexed first.
+    let mut files_pending = pending_files(&conn, path);
+    loop {
+        // Queued jobs go first; background work fills the gaps.
+        let first = if files_pending {
+            match jobs.try_recv() {
+                Ok(job) => job,
+                Err(TryRecvError::Empty) => {
+                    files_pending = index_files(&mut conn, path);
+                    let _ = wake.try_send(());
+                    continue;
+                }
+                Err(TryRecvError::Disconnected) => break,
+            }
+        } else {
+            match jobs.blocking_recv() {
+                Some(job) => job,
+                None => break,
+            }
+        };
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match jobs.try_recv() {
@@ -181,6 +203,7 @@ fn run(
             }
         }
         commit_batch(&mut conn, path, &mut batch, &jobs);
+        files_pending = pending_files(&conn, path);
         // Full means a wake-up is already pending.
         let _ = wake.try_send(());
     }
@@ -190,12 +213,43 @@ fn run(
         .map_err(StoreError::from)
         .and_then(|tx| {
             super::conversations::catch_up(&tx)?;
+            super::house_files::index::index_all(&tx)?;
             Ok(tx.commit()?)
         });
     if let Err(e) = caught_up {
         tracing::warn!(path = %path.display(), error = %e, "store could not catch up at close");
     }
     tracing::debug!(path = %path.display(), "store writer stopped");
+}
+
+/// Whether house files wait to be indexed (a failure to tell is logged
+/// and taken as no: a search still indexes its house first).
+fn pending_files(conn: &Connection, path: &std::path::Path) -> bool {
+    super::house_files::index::any_pending(conn).unwrap_or_else(|e| {
+        tracing::warn!(path = %path.display(), error = %e, "store could not look for files to index");
+        false
+    })
+}
+
+/// One step of indexing house files, in a transaction of its own (see
+/// [`super::house_files::index`]); whether more is pending.
+fn index_files(conn: &mut Connection, path: &std::path::Path) -> bool {
+    let stepped = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(StoreError::from)
+        .and_then(|tx| {
+            let more = super::house_files::index::index_some(
+                &tx,
+                super::house_files::index::CHUNKS_PER_STEP,
+            )?;
+            tx.commit()?;
+            Ok(more)
+        });
+    stepped.unwrap_or_else(|e| {
+        // Left pending: the next batch or search tries again.
+        tracing::warn!(path = %path.display(), error = %e, "store could not index house files");
+        false
+    })
 }
 
 /// Runs a batch in one transaction, then answers every job with the

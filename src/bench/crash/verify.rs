@@ -14,6 +14,8 @@
 //! - Every acknowledged post in the house's thread is there exactly once,
 //!   and each bot answered it exactly once (no post lost, no turn offered
 //!   twice); no post sent is there twice.
+//! - Every version of the house files is whole, and every acknowledged
+//!   file write is there ([`super::files`]).
 //! - `PRAGMA integrity_check` says `ok`.
 
 use std::collections::{HashMap, HashSet};
@@ -54,6 +56,7 @@ pub fn check(home: &Path, files: &Files) -> anyhow::Result<serde_json::Value> {
     delegations(&db, &rows, &mut out)?;
     routines(&db, &rows, &mut out)?;
     threads(&db, files, &mut out)?;
+    super::files::check(&db, files, &mut out)?;
     Ok(serde_json::Value::Object(out))
 }
 

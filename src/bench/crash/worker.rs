@@ -69,15 +69,19 @@ pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyh
         return settled;
     }
     let mut rng = Rng::new(seed ^ incarnation.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    drive(
-        &runtime,
-        &files,
-        &clock,
-        &conversations,
-        incarnation,
-        &mut rng,
+    // House file writes alongside the rest, so kills land inside them.
+    tokio::try_join!(
+        drive(
+            &runtime,
+            &files,
+            &clock,
+            &conversations,
+            incarnation,
+            &mut rng,
+        ),
+        super::files::drive(&runtime, &files, incarnation),
     )
-    .await
+    .map(drop)
 }
 
 /// The bots, the conversations the workload uses, and the routine; made

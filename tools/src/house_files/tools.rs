@@ -90,6 +90,9 @@ async fn search(p: SearchParams, ctx: &ToolContext) -> ToolResult {
         p.query.clone(),
         p.top_k.unwrap_or(5).clamp(1, 20),
     );
+    if let Err(e) = files::catch_up(&store, house).await {
+        return failed(e);
+    }
     let hits = match store
         .read(move |c| files::search(c, house, &query, k))
         .await

@@ -1,0 +1,248 @@
+//! Writing and deleting a house's files: each call is one new version of
+//! the house's files, whole or not at all.
+//!
+//! A write does only what makes the version durable and readable: the
+//! contents ([`content::put`]), a revision row per file, the current-file
+//! rows and the version's record. Cutting a text into search chunks and
+//! indexing them is left to [`super::index`], after the commit: the file is
+//! `pending` until then.
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use super::{content, invalid, path, text_of, Change, FileInfo, FileLimits, FileState};
+use super::{Indexing, NewFile};
+use crate::id::HouseId;
+use crate::store::StoreError;
+
+/// The newest version of `house`'s files (0 before the first write).
+pub fn latest_version(conn: &Connection, house: HouseId) -> Result<i64, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT COALESCE(MAX(version), 0) FROM house_file_versions WHERE house_id = ?1",
+        )?
+        .query_row(params![house.to_string()], |r| r.get(0))?)
+}
+
+fn record_version(
+    tx: &Transaction<'_>,
+    house: &str,
+    version: i64,
+    author: &str,
+    message: &str,
+    changes: &[Change],
+    now: &str,
+) -> Result<(), StoreError> {
+    let changes = serde_json::to_string(changes).map_err(|e| invalid(e.to_string()))?;
+    tx.prepare_cached(
+        "INSERT INTO house_file_versions (house_id, version, author, message, changes, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![house, version, author, message, changes, now])?;
+    Ok(())
+}
+
+/// The normalized path and key of each file, or the refusal of the whole
+/// call: a bad or repeated path, a file over the size limit.
+fn checked_paths(
+    files: &[NewFile],
+    limits: FileLimits,
+) -> Result<Vec<(String, String)>, StoreError> {
+    if files.is_empty() {
+        return Err(invalid(
+            "no files to write: give at least one path and its content.",
+        ));
+    }
+    let mut paths: Vec<(String, String)> = Vec::with_capacity(files.len());
+    for f in files {
+        let p = path::normalize(&f.path).map_err(invalid)?;
+        let k = path::key(&p);
+        if paths.iter().any(|(_, seen)| *seen == k) {
+            return Err(invalid(format!(
+                "`{p}` appears twice in one write (paths compare without case); nothing was written. Give each file once."
+            )));
+        }
+        let size = f.bytes.len() as u64;
+        if size > limits.max_file_bytes {
+            return Err(invalid(format!(
+                "`{p}` is {size} bytes, over the limit of {} bytes per file ([files] max_file_bytes); nothing was written. Split it, or raise the limit.",
+                limits.max_file_bytes
+            )));
+        }
+        paths.push((p, k));
+    }
+    Ok(paths)
+}
+
+/// Refuses a write that would bring the house over its quota.
+fn check_quota(
+    tx: &Transaction<'_>,
+    house_id: &str,
+    paths: &[(String, String)],
+    files: &[NewFile],
+    limits: FileLimits,
+) -> Result<(), StoreError> {
+    let mut total: i64 = tx
+        .prepare_cached("SELECT COALESCE(SUM(size), 0) FROM house_files WHERE house_id = ?1")?
+        .query_row(params![house_id], |r| r.get(0))?;
+    for ((_, k), f) in paths.iter().zip(files) {
+        let old: Option<i64> = tx
+            .prepare_cached("SELECT size FROM house_files WHERE house_id = ?1 AND path_key = ?2")?
+            .query_row(params![house_id, k], |r| r.get(0))
+            .optional()?;
+        total += f.bytes.len() as i64 - old.unwrap_or(0);
+    }
+    if total as u64 > limits.house_quota_bytes {
+        return Err(invalid(format!(
+            "this write would bring the house's files to {total} bytes, over its quota of {} bytes ([files] house_quota_bytes); nothing was written. Delete files with delete_file, or raise the quota.",
+            limits.house_quota_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// Writes `files` into `house` as ONE new version, by `author` with
+/// `message`; returns the version and the files as they now are. Refuses
+/// the whole call (nothing written) on a bad or repeated path, a file over
+/// the size limit, or a house over its quota.
+///
+/// Text files and documents with text come out `pending`: the store's
+/// writer indexes them right after this commits ([`super::index`]).
+pub fn write(
+    tx: &Transaction<'_>,
+    house: HouseId,
+    author: &str,
+    message: &str,
+    files: &[NewFile],
+    limits: FileLimits,
+) -> Result<(i64, Vec<FileInfo>), StoreError> {
+    let paths = checked_paths(files, limits)?;
+    let house_id = house.to_string();
+    check_quota(tx, &house_id, &paths, files, limits)?;
+    let version = latest_version(tx, house)? + 1;
+    let now = crate::store::now();
+    let updated_at = crate::store::parse_time(&now)?;
+    let mut changes = Vec::with_capacity(files.len());
+    let mut written = Vec::with_capacity(files.len());
+    for ((p, k), f) in paths.iter().zip(files) {
+        let content = content::put(tx, &f.bytes)?;
+        let (kind, state, text_content) = match &f.indexing {
+            Indexing::Text if text_of(&f.bytes).is_some() => ("text", FileState::Pending, None),
+            Indexing::Text | Indexing::Binary => ("binary", FileState::NotIndexable, None),
+            Indexing::Document(Ok(t)) => (
+                "document",
+                FileState::Pending,
+                Some(content::put(tx, t.as_bytes())?),
+            ),
+            Indexing::Document(Err(why)) => ("document", FileState::Failed(why.clone()), None),
+        };
+        tx.prepare_cached(
+            "INSERT INTO house_file_revisions (house_id, path_key, version, path, content, text_content)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![house_id, k, version, p, content, text_content])?;
+        let (state_name, detail) = state.stored();
+        tx.prepare_cached(
+            "INSERT INTO house_files (house_id, path_key, path, version, size, kind, state, state_detail, author, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+             ON CONFLICT (house_id, path_key) DO UPDATE SET path = excluded.path,
+                 version = excluded.version, size = excluded.size, kind = excluded.kind,
+                 state = excluded.state, state_detail = excluded.state_detail,
+                 author = excluded.author, updated_at = excluded.updated_at",
+        )?
+        .execute(params![
+            house_id, k, p, version, f.bytes.len() as i64, kind, state_name, detail, author, now
+        ])?;
+        if state != FileState::Pending {
+            // Nothing of this version is searchable: the last one's chunks go now.
+            super::index::forget(tx, &house_id, k)?;
+        }
+        changes.push(Change {
+            path: p.clone(),
+            action: "write".into(),
+        });
+        written.push(FileInfo {
+            path: p.clone(),
+            version,
+            size: f.bytes.len() as u64,
+            kind: kind.into(),
+            state,
+            author: author.into(),
+            updated_at,
+        });
+    }
+    record_version(tx, &house_id, version, author, message, &changes, &now)?;
+    Ok((version, written))
+}
+
+/// Deletes each `(path, version seen)` of `files` from `house`, with all
+/// their earlier versions, as one new version. Refuses the whole call when
+/// any file is missing or changed since the version named.
+pub fn delete(
+    tx: &Transaction<'_>,
+    house: HouseId,
+    author: &str,
+    message: &str,
+    files: &[(String, i64)],
+) -> Result<i64, StoreError> {
+    if files.is_empty() {
+        return Err(invalid(
+            "no files to delete: give each file's path and the version you saw.",
+        ));
+    }
+    let house_id = house.to_string();
+    let mut found = Vec::with_capacity(files.len());
+    let mut problems = Vec::new();
+    for (raw, seen) in files {
+        let p = path::normalize(raw).map_err(invalid)?;
+        let k = path::key(&p);
+        let current: Option<(String, i64)> = tx
+            .prepare_cached(
+                "SELECT path, version FROM house_files WHERE house_id = ?1 AND path_key = ?2",
+            )?
+            .query_row(params![house_id, k], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        match current {
+            None => problems.push(format!("`{p}` does not exist")),
+            Some((p, v)) if v != *seen => problems.push(format!(
+                "`{p}` changed since version {seen} (it is now version {v})"
+            )),
+            Some((p, _)) => found.push((p, k)),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(invalid(format!(
+            "nothing was deleted: {}. Read the files again (list_files shows their versions) and retry with the versions you saw.",
+            problems.join("; ")
+        )));
+    }
+    let version = latest_version(tx, house)? + 1;
+    let now = crate::store::now();
+    let mut changes = Vec::with_capacity(found.len());
+    for (p, k) in found {
+        let held: Vec<(i64, Option<i64>)> = tx
+            .prepare_cached(
+                "SELECT content, text_content FROM house_file_revisions WHERE house_id = ?1 AND path_key = ?2",
+            )?
+            .query_map(params![house_id, k], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        for (c, t) in held {
+            content::release(tx, c)?;
+            if let Some(t) = t {
+                content::release(tx, t)?;
+            }
+        }
+        super::index::forget(tx, &house_id, &k)?;
+        for sql in [
+            "DELETE FROM house_file_revisions WHERE house_id = ?1 AND path_key = ?2",
+            "DELETE FROM house_files WHERE house_id = ?1 AND path_key = ?2",
+        ] {
+            tx.prepare_cached(sql)?.execute(params![house_id, k])?;
+        }
+        changes.push(Change {
+            path: p,
+            action: "delete".into(),
+        });
+    }
+    record_version(tx, &house_id, version, author, message, &changes, &now)?;
+    Ok(version)
+}
