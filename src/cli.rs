@@ -15,6 +15,7 @@
 mod chat;
 mod cost;
 mod doctor;
+mod env;
 mod files;
 mod house;
 mod info;
@@ -126,6 +127,8 @@ pub enum Command {
     Thread(house::ThreadArgs),
     /// A house's shared files: list, put local files, get, the log of versions, remove, search.
     Files(files::FilesArgs),
+    /// A house's environments (sandboxes): list, create, exec a command, stop; its policy.
+    Env(env::EnvArgs),
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),
     /// The MCP servers of mcp.json: list them, or test one.
@@ -180,6 +183,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Thread(args) => house::thread(builder(), read_only, args).await,
         Command::Mcp(command) => mcp::mcp(cli.home.clone(), command).await,
         Command::Files(args) => files::files(builder(), read_only, args).await,
+        Command::Env(args) => env::env(builder(), args).await,
         Command::Bench(args) => {
             let quiet = args.probe || args.workload == crate::bench::Workload::CrashWorker;
             let line = crate::bench::run(args, cli.home.clone()).await?;

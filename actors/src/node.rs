@@ -128,6 +128,8 @@ pub struct NodeContext {
     pub(crate) conversations: Conversations,
     /// The house threads, by id, under their router, and their events.
     pub(crate) houses: crate::house::Hub,
+    /// The environments, by id, under their router.
+    pub(crate) sandboxes: crate::environment::Sandboxes,
     /// The root of the actor tree.
     root: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
     bots: DashMap<String, BotRecord>,
@@ -294,6 +296,7 @@ impl Node {
             resolved: Mutex::new(HashMap::new()),
             conversations: Conversations::default(),
             houses: crate::house::Hub::default(),
+            sandboxes: crate::environment::Sandboxes::default(),
             root: parking_lot::RwLock::new(None),
             bots: DashMap::new(),
             hooks: parking_lot::RwLock::new(Vec::new()),
@@ -312,6 +315,11 @@ impl Node {
             .services
             .insert(Arc::new(troupe_runtime::house::Houses(
                 crate::house::tools::NodeHouses::new(&node),
+            )));
+        node.ctx
+            .services
+            .insert(Arc::new(troupe_runtime::environment::Environments(
+                crate::environment::tools::NodeEnvironments::new(&node),
             )));
         let file_limits = node.settings().files;
         node.ctx.services.insert(Arc::new(file_limits));

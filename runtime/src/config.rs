@@ -89,6 +89,8 @@ pub struct Config {
     pub web: Web,
     /// `[files]`: the size limit and quota of house files.
     pub files: Files,
+    /// `[environments]`: the limits and lifetime of house environments.
+    pub environments: crate::environment::EnvironmentSettings,
 }
 
 /// A configuration failure. Each message names where the bad value came

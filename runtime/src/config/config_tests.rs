@@ -138,6 +138,7 @@ fn documented_defaults() -> Config {
             max_file_bytes: 10_485_760,
             house_quota_bytes: 1_073_741_824,
         },
+        environments: crate::environment::EnvironmentSettings::default(),
     }
 }
 
@@ -173,6 +174,7 @@ fn a_missing_file_gives_the_defaults() {
 fn key_list_matches_the_structs() {
     let mut full = documented_defaults();
     full.agent.working_dir = Some(PathBuf::from("/w"));
+    full.environments.helper = Some(PathBuf::from("/troupe"));
     for budget in [
         &mut full.budgets.per_turn,
         &mut full.budgets.per_bot_day,
@@ -309,7 +311,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, files \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, files, environments \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

@@ -69,6 +69,17 @@ pub const KEYS: &[&str] = &[
     "web.timeout_secs",
     "files.max_file_bytes",
     "files.house_quota_bytes",
+    "environments.idle_secs",
+    "environments.command_timeout_secs",
+    "environments.max_command_timeout_secs",
+    "environments.memory_mib",
+    "environments.processes",
+    "environments.cpu_percent",
+    "environments.cpu_secs",
+    "environments.disk_mib",
+    "environments.network",
+    "environments.landlock",
+    "environments.helper",
 ];
 
 /// Short environment variables and the key each one sets. The long form

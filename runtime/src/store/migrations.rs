@@ -26,6 +26,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[OPENINGS, SUBAGENT_DEADLINES],
     &[super::house::HOUSES],
     &[super::house_files::HOUSE_FILES],
+    &[super::environments::ENVIRONMENTS],
 ];
 
 /// The newest schema version this binary knows.
