@@ -30,6 +30,7 @@ pub mod sandbox;
 pub mod tools;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -107,6 +108,27 @@ pub struct Sandboxes {
     bindings: DashMap<ThreadId, SandboxId>,
     groups: DashMap<SandboxId, Option<Cgroup>>,
     readiness: tokio::sync::OnceCell<Result<(), String>>,
+    changes: Arc<AtomicU64>,
+}
+
+/// A tool source with no tools whose generation moves when a thread is
+/// bound or unbound: conversations recompute their tools before their
+/// next model call (`create_environment` is offered only to a thread
+/// without an environment).
+struct BindingChanges(Arc<AtomicU64>);
+
+impl troupe_runtime::tool::registry::ToolSource for BindingChanges {
+    fn tools(&self) -> Vec<Arc<dyn troupe_runtime::tool::Tool>> {
+        Vec::new()
+    }
+
+    fn get(&self, _name: &str) -> Option<Arc<dyn troupe_runtime::tool::Tool>> {
+        None
+    }
+
+    fn generation(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 impl Default for Sandboxes {
@@ -116,6 +138,7 @@ impl Default for Sandboxes {
             bindings: DashMap::new(),
             groups: DashMap::new(),
             readiness: tokio::sync::OnceCell::new(),
+            changes: Arc::new(AtomicU64::new(0)),
         }
     }
 }
@@ -134,10 +157,18 @@ impl Sandboxes {
 
     pub(crate) fn bind(&self, thread: ThreadId, env: SandboxId) {
         self.bindings.insert(thread, env);
+        self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn unbind_env(&self, env: SandboxId) {
         self.bindings.retain(|_, e| *e != env);
+        self.changes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The tool source whose generation moves with the bindings (added to
+    /// the node's registry when it starts).
+    pub(crate) fn tool_source(&self) -> Arc<dyn troupe_runtime::tool::registry::ToolSource> {
+        Arc::new(BindingChanges(Arc::clone(&self.changes)))
     }
 
     /// Environments whose actor is live now.

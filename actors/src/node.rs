@@ -275,11 +275,14 @@ impl Node {
     pub async fn start(options: NodeOptions) -> Result<Node, NodeError> {
         let store = Store::open(&options.home.database())?;
         let bus = options.bus.unwrap_or_else(|| broadcast::channel(4096).0);
+        let sandboxes = crate::environment::Sandboxes::default();
+        let mut tools = options.tools;
+        tools.add_source(sandboxes.tool_source());
         let ctx = Arc::new(NodeContext {
             home: options.home,
             settings: options.settings,
             store,
-            tools: Arc::new(options.tools),
+            tools: Arc::new(tools),
             gate: options.gate.unwrap_or_else(|| Arc::new(OpenGate)),
             bus,
             services: Services::default(),
@@ -296,7 +299,7 @@ impl Node {
             resolved: Mutex::new(HashMap::new()),
             conversations: Conversations::default(),
             houses: crate::house::Hub::default(),
-            sandboxes: crate::environment::Sandboxes::default(),
+            sandboxes,
             root: parking_lot::RwLock::new(None),
             bots: DashMap::new(),
             hooks: parking_lot::RwLock::new(Vec::new()),

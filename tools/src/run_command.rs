@@ -58,8 +58,11 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 #[serde(deny_unknown_fields)]
 pub struct RunCommandParams {
     /// The command, run by `bash -c`. Required unless `stop` is given.
-    #[serde(default, alias = "cmd")]
+    #[serde(default)]
     pub command: Option<String>,
+    /// The same as `command` (its name in a house thread's environment).
+    #[serde(default)]
+    pub cmd: Option<String>,
     /// The folder to run it in (default: the working folder).
     #[serde(default)]
     pub cwd: Option<String>,
@@ -149,10 +152,17 @@ impl Tool for RunCommand {
     }
 
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: RunCommandParams = match parse_args("run_command", args) {
+        let mut params: RunCommandParams = match parse_args("run_command", args) {
             Ok(p) => p,
             Err(result) => return result,
         };
+        match (&params.command, params.cmd.take()) {
+            (Some(_), Some(_)) => {
+                return ToolResult::error("give the command once, as `cmd` or `command`, not both")
+            }
+            (None, Some(cmd)) => params.command = Some(cmd),
+            _ => {}
+        }
         let registry = BackgroundCommands::of(&ctx.services);
         if let (Some(_), Some(envs)) = (
             troupe_runtime::house::Seat::of(ctx),
