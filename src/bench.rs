@@ -11,6 +11,7 @@
 //! killed at random moments loses and duplicates nothing ([`crash`]).
 
 pub mod crash;
+mod env;
 mod files;
 mod house;
 mod mailbox;
@@ -60,6 +61,9 @@ pub enum Workload {
     Files,
     /// The crash harness: a worker process killed `--kills` times, then checked.
     Crash,
+    /// Environments: a fresh sandbox's creation (`--n` of them), `run_command`'s
+    /// overhead over the host, and the memory of 50 idle environments (needs bubblewrap).
+    Env,
     /// An MCP call through troupe against the raw round trip, and the start
     /// with 20 configured servers (`--n` calls; needs `node`).
     Mcp,
@@ -156,6 +160,7 @@ async fn in_process(
         Workload::Web => web::fetch(n.unwrap_or(50)).await,
         Workload::Mcp => mcp::mcp(n.unwrap_or(2_000)).await,
         Workload::Files => files::files(n.unwrap_or(2_000)).await,
+        Workload::Env => env::env(n.unwrap_or(20)).await,
         Workload::Crash | Workload::CrashWorker => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

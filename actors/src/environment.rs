@@ -143,6 +143,17 @@ impl Default for Sandboxes {
     }
 }
 
+impl Drop for Sandboxes {
+    /// A node dropped without a shutdown leaves no control group behind.
+    fn drop(&mut self) {
+        for entry in self.groups.iter() {
+            if let Some(group) = entry.value() {
+                group.remove();
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for Sandboxes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sandboxes").finish_non_exhaustive()
