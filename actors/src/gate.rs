@@ -113,15 +113,14 @@ impl CallGate for TrustGate {
     }
 }
 
-/// Where a `run_command` call would run, for the approval question: a house
-/// turn's runs in the thread's environment, anything else on this machine.
+/// Where a house turn's `run_command` call would run, for the approval
+/// question: in the thread's environment, not on this machine (a call
+/// outside a house is the local one, as the question always meant).
 fn where_it_runs(spec: &ToolSpec, ctx: &ToolContext) -> Option<String> {
     if spec.name != "run_command" {
         return None;
     }
-    let Some(seat) = troupe_runtime::house::Seat::of(ctx) else {
-        return Some("runs on this machine (the local run_command)".into());
-    };
+    let seat = troupe_runtime::house::Seat::of(ctx)?;
     let bound = ctx
         .services
         .get::<troupe_runtime::environment::Environments>()

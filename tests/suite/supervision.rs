@@ -463,7 +463,13 @@ fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
     let kinds: Vec<&str> = actors.iter().map(|a| a["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
-        ["node", "conversations", "threads", "post_office"],
+        [
+            "node",
+            "conversations",
+            "threads",
+            "sandboxes",
+            "post_office"
+        ],
         "{actors:?}"
     );
 
