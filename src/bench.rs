@@ -11,6 +11,7 @@
 //! killed at random moments loses and duplicates nothing ([`crash`]).
 
 pub mod crash;
+mod env;
 mod files;
 mod house;
 mod mailbox;
@@ -61,6 +62,9 @@ pub enum Workload {
     Files,
     /// The crash harness: a worker process killed `--kills` times, then checked.
     Crash,
+    /// Environments: a fresh sandbox's creation (`--n` of them), `run_command`'s
+    /// overhead over the host, and the memory of 50 idle environments (needs bubblewrap).
+    Env,
     /// An MCP call through troupe against the raw round trip, and the start
     /// with 20 configured servers (`--n` calls; needs `node`).
     Mcp,
@@ -168,6 +172,7 @@ async fn in_process(
         Workload::Mcp => mcp::mcp(n.unwrap_or(2_000)).await,
         Workload::Files => files::files(n.unwrap_or(2_000)).await,
         Workload::Server => server::server(n.unwrap_or(2_000)).await,
+        Workload::Env => env::env(n.unwrap_or(20)).await,
         Workload::Crash | Workload::CrashWorker | Workload::ServerClients => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

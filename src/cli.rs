@@ -15,6 +15,7 @@
 mod chat;
 mod cost;
 mod doctor;
+mod env;
 mod files;
 mod house;
 mod info;
@@ -136,6 +137,8 @@ pub enum Command {
     Files(files::FilesArgs),
     /// People's tokens for the server: issue, list, revoke.
     Token(token::TokenArgs),
+    /// A house's environments (sandboxes): list, create, exec a command, stop; its policy.
+    Env(env::EnvArgs),
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),
     /// The MCP servers of mcp.json: list them, or test one.
@@ -191,6 +194,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(command) => mcp::mcp(cli.home.clone(), command).await,
         Command::Files(args) => files::files(builder(), read_only, args).await,
         Command::Token(args) => token::token(builder(), read_only, args).await,
+        Command::Env(args) => env::env(builder(), args).await,
         Command::Bench(args) => {
             let quiet = args.probe
                 || matches!(

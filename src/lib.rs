@@ -17,6 +17,7 @@ pub use api::{settings_from, Bot, Runtime, RuntimeBuilder, RuntimeError, Turn};
 pub use troupe_actors as actors;
 pub use troupe_actors::bot::BotSpec;
 pub use troupe_actors::conversation::TurnReport;
+pub use troupe_actors::environment::EnvironmentsRef;
 pub use troupe_actors::house::{HouseRef, Rules as HouseRules, ThreadEvent, ThreadRef};
 pub use troupe_runtime as runtime;
 pub use troupe_runtime::protocol::{AgentEvent, TurnOutcome};

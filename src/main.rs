@@ -26,6 +26,16 @@ fn tune_allocator() {
 }
 
 fn main() -> ExitCode {
+    // An environment's command passes through the hidden sandbox helper,
+    // which must stay single-threaded: it runs before anything else.
+    let mut args = std::env::args_os().skip(1);
+    if args
+        .next()
+        .is_some_and(|a| a == troupe_runtime::sandbox::helper::SUBCOMMAND)
+    {
+        let code = troupe_runtime::sandbox::helper::main(args.collect());
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     tune_allocator();
     // `troupe tools | head` closes the pipe early: that is the reader's
     // choice, not a crash.

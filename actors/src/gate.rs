@@ -77,6 +77,10 @@ impl CallGate for TrustGate {
             // asked in every mode; a sandbox will run it there instead.
             Verdict::Unanalysable { reason, .. } => reason,
         };
+        let reason = match where_it_runs(spec, ctx) {
+            Some(place) => format!("{place}; {reason}"),
+            None => reason,
+        };
         let reply = self
             .questions
             .ask(ctx, self.timeout, |request_id| {
@@ -107,6 +111,26 @@ impl CallGate for TrustGate {
             Reply::Undelivered { reason: why } => not_run(&format!("it could not be asked: {why}")),
         }
     }
+}
+
+/// Where a house turn's `run_command` call would run, for the approval
+/// question: in the thread's environment, not on this machine (a call
+/// outside a house is the local one, as the question always meant).
+fn where_it_runs(spec: &ToolSpec, ctx: &ToolContext) -> Option<String> {
+    if spec.name != "run_command" {
+        return None;
+    }
+    let seat = troupe_runtime::house::Seat::of(ctx)?;
+    let bound = ctx
+        .services
+        .get::<troupe_runtime::environment::Environments>()
+        .and_then(|e| e.0.bound(seat.thread));
+    Some(match bound {
+        Some(env) => {
+            format!("runs in this thread's environment {env} (a sandbox), not on this machine")
+        }
+        None => "would not run: this house thread has no environment yet".into(),
+    })
 }
 
 #[cfg(test)]

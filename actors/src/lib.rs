@@ -14,6 +14,7 @@ pub mod channel;
 pub mod commands;
 pub mod conversation;
 pub mod delegation;
+pub mod environment;
 pub mod events;
 pub mod gate;
 pub mod guard;

@@ -128,6 +128,8 @@ pub struct NodeContext {
     pub(crate) conversations: Conversations,
     /// The house threads, by id, under their router, and their events.
     pub(crate) houses: crate::house::Hub,
+    /// The environments, by id, under their router.
+    pub(crate) sandboxes: crate::environment::Sandboxes,
     /// The root of the actor tree.
     root: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
     bots: DashMap<String, BotRecord>,
@@ -273,11 +275,14 @@ impl Node {
     pub async fn start(options: NodeOptions) -> Result<Node, NodeError> {
         let store = Store::open(&options.home.database())?;
         let bus = options.bus.unwrap_or_else(|| broadcast::channel(4096).0);
+        let sandboxes = crate::environment::Sandboxes::default();
+        let mut tools = options.tools;
+        tools.add_source(sandboxes.tool_source());
         let ctx = Arc::new(NodeContext {
             home: options.home,
             settings: options.settings,
             store,
-            tools: Arc::new(options.tools),
+            tools: Arc::new(tools),
             gate: options.gate.unwrap_or_else(|| Arc::new(OpenGate)),
             bus,
             services: Services::default(),
@@ -294,6 +299,7 @@ impl Node {
             resolved: Mutex::new(HashMap::new()),
             conversations: Conversations::default(),
             houses: crate::house::Hub::default(),
+            sandboxes,
             root: parking_lot::RwLock::new(None),
             bots: DashMap::new(),
             hooks: parking_lot::RwLock::new(Vec::new()),
@@ -313,6 +319,11 @@ impl Node {
             .services
             .insert(Arc::new(troupe_runtime::house::Houses(
                 crate::house::tools::NodeHouses::new(&node),
+            )));
+        node.ctx
+            .services
+            .insert(Arc::new(troupe_runtime::environment::Environments(
+                crate::environment::tools::NodeEnvironments::new(&node),
             )));
         let file_limits = node.settings().files;
         node.ctx.services.insert(Arc::new(file_limits));

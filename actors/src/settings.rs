@@ -88,6 +88,8 @@ pub struct Settings {
     pub redeliver_after: Option<Duration>,
     /// The size limit and quota of house files (`[files]`).
     pub files: troupe_runtime::store::house_files::FileLimits,
+    /// The limits and lifetime of house environments (`[environments]`).
+    pub environments: troupe_runtime::environment::EnvironmentSettings,
 }
 
 impl Default for Settings {
@@ -119,6 +121,7 @@ impl Default for Settings {
             max_user_message_bytes: DEFAULT_MAX_USER_MESSAGE_BYTES,
             redeliver_after: Some(Duration::from_secs(60)),
             files: troupe_runtime::store::house_files::FileLimits::default(),
+            environments: troupe_runtime::environment::EnvironmentSettings::default(),
         }
     }
 }

@@ -91,6 +91,8 @@ pub struct Config {
     pub files: Files,
     /// `[server]`: how `troupe serve` listens and whom it lets in.
     pub server: Server,
+    /// `[environments]`: the limits and lifetime of house environments.
+    pub environments: crate::environment::EnvironmentSettings,
 }
 
 /// A configuration failure. Each message names where the bad value came

@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod config;
+pub mod environment;
 pub mod error;
 pub mod home;
 pub mod house;

@@ -46,6 +46,10 @@
 //! }
 //! ```
 
+pub mod cgroup;
+pub mod helper;
+pub mod jail;
+
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -53,6 +53,7 @@
 //! ```
 
 pub mod conversations;
+pub mod environments;
 mod error;
 pub mod health;
 pub mod house;

@@ -186,7 +186,21 @@ fn render_tools_reference() -> String {
          `deny_tools` lists narrow it (`tools/src/table.rs`). *conversation* is the main agent\n  \
          talking with you, *bot* a bot's conversation, *routine run* one run of a routine,\n  \
          *subagent* a task of a delegation. *with bots*: only once the home has a bot. A tool of\n  \
-         your own (`RuntimeBuilder::tool`) is offered to every kind.\n         - **In a house thread** the house tools are offered, and `read_file` and `write_file` mean\n           the house's shared files ([their house form](#read_file-and-write_file-in-a-house)); the\n           other file tools (`edit_file`, `find_files`, `run_command`) stay on the local machine, so a\n           bot of a house with an environment reaches its local files through them. Outside a house\n           `read_file` and `write_file` are the local-file tools below. The names never change.\n\n",
+         your own (`RuntimeBuilder::tool`) is offered to every kind.\n\
+         - **In a house thread** the house tools are offered, and `read_file` and `write_file` mean\n  \
+         the house's shared files ([their house form](#read_file-and-write_file-in-a-house));\n  \
+         `edit_file` and `find_files` stay on the local machine. Outside a house `read_file` and\n  \
+         `write_file` are the local-file tools below. The names never change.\n\
+         - **Which `run_command` ran where.** In a house thread, `run_command` (`cmd`) runs in the\n  \
+         thread's *environment*: a sandbox with its own workdir `/workspace`, no network and kernel\n  \
+         limits ([security.md](security.md#house-environments-are-sandboxes-that-fail-closed)),\n  \
+         never on the machine; with no environment it runs nothing and says to call\n  \
+         `create_environment`. Everywhere else (the personal agent, routines, subagents) it is the\n  \
+         *local* `run_command`: on this machine, in the working folder, inside the local sandbox\n  \
+         where `[sandbox]` has one. Each result says which: an environment's has `where:\n  \
+         environment` and the environment's id in its data and ends with `ran in environment …`;\n  \
+         a local one has `sandbox: bubblewrap` or `unsandboxed`. The gate's approval question says\n  \
+         where too.\n\n",
     );
     md.push_str("| tool | exposure | flags |");
     for kind in ActorKind::ALL {

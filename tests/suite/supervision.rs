@@ -587,6 +587,7 @@ fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
             "node",
             "conversations",
             "threads",
+            "sandboxes",
             "post_office",
             "delegations"
         ],

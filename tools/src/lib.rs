@@ -11,6 +11,7 @@ pub mod delegate;
 pub mod delegation_search;
 pub mod documents;
 pub mod edit_file;
+pub mod environment;
 pub mod file_lock;
 pub mod find_files;
 pub mod house;
@@ -88,13 +89,17 @@ pub fn builtin_configured(
         Arc::new(message_agent::MessageAgent::new()),
         Arc::new(bot_create::BotCreate::new()),
     ];
-    let tools = tools.into_iter().chain(house::all()).chain([
-        Arc::new(house_files::SearchFiles::new()) as Arc<dyn troupe_runtime::tool::Tool>,
-        Arc::new(house_files::ListFiles::new()),
-        Arc::new(house_files::DeleteFile::new()),
-        Arc::new(troupe_docs::TroupeDocs::new()),
-        Arc::new(tool_search::ToolSearch::new()),
-    ]);
+    let tools = tools
+        .into_iter()
+        .chain(house::all())
+        .chain(environment::all())
+        .chain([
+            Arc::new(house_files::SearchFiles::new()) as Arc<dyn troupe_runtime::tool::Tool>,
+            Arc::new(house_files::ListFiles::new()),
+            Arc::new(house_files::DeleteFile::new()),
+            Arc::new(troupe_docs::TroupeDocs::new()),
+            Arc::new(tool_search::ToolSearch::new()),
+        ]);
     let mut registry = Registry::new();
     for tool in tools {
         // Built-in names are unique and valid; a clash is a bug caught by the tests.
@@ -114,7 +119,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 37, "{registry:?}");
+        assert_eq!(registry.len(), 39, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

@@ -60,6 +60,9 @@ pub struct RunCommandParams {
     /// The command, run by `bash -c`. Required unless `stop` is given.
     #[serde(default)]
     pub command: Option<String>,
+    /// The same as `command` (its name in a house thread's environment).
+    #[serde(default)]
+    pub cmd: Option<String>,
     /// The folder to run it in (default: the working folder).
     #[serde(default)]
     pub cwd: Option<String>,
@@ -111,7 +114,10 @@ impl RunCommand {
                  an id; the output goes to a log file whose last line says how it ended; \
                  `notify_on_complete` tells you when it ends; `stop: <id>` ends it. Where the \
                  machine has a sandbox, commands run in it: the working folder is writable, \
-                 troupe's home and the rest of the machine read-only, /tmp private.",
+                 troupe's home and the rest of the machine read-only, /tmp private. In a house \
+                 thread it runs instead in the thread's environment (see create_environment), \
+                 in /workspace, never on the host; `cwd` is relative to /workspace there, and \
+                 `background` is not available.",
                 schema_for::<RunCommandParams>(),
             )
             .failure_tolerant()
@@ -146,11 +152,25 @@ impl Tool for RunCommand {
     }
 
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: RunCommandParams = match parse_args("run_command", args) {
+        let mut params: RunCommandParams = match parse_args("run_command", args) {
             Ok(p) => p,
             Err(result) => return result,
         };
+        match (&params.command, params.cmd.take()) {
+            (Some(_), Some(_)) => {
+                return ToolResult::error("give the command once, as `cmd` or `command`, not both")
+            }
+            (None, Some(cmd)) => params.command = Some(cmd),
+            _ => {}
+        }
         let registry = BackgroundCommands::of(&ctx.services);
+        if let (Some(_), Some(envs)) = (
+            troupe_runtime::house::Seat::of(ctx),
+            ctx.services
+                .get::<troupe_runtime::environment::Environments>(),
+        ) {
+            return in_environment(&envs, &params, ctx).await;
+        }
         let command = match (&params.stop, &params.command) {
             (Some(_), Some(_)) => {
                 return ToolResult::error(
@@ -255,6 +275,30 @@ impl Tool for RunCommand {
         }
         result
     }
+}
+
+/// A house turn's command: on the thread's environment, never the host.
+async fn in_environment(
+    envs: &troupe_runtime::environment::Environments,
+    params: &RunCommandParams,
+    ctx: &ToolContext,
+) -> ToolResult {
+    if params.background || params.stop.is_some() || params.notify_on_complete {
+        return ToolResult::error(
+            "in a house thread, run_command runs one command in the thread's environment and \
+             waits for it; `background`, `notify_on_complete` and `stop` are not available there \
+             (start a long job with `nohup … &` inside a command that waits for it instead)",
+        );
+    }
+    let Some(command) = params.command.as_deref().filter(|c| !c.trim().is_empty()) else {
+        return ToolResult::error("`cmd` is required: give the command to run");
+    };
+    let command = match params.cwd.as_deref() {
+        Some(dir) => format!("cd -- '{}' && {command}", dir.replace('\'', "'\\''")),
+        None => command.to_string(),
+    };
+    let timeout = params.timeout.map(Duration::from_secs);
+    envs.0.run_command(ctx, &command, timeout).await
 }
 
 /// Runs a command in the foreground.

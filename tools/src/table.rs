@@ -89,6 +89,10 @@ pub const TABLE: &[Row] = &[
     row("create_agent", Yes, Yes, No, No),
     row("list_house_members", Yes, Yes, No, No),
     row("update_self", Yes, Yes, No, No),
+    // The environment tools: offered only in a house thread, like the
+    // house tools (`create_environment` only while it has no environment).
+    row("create_environment", Yes, Yes, No, No),
+    row("list_sandboxes", Yes, Yes, No, No),
     // The house files: offered only in a house thread, like the house tools.
     row("search_files", Yes, Yes, No, No),
     row("list_files", Yes, Yes, No, No),

@@ -82,6 +82,11 @@ pub struct HouseRef {
 }
 
 impl HouseRef {
+    /// The node it lives on.
+    pub(crate) fn node(&self) -> &Node {
+        &self.node
+    }
+
     /// Its members: people first, then bots.
     pub async fn members(&self) -> Result<Vec<Member>, NodeError> {
         let id = self.house.id;

@@ -7,6 +7,8 @@
 //! │  └─ conv_…    a conversation (a subagent hangs under its delegation)
 //! ├─ threads      the router of house threads by id
 //! │  └─ thread_…  a thread's actor and director
+//! ├─ sandboxes    the router of house environments by id
+//! │  └─ sandbox_… an environment's actor: its commands and limits
 //! ├─ post_office  hands over durable messages left waiting
 //! ├─ delegations  the router of delegations by id
 //! │  └─ deleg_…   collects its subagents' ends (its subagents, conversations
@@ -62,10 +64,20 @@ impl Node {
             }
         })
         .shutdown(Duration::from_secs(10));
+        let ctx = Arc::downgrade(&self.ctx);
+        let sandboxes = ChildSpec::new("sandboxes", move |supervisor: ActorCell| {
+            let ctx = ctx.clone();
+            async move {
+                let ctx = ctx.upgrade().ok_or("the node is stopping")?;
+                crate::environment::start(&ctx, supervisor).await
+            }
+        })
+        .shutdown(Duration::from_secs(10));
         let mut spec = SupervisorSpec::new(Strategy::OneForOne)
             .intensity(Intensity::new(5, Duration::from_secs(60)))
             .child(conversations)
-            .child(threads);
+            .child(threads)
+            .child(sandboxes);
         if let (Some(every), true) = (self.ctx.settings.redeliver_after, self.ctx.settings.durable)
         {
             let node = Arc::downgrade(&self.ctx);
@@ -105,6 +117,7 @@ impl Node {
         }
         self.ctx.conversations.stop_all().await;
         self.ctx.houses.stop().await;
+        self.ctx.sandboxes.stop().await;
     }
 
     /// The live actor tree: the root, its children, and every live
@@ -177,6 +190,15 @@ impl Node {
                 kind: "thread".into(),
                 id: thread.to_string(),
                 parent: Some("threads".into()),
+                state: "running".into(),
+                restarts: 0,
+            });
+        }
+        for sandbox in self.ctx.sandboxes.live() {
+            tree.push(ActorInfo {
+                kind: "sandbox".into(),
+                id: sandbox.to_string(),
+                parent: Some("sandboxes".into()),
                 state: "running".into(),
                 restarts: 0,
             });

@@ -146,6 +146,7 @@ fn documented_defaults() -> Config {
             max_body_bytes: 16_777_216,
             request_timeout_secs: 60,
         },
+        environments: crate::environment::EnvironmentSettings::default(),
     }
 }
 
@@ -181,6 +182,7 @@ fn a_missing_file_gives_the_defaults() {
 fn key_list_matches_the_structs() {
     let mut full = documented_defaults();
     full.agent.working_dir = Some(PathBuf::from("/w"));
+    full.environments.helper = Some(PathBuf::from("/troupe"));
     for budget in [
         &mut full.budgets.per_turn,
         &mut full.budgets.per_bot_day,
@@ -317,7 +319,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, files, server \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, files, server, environments \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

@@ -75,6 +75,17 @@ pub const KEYS: &[&str] = &[
     "server.burst",
     "server.max_body_bytes",
     "server.request_timeout_secs",
+    "environments.idle_secs",
+    "environments.command_timeout_secs",
+    "environments.max_command_timeout_secs",
+    "environments.memory_mib",
+    "environments.processes",
+    "environments.cpu_percent",
+    "environments.cpu_secs",
+    "environments.disk_mib",
+    "environments.network",
+    "environments.landlock",
+    "environments.helper",
 ];
 
 /// Short environment variables and the key each one sets. The long form

@@ -28,6 +28,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::house_files::HOUSE_FILES],
     &[super::tokens::TOKENS],
     &[super::house_files::HOUSE_FILES_DEFERRED],
+    &[super::environments::ENVIRONMENTS],
 ];
 
 /// The newest schema version this binary knows.

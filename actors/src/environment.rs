@@ -1,0 +1,411 @@
+//! Environments: a house's sandboxes, each an actor under the node's tree.
+//!
+//! ```text
+//! node
+//! └─ sandboxes      the router of environments by id (one_for_one, transient)
+//!    └─ sandbox_…   one environment: its commands, control group, idle clock
+//! ```
+//!
+//! - [`sandbox`] — the Sandbox actor;
+//! - [`api`] — the Rust API: [`HouseRef::environments`] and
+//!   [`EnvironmentsRef`] (what `troupe env` uses);
+//! - [`tools`] — the node's [`EnvironmentServices`], behind
+//!   `create_environment`, `list_sandboxes` and a house turn's `run_command`.
+//!
+//! An environment is provisioned on demand (or an unbound one of the house
+//! reused) and bound to threads; its actor is activated by its first
+//! message and stops itself after `[environments] idle_secs` without a
+//! command, killing what it runs (the workdir stays, under
+//! `<home>/environments/<id>/work`, across restarts of troupe too). A
+//! crashed actor is restarted by the router; the commands it was running
+//! are reported lost. Creation fails closed: without a working sandbox —
+//! bubblewrap, and every restriction the helper applies — no environment
+//! is made, unless the house's own policy allows unsandboxed ones.
+//!
+//! [`HouseRef::environments`]: crate::house::HouseRef::environments
+//! [`EnvironmentServices`]: troupe_runtime::environment::EnvironmentServices
+
+pub mod api;
+pub mod sandbox;
+pub mod tools;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use ractor::{ActorCell, ActorProcessingErr, ActorRef};
+use troupe_runtime::environment::EnvironmentSettings;
+use troupe_runtime::home::Home;
+use troupe_runtime::id::{SandboxId, ThreadId};
+use troupe_runtime::router::{Activator, Router, RouterConfig, RouterEvent};
+use troupe_runtime::sandbox::cgroup::Cgroup;
+use troupe_runtime::sandbox::jail::{Jail, Rlimits};
+use troupe_runtime::sandbox::Sandbox;
+use troupe_runtime::store::environments::{self as table, EnvironmentRow};
+use troupe_runtime::supervise::{Backoff, Intensity, Restart};
+
+pub use api::EnvironmentsRef;
+pub use sandbox::SandboxMsg;
+
+use crate::node::NodeContext;
+
+/// The folder of an environment: `<home>/environments/<id>`.
+pub fn folder(home: &Home, id: SandboxId) -> PathBuf {
+    home.root().join("environments").join(id.to_string())
+}
+
+/// The workdir of an environment: `<home>/environments/<id>/work`.
+pub fn workdir(home: &Home, id: SandboxId) -> PathBuf {
+    folder(home, id).join("work")
+}
+
+/// The jail an environment's commands run in.
+pub(crate) fn jail_for(
+    settings: &EnvironmentSettings,
+    row: &EnvironmentRow,
+    workdir: &Path,
+    group: Option<&Cgroup>,
+) -> Jail {
+    let own_user = row.uid.is_some() && rustix::process::geteuid().is_root();
+    let pids_capped = group.is_some_and(|g| g.pids);
+    let memory_capped = group.is_some_and(|g| g.memory);
+    Jail {
+        helper: helper_program(settings),
+        workdir: workdir.to_path_buf(),
+        uid: row.uid,
+        rlimits: Rlimits {
+            // A process's address space is a poor measure of memory:
+            // used only where no control group counts the real thing.
+            address_space: (!memory_capped).then(|| settings.memory_bytes()),
+            // Counted per user: meaningful where the user is the
+            // environment's own, or where nothing else caps processes.
+            processes: (own_user || !pids_capped).then_some(settings.processes),
+            cpu_secs: settings.cpu_secs,
+            file_size: settings.disk_bytes(),
+            open_files: 4096,
+        },
+        network: settings.network,
+        cgroups: group.map(Cgroup::procs).unwrap_or_default(),
+        landlock: settings.landlock,
+    }
+}
+
+/// The `troupe` binary that holds the helper.
+pub fn helper_program(settings: &EnvironmentSettings) -> PathBuf {
+    settings
+        .helper
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("troupe"))
+}
+
+/// The node's environments: their router, the threads bound to them, and
+/// their control groups.
+pub struct Sandboxes {
+    router: parking_lot::RwLock<Option<Router<SandboxId, SandboxMsg>>>,
+    bindings: DashMap<ThreadId, SandboxId>,
+    groups: DashMap<SandboxId, Option<Cgroup>>,
+    readiness: tokio::sync::OnceCell<Result<(), String>>,
+    changes: Arc<AtomicU64>,
+}
+
+/// A tool source with no tools whose generation moves when a thread is
+/// bound or unbound: conversations recompute their tools before their
+/// next model call (`create_environment` is offered only to a thread
+/// without an environment).
+struct BindingChanges(Arc<AtomicU64>);
+
+impl troupe_runtime::tool::registry::ToolSource for BindingChanges {
+    fn tools(&self) -> Vec<Arc<dyn troupe_runtime::tool::Tool>> {
+        Vec::new()
+    }
+
+    fn get(&self, _name: &str) -> Option<Arc<dyn troupe_runtime::tool::Tool>> {
+        None
+    }
+
+    fn generation(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for Sandboxes {
+    fn default() -> Self {
+        Self {
+            router: parking_lot::RwLock::new(None),
+            bindings: DashMap::new(),
+            groups: DashMap::new(),
+            readiness: tokio::sync::OnceCell::new(),
+            changes: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Drop for Sandboxes {
+    /// A node dropped without a shutdown leaves no control group behind.
+    fn drop(&mut self) {
+        for entry in self.groups.iter() {
+            if let Some(group) = entry.value() {
+                group.remove();
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Sandboxes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandboxes").finish_non_exhaustive()
+    }
+}
+
+impl Sandboxes {
+    /// The environment bound to `thread`.
+    pub fn bound(&self, thread: ThreadId) -> Option<SandboxId> {
+        self.bindings.get(&thread).map(|e| *e)
+    }
+
+    pub(crate) fn bind(&self, thread: ThreadId, env: SandboxId) {
+        self.bindings.insert(thread, env);
+        self.changes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn unbind_env(&self, env: SandboxId) {
+        self.bindings.retain(|_, e| *e != env);
+        self.changes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The tool source whose generation moves with the bindings (added to
+    /// the node's registry when it starts).
+    pub(crate) fn tool_source(&self) -> Arc<dyn troupe_runtime::tool::registry::ToolSource> {
+        Arc::new(BindingChanges(Arc::clone(&self.changes)))
+    }
+
+    /// Environments whose actor is live now.
+    pub fn live(&self) -> Vec<SandboxId> {
+        self.router
+            .read()
+            .as_ref()
+            .map(Router::live_keys)
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn router(&self) -> Result<Router<SandboxId, SandboxMsg>, String> {
+        self.router
+            .read()
+            .clone()
+            .ok_or_else(|| "the node's sandboxes have stopped".to_string())
+    }
+
+    /// The control group of `id`, made by `make` the first time.
+    pub(crate) fn group(
+        &self,
+        id: SandboxId,
+        make: impl FnOnce() -> Option<Cgroup>,
+    ) -> Option<Cgroup> {
+        self.groups.entry(id).or_insert_with(make).clone()
+    }
+
+    /// Kills what is left in `id`'s control group and removes it.
+    pub(crate) fn remove_group(&self, id: SandboxId) {
+        if let Some((_, Some(group))) = self.groups.remove(&id) {
+            group.remove();
+        }
+    }
+
+    /// Kills what is left in `id`'s control group (its actor exited).
+    fn empty_group(&self, id: SandboxId) {
+        if let Some(group) = self.groups.get(&id) {
+            if let Some(group) = group.value() {
+                group.kill_all();
+            }
+        }
+    }
+
+    /// Asks the router to passivate `id`'s incarnation `actor` (from a task:
+    /// the actor does not wait for its own stop).
+    pub(crate) fn passivate(&self, id: SandboxId, actor: ractor::ActorId) {
+        if let Ok(router) = self.router() {
+            tokio::spawn(async move {
+                let _ = router.passivate(id, actor).await;
+            });
+        }
+    }
+
+    /// Whether environments can run sandboxed here: checked once per
+    /// process by running `true` through the whole chain (helper, bwrap,
+    /// Landlock, seccomp, rlimits). The error says what is missing and
+    /// how to get it.
+    pub(crate) async fn readiness(&self, ctx: &Arc<NodeContext>) -> Result<(), String> {
+        let settings = ctx.settings.environments.clone();
+        let root = ctx.home.root().join("environments");
+        self.readiness
+            .get_or_init(|| async move {
+                tokio::task::spawn_blocking(move || probe(&settings, &root))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the sandbox check failed: {e}")))
+            })
+            .await
+            .clone()
+    }
+
+    pub(crate) async fn stop(&self) {
+        let router = self.router.write().take();
+        if let Some(router) = router {
+            router.stop().await;
+        }
+        for entry in self.groups.iter() {
+            if let Some(group) = entry.value() {
+                group.remove();
+            }
+        }
+        self.groups.clear();
+    }
+}
+
+/// Runs `true` in a jail like an environment's, in a scratch workdir.
+fn probe(settings: &EnvironmentSettings, root: &Path) -> Result<(), String> {
+    let sandbox = Sandbox::detect().map_err(|why| {
+        format!(
+            "no sandbox works on this machine: {why}. To use environments, {}",
+            troupe_runtime::sandbox::INSTALL_HINT
+        )
+    })?;
+    let helper = helper_program(settings);
+    if !helper.is_file() {
+        return Err(format!(
+            "the sandbox helper {} is missing; set [environments] helper to the troupe binary",
+            helper.display()
+        ));
+    }
+    let scratch = root.join(".probe");
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| format!("could not make {}: {e}", scratch.display()))?;
+    let root_user = rustix::process::geteuid().is_root();
+    let uid = root_user.then_some(table::FIRST_UID - 1);
+    if let Some(uid) = uid {
+        std::os::unix::fs::chown(&scratch, Some(uid), Some(uid))
+            .map_err(|e| format!("could not prepare {}: {e}", scratch.display()))?;
+    }
+    // Like a workdir: its user's, entered (not read) by the sandbox's setup.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o711))
+        .map_err(|e| format!("could not prepare {}: {e}", scratch.display()))?;
+    let row = EnvironmentRow {
+        id: SandboxId::new(),
+        house: troupe_runtime::id::HouseId::new(),
+        uid,
+        sandboxed: true,
+        stopped: false,
+        created_at: chrono::Utc::now(),
+        last_used: chrono::Utc::now(),
+        threads: Vec::new(),
+        lost: 0,
+    };
+    let jail = jail_for(settings, &row, &scratch, None);
+    let output = sandbox
+        .jailed(&jail, "true", std::iter::empty::<&str>())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| format!("the sandbox could not be started: {e}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&output.stderr).trim().to_string();
+    Err(format!(
+        "the sandbox cannot apply every restriction here ({}): {}",
+        output.status,
+        if said.is_empty() {
+            "it said nothing".to_string()
+        } else {
+            said
+        }
+    ))
+}
+
+struct Activate {
+    node: Weak<NodeContext>,
+}
+
+#[async_trait::async_trait]
+impl Activator<SandboxId, SandboxMsg> for Activate {
+    async fn activate(
+        &self,
+        id: SandboxId,
+        supervisor: ActorCell,
+    ) -> Result<ActorRef<SandboxMsg>, ActorProcessingErr> {
+        self.activate_as(id, supervisor, false).await
+    }
+
+    async fn activate_as(
+        &self,
+        id: SandboxId,
+        supervisor: ActorCell,
+        restarted: bool,
+    ) -> Result<ActorRef<SandboxMsg>, ActorProcessingErr> {
+        let (actor, _) = ractor::Actor::spawn_linked(
+            None,
+            sandbox::SandboxActor,
+            sandbox::SandboxArgs {
+                node: self.node.clone(),
+                id,
+                restarted,
+            },
+            supervisor,
+        )
+        .await?;
+        Ok(actor)
+    }
+}
+
+/// Starts the router of `node`'s sandboxes linked to `supervisor`.
+pub(crate) async fn start(
+    node: &Arc<NodeContext>,
+    supervisor: ActorCell,
+) -> Result<ActorCell, ActorProcessingErr> {
+    let config = RouterConfig {
+        // Each actor knows when it is idle (no command running) and asks.
+        idle_after: None,
+        restart: Restart::Transient,
+        intensity: Intensity::new(5, Duration::from_secs(60)),
+        backoff: Backoff::None,
+        shutdown: Duration::from_secs(5),
+        events: 256,
+        report_activations: false,
+    };
+    let router = Router::start_linked(
+        Activate {
+            node: Arc::downgrade(node),
+        },
+        config,
+        supervisor,
+    )
+    .await?;
+    // The exit handling every exit gets, a crash included: what the
+    // actor's processes left in its control group is killed.
+    let mut events = router.subscribe();
+    let weak = Arc::downgrade(node);
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(RouterEvent::Exited { key, .. }) | Ok(RouterEvent::GaveUp { key, .. }) => {
+                    let Some(ctx) = weak.upgrade() else { return };
+                    ctx.sandboxes.empty_group(key);
+                }
+                Ok(RouterEvent::Activated { .. }) | Ok(RouterEvent::Passivated { .. }) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+    let bindings = node.store.read(table::bindings).await?;
+    for (thread, env) in bindings {
+        node.sandboxes.bind(thread, env);
+    }
+    let cell = router.cell();
+    *node.sandboxes.router.write() = Some(router);
+    Ok(cell)
+}

@@ -1,0 +1,462 @@
+//! A Sandbox actor: one environment, its running commands, its control
+//! group and its idle clock.
+//!
+//! It is activated by the `sandboxes` router on its first message and
+//! rebuilds itself from the store: the workdir (made again if missing, and
+//! owned by the environment's user), the control group, the jail its
+//! commands run in. A command runs in a task the actor spawns, so the
+//! actor still takes `Stop` and other commands meanwhile; the task holds
+//! the command's process (killed when the task is dropped) and answers the
+//! caller itself. When the actor stops — idle, stopped, or crashed — its
+//! state is dropped with the tasks, which kills every process they
+//! started; the router's exit handling empties the control group as well.
+//!
+//! A command is recorded `running` before it starts. When the actor
+//! starts and finds commands still `running`, an earlier incarnation died
+//! under them: they are marked lost, and their callers were told so (their
+//! reply ports closed). They are never run again.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::io::AsyncReadExt;
+use troupe_runtime::environment::CommandOutcome;
+use troupe_runtime::id::{MsgId, SandboxId};
+use troupe_runtime::sandbox::cgroup::{Cgroup, GroupLimits};
+use troupe_runtime::sandbox::jail::Jail;
+use troupe_runtime::sandbox::Sandbox;
+use troupe_runtime::store::environments as table;
+use troupe_tools::run_command::output::BoundedOutput;
+
+use crate::node::NodeContext;
+
+/// Output bytes kept from a command's start and from its end.
+const KEPT: usize = 15_000;
+
+/// A Sandbox actor's messages.
+#[derive(Debug)]
+pub enum SandboxMsg {
+    /// Runs a command; answered with how it ended.
+    Run {
+        /// The command, for `bash -c`.
+        command: String,
+        /// Its wall time.
+        timeout: Duration,
+        /// The answer.
+        reply: RpcReplyPort<Result<CommandOutcome, String>>,
+    },
+    /// Wakes it (provisioning: the workdir, the control group).
+    Touch(RpcReplyPort<()>),
+    /// A command's task ended.
+    Ended(String),
+    /// Time to see whether it has been idle long enough.
+    IdleCheck,
+    /// Kills its processes and stops it.
+    Stop(RpcReplyPort<()>),
+    /// Fails on purpose: the tests of supervision use it.
+    #[doc(hidden)]
+    Fail,
+}
+
+/// The actor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SandboxActor;
+
+/// A running command's task, aborted (and its process killed) when dropped.
+struct Running(tokio::task::JoinHandle<()>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What the actor keeps.
+pub struct SandboxState {
+    node: Weak<NodeContext>,
+    id: SandboxId,
+    workdir: PathBuf,
+    place: Place,
+    running: HashMap<String, Running>,
+    last_used: Instant,
+    idle: Option<Duration>,
+    quota: u64,
+}
+
+/// Where its commands run.
+#[derive(Clone)]
+enum Place {
+    Jailed(Sandbox, Box<Jail>),
+    Unsandboxed,
+}
+
+/// What the actor starts with.
+pub struct SandboxArgs {
+    /// The node.
+    pub node: Weak<NodeContext>,
+    /// The environment.
+    pub id: SandboxId,
+    /// Whether this incarnation replaces one that failed.
+    pub restarted: bool,
+}
+
+impl Actor for SandboxActor {
+    type Msg = SandboxMsg;
+    type State = SandboxState;
+    type Arguments = SandboxArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let ctx = args.node.upgrade().ok_or("the node is stopping")?;
+        let id = args.id;
+        let (row, lost) = ctx
+            .store
+            .write(move |tx| {
+                let Some(row) = table::get(tx, id)? else {
+                    return Ok(None);
+                };
+                let lost = table::mark_lost(tx, id)?;
+                Ok(Some((row, lost)))
+            })
+            .await?
+            .ok_or_else(|| format!("there is no environment {id}"))?;
+        if row.stopped {
+            return Err(format!("environment {id} is stopped").into());
+        }
+        if !lost.is_empty() {
+            tracing::warn!(
+                sandbox = %id,
+                restarted = args.restarted,
+                lost = ?lost,
+                "commands cut short when this environment's actor ended are reported lost, not run again"
+            );
+        }
+        let settings = ctx.settings.environments.clone();
+        let workdir = super::workdir(&ctx.home, id);
+        prepare_workdir(&workdir, row.uid)?;
+        let place = if row.sandboxed {
+            let sandbox = Sandbox::detect().map_err(|why| why.clone())?.clone();
+            let group = ctx.sandboxes.group(id, || {
+                Cgroup::create(
+                    &id.to_string(),
+                    GroupLimits {
+                        memory_bytes: settings.memory_bytes(),
+                        pids: settings.processes,
+                        cpu_percent: settings.cpu_percent,
+                    },
+                )
+            });
+            let jail = super::jail_for(&settings, &row, &workdir, group.as_ref());
+            Place::Jailed(sandbox, Box::new(jail))
+        } else {
+            Place::Unsandboxed
+        };
+        let idle = settings.idle();
+        if let Some(idle) = idle {
+            schedule_idle_check(&myself, idle);
+        }
+        Ok(SandboxState {
+            node: args.node,
+            id,
+            workdir,
+            place,
+            running: HashMap::new(),
+            last_used: Instant::now(),
+            idle,
+            quota: settings.disk_bytes(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SandboxMsg::Run {
+                command,
+                timeout,
+                reply,
+            } => {
+                state.last_used = Instant::now();
+                start(&myself, state, command, timeout, reply);
+            }
+            SandboxMsg::Touch(reply) => {
+                state.last_used = Instant::now();
+                let _ = reply.send(());
+            }
+            SandboxMsg::Ended(call) => {
+                state.last_used = Instant::now();
+                // Finished: aborting it on drop does nothing.
+                state.running.remove(&call);
+            }
+            SandboxMsg::IdleCheck => {
+                let Some(idle) = state.idle else {
+                    return Ok(());
+                };
+                let quiet = state.last_used.elapsed();
+                if state.running.is_empty() && quiet >= idle {
+                    if let Some(ctx) = state.node.upgrade() {
+                        ctx.sandboxes.passivate(state.id, myself.get_id());
+                    }
+                } else {
+                    schedule_idle_check(&myself, idle.saturating_sub(quiet).max(idle / 8));
+                }
+            }
+            SandboxMsg::Stop(reply) => {
+                state.running.clear();
+                if let Some(ctx) = state.node.upgrade() {
+                    ctx.sandboxes.remove_group(state.id);
+                }
+                let _ = reply.send(());
+                myself.stop(Some("stopped".into()));
+            }
+            SandboxMsg::Fail => {
+                return Err("a failure injected by a test".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn schedule_idle_check(myself: &ActorRef<SandboxMsg>, after: Duration) {
+    let me = myself.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let _ = me.send_message(SandboxMsg::IdleCheck);
+    });
+}
+
+/// Makes the workdir (owned by the environment's user, when it has one).
+fn prepare_workdir(workdir: &Path, uid: Option<u32>) -> Result<(), String> {
+    std::fs::create_dir_all(workdir)
+        .map_err(|e| format!("could not make the workdir {}: {e}", workdir.display()))?;
+    if let Some(uid) = uid {
+        std::os::unix::fs::chown(workdir, Some(uid), Some(uid))
+            .map_err(|e| format!("could not give the workdir to user {uid}: {e}"))?;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(workdir, std::fs::Permissions::from_mode(0o711))
+        .map_err(|e| format!("could not set the workdir's mode: {e}"))?;
+    Ok(())
+}
+
+/// Starts a command's task.
+fn start(
+    myself: &ActorRef<SandboxMsg>,
+    state: &mut SandboxState,
+    command: String,
+    timeout: Duration,
+    reply: RpcReplyPort<Result<CommandOutcome, String>>,
+) {
+    let call = MsgId::new().to_string();
+    let (node, id, workdir, place, quota) = (
+        state.node.clone(),
+        state.id,
+        state.workdir.clone(),
+        state.place.clone(),
+        state.quota,
+    );
+    let me = myself.clone();
+    let key = call.clone();
+    let task = tokio::spawn(async move {
+        let outcome = run(&node, id, &call, &workdir, &place, quota, &command, timeout).await;
+        let _ = reply.send(outcome);
+        let _ = me.send_message(SandboxMsg::Ended(call));
+    });
+    state.running.insert(key, Running(task));
+}
+
+/// Bytes under `dir`, symbolic links not followed.
+pub fn usage(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                use std::os::unix::fs::MetadataExt;
+                total += meta.blocks() * 512;
+            }
+        }
+    }
+    total
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    node: &Weak<NodeContext>,
+    id: SandboxId,
+    call: &str,
+    workdir: &Path,
+    place: &Place,
+    quota: u64,
+    command: &str,
+    timeout: Duration,
+) -> Result<CommandOutcome, String> {
+    let ctx = node.upgrade().ok_or("the node is stopping")?;
+    let dir = workdir.to_path_buf();
+    let used = tokio::task::spawn_blocking(move || usage(&dir))
+        .await
+        .unwrap_or(0);
+    if used > quota {
+        return Err(format!(
+            "the environment's workdir holds {} MiB, over its quota of {} MiB; delete files \
+             (rm in a command cannot run now, so ask the house's owner to run `troupe env exec`, \
+             or free space from the machine) — nothing was run",
+            used / (1024 * 1024),
+            quota / (1024 * 1024)
+        ));
+    }
+    let (owned_call, owned_command) = (call.to_string(), command.to_string());
+    ctx.store
+        .write(move |tx| table::command_started(tx, &owned_call, id, &owned_command))
+        .await
+        .map_err(|e| e.to_string())?;
+    drop(ctx);
+    let started = Instant::now();
+    let (sender, mut pipe) = tokio::net::unix::pipe::pipe().map_err(|e| e.to_string())?;
+    let out = sender.into_blocking_fd().map_err(|e| e.to_string())?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let mut cmd = match place {
+        Place::Jailed(sandbox, jail) => {
+            tokio::process::Command::from(sandbox.jailed(jail, "bash", ["-c", command]))
+        }
+        Place::Unsandboxed => {
+            let mut c = tokio::process::Command::new("bash");
+            c.arg("-c")
+                .arg(command)
+                .env_clear()
+                .envs(troupe_runtime::sandbox::jail::environment())
+                .env("HOME", workdir)
+                .current_dir(workdir);
+            c
+        }
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("the command could not start: {e}"))?;
+    drop(cmd);
+    let pgid = child.id();
+    let mut output = BoundedOutput::new(KEPT, KEPT);
+    let mut buf = vec![0_u8; 64 * 1024];
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut quota_check = tokio::time::interval(Duration::from_millis(250));
+    let mut pipe_open = true;
+    let ending;
+    loop {
+        tokio::select! {
+            read = pipe.read(&mut buf), if pipe_open => match read {
+                Ok(0) | Err(_) => pipe_open = false,
+                Ok(n) => output.push(&buf[..n]),
+            },
+            status = child.wait() => {
+                ending = match status {
+                    Ok(status) => ending_of(status),
+                    Err(e) => format!("[lost: {e}]"),
+                };
+                break;
+            }
+            () = &mut deadline => {
+                kill_group(pgid);
+                let _ = child.wait().await;
+                ending = format!("[killed: timeout after {} s]", timeout.as_secs());
+                break;
+            }
+            _ = quota_check.tick() => {
+                let dir = workdir.to_path_buf();
+                let used = tokio::task::spawn_blocking(move || usage(&dir)).await.unwrap_or(0);
+                if used > quota {
+                    kill_group(pgid);
+                    let _ = child.wait().await;
+                    ending = format!(
+                        "[killed: the workdir passed its quota of {} MiB]",
+                        quota / (1024 * 1024)
+                    );
+                    break;
+                }
+            }
+        }
+    }
+    // The sandbox has ended, and everything in it: the pipe closes soon.
+    let drain_until = tokio::time::Instant::now() + Duration::from_secs(1);
+    while pipe_open && tokio::time::Instant::now() < drain_until {
+        match tokio::time::timeout(Duration::from_millis(200), pipe.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => output.push(&buf[..n]),
+            _ => pipe_open = false,
+        }
+    }
+    output.finish();
+    let exit_code = ending
+        .strip_prefix("[exit ")
+        .and_then(|r| r.strip_suffix(']'))
+        .and_then(|n| n.parse().ok());
+    let mut text = output.text();
+    // A refusal of the helper is the sandbox's, not the command's.
+    if exit_code == Some(troupe_runtime::sandbox::helper::REFUSED) {
+        if let Some(line) = text
+            .lines()
+            .find(|l| l.starts_with(troupe_runtime::sandbox::helper::REFUSAL_PREFIX))
+        {
+            text = format!("the sandbox refused to run the command: {line}");
+        }
+    }
+    let outcome = CommandOutcome {
+        environment: id,
+        exit_code,
+        ending,
+        output: text,
+        output_bytes: output.total(),
+        sandboxed: matches!(place, Place::Jailed(..)),
+        millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    };
+    if let Some(ctx) = node.upgrade() {
+        let owned = call.to_string();
+        let code = outcome.exit_code;
+        let _ = ctx
+            .store
+            .write(move |tx| table::command_ended(tx, &owned, code))
+            .await;
+    }
+    Ok(outcome)
+}
+
+fn ending_of(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("[exit {code}]"),
+        (None, Some(9)) => "[killed by signal 9: a limit was reached (memory, or stopped)]".into(),
+        (None, Some(signal)) => format!("[killed by signal {signal}]"),
+        (None, None) => "[exit -1]".into(),
+    }
+}
+
+fn kill_group(pgid: Option<u32>) {
+    if let Some(pid) = pgid
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}

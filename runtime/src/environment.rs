@@ -1,0 +1,210 @@
+//! Environments: the sandboxes of a house where `run_command` runs for the
+//! threads bound to them.
+//!
+//! What every layer shares: the settings (`[environments]` in
+//! `config.toml`), the records the store keeps and the CLI and tools show,
+//! and [`EnvironmentServices`], the handle through which the environment
+//! tools reach the node's sandbox actors. The tables live in
+//! [`crate::store::environments`]; the actors in the actors crate; what
+//! confines a command in [`crate::sandbox::jail`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::id::{HouseId, SandboxId, ThreadId};
+use crate::protocol::ToolResult;
+use crate::sandbox::jail::LandlockMode;
+use crate::tool::ToolContext;
+
+/// `[environments]`: the limits and lifetime of house environments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvironmentSettings {
+    /// Seconds without a command before an environment's actor stops and
+    /// its processes are killed (its workdir stays); 0 never.
+    pub idle_secs: u64,
+    /// A command's wall time when the call gives none, in seconds.
+    pub command_timeout_secs: u64,
+    /// The longest wall time a command may ask for, in seconds.
+    pub max_command_timeout_secs: u64,
+    /// Memory of all of an environment's processes, in MiB.
+    pub memory_mib: u64,
+    /// Processes (and threads) of an environment at once.
+    pub processes: u64,
+    /// CPU: a share of one core, in percent (a control group's quota).
+    pub cpu_percent: u32,
+    /// CPU seconds one process may use.
+    pub cpu_secs: u64,
+    /// The workdir's quota, in MiB.
+    pub disk_mib: u64,
+    /// Whether commands share the machine's network (off: a network
+    /// namespace of their own, with only its loopback).
+    pub network: bool,
+    /// Whether a kernel without Landlock refuses commands.
+    pub landlock: LandlockMode,
+    /// The `troupe` binary whose hidden helper confines commands (default:
+    /// this program).
+    pub helper: Option<PathBuf>,
+}
+
+impl Default for EnvironmentSettings {
+    fn default() -> Self {
+        Self {
+            idle_secs: 900,
+            command_timeout_secs: 120,
+            max_command_timeout_secs: 600,
+            memory_mib: 1024,
+            processes: 256,
+            cpu_percent: 100,
+            cpu_secs: 600,
+            disk_mib: 2048,
+            network: false,
+            landlock: LandlockMode::Required,
+            helper: None,
+        }
+    }
+}
+
+impl EnvironmentSettings {
+    /// How long an idle environment's actor lives.
+    pub fn idle(&self) -> Option<Duration> {
+        (self.idle_secs > 0).then(|| Duration::from_secs(self.idle_secs))
+    }
+
+    /// The workdir quota in bytes.
+    pub fn disk_bytes(&self) -> u64 {
+        self.disk_mib.saturating_mul(1024 * 1024)
+    }
+
+    /// The memory cap in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory_mib.saturating_mul(1024 * 1024)
+    }
+}
+
+/// A house's own rule about environments (in the house's settings).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HouseEnvironmentPolicy {
+    /// Whether environments of this house may run commands without a
+    /// sandbox when none works on the machine. Off unless set: without a
+    /// sandbox, `create_environment` fails.
+    pub allow_unsandboxed: bool,
+}
+
+/// Where an environment is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvironmentStatus {
+    /// Its actor is live: commands start at once.
+    Active,
+    /// Its actor is stopped (idle); the next command starts it again.
+    Idle,
+    /// Stopped for good: no thread is bound, no command runs.
+    Stopped,
+}
+
+impl EnvironmentStatus {
+    /// As printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Idle => "idle",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
+/// An environment, as lists show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvironmentInfo {
+    /// Its id.
+    pub id: SandboxId,
+    /// Its house.
+    pub house: HouseId,
+    /// Where it is in its life.
+    pub status: EnvironmentStatus,
+    /// Whether its commands run in a sandbox (false only when its house
+    /// allows unsandboxed environments and the machine has no sandbox).
+    pub sandboxed: bool,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When a command last ran (or it was made).
+    pub last_used: DateTime<Utc>,
+    /// The threads bound to it.
+    pub threads: Vec<ThreadId>,
+    /// Its workdir on the machine.
+    pub workdir: PathBuf,
+    /// Commands cut short by a crash of its actor, reported and not re-run.
+    pub lost_commands: u64,
+}
+
+/// How a command in an environment ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandOutcome {
+    /// The environment.
+    pub environment: SandboxId,
+    /// The exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// `[exit N]`, `[killed by signal N]`, `[killed: timeout after N s]`, …
+    pub ending: String,
+    /// Its output (standard output and error together), cut to the head
+    /// and tail when long.
+    pub output: String,
+    /// Output bytes in all.
+    pub output_bytes: u64,
+    /// Whether it ran in a sandbox.
+    pub sandboxed: bool,
+    /// How long it ran, in milliseconds.
+    pub millis: u64,
+}
+
+impl CommandOutcome {
+    /// Whether it exited with 0.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+}
+
+/// What the environment tools ask of the node (it puts one into every
+/// conversation's services).
+#[async_trait::async_trait]
+pub trait EnvironmentServices: Send + Sync {
+    /// The environment bound to `thread`, from memory (what tools are
+    /// offered depends on it).
+    fn bound(&self, thread: ThreadId) -> Option<SandboxId>;
+    /// `create_environment`.
+    async fn create_environment(&self, ctx: &ToolContext) -> ToolResult;
+    /// `list_sandboxes`.
+    async fn list_sandboxes(
+        &self,
+        ctx: &ToolContext,
+        include_dead: bool,
+        limit: usize,
+    ) -> ToolResult;
+    /// `run_command` in a house turn: on the thread's environment.
+    async fn run_command(
+        &self,
+        ctx: &ToolContext,
+        command: &str,
+        timeout: Option<Duration>,
+    ) -> ToolResult;
+}
+
+/// The node's [`EnvironmentServices`], as tools find it in their services.
+#[derive(Clone)]
+pub struct Environments(pub Arc<dyn EnvironmentServices>);
+
+impl Environments {
+    /// The environment services of `ctx`, or the error result a tool
+    /// returns where there are none.
+    pub fn of(ctx: &ToolContext) -> Result<Arc<Environments>, ToolResult> {
+        ctx.services.get::<Environments>().ok_or_else(|| {
+            ToolResult::error("environments are not available here; they belong to house threads.")
+        })
+    }
+}

@@ -1,0 +1,238 @@
+//! Control groups: the limits that hold for an environment's whole tree of
+//! processes, not one process at a time.
+//!
+//! Found at run time: the unified hierarchy (v2) when it has the memory,
+//! pids and cpu controllers, else each v1 hierarchy that has one of them
+//! (a machine may have memory, pids and cpu on v1 and a v2 tree with only
+//! hugetlb). An environment gets a group of its own under troupe's own
+//! group, named after it; [`Cgroup::procs`] are the files the helper's
+//! `enter` step writes its process id into. Where no control group can be
+//! made (troupe is not root and has no delegated tree), limits fall back
+//! to rlimits, and [`Cgroup::create`] says which controllers it got.
+
+use std::path::{Path, PathBuf};
+
+/// What an environment's group caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupLimits {
+    /// Memory of the whole tree, in bytes.
+    pub memory_bytes: u64,
+    /// Processes (and threads) at once.
+    pub pids: u64,
+    /// CPU time as a share of one core, in percent (100: one core).
+    pub cpu_percent: u32,
+}
+
+/// An environment's control group, in one or more hierarchies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cgroup {
+    dirs: Vec<PathBuf>,
+    /// Whether memory is capped by it.
+    pub memory: bool,
+    /// Whether the process count is capped by it.
+    pub pids: bool,
+    /// Whether CPU time is capped by it.
+    pub cpu: bool,
+    v2: bool,
+}
+
+const ROOT: &str = "/sys/fs/cgroup";
+
+/// The folder under troupe's own group that holds the environments' groups.
+const PARENT: &str = "troupe-environments";
+
+impl Cgroup {
+    /// Makes (or takes again) the group `name` with `limits`; `None` when
+    /// this machine gives troupe no controller at all.
+    pub fn create(name: &str, limits: GroupLimits) -> Option<Cgroup> {
+        Self::create_v2(name, limits).or_else(|| Self::create_v1(name, limits))
+    }
+
+    fn create_v2(name: &str, limits: GroupLimits) -> Option<Cgroup> {
+        let own = own_path("")?;
+        let mount = [PathBuf::from(ROOT), Path::new(ROOT).join("unified")]
+            .into_iter()
+            .find(|m| m.join("cgroup.controllers").is_file())?;
+        // The environments' folder sits beside troupe's group: a group with
+        // processes of its own cannot hand controllers down (the root can).
+        let base = if own.trim_matches('/').is_empty() {
+            mount.clone()
+        } else {
+            mount
+                .join(own.trim_start_matches('/'))
+                .parent()?
+                .to_path_buf()
+        };
+        let parent = base.join(PARENT);
+        let available =
+            std::fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
+        let has = |c: &str| available.split_whitespace().any(|a| a == c);
+        if !(has("memory") && has("pids")) {
+            return None;
+        }
+        std::fs::create_dir_all(&parent).ok()?;
+        let wanted: Vec<String> = ["memory", "pids", "cpu"]
+            .iter()
+            .filter(|c| has(c))
+            .map(|c| format!("+{c}"))
+            .collect();
+        std::fs::write(parent.join("cgroup.subtree_control"), wanted.join(" ")).ok()?;
+        let dir = parent.join(name);
+        std::fs::create_dir_all(&dir).ok()?;
+        let memory =
+            std::fs::write(dir.join("memory.max"), limits.memory_bytes.to_string()).is_ok();
+        let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+        let pids = std::fs::write(dir.join("pids.max"), limits.pids.to_string()).is_ok();
+        let cpu = std::fs::write(
+            dir.join("cpu.max"),
+            format!("{} 100000", u64::from(limits.cpu_percent) * 1000),
+        )
+        .is_ok();
+        Some(Cgroup {
+            dirs: vec![dir],
+            memory,
+            pids,
+            cpu,
+            v2: true,
+        })
+    }
+
+    fn create_v1(name: &str, limits: GroupLimits) -> Option<Cgroup> {
+        let mut group = Cgroup {
+            dirs: Vec::new(),
+            memory: false,
+            pids: false,
+            cpu: false,
+            v2: false,
+        };
+        for controller in ["memory", "pids", "cpu"] {
+            let mount = Path::new(ROOT).join(controller);
+            if !mount.join("cgroup.procs").is_file() {
+                continue;
+            }
+            let Some(own) = own_path(controller) else {
+                continue;
+            };
+            let dir = mount
+                .join(own.trim_start_matches('/'))
+                .join(PARENT)
+                .join(name);
+            if std::fs::create_dir_all(&dir).is_err() {
+                continue;
+            }
+            let set = |file: &str, value: String| std::fs::write(dir.join(file), value).is_ok();
+            let capped = match controller {
+                "memory" => {
+                    let ok = set("memory.limit_in_bytes", limits.memory_bytes.to_string());
+                    // Without swap accounting there is nothing to set.
+                    let _ = set(
+                        "memory.memsw.limit_in_bytes",
+                        limits.memory_bytes.to_string(),
+                    );
+                    group.memory = ok;
+                    ok
+                }
+                "pids" => {
+                    let ok = set("pids.max", limits.pids.to_string());
+                    group.pids = ok;
+                    ok
+                }
+                _ => {
+                    let ok = set("cpu.cfs_period_us", "100000".into())
+                        && set(
+                            "cpu.cfs_quota_us",
+                            (u64::from(limits.cpu_percent) * 1000).to_string(),
+                        );
+                    group.cpu = ok;
+                    ok
+                }
+            };
+            if capped {
+                group.dirs.push(dir);
+            } else {
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+        (!group.dirs.is_empty()).then_some(group)
+    }
+
+    /// The files a process joins the group through (one per hierarchy).
+    pub fn procs(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// The processes in the group now.
+    pub fn members(&self) -> Vec<i32> {
+        let mut pids: Vec<i32> = self
+            .procs()
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .flat_map(|text| {
+                text.lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect::<Vec<i32>>()
+            })
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Kills every process in the group (`cgroup.kill` on v2, one SIGKILL
+    /// each on v1, again until none is left or a bounded number of rounds).
+    pub fn kill_all(&self) {
+        if self.v2 {
+            if let Some(dir) = self.dirs.first() {
+                if std::fs::write(dir.join("cgroup.kill"), "1").is_ok() {
+                    return;
+                }
+            }
+        }
+        for _ in 0..50 {
+            let members = self.members();
+            if members.is_empty() {
+                return;
+            }
+            for pid in members {
+                if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The group's peak or current memory use, in bytes, where known.
+    pub fn memory_bytes(&self) -> Option<u64> {
+        self.dirs.iter().find_map(|d| {
+            ["memory.current", "memory.usage_in_bytes"]
+                .iter()
+                .find_map(|f| std::fs::read_to_string(d.join(f)).ok())
+                .and_then(|t| t.trim().parse().ok())
+        })
+    }
+
+    /// Kills what is left and removes the group.
+    pub fn remove(&self) {
+        self.kill_all();
+        for dir in &self.dirs {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// troupe's own group in the hierarchy of `controller` ("" for v2), from
+/// `/proc/self/cgroup`.
+fn own_path(controller: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let matches = if controller.is_empty() {
+            controllers.is_empty()
+        } else {
+            controllers.split(',').any(|c| c == controller)
+        };
+        matches.then(|| path.to_string())
+    })
+}

@@ -1,0 +1,259 @@
+//! An environment's sandbox: stricter than a local command's.
+//!
+//! A local command sees the machine read-only; an environment's command
+//! sees only what it needs: the system's programs and libraries (`/usr`
+//! and its links, `/etc` with its secrets masked), a `/dev` and `/proc` of
+//! its own, a private `/tmp`, and its workdir at [`WORKSPACE`] — the one
+//! place it may write. troupe's home, the user's files and other
+//! environments are not there at all. Every namespace is new (when troupe
+//! runs as root, the user namespace is replaced by an unprivileged user of
+//! the environment's own, which is stronger: a user namespace would map to
+//! root), the network's too unless the environment has network;
+//! capabilities are dropped, the sandbox dies with troupe and runs in a new
+//! session. Inside, the [`helper`](super::helper) lowers the rlimits, drops
+//! to that user, applies Landlock and seccomp, and only then runs the
+//! command. Its environment variables are a fixed, short list: nothing of
+//! troupe's (no API key) passes in.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::helper;
+use super::Sandbox;
+
+/// Where an environment's workdir is inside its sandbox.
+pub const WORKSPACE: &str = "/workspace";
+
+/// Where the helper is inside the sandbox.
+const HELPER_INSIDE: &str = "/.troupe/troupe";
+
+/// Files of `/etc` that are never shown.
+const MASKED: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/security/opasswd",
+];
+
+/// Folders of `/etc` that are never shown.
+const MASKED_DIRS: &[&str] = &["/etc/ssh", "/etc/sudoers.d", "/etc/ssl/private"];
+
+/// The system's folders shown read-only (or as the links they are).
+const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+/// Whether Landlock must be enforced (`[environments] landlock`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LandlockMode {
+    /// A kernel without Landlock refuses every command.
+    #[default]
+    Required,
+    /// Applied where the kernel has it.
+    BestEffort,
+}
+
+impl LandlockMode {
+    fn as_arg(self) -> &'static str {
+        match self {
+            Self::Required => "required",
+            Self::BestEffort => "best_effort",
+        }
+    }
+}
+
+/// The rlimits of each process of an environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rlimits {
+    /// Address space in bytes (only where no control group caps memory).
+    pub address_space: Option<u64>,
+    /// Processes of the environment's user (only where that user is the
+    /// environment's own).
+    pub processes: Option<u64>,
+    /// CPU seconds per process.
+    pub cpu_secs: u64,
+    /// The largest file, in bytes (the workdir's quota).
+    pub file_size: u64,
+    /// Open files per process.
+    pub open_files: u64,
+}
+
+/// Everything that confines one environment's commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Jail {
+    /// The `troupe` binary that holds the helper.
+    pub helper: PathBuf,
+    /// The workdir on the machine, shown at [`WORKSPACE`].
+    pub workdir: PathBuf,
+    /// The user commands run as, when troupe is root and drops to it.
+    pub uid: Option<u32>,
+    /// Per-process limits.
+    pub rlimits: Rlimits,
+    /// Whether commands share the machine's network.
+    pub network: bool,
+    /// `cgroup.procs` files the command joins before the sandbox starts.
+    pub cgroups: Vec<PathBuf>,
+    /// Whether Landlock is a hard requirement.
+    pub landlock: LandlockMode,
+}
+
+/// The environment variables a command starts with.
+pub fn environment() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        ),
+        ("HOME", WORKSPACE),
+        ("USER", "sandbox"),
+        ("LANG", "C.UTF-8"),
+        ("TERM", "dumb"),
+        ("PAGER", "cat"),
+        ("GIT_PAGER", "cat"),
+        ("NO_COLOR", "1"),
+        ("TMPDIR", "/tmp"),
+    ]
+}
+
+impl Sandbox {
+    /// `program args…` in the environment `jail` describes: the command
+    /// to spawn (its environment is already the fixed list; the caller
+    /// sets standard input and output and the process group).
+    pub fn jailed<I, S>(&self, jail: &Jail, program: impl AsRef<OsStr>, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut bwrap: Vec<OsString> = Vec::new();
+        let mut push = |words: &[&OsStr]| bwrap.extend(words.iter().map(|w| w.to_os_string()));
+        let root = rustix::process::geteuid().is_root();
+        if root && jail.uid.is_some() {
+            // No user namespace: it would map the sandbox's root to the
+            // machine's; the helper becomes an unprivileged user instead.
+            push(&[
+                "--unshare-ipc".as_ref(),
+                "--unshare-pid".as_ref(),
+                "--unshare-uts".as_ref(),
+                "--unshare-cgroup-try".as_ref(),
+            ]);
+            if !jail.network {
+                push(&["--unshare-net".as_ref()]);
+            }
+            push(&[
+                "--cap-drop".as_ref(),
+                "ALL".as_ref(),
+                "--cap-add".as_ref(),
+                "CAP_SETUID".as_ref(),
+                "--cap-add".as_ref(),
+                "CAP_SETGID".as_ref(),
+            ]);
+        } else {
+            push(&["--unshare-all".as_ref()]);
+            if jail.network {
+                push(&["--share-net".as_ref()]);
+            }
+            push(&["--cap-drop".as_ref(), "ALL".as_ref()]);
+        }
+        push(&[
+            "--die-with-parent".as_ref(),
+            "--new-session".as_ref(),
+            "--hostname".as_ref(),
+            "sandbox".as_ref(),
+        ]);
+        for dir in SYSTEM {
+            let path = Path::new(dir);
+            match std::fs::symlink_metadata(path) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    if let Ok(target) = std::fs::read_link(path) {
+                        push(&["--symlink".as_ref(), target.as_os_str(), path.as_os_str()]);
+                    }
+                }
+                Ok(meta) if meta.is_dir() => {
+                    push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+                }
+                _ => {}
+            }
+        }
+        for file in MASKED {
+            if Path::new(file).exists() {
+                push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), file.as_ref()]);
+            }
+        }
+        for dir in MASKED_DIRS {
+            if Path::new(dir).is_dir() {
+                push(&["--tmpfs".as_ref(), dir.as_ref()]);
+            }
+        }
+        push(&[
+            "--dev".as_ref(),
+            "/dev".as_ref(),
+            "--proc".as_ref(),
+            "/proc".as_ref(),
+            "--perms".as_ref(),
+            "1777".as_ref(),
+            "--tmpfs".as_ref(),
+            "/tmp".as_ref(),
+            "--bind".as_ref(),
+            jail.workdir.as_os_str(),
+            WORKSPACE.as_ref(),
+            "--ro-bind".as_ref(),
+            jail.helper.as_os_str(),
+            HELPER_INSIDE.as_ref(),
+            "--chdir".as_ref(),
+            WORKSPACE.as_ref(),
+            "--".as_ref(),
+            HELPER_INSIDE.as_ref(),
+            helper::SUBCOMMAND.as_ref(),
+            "confine".as_ref(),
+        ]);
+        let mut confine: Vec<String> = Vec::new();
+        let r = &jail.rlimits;
+        let mut limit = |name: &str, value: u64| {
+            confine.push("--rlimit".into());
+            confine.push(format!("{name}={value}"));
+        };
+        limit("core", 0);
+        limit("cpu", r.cpu_secs);
+        limit("fsize", r.file_size);
+        limit("nofile", r.open_files);
+        if let Some(bytes) = r.address_space {
+            limit("as", bytes);
+        }
+        if let Some(n) = r.processes {
+            limit("nproc", n);
+        }
+        if let (true, Some(uid)) = (root, jail.uid) {
+            confine.push("--uid".into());
+            confine.push(uid.to_string());
+        }
+        for dir in [WORKSPACE, "/tmp", "/dev"] {
+            confine.push("--write".into());
+            confine.push(dir.into());
+        }
+        confine.push("--landlock".into());
+        confine.push(jail.landlock.as_arg().into());
+        bwrap.extend(confine.into_iter().map(OsString::from));
+        bwrap.push("--".into());
+        bwrap.push(program.as_ref().to_os_string());
+        bwrap.extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
+        let mut command = if jail.cgroups.is_empty() {
+            let mut c = Command::new(self.program());
+            c.args(&bwrap);
+            c
+        } else {
+            let mut c = Command::new(&jail.helper);
+            c.arg(helper::SUBCOMMAND).arg("enter");
+            for procs in &jail.cgroups {
+                c.arg("--cgroup").arg(procs);
+            }
+            c.arg("--").arg(self.program()).args(&bwrap);
+            c
+        };
+        command.env_clear().envs(environment()).current_dir("/");
+        command
+    }
+}
