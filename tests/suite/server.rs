@@ -50,7 +50,13 @@ impl Served {
             [("alice".to_string(), alice)].into_iter().collect(),
         ));
         let work = tempfile::tempdir().unwrap();
-        let runtime = home.builder(model).cwd(work.path()).build().await.unwrap();
+        let runtime = home
+            .builder(model)
+            .cwd(work.path())
+            .set("environments.helper", env!("CARGO_BIN_EXE_troupe"))
+            .build()
+            .await
+            .unwrap();
         runtime
             .spawn_bot(BotSpec::new("alice", "Alice", "A member of the house."))
             .await
@@ -131,6 +137,16 @@ impl Served {
             .headers_mut()
             .insert("authorization", format!("Bearer {token}").parse().unwrap());
         tokio_tungstenite::connect_async(request).await.unwrap().0
+    }
+
+    /// Gives the thread `general` an environment, where the bots' commands run.
+    pub(super) async fn environment(&self) {
+        let acme = self.runtime.house("acme").await.unwrap();
+        let general = acme.thread("general").await.unwrap();
+        acme.environments()
+            .create(Some(general.info.id))
+            .await
+            .unwrap();
     }
 
     pub(super) async fn stop(mut self) {
@@ -592,7 +608,7 @@ async fn a_bots_turn_streams_in_and_its_approval_is_answered_over_the_api() {
         Turn::text("cleaned up").expecting("removed"),
     ])
     .await;
-    std::fs::create_dir_all(s.work.path().join("build")).unwrap();
+    s.environment().await;
     let mut socket = s.watch(&format!("{GENERAL}/events"), &s.ada).await;
     assert_eq!(frame(&mut socket).await["type"], "ready");
     let (status, posted) = s
@@ -641,6 +657,10 @@ async fn a_bots_turn_streams_in_and_its_approval_is_answered_over_the_api() {
     assert_eq!(status, StatusCode::OK);
     let result = until(&mut socket, "tool_result", |_| true).await;
     assert_eq!(result["status"], "ok", "{result}");
+    assert!(
+        result["text"].as_str().unwrap().contains("removed"),
+        "{result}"
+    );
     let reply = until(&mut socket, "message", |f| {
         f["message"]["author"] == "alice"
     })
@@ -648,7 +668,6 @@ async fn a_bots_turn_streams_in_and_its_approval_is_answered_over_the_api() {
     assert_eq!(reply["message"]["text"], "cleaned up");
     assert_eq!(reply["round"], round);
     until(&mut socket, "settled", |f| f["round"] == round).await;
-    assert!(!s.work.path().join("build").exists());
     let (_, after) = s.get("/requests", &s.ada).await;
     assert_eq!(after["requests"], json!([]));
     s.stop().await;

@@ -47,7 +47,7 @@ async fn a_person_uses_the_web_page_in_chromium() {
         Turn::text("cleaned up"),
     ])
     .await;
-    std::fs::create_dir_all(s.work.path().join("build")).unwrap();
+    s.environment().await;
     let artifacts = root.join("target/test-artifacts/web-page");
     let _ = std::fs::remove_dir_all(&artifacts);
     let run = tokio::process::Command::new("node")
