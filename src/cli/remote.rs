@@ -200,3 +200,89 @@ fn encode(segment: &str) -> String {
 fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
+
+impl Remote {
+    /// One turn of `bot` through the server (`POST /api/bots/{bot}/turns`),
+    /// printed as `troupe run` prints one: progress on stderr (or every
+    /// event as JSON with `json_out`), the answer on stdout. Its exit status.
+    pub async fn run_turn(
+        &self,
+        bot: &str,
+        conversation: Option<&str>,
+        text: &str,
+        json_out: bool,
+    ) -> anyhow::Result<u8> {
+        use troupe_runtime::protocol::{AgentEvent, TurnOutcome};
+
+        let mut body = json!({ "text": text, "new_conversation": conversation.is_none() });
+        if let Some(c) = conversation {
+            body["conversation"] = c.into();
+        }
+        let response = self
+            .http
+            .post(format!(
+                "{}/api/bots/{}/turns",
+                self.running.url,
+                encode(bot)
+            ))
+            .bearer_auth(&self.running.token)
+            .timeout(Duration::from_secs(24 * 3600))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if !response.status().is_success() {
+            Self::answer(response).await?;
+            anyhow::bail!("the server refused the turn");
+        }
+        eprintln!(
+            "troupe: the home is served at {}; this turn runs there",
+            self.url()
+        );
+        let mut stream = response.bytes_stream();
+        let mut pending = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            pending.extend_from_slice(&chunk?);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let value: Value = serde_json::from_slice(&line)?;
+                if let Some(report) = value.get("report") {
+                    let outcome: TurnOutcome = serde_json::from_value(report["outcome"].clone())?;
+                    let answer = report["text"].as_str().unwrap_or_default();
+                    if json_out {
+                        println!("{value}");
+                    } else if !answer.is_empty() {
+                        println!("{answer}");
+                    }
+                    if let Some(why) = super::run::outcome_text(&outcome) {
+                        eprintln!("troupe: {why}");
+                    }
+                    return Ok(super::run::exit_code(&outcome));
+                }
+                if let Some(error) = value.get("error").and_then(Value::as_str) {
+                    anyhow::bail!("{error}");
+                }
+                let event: AgentEvent = serde_json::from_value(value.clone())?;
+                if json_out {
+                    println!("{value}");
+                    continue;
+                }
+                match &event {
+                    AgentEvent::ApprovalRequested { request_id, call, reason } => eprintln!(
+                        "troupe: `{}` waits for approval ({reason}): answer it in the web page, or POST /api/requests/{request_id}",
+                        call.name
+                    ),
+                    AgentEvent::QuestionAsked { request_id, .. } => eprintln!(
+                        "troupe: a question waits for an answer: in the web page, or POST /api/requests/{request_id}"
+                    ),
+                    other => {
+                        if let Some(line) = super::run::progress_line(other) {
+                            eprintln!("{line}");
+                        }
+                    }
+                }
+            }
+        }
+        anyhow::bail!("the server closed the turn's stream before it ended")
+    }
+}

@@ -137,6 +137,26 @@ fn is_lifecycle(event: &AgentEvent) -> bool {
 
 /// Runs `troupe run`.
 pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(remote) = super::remote::Remote::find(builder.home_dir()) {
+        // The server's node runs the turn, on its own settings: what this
+        // run would set on a node of its own cannot apply there.
+        if args.model.is_some() || args.tools.is_some() || args.auto || args.max_steps.is_some() {
+            anyhow::bail!(
+                "the home is served at {}: --model, --tools, --auto and --max-steps apply to a node of this run's own; leave them out to run the turn on the server, or stop `troupe serve` first",
+                remote.url()
+            );
+        }
+        let bot = args.bot.as_deref().unwrap_or(MAIN_AGENT);
+        let code = remote
+            .run_turn(
+                bot,
+                args.conversation.as_deref(),
+                &args.prompt.join(" "),
+                args.json,
+            )
+            .await?;
+        return Ok(ExitCode::from(code));
+    }
     if let Some(model) = &args.model {
         builder = builder.model(model.clone());
     }

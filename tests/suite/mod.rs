@@ -19,6 +19,7 @@ mod routines;
 mod run;
 mod sandbox_escape;
 mod security;
+mod serve_cli;
 mod server;
 mod smoke;
 mod supervision;
