@@ -39,6 +39,22 @@ pub struct ChatArgs {
 
 /// Runs `troupe chat`.
 pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCode> {
+    if let Some(remote) = super::remote::Remote::find(builder.home_dir()) {
+        if args.model.is_some() {
+            anyhow::bail!(
+                "the home is served at {}: --model applies to a node of this chat's own; leave it out to chat through the server, or stop `troupe serve` first",
+                remote.url()
+            );
+        }
+        let bot = args
+            .bot
+            .as_deref()
+            .unwrap_or(troupe_runtime::home::MAIN_AGENT);
+        remote
+            .chat(bot, args.conversation.clone(), args.new)
+            .await?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(model) = &args.model {
         builder = builder.model(model.clone());
     }

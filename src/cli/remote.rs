@@ -205,16 +205,19 @@ impl Remote {
     /// One turn of `bot` through the server (`POST /api/bots/{bot}/turns`),
     /// printed as `troupe run` prints one: progress on stderr (or every
     /// event as JSON with `json_out`), the answer on stdout. Its exit status.
+    /// Without `conversation`, `new` starts one, else the bot's latest goes
+    /// on. The exit status and the conversation the turn ran in.
     pub async fn run_turn(
         &self,
         bot: &str,
         conversation: Option<&str>,
+        new: bool,
         text: &str,
         json_out: bool,
-    ) -> anyhow::Result<u8> {
+    ) -> anyhow::Result<(u8, String)> {
         use troupe_runtime::protocol::{AgentEvent, TurnOutcome};
 
-        let mut body = json!({ "text": text, "new_conversation": conversation.is_none() });
+        let mut body = json!({ "text": text, "new_conversation": new && conversation.is_none() });
         if let Some(c) = conversation {
             body["conversation"] = c.into();
         }
@@ -257,7 +260,11 @@ impl Remote {
                     if let Some(why) = super::run::outcome_text(&outcome) {
                         eprintln!("troupe: {why}");
                     }
-                    return Ok(super::run::exit_code(&outcome));
+                    let id = report["conversation"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    return Ok((super::run::exit_code(&outcome), id));
                 }
                 if let Some(error) = value.get("error").and_then(Value::as_str) {
                     anyhow::bail!("{error}");
@@ -284,5 +291,42 @@ impl Remote {
             }
         }
         anyhow::bail!("the server closed the turn's stream before it ended")
+    }
+}
+
+impl Remote {
+    /// `troupe chat` through the server: each line read is a turn of
+    /// `bot` in one conversation, run on the server's node.
+    pub async fn chat(
+        &self,
+        bot: &str,
+        conversation: Option<String>,
+        new: bool,
+    ) -> anyhow::Result<()> {
+        use tokio::io::AsyncBufReadExt;
+
+        eprintln!(
+            "troupe: the home is served at {}; this chat's turns run there (Ctrl-D ends it)",
+            self.url()
+        );
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        let (mut conversation, mut new) = (conversation, new);
+        while let Some(line) = lines.next_line().await? {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            if matches!(line, "/exit" | "/quit") {
+                break;
+            }
+            let (_, id) = self
+                .run_turn(bot, conversation.as_deref(), new, line, false)
+                .await?;
+            if !id.is_empty() {
+                conversation = Some(id);
+            }
+            new = false;
+        }
+        Ok(())
     }
 }

@@ -147,10 +147,11 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
             );
         }
         let bot = args.bot.as_deref().unwrap_or(MAIN_AGENT);
-        let code = remote
+        let (code, _) = remote
             .run_turn(
                 bot,
                 args.conversation.as_deref(),
+                true,
                 &args.prompt.join(" "),
                 args.json,
             )

@@ -1,5 +1,5 @@
 //! `troupe serve` as a process, and the CLI beside it: `thread post`,
-//! `ps` and `run` go through its API; a command that would write the home
+//! `ps`, `run` and `chat` go through its API; a command that would write the home
 //! itself is refused with the server named; SIGTERM stops it cleanly.
 
 use std::io::{BufRead, BufReader};
@@ -44,7 +44,8 @@ fn the_cli_goes_through_a_running_server_and_sigterm_stops_it() {
         json!({"bots": {
             "assistant": {"turns": [
                 {"text": "the launch is on Friday"},
-                {"text": "hello from the server"}
+                {"text": "hello from the server"},
+                {"text": "chatting through the server"}
             ]}
         }})
         .to_string(),
@@ -128,6 +129,29 @@ fn the_cli_goes_through_a_running_server_and_sigterm_stops_it() {
         text(&out.stderr)
     );
     assert_eq!(text(&out.stdout).trim(), "hello from the server");
+    // A chat: each line a turn on the server, in one conversation.
+    let mut chat = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(home.path())
+        .arg("chat")
+        .env_remove("TROUPE_HOME")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = chat.stdin.take().unwrap();
+        writeln!(stdin, "how are you?").unwrap();
+    }
+    let out = chat.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("chatting through the server"),
+        "{}",
+        text(&out.stdout)
+    );
     let out = troupe(&home, &["run", "--model", &model, "hello"]);
     assert!(!out.status.success());
     assert!(
