@@ -41,7 +41,7 @@ fn a_second_writer_is_refused_naming_the_owner_until_a_sigkill_frees_the_home() 
     let mut serve = Command::new(env!("CARGO_BIN_EXE_troupe"))
         .arg("--home")
         .arg(home.path())
-        .arg("serve")
+        .args(["serve", "--listen", "127.0.0.1:0"])
         .current_dir(home.path())
         .env_remove("TROUPE_HOME")
         .env("TROUPE_LOG", "warn")
@@ -62,12 +62,17 @@ fn a_second_writer_is_refused_naming_the_owner_until_a_sigkill_frees_the_home() 
     });
     ready.recv_timeout(WAIT).expect("`troupe serve` started");
 
-    let refused = run_once(&home, "never");
+    // (`run`, `chat`, `thread post` and `ps` would go through the server's
+    // API: tests/suite/serve_cli.rs.)
+    let refused = troupe(&home, &["house", "create", "never"]);
     assert_eq!(refused.status.code(), Some(1));
     let err = text(&refused.stderr);
     let owner = format!("is in use by pid {} (`troupe --home", serve.id());
     assert!(err.contains(&owner), "{err}");
-    assert!(err.contains(" serve`) since "), "{err}");
+    assert!(
+        err.contains(" serve --listen 127.0.0.1:0`) since "),
+        "{err}"
+    );
     assert!(err.contains("stop it, or use --home DIR"), "{err}");
     // Listing runs beside the owner.
     let listed = troupe(&home, &["conversations"]);
@@ -196,7 +201,9 @@ fn random_bytes_written_into_the_database_are_refused_at_the_next_start() {
     }
     std::fs::write(&db, &bytes).unwrap();
 
-    let refused = run_once(&home, "never");
+    // (`run`, `chat`, `thread post` and `ps` would go through the server's
+    // API: tests/suite/serve_cli.rs.)
+    let refused = troupe(&home, &["house", "create", "never"]);
     assert_eq!(refused.status.code(), Some(1));
     let err = text(&refused.stderr);
     assert!(err.contains("is damaged (PRAGMA quick_check: "), "{err}");
