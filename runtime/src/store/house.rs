@@ -557,19 +557,7 @@ pub fn messages_after(
     seq: i64,
     limit: usize,
 ) -> Result<Vec<ThreadMessage>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT * FROM ({SELECT_MESSAGE} WHERE thread_id = ?1 AND seq > ?2 ORDER BY seq DESC LIMIT ?3)
-         ORDER BY seq"
-    ))?;
-    let rows = stmt.query_map(
-        params![
-            thread.to_string(),
-            seq,
-            i64::try_from(limit).unwrap_or(i64::MAX)
-        ],
-        message_row,
-    )?;
-    rows.map(|r| parse_message(r?)).collect()
+    page(conn, thread, seq, limit, ">", true)
 }
 
 /// `thread`'s messages after `seq`, oldest first, at most the oldest
@@ -580,18 +568,7 @@ pub fn messages_from(
     seq: i64,
     limit: usize,
 ) -> Result<Vec<ThreadMessage>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "{SELECT_MESSAGE} WHERE thread_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
-    ))?;
-    let rows = stmt.query_map(
-        params![
-            thread.to_string(),
-            seq,
-            i64::try_from(limit).unwrap_or(i64::MAX)
-        ],
-        message_row,
-    )?;
-    rows.map(|r| parse_message(r?)).collect()
+    page(conn, thread, seq, limit, ">", false)
 }
 
 /// `thread`'s messages before `seq`, oldest first, at most the newest
@@ -602,10 +579,29 @@ pub fn messages_before(
     seq: i64,
     limit: usize,
 ) -> Result<Vec<ThreadMessage>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT * FROM ({SELECT_MESSAGE} WHERE thread_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3)
-         ORDER BY seq"
-    ))?;
+    page(conn, thread, seq, limit, "<", true)
+}
+
+/// A page of `thread`'s messages beside `seq` (`cmp`: `>` or `<`),
+/// oldest first: the newest `limit` of them when `newest`, else the oldest.
+fn page(
+    conn: &Connection,
+    thread: ThreadId,
+    seq: i64,
+    limit: usize,
+    cmp: &str,
+    newest: bool,
+) -> Result<Vec<ThreadMessage>, StoreError> {
+    let inner = format!(
+        "{SELECT_MESSAGE} WHERE thread_id = ?1 AND seq {cmp} ?2 ORDER BY seq {} LIMIT ?3",
+        if newest { "DESC" } else { "" }
+    );
+    let sql = if newest {
+        format!("SELECT * FROM ({inner}) ORDER BY seq")
+    } else {
+        inner
+    };
+    let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(
         params![
             thread.to_string(),
