@@ -235,3 +235,8 @@ mod tests {
         assert_eq!(scope.time_left(), Some(Duration::ZERO));
     }
 }
+
+/// The budget scope of the turn in progress (what a delegation charges),
+/// in its tools' services.
+#[derive(Debug, Clone)]
+pub struct TurnScope(pub Arc<Scope>);

@@ -16,7 +16,7 @@ pub mod record;
 
 pub use actor::{Delegation, DelegationMsg, KIND};
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
 
 use dashmap::{DashMap, DashSet};
@@ -30,17 +30,14 @@ use troupe_runtime::supervise::ChildSpec;
 use troupe_runtime::tool::ToolContext;
 
 use crate::budget::{Limits, Scope};
-use crate::conversation::Input;
-use crate::node::{FinishedTurn, Node, NodeContext, Opening, StoredBudget, TurnHook};
+use crate::node::conversation::Input;
+use crate::node::{
+    ActorInfo, Branch, FinishedTurn, Node, NodeContext, Opening, StoredBudget, TurnHook,
+};
 use crate::toolset::Narrowing;
 
-/// The tools a conversation offers now (what its subagents may have at most).
-#[derive(Debug, Clone, Default)]
-pub struct VisibleTools(pub Arc<HashSet<String>>);
-
-/// The budget scope of the turn in progress (what a delegation charges).
-#[derive(Debug, Clone)]
-pub struct TurnScope(pub Arc<Scope>);
+pub use crate::budget::TurnScope;
+pub use crate::toolset::VisibleTools;
 
 /// The node's delegations: the router of their actors (one per running
 /// delegation), and what outlives an actor's incarnation — the routine runs
@@ -333,7 +330,7 @@ impl Delegations {
 
     /// Stops every running subagent `parent` delegated to (and, through
     /// their own stop, theirs).
-    pub fn stop_children(self: &Arc<Self>, parent: ConversationId) {
+    pub fn stop_children(&self, parent: ConversationId) {
         let Some(node) = self.node() else { return };
         tokio::spawn(async move {
             let Ok(children) = node.store().read(move |c| record::list(c, parent)).await else {
@@ -391,7 +388,7 @@ impl Delegations {
                 .await
                 .map(|messages| {
                     let history: Vec<_> = messages.into_iter().map(|m| m.message).collect();
-                    crate::conversation::history::last_assistant_text(&history)
+                    crate::node::conversation::history::last_assistant_text(&history)
                 })
                 .unwrap_or_default();
             if last.trim().is_empty() {
@@ -469,7 +466,26 @@ async fn list(node: &Node, ctx: &ToolContext) -> ToolResult {
     }
 }
 
+impl Branch for Delegations {
+    fn live(&self) -> Vec<ActorInfo> {
+        Delegations::live(self)
+            .into_iter()
+            .map(|delegation| ActorInfo {
+                kind: KIND.into(),
+                id: delegation.to_string(),
+                parent: Some("delegations".into()),
+                state: "running".into(),
+                restarts: 0,
+            })
+            .collect()
+    }
+}
+
 impl TurnHook for Delegations {
+    fn stopped(&self, conversation: ConversationId) {
+        self.stop_children(conversation);
+    }
+
     fn turn_finished(&self, turn: &FinishedTurn) {
         if turn.kind != ActorKind::Subagent {
             return;

@@ -49,7 +49,7 @@ use troupe_runtime::supervise::{Backoff, Intensity, Restart};
 pub use api::EnvironmentsRef;
 pub use sandbox::SandboxMsg;
 
-use crate::node::NodeContext;
+use crate::node::{ActorInfo, Branch, NodeContext};
 
 /// The folder of an environment: `<home>/environments/<id>`.
 pub fn folder(home: &Home, id: SandboxId) -> PathBuf {
@@ -99,6 +99,33 @@ pub fn helper_program(settings: &EnvironmentSettings) -> PathBuf {
         .clone()
         .or_else(|| std::env::current_exe().ok())
         .unwrap_or_else(|| PathBuf::from("troupe"))
+}
+
+impl NodeContext {
+    /// The node's environments: their router, the threads bound to them,
+    /// and their control groups.
+    pub fn sandboxes(&self) -> Arc<Sandboxes> {
+        self.extension::<Sandboxes>()
+    }
+}
+
+impl Branch for Sandboxes {
+    fn live(&self) -> Vec<ActorInfo> {
+        Sandboxes::live(self)
+            .into_iter()
+            .map(|sandbox| ActorInfo {
+                kind: "sandbox".into(),
+                id: sandbox.to_string(),
+                parent: Some("sandboxes".into()),
+                state: "running".into(),
+                restarts: 0,
+            })
+            .collect()
+    }
+
+    fn stop(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(Sandboxes::stop(self))
+    }
 }
 
 /// The node's environments: their router, the threads bound to them, and
@@ -393,7 +420,7 @@ pub(crate) async fn start(
             match events.recv().await {
                 Ok(RouterEvent::Exited { key, .. }) | Ok(RouterEvent::GaveUp { key, .. }) => {
                     let Some(ctx) = weak.upgrade() else { return };
-                    ctx.sandboxes.empty_group(key);
+                    ctx.sandboxes().empty_group(key);
                 }
                 Ok(RouterEvent::Activated { .. }) | Ok(RouterEvent::Passivated { .. }) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
@@ -403,9 +430,9 @@ pub(crate) async fn start(
     });
     let bindings = node.store.read(table::bindings).await?;
     for (thread, env) in bindings {
-        node.sandboxes.bind(thread, env);
+        node.sandboxes().bind(thread, env);
     }
     let cell = router.cell();
-    *node.sandboxes.router.write() = Some(router);
+    *node.sandboxes().router.write() = Some(router);
     Ok(cell)
 }

@@ -23,11 +23,13 @@ pub mod tools;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use ractor::{ActorCell, ActorProcessingErr, ActorRef};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use troupe_runtime::house::ThreadMessage;
 use troupe_runtime::id::{HouseId, MsgId, ThreadId};
+use troupe_runtime::protocol::{Address, Envelope};
 use troupe_runtime::router::{Activator, Router, RouterConfig};
 use troupe_runtime::rusqlite::{params, Connection, OptionalExtension};
 use troupe_runtime::store::StoreError;
@@ -37,7 +39,7 @@ pub use api::{HouseRef, ThreadRef};
 pub use director::Rules;
 pub use thread::ThreadMsg;
 
-use crate::node::NodeContext;
+use crate::node::{ActorInfo, Branch, NodeContext, Route};
 
 /// A message that landed in a thread.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,6 +149,43 @@ impl Hub {
     }
 }
 
+impl NodeContext {
+    /// The node's threads: their router and their events.
+    pub fn houses(&self) -> Arc<Hub> {
+        self.extension::<Hub>()
+    }
+}
+
+impl Branch for Hub {
+    fn live(&self) -> Vec<ActorInfo> {
+        Hub::live(self)
+            .into_iter()
+            .map(|thread| ActorInfo {
+                kind: "thread".into(),
+                id: thread.to_string(),
+                parent: Some("threads".into()),
+                state: "running".into(),
+                restarts: 0,
+            })
+            .collect()
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(Hub::stop(self))
+    }
+}
+
+#[async_trait::async_trait]
+impl Route for Hub {
+    async fn deliver(&self, envelope: Envelope) -> Result<(), String> {
+        let Address::Thread(thread) = envelope.to else {
+            return Err(format!("{} is not a thread", envelope.to));
+        };
+        self.send(thread, ThreadMsg::Deliver(Box::new(envelope)))
+            .await
+    }
+}
+
 struct Activate {
     node: Weak<NodeContext>,
 }
@@ -185,7 +224,7 @@ pub(crate) async fn start(
     )
     .await?;
     let cell = router.cell();
-    *node.houses.router.write() = Some(router);
+    *node.houses().router.write() = Some(router);
     Ok(cell)
 }
 

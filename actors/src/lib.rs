@@ -8,11 +8,12 @@
 //! mid-turn.
 
 pub mod agents;
+mod boot;
 pub mod bot;
 pub mod budget;
 pub mod channel;
 pub mod commands;
-pub mod conversation;
+
 pub mod delegation;
 pub mod environment;
 pub mod events;
@@ -23,6 +24,7 @@ pub mod intern;
 pub mod mcp;
 pub mod messaging;
 pub mod node;
+pub use node::conversation;
 pub mod post;
 pub mod review;
 pub mod routine;

@@ -7,7 +7,7 @@
 //! sender's conversation as a durable notice ([`reply`]), enqueued in the
 //! same commit that closes the answering turn.
 
-pub mod reply;
+pub use crate::node::reply;
 
 pub use reply::{describe, reply};
 

@@ -8,16 +8,18 @@
 
 mod address;
 pub mod bots;
+pub mod conversation;
 mod hooks;
 pub mod opening;
 pub mod post_office;
+pub mod reply;
 pub mod router;
 mod tree;
 
 pub use hooks::{FinishedTurn, TurnHook};
 pub use opening::{Opening, ServiceHook, StoredBudget};
 pub use router::Conversations;
-pub use tree::ActorInfo;
+pub use tree::{ActorInfo, Branch};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,23 +31,20 @@ use tokio::sync::broadcast;
 use troupe_runtime::home::{Home, MAIN_AGENT};
 use troupe_runtime::id::{BotId, ConversationId};
 use troupe_runtime::model::{ModelError, ModelsConfig, ResolveOptions, ResolvedModel};
-use troupe_runtime::protocol::ActorKind;
+use troupe_runtime::protocol::{ActorKind, Envelope};
 use troupe_runtime::store::{conversations, mailbox, Store, StoreError};
 use troupe_runtime::supervise::SupervisorMsg;
 use troupe_runtime::tool::dispatch::{CallGate, DispatchSettings, OpenGate};
 use troupe_runtime::tool::registry::Registry;
 use troupe_runtime::tool::Services;
 
-use crate::agents::NodeAgents;
 use crate::bot::{BotError, BotRecord, BotSpec};
 use crate::channel::Questions;
-use crate::conversation::prompt::PromptParts;
-use crate::conversation::ConversationMsg;
-use crate::delegation::{Delegations, DelegationsHandle};
 use crate::events::NodeEvent;
+use crate::node::conversation::prompt::PromptParts;
+use crate::node::conversation::ConversationMsg;
 use crate::settings::Settings;
 use crate::toolset::Narrowing;
-use troupe_runtime::agents::Agents;
 
 /// Why the node could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +87,14 @@ pub const BACKGROUND_GRACE: std::time::Duration = std::time::Duration::from_secs
 /// Looks environment variables up (injectable, so tests never touch the process's).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// Takes the envelopes addressed to something a feature owns (a house
+/// thread): the node hands them over without knowing the feature.
+#[async_trait::async_trait]
+pub trait Route: Send + Sync + 'static {
+    /// Hands `envelope` (committed already) to its addressee's actor.
+    async fn deliver(&self, envelope: Envelope) -> Result<(), String>;
+}
+
 /// What the node's actors share.
 pub struct NodeContext {
     /// The home.
@@ -126,10 +133,13 @@ pub struct NodeContext {
     resolved: Mutex<HashMap<String, ResolvedModel>>,
     /// The conversations, by id, under their router.
     pub(crate) conversations: Conversations,
-    /// The house threads, by id, under their router, and their events.
-    pub(crate) houses: crate::house::Hub,
-    /// The environments, by id, under their router.
-    pub(crate) sandboxes: crate::environment::Sandboxes,
+    /// What each feature keeps for the node (the house's threads, the
+    /// environments, …), one value per type: the node names no feature.
+    extensions: Services,
+    /// The features' parts of the actor tree, in the order they joined.
+    branches: parking_lot::RwLock<Vec<Arc<dyn Branch>>>,
+    /// Where envelopes addressed to a house thread go.
+    thread_route: std::sync::OnceLock<Arc<dyn Route>>,
     /// The root of the actor tree.
     root: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
     bots: DashMap<String, BotRecord>,
@@ -230,6 +240,40 @@ impl NodeContext {
         }
     }
 
+    /// The feature state of type `T` (made on first use): a feature keeps
+    /// its per-node registry here, reached through an accessor of its own
+    /// (`ctx.houses()`, `ctx.sandboxes()`).
+    pub fn extension<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        self.extensions.get_or_insert_with(T::default)
+    }
+
+    /// Puts `value` as the feature state of its type.
+    pub(crate) fn set_extension<T: Send + Sync + 'static>(&self, value: Arc<T>) {
+        self.extensions.insert(value);
+    }
+
+    /// Adds a feature's part of the actor tree (listed and stopped with it).
+    pub(crate) fn add_branch(&self, branch: Arc<dyn Branch>) {
+        self.branches.write().push(branch);
+    }
+
+    pub(crate) fn branches(&self) -> Vec<Arc<dyn Branch>> {
+        self.branches.read().clone()
+    }
+
+    /// Sets where envelopes addressed to a house thread go (once).
+    pub(crate) fn route_threads(&self, route: Arc<dyn Route>) {
+        let _ = self.thread_route.set(route);
+    }
+
+    /// Tells every hook that `conversation` was stopped.
+    pub(crate) fn conversation_stopped(&self, conversation: ConversationId) {
+        let hooks: Vec<Arc<dyn TurnHook>> = self.hooks.read().clone();
+        for hook in hooks {
+            hook.stopped(conversation);
+        }
+    }
+
     /// Notes that `bot`'s own conversation `id` just became its latest.
     pub(crate) fn note_latest(&self, bot: BotId, id: ConversationId) {
         self.latest.insert(bot, id);
@@ -270,14 +314,19 @@ pub struct Node {
 }
 
 impl Node {
-    /// Opens the store and starts the node: bots are loaded, undelivered
-    /// messages redelivered, interrupted turns resumed.
-    pub async fn start(options: NodeOptions) -> Result<Node, NodeError> {
+    /// Opens the store and builds the node's context, with `sources` added
+    /// to its tools; [`Node::start`] (in `crate::boot`) wires the features
+    /// and starts the tree.
+    pub(crate) fn build(
+        options: NodeOptions,
+        sources: Vec<Arc<dyn troupe_runtime::tool::registry::ToolSource>>,
+    ) -> Result<Node, NodeError> {
         let store = Store::open(&options.home.database())?;
         let bus = options.bus.unwrap_or_else(|| broadcast::channel(4096).0);
-        let sandboxes = crate::environment::Sandboxes::default();
         let mut tools = options.tools;
-        tools.add_source(sandboxes.tool_source());
+        for source in sources {
+            tools.add_source(source);
+        }
         let ctx = Arc::new(NodeContext {
             home: options.home,
             settings: options.settings,
@@ -298,66 +347,23 @@ impl Node {
             env: options.env,
             resolved: Mutex::new(HashMap::new()),
             conversations: Conversations::default(),
-            houses: crate::house::Hub::default(),
-            sandboxes,
+            extensions: Services::default(),
+            branches: parking_lot::RwLock::new(Vec::new()),
+            thread_route: std::sync::OnceLock::new(),
             root: parking_lot::RwLock::new(None),
             bots: DashMap::new(),
             hooks: parking_lot::RwLock::new(Vec::new()),
         });
-        let node = Node { ctx };
-        node.start_tree().await?;
-        node.ctx.services.insert(Arc::new(node.ctx.store.clone()));
-        let delegations = Delegations::new(&node);
-        node.ctx
-            .services
-            .insert(Arc::new(DelegationsHandle(Arc::clone(&delegations))));
-        delegations.start(&node).await?;
-        node.ctx
-            .services
-            .insert(Arc::new(Agents(NodeAgents::new(&node))));
-        node.ctx
-            .services
-            .insert(Arc::new(troupe_runtime::house::Houses(
-                crate::house::tools::NodeHouses::new(&node),
-            )));
-        node.ctx
-            .services
-            .insert(Arc::new(troupe_runtime::environment::Environments(
-                crate::environment::tools::NodeEnvironments::new(&node),
-            )));
-        let file_limits = node.settings().files;
-        node.ctx.services.insert(Arc::new(file_limits));
-        node.ctx.services.insert(Arc::new(
-            troupe_tools::run_command::background::CommandNotifications(
-                crate::commands::CommandEnds::new(Arc::new(node.clone())),
-            ),
-        ));
-        // Shared by every conversation (keyed by conversation), so what a
-        // conversation read survives its passivation.
-        node.ctx
-            .services
-            .insert(Arc::new(troupe_tools::ledger::ReadLedger::default()));
-        // One registry of background commands for the process: any
-        // conversation stops one by id, and shutdown ends them all.
-        node.ctx.services.insert(Arc::new(
-            troupe_tools::run_command::background::BackgroundCommands::default(),
-        ));
-        node.ctx.add_hook(delegations.clone());
-        if node.ctx.settings.review_every_n_turns > 0 {
-            node.ctx.add_hook(crate::review::ReviewHook::new(
-                &node,
-                node.ctx.settings.review_every_n_turns,
-            ));
+        ctx.services.insert(Arc::new(ctx.store.clone()));
+        Ok(Node { ctx })
+    }
+
+    /// Loads the bots, making the main agent the first time.
+    pub(crate) async fn load_bots(&self) -> Result<(), NodeError> {
+        for bot in self.ctx.store.read(bots::list).await? {
+            self.ctx.bots.insert(bot.spec.name.clone(), bot);
         }
-        for bot in node.ctx.store.read(bots::list).await? {
-            node.ctx.bots.insert(bot.spec.name.clone(), bot);
-        }
-        node.ensure_main().await?;
-        if options.recover {
-            node.recover().await?;
-            delegations.recover(&node).await;
-        }
-        Ok(node)
+        self.ensure_main().await
     }
 
     /// The node of a shared context.
@@ -435,16 +441,16 @@ impl Node {
     /// review looks back again; the scheduler reports the run as
     /// interrupted), and its turn is closed. Then every durable message
     /// not yet consumed is delivered again.
-    async fn recover(&self) -> Result<(), NodeError> {
-        for id in crate::conversation::journal::open_turns(&self.ctx.store).await? {
+    pub(crate) async fn recover(&self) -> Result<(), NodeError> {
+        for id in crate::node::conversation::journal::open_turns(&self.ctx.store).await? {
             let row = self
                 .ctx
                 .store
                 .read(move |c| conversations::get_conversation(c, id))
                 .await?;
             let Some(row) = row else { continue };
-            if row.kind == crate::review::LABEL || row.kind == ActorKind::RoutineRun.as_str() {
-                crate::conversation::journal::Journal::new(
+            if row.kind == opening::REVIEW_LABEL || row.kind == ActorKind::RoutineRun.as_str() {
+                crate::node::conversation::journal::Journal::new(
                     Some(self.ctx.store.clone()),
                     id,
                     row.bot,

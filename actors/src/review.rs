@@ -32,13 +32,13 @@ use troupe_runtime::tool::dispatch::{Admission, CallGate};
 use troupe_runtime::tool::{ToolContext, ToolSpec};
 use troupe_tools::memory::ProposeRemovals;
 
-use crate::conversation::history::as_text;
-use crate::conversation::journal::Journal;
-use crate::conversation::{Input, TurnReport};
+use crate::node::conversation::history::as_text;
+use crate::node::conversation::journal::Journal;
+use crate::node::conversation::{Input, TurnReport};
 use crate::node::{FinishedTurn, Node, NodeError, Opening, TurnHook};
 
 /// What a review's conversation is stored as.
-pub const LABEL: &str = "review";
+pub use crate::node::opening::REVIEW_LABEL as LABEL;
 
 /// The tools a review may always call.
 pub const ALLOWED: [&str; 4] = ["use_skill", "read_file", "find_files", "skill_manage"];

@@ -14,6 +14,7 @@ pub mod manage;
 pub mod run;
 pub mod schedule;
 pub mod scheduler;
+pub mod service;
 pub mod table;
 
 pub use clock::{Clock, SystemClock, VirtualClock};

@@ -208,3 +208,8 @@ fn select(
     }
     Selection { specs, deferred }
 }
+
+/// The tools a conversation offers now (what its subagents may have at most),
+/// in its tools' services.
+#[derive(Debug, Clone, Default)]
+pub struct VisibleTools(pub Arc<std::collections::HashSet<String>>);

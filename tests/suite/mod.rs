@@ -12,6 +12,7 @@ mod home;
 mod house;
 mod house_cli;
 mod house_files;
+mod layering;
 mod limits;
 mod mcp;
 mod review;

@@ -185,11 +185,10 @@ impl Actor for Delegation {
                     state.args.delegations.timed_out.insert(conversation);
                     // Through the router even when it is not live (a turn
                     // resuming after a restart): the stop follows the resumption.
-                    let _ = state
-                        .args
-                        .node
-                        .conversations()
-                        .send(conversation, crate::conversation::ConversationMsg::Stop);
+                    let _ = state.args.node.conversations().send(
+                        conversation,
+                        crate::node::conversation::ConversationMsg::Stop,
+                    );
                 }
             }
         }

@@ -91,7 +91,7 @@ impl EnvironmentsRef {
         let id = self
             .node()
             .context()
-            .sandboxes
+            .sandboxes()
             .bound(thread.info.id)
             .ok_or_else(|| {
                 refused(format!(
@@ -106,7 +106,7 @@ impl EnvironmentsRef {
 
     fn info(&self, row: EnvironmentRow) -> EnvironmentInfo {
         let ctx = self.node().context();
-        let live = ctx.sandboxes.live().contains(&row.id);
+        let live = ctx.sandboxes().live().contains(&row.id);
         EnvironmentInfo {
             id: row.id,
             house: row.house,
@@ -172,14 +172,14 @@ impl EnvironmentsRef {
     pub async fn create(&self, thread: Option<ThreadId>) -> Result<Provisioned, NodeError> {
         let ctx = self.node().context().clone();
         if let Some(thread) = thread {
-            if let Some(env) = ctx.sandboxes.bound(thread) {
+            if let Some(env) = ctx.sandboxes().bound(thread) {
                 return Ok(Provisioned {
                     info: self.get(env).await?,
                     reused: true,
                 });
             }
         }
-        let sandboxed = match ctx.sandboxes.readiness(&ctx).await {
+        let sandboxed = match ctx.sandboxes().readiness(&ctx).await {
             Ok(()) => true,
             Err(why) => {
                 if !self.policy().await?.allow_unsandboxed {
@@ -215,10 +215,10 @@ impl EnvironmentsRef {
             })
             .await?;
         if let Some(thread) = thread {
-            ctx.sandboxes.bind(thread, row.id);
+            ctx.sandboxes().bind(thread, row.id);
         }
         // Provisioned now: the workdir, the control group, the actor.
-        let router = ctx.sandboxes.router().map_err(refused)?;
+        let router = ctx.sandboxes().router().map_err(refused)?;
         router
             .call(row.id, SandboxMsg::Touch, Duration::from_secs(30))
             .await
@@ -239,7 +239,7 @@ impl EnvironmentsRef {
             .store()
             .write(move |tx| table::bind(tx, id, thread))
             .await?;
-        self.node().context().sandboxes.bind(thread, id);
+        self.node().context().sandboxes().bind(thread, id);
         Ok(())
     }
 
@@ -270,22 +270,27 @@ impl EnvironmentsRef {
             .store()
             .write(move |tx| table::stop(tx, id))
             .await?;
-        ctx.sandboxes.unbind_env(id);
-        if ctx.sandboxes.live().contains(&id) {
-            if let Ok(router) = ctx.sandboxes.router() {
+        ctx.sandboxes().unbind_env(id);
+        if ctx.sandboxes().live().contains(&id) {
+            if let Ok(router) = ctx.sandboxes().router() {
                 let _ = router
                     .call(id, SandboxMsg::Stop, Duration::from_secs(30))
                     .await;
             }
         }
-        ctx.sandboxes.remove_group(id);
+        ctx.sandboxes().remove_group(id);
         self.get(id).await
     }
 
     /// Makes the actor of `id` fail (tests of supervision).
     #[doc(hidden)]
     pub async fn inject_failure(&self, id: SandboxId) -> Result<(), NodeError> {
-        let router = self.node().context().sandboxes.router().map_err(refused)?;
+        let router = self
+            .node()
+            .context()
+            .sandboxes()
+            .router()
+            .map_err(refused)?;
         router
             .send(id, SandboxMsg::Fail)
             .map_err(|e| refused(e.to_string()))
@@ -303,7 +308,7 @@ pub(crate) async fn run(
     let timeout = timeout
         .unwrap_or(Duration::from_secs(settings.command_timeout_secs))
         .min(Duration::from_secs(settings.max_command_timeout_secs));
-    let router = node.context().sandboxes.router().map_err(refused)?;
+    let router = node.context().sandboxes().router().map_err(refused)?;
     let owned = command.to_string();
     let answer = router
         .call(

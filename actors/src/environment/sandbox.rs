@@ -143,7 +143,7 @@ impl Actor for SandboxActor {
         prepare_workdir(&workdir, row.uid)?;
         let place = if row.sandboxed {
             let sandbox = Sandbox::detect().map_err(|why| why.clone())?.clone();
-            let group = ctx.sandboxes.group(id, || {
+            let group = ctx.sandboxes().group(id, || {
                 Cgroup::create(
                     &id.to_string(),
                     GroupLimits {
@@ -205,7 +205,7 @@ impl Actor for SandboxActor {
                 let quiet = state.last_used.elapsed();
                 if state.running.is_empty() && quiet >= idle {
                     if let Some(ctx) = state.node.upgrade() {
-                        ctx.sandboxes.passivate(state.id, myself.get_id());
+                        ctx.sandboxes().passivate(state.id, myself.get_id());
                     }
                 } else {
                     schedule_idle_check(&myself, idle.saturating_sub(quiet).max(idle / 8));
@@ -214,7 +214,7 @@ impl Actor for SandboxActor {
             SandboxMsg::Stop(reply) => {
                 state.running.clear();
                 if let Some(ctx) = state.node.upgrade() {
-                    ctx.sandboxes.remove_group(state.id);
+                    ctx.sandboxes().remove_group(state.id);
                 }
                 let _ = reply.send(());
                 myself.stop(Some("stopped".into()));

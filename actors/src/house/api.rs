@@ -69,7 +69,7 @@ impl Node {
 
     /// Events of every thread of this node.
     pub fn thread_events(&self) -> broadcast::Receiver<ThreadEvent> {
-        self.context().houses.subscribe()
+        self.context().houses().subscribe()
     }
 }
 

@@ -152,7 +152,7 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
     for (handle, why) in &applied.declined {
         tracing::debug!(thread = %thread, bot = %handle, why = %why, "not offered a turn");
     }
-    let hub = &node.context().houses;
+    let hub = node.context().houses();
     if let Some(message) = applied.message {
         hub.publish(ThreadEvent::Posted(ThreadMessageEvent {
             house,

@@ -216,7 +216,7 @@ impl HouseServices for NodeHouses {
             temperature: None,
         };
         let answer = tokio::select! {
-            a = crate::conversation::step::collect_text(&model, request) => a,
+            a = crate::node::conversation::step::collect_text(&model, request) => a,
             () = ctx.cancel.cancelled() => return ToolResult::error("stopped."),
         };
         match answer {

@@ -13,7 +13,9 @@ use troupe_runtime::store::conversations;
 use super::{bots, Node, NodeError, Opening};
 use crate::bot::BotRecord;
 use crate::budget::Scope;
-use crate::conversation::{ConversationArgs, ConversationMsg, Input, TurnReport, TurnRequest};
+use crate::node::conversation::{
+    ConversationArgs, ConversationMsg, Input, TurnReport, TurnRequest,
+};
 use crate::toolset::Narrowing;
 
 impl Node {
@@ -148,7 +150,7 @@ impl Node {
             })
             .await?
             .ok_or(NodeError::NoSuchConversation(id))?;
-        if row.kind == crate::review::LABEL {
+        if row.kind == super::opening::REVIEW_LABEL {
             return Err(NodeError::Review(id));
         }
         let bot = bot.ok_or_else(|| NodeError::NoSuchBot(row.bot.to_string()))?;
@@ -311,7 +313,7 @@ impl Node {
     pub async fn status(
         &self,
         conversation: ConversationId,
-    ) -> Result<crate::conversation::Status, NodeError> {
+    ) -> Result<crate::node::conversation::Status, NodeError> {
         self.ensure_exists(conversation).await?;
         let (tx, rx) = ractor::concurrency::oneshot();
         self.ctx
@@ -358,13 +360,12 @@ impl Node {
                 )));
             }
             Address::Thread(thread) => {
-                let thread = *thread;
-                return self
-                    .ctx
-                    .houses
-                    .send(thread, crate::house::ThreadMsg::Deliver(Box::new(envelope)))
-                    .await
-                    .map_err(NodeError::Actor);
+                let Some(route) = self.ctx.thread_route.get().cloned() else {
+                    return Err(NodeError::Actor(format!(
+                        "thread {thread}: this node has no house threads"
+                    )));
+                };
+                return route.deliver(envelope).await.map_err(NodeError::Actor);
             }
         };
         self.resend(

@@ -1,4 +1,4 @@
-//! What the node tells others when a turn ends.
+//! What the node tells others when a turn ends or a conversation is stopped.
 
 use std::collections::BTreeSet;
 
@@ -6,7 +6,7 @@ use troupe_runtime::id::{ConversationId, DelegationId};
 use troupe_runtime::protocol::{ActorKind, Envelope};
 
 use crate::bot::BotRecord;
-use crate::conversation::TurnReport;
+use crate::node::conversation::TurnReport;
 
 /// Told when any turn ends (delegations collect their subagents' ends this
 /// way, routines their runs'), including turns resumed after a crash that
@@ -15,6 +15,13 @@ pub trait TurnHook: Send + Sync + 'static {
     /// A turn of `conversation` ended. Runs on the conversation's actor:
     /// spawn anything slow.
     fn turn_finished(&self, turn: &FinishedTurn);
+
+    /// `conversation` was told to stop (its running turn is cancelled):
+    /// what it started on its own behalf stops too (a delegation's
+    /// subagents). Runs on the conversation's actor.
+    fn stopped(&self, conversation: ConversationId) {
+        let _ = conversation;
+    }
 }
 
 /// What a [`TurnHook`] is told.

@@ -26,6 +26,10 @@ use crate::bot::BotRecord;
 use crate::budget::{Limits, Scope, Spent};
 use crate::toolset::Narrowing;
 
+/// What a background review's conversation is stored as: the node never
+/// resumes or re-activates one (see `docs/runtime-semantics.md`).
+pub const REVIEW_LABEL: &str = "review";
+
 /// Adds a service to a conversation's tools each time it opens.
 pub type ServiceHook = Arc<dyn Fn(&Services) + Send + Sync>;
 

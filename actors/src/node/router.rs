@@ -21,9 +21,9 @@ use troupe_runtime::router::{Activator, Router, RouterConfig, RouterError, Route
 use troupe_runtime::supervise::{Backoff, ExitReason, Intensity, Restart};
 
 use super::{Node, NodeContext, NodeError, Opening};
-use crate::conversation::carry::Carry;
-use crate::conversation::{Conversation, ConversationMsg, TurnReport};
 use crate::events::NodeEvent;
+use crate::node::conversation::carry::Carry;
+use crate::node::conversation::{Conversation, ConversationMsg, TurnReport};
 
 /// The restart limit of one conversation: past this many restarts within
 /// the window, its supervisor gives up on it.
@@ -315,7 +315,7 @@ async fn stored_kind(
 /// with the reply to what it answered, in the same commit — and tells the
 /// node's turn hooks (a delegation records its subagent as failed).
 async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &TurnReport) {
-    use crate::conversation::journal::Journal;
+    use crate::node::conversation::journal::Journal;
     let store = ctx.store.clone();
     let found = store
         .read(move |c| {
@@ -340,7 +340,7 @@ async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &Turn
     };
     let reply = answers
         .as_ref()
-        .and_then(|a| crate::messaging::reply::reply(a, id, &bot.spec.name, &report.outcome, ""));
+        .and_then(|a| crate::node::reply::reply(a, id, &bot.spec.name, &report.outcome, ""));
     if let Err(e) = journal.close_turn(reply.clone()).await {
         tracing::error!(conversation = %id, error = %e, "could not close the crashed turn");
         return;

@@ -1,5 +1,6 @@
 //! The node's actor tree: its root supervisor, the children it supervises,
-//! and a picture of what is live (`troupe ps`, `Runtime::tree()`).
+//! and a picture of what is live (`troupe ps`, `Runtime::tree()`). The
+//! features' routers join it as [`Branch`]es, wired in `crate::boot`.
 //!
 //! ```text
 //! node            root supervisor (one_for_one)
@@ -25,6 +26,8 @@ use troupe_runtime::supervise::{
     ChildSpec, ChildState, Intensity, Strategy, Supervisor, SupervisorMsg, SupervisorSpec,
 };
 
+use futures::future::BoxFuture;
+
 use super::{Node, NodeError};
 
 /// One actor of the tree, as `troupe ps` shows it.
@@ -42,9 +45,26 @@ pub struct ActorInfo {
     pub restarts: u32,
 }
 
+/// A feature's part of the tree: its actors under a child of the root (a
+/// router of threads, of sandboxes, of delegations). Features register
+/// theirs as the node boots ([`NodeContext::add_branch`](super::NodeContext::add_branch)); the node names
+/// none of them.
+pub trait Branch: Send + Sync + 'static {
+    /// Its live actors, each hung under its router.
+    fn live(&self) -> Vec<ActorInfo>;
+
+    /// Stops what the root's stop left of it (called once, after the root
+    /// stopped).
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
 impl Node {
-    /// Starts the root supervisor and its first child, the conversations' router.
-    pub(super) async fn start_tree(&self) -> Result<(), NodeError> {
+    /// Starts the root supervisor: first the conversations' router, then
+    /// `children` (the features' routers) in their order, then the post
+    /// office. The root stops them in reverse order.
+    pub(crate) async fn start_tree(&self, children: Vec<ChildSpec>) -> Result<(), NodeError> {
         let ctx = Arc::downgrade(&self.ctx);
         let conversations = ChildSpec::new("conversations", move |supervisor: ActorCell| {
             let ctx = ctx.clone();
@@ -55,29 +75,12 @@ impl Node {
         })
         // The router stops each conversation within 5 s, all at once.
         .shutdown(Duration::from_secs(10));
-        let ctx = Arc::downgrade(&self.ctx);
-        let threads = ChildSpec::new("threads", move |supervisor: ActorCell| {
-            let ctx = ctx.clone();
-            async move {
-                let ctx = ctx.upgrade().ok_or("the node is stopping")?;
-                crate::house::start(&ctx, supervisor).await
-            }
-        })
-        .shutdown(Duration::from_secs(10));
-        let ctx = Arc::downgrade(&self.ctx);
-        let sandboxes = ChildSpec::new("sandboxes", move |supervisor: ActorCell| {
-            let ctx = ctx.clone();
-            async move {
-                let ctx = ctx.upgrade().ok_or("the node is stopping")?;
-                crate::environment::start(&ctx, supervisor).await
-            }
-        })
-        .shutdown(Duration::from_secs(10));
         let mut spec = SupervisorSpec::new(Strategy::OneForOne)
             .intensity(Intensity::new(5, Duration::from_secs(60)))
-            .child(conversations)
-            .child(threads)
-            .child(sandboxes);
+            .child(conversations);
+        for child in children {
+            spec = spec.child(child);
+        }
         if let (Some(every), true) = (self.ctx.settings.redeliver_after, self.ctx.settings.durable)
         {
             let node = Arc::downgrade(&self.ctx);
@@ -116,8 +119,9 @@ impl Node {
                 .await;
         }
         self.ctx.conversations.stop_all().await;
-        self.ctx.houses.stop().await;
-        self.ctx.sandboxes.stop().await;
+        for branch in self.ctx.branches() {
+            branch.stop().await;
+        }
     }
 
     /// The live actor tree: the root, its children, and every live
@@ -150,20 +154,8 @@ impl Node {
                 restarts: child.restarts,
             });
         }
-        let delegations = self
-            .ctx
-            .services
-            .get::<crate::delegation::DelegationsHandle>()
-            .map(|d| d.0.live())
-            .unwrap_or_default();
-        for delegation in delegations {
-            tree.push(ActorInfo {
-                kind: crate::delegation::KIND.into(),
-                id: delegation.to_string(),
-                parent: Some("delegations".into()),
-                state: "running".into(),
-                restarts: 0,
-            });
+        for branch in self.ctx.branches() {
+            tree.extend(branch.live());
         }
         let live = self.ctx.conversations.live();
         let rows = self
@@ -176,8 +168,10 @@ impl Node {
                         troupe_runtime::store::conversations::get_conversation(c, id)?
                     {
                         // A subagent hangs under its delegation.
-                        let delegation = crate::delegation::record::by_conversation(c, id)?
-                            .map(|sub| sub.delegation.to_string());
+                        let delegation = super::opening::load(c, id)?
+                            .and_then(|o| o.budget)
+                            .and_then(|b| b.delegation)
+                            .map(|d| d.to_string());
                         rows.push((row, delegation));
                     }
                 }
@@ -185,24 +179,6 @@ impl Node {
             })
             .await
             .unwrap_or_default();
-        for thread in self.ctx.houses.live() {
-            tree.push(ActorInfo {
-                kind: "thread".into(),
-                id: thread.to_string(),
-                parent: Some("threads".into()),
-                state: "running".into(),
-                restarts: 0,
-            });
-        }
-        for sandbox in self.ctx.sandboxes.live() {
-            tree.push(ActorInfo {
-                kind: "sandbox".into(),
-                id: sandbox.to_string(),
-                parent: Some("sandboxes".into()),
-                state: "running".into(),
-                restarts: 0,
-            });
-        }
         for (row, delegation) in rows {
             let parent = delegation.or_else(|| row.parent.map(|p| p.to_string()));
             tree.push(ActorInfo {

@@ -19,7 +19,7 @@ use troupe_runtime::tool::ToolContext;
 
 use super::run::{self, show, to_store, user_tz};
 use super::schedule;
-use super::scheduler::RoutineService;
+use super::service::RoutineService;
 use super::table::{self, NewRoutine, Routine, RoutineUpdate, Run};
 use crate::node::Node;
 

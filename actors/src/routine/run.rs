@@ -15,16 +15,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use serde::{Deserialize, Serialize};
 use troupe_runtime::home::MAIN_AGENT;
-use troupe_runtime::id::{ConversationId, MsgId, RoutineId, RunId};
+use troupe_runtime::id::{ConversationId, MsgId};
 use troupe_runtime::protocol::{ActorKind, Address, Envelope, Payload, TurnOutcome, Usage};
 use troupe_runtime::store::{mailbox, StoreError};
 
 use super::clock::Clock;
-use super::scheduler::RoutineService;
+use super::service::RoutineService;
 use super::table::{self, Claim, RoutineError, RunStatus};
-use crate::conversation::Input;
+use crate::node::conversation::Input;
 use crate::node::{Node, NodeError, Opening};
 
 /// What a routine's final reply starts with when there is nothing to report.
@@ -33,26 +32,7 @@ pub const SILENT: &str = "[SILENT]";
 /// The sender of routine notices.
 pub const SENDER: &str = "scheduler";
 
-/// How a run ended, as the scheduler announces it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunEnd {
-    /// The run.
-    pub run_id: RunId,
-    /// The routine.
-    pub routine_id: RoutineId,
-    /// Its name.
-    pub name: String,
-    /// Its owner bot.
-    pub owner_bot: String,
-    /// The run's conversation, if it started.
-    pub conversation: Option<ConversationId>,
-    /// `Done` or `Failed`.
-    pub status: RunStatus,
-    /// The final text, or why it failed.
-    pub summary: String,
-    /// Whether the owner was sent a notice.
-    pub notified: bool,
-}
+pub use super::service::RunEnd;
 
 /// The user's time zone, from the settings (UTC when the name is not a zone).
 pub fn user_tz(node: &Node) -> Tz {

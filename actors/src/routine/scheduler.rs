@@ -17,19 +17,16 @@
 //! catch-up policy, whether it runs — sits in a [`RoutineService`] in the
 //! node's services, there even when no scheduler fires in this process.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use troupe_runtime::supervise::{ChildSpec, Restart};
 
-use parking_lot::RwLock;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use super::clock::{Clock, SystemClock};
 use super::run::{self, show, to_store, user_tz, RunEnd};
-use super::table::{self, CatchUp, Due, Interrupted, Missed};
+use super::table::{self, Due, Interrupted, Missed};
 use crate::node::Node;
 
 /// The longest the scheduler sleeps without looking at the table.
@@ -46,154 +43,7 @@ pub enum SchedulerError {
     Actor(String),
 }
 
-/// How the scheduler wakes up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
-    /// On timers, at each next fire (a real clock).
-    Timers,
-    /// Only when told ([`SchedulerHandle::tick`]); for a virtual clock.
-    Manual,
-}
-
-/// How the scheduler runs.
-#[derive(Clone)]
-pub struct SchedulerOptions {
-    /// Where the time comes from.
-    pub clock: Arc<dyn Clock>,
-    /// How long a claim holds before another scheduler may settle it.
-    pub lease: Duration,
-    /// The catch-up policy of new routines.
-    pub catch_up: CatchUp,
-    /// This scheduler's holder id, unique per process.
-    pub holder: String,
-    /// How it wakes up.
-    pub wake: Wake,
-}
-
-impl std::fmt::Debug for SchedulerOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SchedulerOptions")
-            .field("lease", &self.lease)
-            .field("catch_up", &self.catch_up)
-            .field("holder", &self.holder)
-            .field("wake", &self.wake)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for SchedulerOptions {
-    fn default() -> Self {
-        Self {
-            clock: Arc::new(SystemClock),
-            lease: Duration::from_secs(60),
-            catch_up: CatchUp::RunOnce,
-            holder: new_holder(),
-            wake: Wake::Timers,
-        }
-    }
-}
-
-/// A holder id for this process: `node-<pid>-<random>`.
-pub fn new_holder() -> String {
-    let random = uuid::Uuid::now_v7().simple().to_string();
-    let tail = random
-        .get(random.len().saturating_sub(8)..)
-        .unwrap_or(&random);
-    format!("node-{}-{tail}", std::process::id())
-}
-
-/// What routines need of the scheduler, kept in the node's services.
-pub struct RoutineService {
-    options: SchedulerOptions,
-    actor: RwLock<Option<ActorRef<SchedulerMsg>>>,
-    stopping: AtomicBool,
-    ended: broadcast::Sender<RunEnd>,
-}
-
-impl std::fmt::Debug for RoutineService {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RoutineService")
-            .field("options", &self.options)
-            .field("live", &self.is_live())
-            .finish_non_exhaustive()
-    }
-}
-
-impl RoutineService {
-    fn new(options: SchedulerOptions) -> Self {
-        Self {
-            options,
-            actor: RwLock::new(None),
-            stopping: AtomicBool::new(false),
-            ended: broadcast::channel(256).0,
-        }
-    }
-
-    /// The node's service; one with default options if none was configured.
-    pub fn of(node: &Node) -> Arc<RoutineService> {
-        node.context()
-            .services
-            .get_or_insert_with(|| RoutineService::new(SchedulerOptions::default()))
-    }
-
-    /// Puts a service with `options` in the node's services, without a
-    /// scheduler firing (short commands: routines can be managed, and fire
-    /// where a scheduler runs).
-    pub fn configure(node: &Node, options: SchedulerOptions) -> Arc<RoutineService> {
-        let service = Arc::new(RoutineService::new(options));
-        node.context().services.insert(Arc::clone(&service));
-        service
-    }
-
-    /// How the scheduler runs.
-    pub fn options(&self) -> &SchedulerOptions {
-        &self.options
-    }
-
-    /// Whether a scheduler fires routines in this process.
-    pub fn is_live(&self) -> bool {
-        self.actor.read().is_some() && !self.is_stopping()
-    }
-
-    /// Marks the process as stopping: notices are then only committed,
-    /// and delivered at the next start.
-    pub fn mark_stopping(&self) {
-        self.stopping.store(true, Ordering::SeqCst);
-    }
-
-    pub(crate) fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
-    }
-
-    /// Every run's end, as it happens.
-    pub fn subscribe(&self) -> broadcast::Receiver<RunEnd> {
-        self.ended.subscribe()
-    }
-
-    pub(crate) fn announce(&self, end: RunEnd) {
-        let _ = self.ended.send(end);
-    }
-
-    /// Tells the scheduler the routines changed, so it recomputes when to wake.
-    pub fn rearm(&self) {
-        if let Some(actor) = self.actor.read().as_ref() {
-            let _ = actor.send_message(SchedulerMsg::Rearm);
-        }
-    }
-}
-
-/// The scheduler actor's messages.
-#[derive(Debug)]
-pub enum SchedulerMsg {
-    /// Look now; reply with what was fired.
-    Tick(Option<RpcReplyPort<Result<Due, String>>>),
-    /// A timer went off (stale when its generation is not the latest).
-    Wake(u64),
-    /// The routines changed: recompute the next wake-up.
-    Rearm,
-    /// Start-up: settle what was missed while nothing ran.
-    Recover(RpcReplyPort<Result<Due, String>>),
-}
+pub use super::service::{new_holder, RoutineService, SchedulerMsg, SchedulerOptions, Wake};
 
 /// The scheduler actor.
 #[derive(Debug, Clone, Copy, Default)]
@@ -501,7 +351,7 @@ impl SchedulerHandle {
 
     /// This scheduler's holder id.
     pub fn holder(&self) -> &str {
-        &self.service.options.holder
+        &self.service.options().holder
     }
 
     /// Stops firing routines. Runs in progress go on until the node stops;

@@ -242,7 +242,7 @@ impl ModelStep {
                 } else {
                     content
                 };
-                crate::messaging::reply::reply(
+                crate::node::reply::reply(
                     &r.answered,
                     r.conversation,
                     &r.bot,

@@ -287,7 +287,7 @@ impl State {
         );
         self.services.insert(Arc::clone(&self.tools.deferred));
         self.services
-            .insert(Arc::new(crate::delegation::VisibleTools(Arc::clone(
+            .insert(Arc::new(crate::toolset::VisibleTools(Arc::clone(
                 &self.tools.names,
             ))));
     }
@@ -520,14 +520,7 @@ async fn handle(
                 active.cancel.cancel();
             }
             // Stopping a conversation stops the subagents it delegated to.
-            if let Some(delegations) = state
-                .args
-                .node
-                .services
-                .get::<crate::delegation::DelegationsHandle>()
-            {
-                delegations.0.stop_children(state.args.id);
-            }
+            state.args.node.conversation_stopped(state.args.id);
         }
         ConversationMsg::Status(reply) => {
             let _ = reply.send(Status {

@@ -172,7 +172,7 @@ pub(super) async fn begin(
         .insert(Arc::new(crate::channel::TurnChannel(emitter.clone())));
     state
         .services
-        .insert(Arc::new(crate::delegation::TurnScope(Arc::clone(&scope))));
+        .insert(Arc::new(crate::budget::TurnScope(Arc::clone(&scope))));
     state.active = Some(ActiveTurn {
         number: state.turns,
         cancel,
@@ -629,7 +629,7 @@ pub(super) async fn finish(
     if !active.closed_in_store {
         // The reply to what the turn answered is committed with its close.
         let reply = active.delivered.as_ref().and_then(|answered| {
-            crate::messaging::reply::reply(
+            crate::node::reply::reply(
                 answered,
                 state.args.id,
                 &state.args.bot.spec.name,
