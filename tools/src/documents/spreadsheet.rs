@@ -1,5 +1,6 @@
 //! Spreadsheets (XLSX, XLSM, XLSB, XLS, ODS) to Markdown through calamine:
-//! one `## Sheet` section per sheet, holding its used range as a table.
+//! one `## Sheet` section per sheet, holding its used range as a table
+//! (long runs of empty rows or columns shortened to a few).
 //!
 //! The reader is chosen by extension so its own error reaches the user.
 //! Cells show their value (not their formula); dates come out as ISO dates,
@@ -214,29 +215,61 @@ fn write_sheet(cells: Cells, md: &mut Markdown) {
     }
 }
 
-/// Lays cells out as table rows and the table's width, building no more of
-/// the grid than `room` bytes of Markdown can show: every cell takes at
-/// least three bytes (`  |`) and every row two more, so columns and rows
-/// past that are never built, however far apart the cells claim to be.
-/// Rows end at their last used cell (the table pads them); when the grid is
-/// cut, enough is kept that the Markdown overflows and says it was cut.
-fn layout(mut cells: Cells, room: usize) -> (Vec<Vec<String>>, usize) {
-    let Some(col0) = cells.iter().map(|c| c.1).min() else {
-        return (Vec::new(), 0);
-    };
+/// The most empty rows (or columns) kept in a row between used ones: a
+/// blank line between blocks of a sheet shows, a sheet whose cells sit far
+/// apart (`A1` and `XFD1048576`) does not fill the output with empty cells.
+const MAX_GAP: u64 = 3;
+
+/// Where each used row (or column) goes in the table: in order, with the
+/// empty ones between two used ones kept up to [`MAX_GAP`].
+fn places(mut used: Vec<u64>) -> Vec<(u64, u64)> {
+    used.sort_unstable();
+    used.dedup();
+    let mut out = Vec::with_capacity(used.len());
+    let mut last: Option<(u64, u64)> = None;
+    for index in used {
+        let place = match last {
+            None => 0,
+            Some((prev, at)) => at + 1 + (index - prev - 1).min(MAX_GAP),
+        };
+        out.push((index, place));
+        last = Some((index, place));
+    }
+    out
+}
+
+/// The table place of `index`, which is one of `places`' used ones.
+fn place_of(places: &[(u64, u64)], index: u64) -> u64 {
+    match places.binary_search_by_key(&index, |p| p.0) {
+        Ok(at) => places[at].1,
+        Err(_) => 0, // never: every cell's row and column is in `places`
+    }
+}
+
+/// Lays cells out as table rows and the table's width: from the first used
+/// row and column to the last, long runs of empty ones shortened to
+/// [`MAX_GAP`], and no more of the grid built than `room` bytes of Markdown
+/// can show (every cell takes at least three bytes, `  |`, and every row
+/// two more). Rows end at their last used cell (the table pads them); when
+/// the grid is cut, enough is kept that the Markdown overflows and says so.
+fn layout(cells: Cells, room: usize) -> (Vec<Vec<String>>, usize) {
+    let cols = places(cells.iter().map(|c| c.1).collect());
+    let rows_at = places(cells.iter().map(|c| c.0).collect());
     let most = (room / 3 + 1) as u64;
-    cells.retain(|c| c.1 - col0 < most);
+    let mut cells: Vec<(u64, u64, String)> = cells
+        .into_iter()
+        .map(|(row, col, text)| (place_of(&rows_at, row), place_of(&cols, col), text))
+        .filter(|c| c.1 < most)
+        .collect();
     // Stable: of two cells at one place, the later one in the file wins.
     cells.sort_by_key(|c| (c.0, c.1));
-    let width = cells.iter().map(|c| c.1 - col0 + 1).max().unwrap_or(0) as usize;
+    let width = cells.iter().map(|c| c.1 + 1).max().unwrap_or(0) as usize;
     let row_cost = 2 + 3 * width;
-    let row0 = cells.first().map_or(0, |c| c.0);
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut spent = 0;
     let mut cut = false;
     'cells: for (row, col, text) in cells {
-        let index = row - row0;
-        while rows.len() as u64 <= index {
+        while rows.len() as u64 <= row {
             if spent > room {
                 cut = true;
                 break 'cells;
@@ -244,7 +277,7 @@ fn layout(mut cells: Cells, room: usize) -> (Vec<Vec<String>>, usize) {
             rows.push(Vec::new());
             spent += row_cost;
         }
-        let (Ok(index), Ok(col)) = (usize::try_from(index), usize::try_from(col - col0)) else {
+        let (Ok(index), Ok(col)) = (usize::try_from(row), usize::try_from(col)) else {
             continue;
         };
         let Some(row) = rows.get_mut(index) else {
@@ -328,17 +361,46 @@ mod tests {
     }
 
     #[test]
-    fn far_apart_cells_build_only_what_the_room_can_show() {
-        let room = 100;
+    fn long_runs_of_empty_rows_and_columns_are_shortened() {
         let far = u64::from(u32::MAX);
-        let cells = vec![cell(0, 0, "a"), cell(0, far, "right"), cell(far, 0, "down")];
+        let cells = vec![
+            cell(0, 0, "a"),
+            cell(0, far, "right"),
+            cell(far, 10, "down"),
+        ];
+        let (rows, width) = layout(cells, 1000);
+        // Columns 0, 10 and `far` sit at 0, 4 and 8; rows 0 and `far` at 0 and 4.
+        assert_eq!(width, 9);
+        assert_eq!(
+            rows,
+            strings(&[
+                &["a", "", "", "", "", "", "", "", "right"],
+                &[],
+                &[],
+                &[],
+                &["", "", "", "", "down"],
+            ])
+        );
+    }
+
+    #[test]
+    fn a_grid_larger_than_the_room_is_built_only_as_far_as_it_shows() {
+        let room = 100;
+        let cells = (0..1000).map(|row| cell(row, 0, "x")).collect();
         let (rows, width) = layout(cells, room);
-        // The far column could never show: it is dropped, and the grid is
-        // one column wide; rows stop once they fill more than the room.
+        // Rows stop once they fill more than the room, and the table says it
+        // was cut.
         assert_eq!(width, 1);
         assert_eq!(rows.len(), room / (2 + 3) + 1);
         let mut md = Markdown::new(room);
         md.table_of_width(&rows, width);
         assert!(md.is_full(), "the cut table says it was cut");
+    }
+
+    #[test]
+    fn columns_past_the_room_are_not_built() {
+        let cells = (0..1000).map(|col| cell(0, col, "x")).collect();
+        let (rows, width) = layout(cells, 30);
+        assert_eq!((rows.len(), width), (1, 30 / 3 + 1));
     }
 }
