@@ -225,6 +225,28 @@ fn xlsx_with_a_forged_count_of_shared_strings_is_corrupt_not_an_abort() {
     );
 }
 
+/// Found by the `xlsx` fuzz target: two cells with forged far-apart
+/// references (`A1`, `XFD1048576`) made calamine's dense range ask for
+/// hundreds of GB at once, and the failed allocation aborted the process.
+/// The sheet is laid out from its cells instead, long empty runs shortened.
+#[test]
+fn xlsx_with_forged_far_apart_cells_is_a_small_table_not_an_abort() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/__fuzz__/xlsx/corpus/forged_refs.xlsx");
+    let md = to_markdown(&path).unwrap();
+    assert_eq!(
+        md,
+        "## A\n\
+         \n\
+         | 1 |  |  |  |  |\n\
+         | --- | --- | --- | --- | --- |\n\
+         |  |  |  |  |  |\n\
+         |  |  |  |  |  |\n\
+         |  |  |  |  |  |\n\
+         |  |  |  |  | 2 |\n"
+    );
+}
+
 #[test]
 fn xlsx_has_one_table_per_sheet() {
     let dir = tempfile::tempdir().unwrap();

@@ -22,6 +22,10 @@ pub struct SseEvent {
 #[derive(Debug, Default)]
 pub struct SseParser {
     pending: Vec<u8>,
+    /// How much of `pending` is known to hold no newline: each push scans
+    /// only the bytes it added, so a long line that arrives in many small
+    /// reads costs its length once, not its length times the reads.
+    scanned: usize,
     event: Option<String>,
     data: Vec<String>,
     stray: Vec<String>,
@@ -43,19 +47,22 @@ impl SseParser {
         self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
         let mut start = 0;
-        while let Some(offset) = self.pending[start..].iter().position(|b| *b == b'\n') {
-            let end = start + offset;
+        let mut from = self.scanned.min(self.pending.len());
+        while let Some(offset) = self.pending[from..].iter().position(|b| *b == b'\n') {
+            let end = from + offset;
             let mut line = &self.pending[start..end];
             if let [rest @ .., b'\r'] = line {
                 line = rest;
             }
             let line = String::from_utf8_lossy(line).into_owned();
             start = end + 1;
+            from = start;
             if let Some(event) = self.line(&line) {
                 events.push(event);
             }
         }
         self.pending.drain(..start);
+        self.scanned = self.pending.len();
         events
     }
 
@@ -64,6 +71,7 @@ impl SseParser {
     pub fn finish(&mut self) -> Option<SseEvent> {
         if !self.pending.is_empty() {
             let rest = std::mem::take(&mut self.pending);
+            self.scanned = 0;
             let line = String::from_utf8_lossy(&rest).into_owned();
             if let Some(event) = self.line(line.trim_end_matches('\r')) {
                 return Some(event);

@@ -67,10 +67,22 @@ impl Markdown {
         self.block(&item, true);
     }
 
+    /// How many more bytes the document can hold.
+    pub(crate) fn room(&self) -> usize {
+        self.limit.saturating_sub(self.out.len())
+    }
+
     /// A table whose first row is the header. Short rows are padded; a table
     /// with no text at all is dropped.
     pub(crate) fn table(&mut self, rows: &[Vec<String>]) {
         let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+        self.table_of_width(rows, width);
+    }
+
+    /// A table `width` columns wide (cells past it are dropped), whose rows
+    /// may be shorter: a sparse sheet need not hold its empty cells. Rows
+    /// past what the document can hold are not written out.
+    pub(crate) fn table_of_width(&mut self, rows: &[Vec<String>], width: usize) {
         if width == 0
             || rows
                 .iter()
@@ -79,7 +91,11 @@ impl Markdown {
             return;
         }
         let mut text = String::new();
+        let room = self.room();
         for (i, row) in rows.iter().enumerate() {
+            if text.len() > room {
+                break; // cut by `block`, which says so
+            }
             if i > 0 {
                 text.push('\n');
             }
