@@ -26,6 +26,7 @@
 //! [`EnvironmentServices`]: troupe_runtime::environment::EnvironmentServices
 
 pub mod api;
+pub mod egress;
 pub mod sandbox;
 pub mod tools;
 
@@ -90,6 +91,8 @@ pub(crate) fn jail_for(
         network: settings.network,
         cgroups: group.map(Cgroup::procs).unwrap_or_default(),
         landlock: settings.landlock,
+        listen: Vec::new(),
+        env: Vec::new(),
     }
 }
 
@@ -317,7 +320,7 @@ fn prepare_probe(
 /// Starts a sandbox in `jail` and runs `true` in it.
 async fn probe(sandbox: &Sandbox, jail: &Jail) -> Result<(), String> {
     let refused = |why: String| format!("the sandbox cannot apply every restriction here: {why}");
-    let zygote = Zygote::start(sandbox, jail).await.map_err(refused)?;
+    let zygote = Zygote::start(sandbox, jail, None).await.map_err(refused)?;
     let output = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/null")

@@ -374,6 +374,7 @@ async fn without_a_working_sandbox_creation_fails_closed_unless_the_house_allows
     assert!(envs.list(true, 10).await.unwrap().is_empty());
     envs.set_policy(HouseEnvironmentPolicy {
         allow_unsandboxed: true,
+        ..HouseEnvironmentPolicy::default()
     })
     .await
     .unwrap();

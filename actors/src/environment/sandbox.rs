@@ -33,7 +33,7 @@ use troupe_runtime::environment::CommandOutcome;
 use troupe_runtime::id::{MsgId, SandboxId};
 use troupe_runtime::sandbox::cgroup::{Cgroup, GroupLimits};
 use troupe_runtime::sandbox::jail::Jail;
-use troupe_runtime::sandbox::zygote::{Exit, Zygote};
+use troupe_runtime::sandbox::zygote::{Exit, OnConnection, Zygote};
 use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::store::environments as table;
 use troupe_tools::run_command::output::BoundedOutput;
@@ -97,7 +97,7 @@ pub struct SandboxState {
 /// Where its commands run.
 #[derive(Clone)]
 enum Place {
-    Jailed(Sandbox, Box<Jail>),
+    Jailed(Sandbox, Box<Jail>, Option<OnConnection>),
     Unsandboxed,
 }
 
@@ -108,14 +108,19 @@ pub(crate) struct ZygoteSlot(Arc<tokio::sync::Mutex<Option<Arc<Zygote>>>>);
 
 impl ZygoteSlot {
     /// The live process, started now when there is none.
-    pub(crate) async fn get(&self, sandbox: &Sandbox, jail: &Jail) -> Result<Arc<Zygote>, String> {
+    pub(crate) async fn get(
+        &self,
+        sandbox: &Sandbox,
+        jail: &Jail,
+        serve: Option<OnConnection>,
+    ) -> Result<Arc<Zygote>, String> {
         let mut slot = self.0.lock().await;
         if let Some(zygote) = slot.as_ref().filter(|z| z.alive()) {
             return Ok(Arc::clone(zygote));
         }
         *slot = None;
         let zygote = Arc::new(
-            Zygote::start(sandbox, jail)
+            Zygote::start(sandbox, jail, serve)
                 .await
                 .map_err(|why| format!("the environment's sandbox could not start: {why}"))?,
         );
@@ -188,8 +193,22 @@ impl Actor for SandboxActor {
                     },
                 )
             });
-            let jail = super::jail_for(&settings, &row, &workdir, group.as_ref());
-            Place::Jailed(sandbox, Box::new(jail))
+            let mut jail = super::jail_for(&settings, &row, &workdir, group.as_ref());
+            let serve = if settings.network {
+                None
+            } else {
+                egress_of(&ctx, &settings, row.house).await?.map(|egress| {
+                    jail.listen.push(super::egress::PORT);
+                    jail.env.extend(super::egress::environment());
+                    let serve: OnConnection = Arc::new(move |port, stream, stopped| {
+                        if port == super::egress::PORT {
+                            egress.serve(stream, stopped);
+                        }
+                    });
+                    serve
+                })
+            };
+            Place::Jailed(sandbox, Box::new(jail), serve)
         } else {
             Place::Unsandboxed
         };
@@ -270,6 +289,28 @@ fn schedule_idle_check(myself: &ActorRef<SandboxMsg>, after: Duration) {
         tokio::time::sleep(after).await;
         let _ = me.send_message(SandboxMsg::IdleCheck);
     });
+}
+
+/// What the environment's egress proxy allows: `[environments] egress` and
+/// the house's own list; `None` when both are empty (no proxy at all).
+async fn egress_of(
+    ctx: &NodeContext,
+    settings: &troupe_runtime::environment::EnvironmentSettings,
+    house: troupe_runtime::id::HouseId,
+) -> Result<Option<super::egress::Egress>, ActorProcessingErr> {
+    let (name, policy) = super::api::house_policy(&ctx.store, house)
+        .await?
+        .unwrap_or_default();
+    let mut allow = settings.egress.clone();
+    for endpoint in policy.egress {
+        if !allow.contains(&endpoint) {
+            allow.push(endpoint);
+        }
+    }
+    Ok((!allow.is_empty()).then(|| super::egress::Egress {
+        allow: Arc::new(allow),
+        house: name,
+    }))
 }
 
 /// Makes the workdir (owned by the environment's user, when it has one).
@@ -485,8 +526,12 @@ async fn supervise(
         .into_blocking_fd()
         .map_err(|e| not_started(e.to_string()))?;
     let mut job = match spot.place {
-        Place::Jailed(sandbox, jail) => {
-            let zygote = spot.zygote.get(sandbox, jail).await.map_err(not_started)?;
+        Place::Jailed(sandbox, jail, serve) => {
+            let zygote = spot
+                .zygote
+                .get(sandbox, jail, serve.clone())
+                .await
+                .map_err(not_started)?;
             let started = zygote.run(command, out).await.map_err(not_started)?;
             Job::Jailed {
                 zygote,

@@ -99,6 +99,11 @@ pub struct Jail {
     pub cgroups: Vec<PathBuf>,
     /// Whether Landlock is a hard requirement.
     pub landlock: LandlockMode,
+    /// Ports on the sandbox's own `127.0.0.1` whose connections are handed
+    /// to the Sandbox actor (its egress proxy, its model relay).
+    pub listen: Vec<u16>,
+    /// Variables added to the commands' environment (where those are).
+    pub env: Vec<(String, String)>,
 }
 
 /// The environment variables a command starts with.
@@ -239,6 +244,14 @@ impl Sandbox {
         }
         confine.push("--landlock".into());
         confine.push(jail.landlock.as_arg().into());
+        for port in &jail.listen {
+            confine.push("--listen".into());
+            confine.push(port.to_string());
+        }
+        for (name, value) in &jail.env {
+            confine.push("--env".into());
+            confine.push(format!("{name}={value}"));
+        }
         bwrap.extend(confine.into_iter().map(OsString::from));
         let mut command = if jail.cgroups.is_empty() {
             let mut c = Command::new(self.program());

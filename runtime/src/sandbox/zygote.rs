@@ -71,6 +71,12 @@ pub enum Report {
         /// The signal that ended it, when one did.
         signal: Option<i32>,
     },
+    /// A connection to `127.0.0.1:port` inside the sandbox, attached:
+    /// the actor serves it.
+    Connection {
+        /// The port it came to.
+        port: u16,
+    },
     /// A job's command could not start.
     Failed {
         /// The job's number.
@@ -120,6 +126,12 @@ pub fn send_record<T: Serialize>(
 
 type Waiters = Arc<parking_lot::Mutex<HashMap<u64, oneshot::Sender<Exit>>>>;
 
+/// Serves a connection made inside the sandbox to `127.0.0.1:port`: the
+/// port, the connection, and a token cancelled when the sandbox stops
+/// (what serves it ends then).
+pub type OnConnection =
+    Arc<dyn Fn(u16, std::net::TcpStream, tokio_util::sync::CancellationToken) + Send + Sync>;
+
 /// An environment's long-lived process, started in its jail. Dropping it
 /// kills the sandbox and everything in it.
 pub struct Zygote {
@@ -130,6 +142,7 @@ pub struct Zygote {
     pid: Option<u32>,
     _child: tokio::process::Child,
     reader: tokio::task::JoinHandle<()>,
+    stopped: tokio_util::sync::CancellationToken,
 }
 
 impl std::fmt::Debug for Zygote {
@@ -144,6 +157,7 @@ impl std::fmt::Debug for Zygote {
 impl Drop for Zygote {
     fn drop(&mut self) {
         self.reader.abort();
+        self.stopped.cancel();
     }
 }
 
@@ -158,12 +172,17 @@ pub struct Job {
 
 impl Zygote {
     /// Starts the environment's process in `jail` and waits until it is
-    /// confined.
+    /// confined. Connections made inside to the ports the jail listens on
+    /// go to `on_connection`.
     ///
     /// # Errors
     ///
     /// What could not be started or applied, in the helper's words.
-    pub async fn start(sandbox: &Sandbox, jail: &Jail) -> Result<Zygote, String> {
+    pub async fn start(
+        sandbox: &Sandbox,
+        jail: &Jail,
+        on_connection: Option<OnConnection>,
+    ) -> Result<Zygote, String> {
         use rustix::net::{AddressFamily, SocketFlags, SocketType};
         let (ours, theirs) = rustix::net::socketpair(
             AddressFamily::UNIX,
@@ -192,7 +211,7 @@ impl Zygote {
         let mut stderr = child.stderr.take();
         let first = tokio::time::timeout(START, receive(&control)).await;
         match first {
-            Ok(Ok(Some(Report::Ready))) => {}
+            Ok(Ok(Some((Report::Ready, _)))) => {}
             Ok(Ok(other)) => {
                 let _ = child.start_kill();
                 let mut said = String::new();
@@ -209,7 +228,9 @@ impl Zygote {
                         "the sandbox ended before it was ready, saying nothing".to_string()
                     }
                     None => said.to_string(),
-                    Some(report) => format!("the sandbox answered {report:?} before it was ready"),
+                    Some((report, _)) => {
+                        format!("the sandbox answered {report:?} before it was ready")
+                    }
                 });
             }
             Ok(Err(e)) => return Err(format!("the sandbox's control socket failed: {e}")),
@@ -222,11 +243,13 @@ impl Zygote {
         }
         let waiters: Waiters = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
+        let stopped = tokio_util::sync::CancellationToken::new();
         let reader = tokio::spawn(read_reports(
             Arc::clone(&control),
             Arc::clone(&waiters),
             Arc::clone(&alive),
             stderr,
+            on_connection.map(|serve| (serve, stopped.clone())),
         ));
         Ok(Zygote {
             control,
@@ -236,6 +259,7 @@ impl Zygote {
             pid: child.id(),
             _child: child,
             reader,
+            stopped,
         })
     }
 
@@ -297,15 +321,35 @@ impl Zygote {
     }
 }
 
-/// One report, or `None` when the socket has closed.
-async fn receive(control: &UnixDatagram) -> std::io::Result<Option<Report>> {
+/// One report with the descriptor that came with it, or `None` when the
+/// socket has closed.
+async fn receive(control: &UnixDatagram) -> std::io::Result<Option<(Report, Option<OwnedFd>)>> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
     let mut buf = vec![0_u8; 64 * 1024];
-    let n = control.recv(&mut buf).await?;
+    let (n, fd) = control
+        .async_io(Interest::READABLE, || {
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+            let received = rustix::net::recvmsg(
+                control,
+                &mut [std::io::IoSliceMut::new(&mut buf)],
+                &mut ancillary,
+                RecvFlags::CMSG_CLOEXEC,
+            )?;
+            let mut fd = None;
+            for message in ancillary.drain() {
+                if let RecvAncillaryMessage::ScmRights(mut rights) = message {
+                    fd = rights.next();
+                }
+            }
+            Ok((received.bytes, fd))
+        })
+        .await?;
     if n == 0 {
         return Ok(None);
     }
     serde_json::from_slice(&buf[..n])
-        .map(Some)
+        .map(|report| Some((report, fd)))
         .map_err(std::io::Error::other)
 }
 
@@ -316,6 +360,7 @@ async fn read_reports(
     waiters: Waiters,
     alive: Arc<AtomicBool>,
     stderr: Option<tokio::process::ChildStderr>,
+    serve: Option<(OnConnection, tokio_util::sync::CancellationToken)>,
 ) {
     if let Some(mut stderr) = stderr {
         // What the process says after it started: a line for the log.
@@ -332,7 +377,7 @@ async fn read_reports(
     }
     loop {
         match receive(&control).await {
-            Ok(Some(Report::Ended { id, code, signal })) => {
+            Ok(Some((Report::Ended { id, code, signal }, _))) => {
                 let exit = match (code, signal) {
                     (Some(code), _) => Exit::Code(code),
                     (None, Some(signal)) => Exit::Signal(signal),
@@ -342,12 +387,19 @@ async fn read_reports(
                     let _ = waiter.send(exit);
                 }
             }
-            Ok(Some(Report::Failed { id, why })) => {
+            Ok(Some((Report::Failed { id, why }, _))) => {
                 if let Some(waiter) = waiters.lock().remove(&id) {
                     let _ = waiter.send(Exit::Failed(why));
                 }
             }
-            Ok(Some(Report::Ready)) => {}
+            Ok(Some((Report::Connection { port }, Some(fd)))) => match &serve {
+                Some((serve, stopped)) => {
+                    serve(port, std::net::TcpStream::from(fd), stopped.clone())
+                }
+                // Nothing serves it: dropping it closes the connection.
+                None => drop(fd),
+            },
+            Ok(Some((Report::Connection { .. }, None))) | Ok(Some((Report::Ready, _))) => {}
             Ok(None) | Err(_) => {
                 alive.store(false, Ordering::Release);
                 waiters.lock().clear();

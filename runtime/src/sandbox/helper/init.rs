@@ -45,6 +45,8 @@ struct Running {
 
 struct Init {
     control: OwnedFd,
+    listeners: Vec<(u16, std::net::TcpListener)>,
+    env: Vec<(String, String)>,
     uid: Option<u32>,
     limits: Vec<(Resource, Rlimit)>,
     running: HashMap<i32, Running>,
@@ -58,8 +60,21 @@ pub(super) fn run(args: Vec<std::ffi::OsString>) -> Result<Never, String> {
     let mut writable = Vec::new();
     let mut landlock_required = true;
     let mut limits = Vec::new();
+    let mut ports = Vec::new();
+    let mut env = Vec::new();
     for (name, value) in &parsed.options {
         match name.as_str() {
+            "listen" => ports.push(
+                value
+                    .parse::<u16>()
+                    .map_err(|_| format!("--listen {value} is not a port"))?,
+            ),
+            "env" => {
+                let (k, v) = value
+                    .split_once('=')
+                    .ok_or_else(|| format!("--env {value}: give NAME=VALUE"))?;
+                env.push((k.to_string(), v.to_string()));
+            }
             "rlimit" => limits.push(parse_rlimit(value)?),
             "uid" => {
                 uid = Some(
@@ -91,10 +106,22 @@ pub(super) fn run(args: Vec<std::ffi::OsString>) -> Result<Never, String> {
     // Nothing of it can be read through /proc or traced by what it runs.
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(|e| format!("could not make the sandbox's process undumpable: {e}"))?;
+    // Bound before any command runs, so none can take the port first.
+    let mut listeners = Vec::new();
+    for port in ports {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port))
+            .map_err(|e| format!("could not listen on 127.0.0.1:{port} in the sandbox: {e}"))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("could not listen on 127.0.0.1:{port} in the sandbox: {e}"))?;
+        listeners.push((port, listener));
+    }
     restrict::restrict_files(&writable, landlock_required)?;
     restrict::filter_system_calls()?;
     let mut init = Init {
         control,
+        listeners,
+        env,
         uid,
         limits,
         running: HashMap::new(),
@@ -118,9 +145,12 @@ impl Init {
             tv_nsec: 0,
         };
         loop {
-            let control_ready = {
-                let mut fds = Vec::with_capacity(1 + self.running.len());
+            let (control_ready, connections) = {
+                let mut fds = Vec::with_capacity(1 + self.listeners.len() + self.running.len());
                 fds.push(PollFd::new(&self.control, PollFlags::IN));
+                for (_, listener) in &self.listeners {
+                    fds.push(PollFd::new(listener, PollFlags::IN));
+                }
                 for running in self.running.values() {
                     fds.push(PollFd::new(&running.pidfd, PollFlags::IN));
                 }
@@ -128,10 +158,16 @@ impl Init {
                     Ok(_) | Err(rustix::io::Errno::INTR) => {}
                     Err(e) => return Err(format!("waiting for work failed: {e}")),
                 }
-                !fds[0].revents().is_empty()
+                let connections = fds[1..=self.listeners.len()]
+                    .iter()
+                    .any(|fd| !fd.revents().is_empty());
+                (!fds[0].revents().is_empty(), connections)
             };
             if control_ready {
                 self.receive(&mut buf)?;
+            }
+            if connections {
+                self.hand_over()?;
             }
             self.reap()?;
         }
@@ -192,6 +228,21 @@ impl Init {
         Ok(())
     }
 
+    /// Hands every connection waiting on a listener to the actor.
+    fn hand_over(&mut self) -> Result<(), String> {
+        for (port, listener) in &self.listeners {
+            while let Ok((stream, _)) = listener.accept() {
+                send_record(
+                    &self.control,
+                    &Report::Connection { port: *port },
+                    Some(stream.as_fd()),
+                )
+                .map_err(|e| format!("the control socket failed: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Forks `bash -c command` with its output on `output`.
     fn spawn(&mut self, id: u64, command: &str, output: OwnedFd) -> Result<(), String> {
         let errors = output
@@ -202,7 +253,8 @@ impl Init {
             .arg(command)
             .stdin(Stdio::null())
             .stdout(Stdio::from(output))
-            .stderr(Stdio::from(errors));
+            .stderr(Stdio::from(errors))
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(uid) = self.uid {
             // As root, std drops the supplementary groups too.
             bash.uid(uid).gid(uid);
