@@ -26,6 +26,7 @@
 //! [`EnvironmentServices`]: troupe_runtime::environment::EnvironmentServices
 
 pub mod api;
+pub mod egress;
 pub mod sandbox;
 pub mod tools;
 
@@ -42,6 +43,7 @@ use troupe_runtime::id::{SandboxId, ThreadId};
 use troupe_runtime::router::{Activator, Router, RouterConfig, RouterEvent};
 use troupe_runtime::sandbox::cgroup::Cgroup;
 use troupe_runtime::sandbox::jail::{Jail, Rlimits};
+use troupe_runtime::sandbox::zygote::{Exit, Zygote};
 use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::store::environments::{self as table, EnvironmentRow};
 use troupe_runtime::supervise::{Backoff, Intensity, Restart};
@@ -89,6 +91,8 @@ pub(crate) fn jail_for(
         network: settings.network,
         cgroups: group.map(Cgroup::procs).unwrap_or_default(),
         landlock: settings.landlock,
+        listen: Vec::new(),
+        env: Vec::new(),
     }
 }
 
@@ -269,9 +273,13 @@ impl Sandboxes {
         let root = ctx.home.root().join("environments");
         self.readiness
             .get_or_init(|| async move {
-                tokio::task::spawn_blocking(move || probe(&settings, &root))
+                let prepared = tokio::task::spawn_blocking(move || prepare_probe(&settings, &root))
                     .await
-                    .unwrap_or_else(|e| Err(format!("the sandbox check failed: {e}")))
+                    .unwrap_or_else(|e| Err(format!("the sandbox check failed: {e}")));
+                match prepared {
+                    Ok((sandbox, jail)) => probe(sandbox, &jail).await,
+                    Err(why) => Err(why),
+                }
             })
             .await
             .clone()
@@ -291,8 +299,11 @@ impl Sandboxes {
     }
 }
 
-/// Runs `true` in a jail like an environment's, in a scratch workdir.
-fn probe(settings: &EnvironmentSettings, root: &Path) -> Result<(), String> {
+/// A jail like an environment's, on a scratch workdir, for [`probe`].
+fn prepare_probe(
+    settings: &EnvironmentSettings,
+    root: &Path,
+) -> Result<(&'static Sandbox, Jail), String> {
     let sandbox = Sandbox::detect().map_err(|why| {
         format!(
             "no sandbox works on this machine: {why}. To use environments, {}",
@@ -330,27 +341,27 @@ fn probe(settings: &EnvironmentSettings, root: &Path) -> Result<(), String> {
         threads: Vec::new(),
         lost: 0,
     };
-    let jail = jail_for(settings, &row, &scratch, None);
-    let output = sandbox
-        .jailed(&jail, "true", std::iter::empty::<&str>())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .map_err(|e| format!("the sandbox could not be started: {e}"))?;
-    if output.status.success() {
-        return Ok(());
+    Ok((sandbox, jail_for(settings, &row, &scratch, None)))
+}
+
+/// Starts a sandbox in `jail` and runs `true` in it.
+async fn probe(sandbox: &Sandbox, jail: &Jail) -> Result<(), String> {
+    let refused = |why: String| format!("the sandbox cannot apply every restriction here: {why}");
+    let zygote = Zygote::start(sandbox, jail, None).await.map_err(refused)?;
+    let output = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| format!("could not open /dev/null: {e}"))?;
+    let job = zygote
+        .run("true", std::os::fd::OwnedFd::from(output))
+        .await
+        .map_err(refused)?;
+    match tokio::time::timeout(Duration::from_secs(20), job.ended).await {
+        Ok(Ok(Exit::Code(0))) => Ok(()),
+        Ok(Ok(other)) => Err(refused(format!("`true` ended with {other:?}"))),
+        Ok(Err(_)) => Err(refused("its process died while running `true`".into())),
+        Err(_) => Err(refused("`true` did not end within 20 s".into())),
     }
-    let said = String::from_utf8_lossy(&output.stderr).trim().to_string();
-    Err(format!(
-        "the sandbox cannot apply every restriction here ({}): {}",
-        output.status,
-        if said.is_empty() {
-            "it said nothing".to_string()
-        } else {
-            said
-        }
-    ))
 }
 
 struct Activate {

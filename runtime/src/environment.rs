@@ -8,12 +8,16 @@
 //! [`crate::store::environments`]; the actors in the actors crate; what
 //! confines a command in [`crate::sandbox::jail`].
 
+pub mod endpoint;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+pub use endpoint::Endpoint;
 
 use crate::id::{HouseId, SandboxId, ThreadId};
 use crate::protocol::ToolResult;
@@ -49,6 +53,9 @@ pub struct EnvironmentSettings {
     /// The `troupe` binary whose hidden helper confines commands (default:
     /// this program).
     pub helper: Option<PathBuf>,
+    /// Endpoints (`host:port`) every house's environments may reach through
+    /// their Sandbox actor's proxy, when they have no network.
+    pub egress: Vec<Endpoint>,
 }
 
 impl Default for EnvironmentSettings {
@@ -65,6 +72,7 @@ impl Default for EnvironmentSettings {
             network: false,
             landlock: LandlockMode::Required,
             helper: None,
+            egress: Vec::new(),
         }
     }
 }
@@ -87,13 +95,16 @@ impl EnvironmentSettings {
 }
 
 /// A house's own rule about environments (in the house's settings).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HouseEnvironmentPolicy {
     /// Whether environments of this house may run commands without a
     /// sandbox when none works on the machine. Off unless set: without a
     /// sandbox, `create_environment` fails.
     pub allow_unsandboxed: bool,
+    /// Endpoints (`host:port`) this house's environments may reach through
+    /// their Sandbox actor's proxy, besides `[environments] egress`.
+    pub egress: Vec<Endpoint>,
 }
 
 /// Where an environment is in its life.

@@ -49,6 +49,7 @@
 pub mod cgroup;
 pub mod helper;
 pub mod jail;
+pub mod zygote;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

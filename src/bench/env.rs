@@ -3,9 +3,13 @@
 //! - `create`: `create_environment`'s work for a fresh environment (store
 //!   row, workdir, control group, the actor started), after the one-time
 //!   check that the machine can sandbox (measured apart: `first_create_ms`);
+//! - `first_command_ms`: the first command of a fresh environment, which
+//!   starts its sandbox (helper, control groups, bubblewrap, Landlock,
+//!   seccomp) before it forks the command;
 //! - `run_command` overhead: `true` run through an environment's actor and
-//!   its sandbox (helper, bubblewrap, Landlock, seccomp, rlimits, control
-//!   groups, the command's records in the store) against `bash -c true` on
+//!   its live sandbox (the command's records in the store, the request to
+//!   the sandbox's process 1, its fork with the rlimits and the
+//!   environment's user, the end reported back) against `bash -c true` on
 //!   the host, from the same process;
 //! - `idle_50`: the resident memory 50 live, idle environments add.
 
@@ -48,6 +52,10 @@ pub async fn env(n: usize) -> anyhow::Result<serde_json::Value> {
         creates.push(started.elapsed());
     }
 
+    let started = Instant::now();
+    let out = envs.exec(first, "true", None).await?;
+    anyhow::ensure!(out.success() && out.sandboxed, "`true` failed: {out:?}");
+    let first_command = started.elapsed();
     let mut sandboxed = Vec::with_capacity(RUNS);
     let mut host = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
@@ -88,6 +96,7 @@ pub async fn env(n: usize) -> anyhow::Result<serde_json::Value> {
     Ok(serde_json::json!({
         "workload": "env",
         "first_create_ms": (first_create.as_secs_f64() * 1e4).round() / 10.0,
+        "first_command_ms": (first_command.as_secs_f64() * 1e4).round() / 10.0,
         "create": percentiles(creates),
         "run_true_sandboxed": percentiles(sandboxed),
         "run_true_host": percentiles(host),

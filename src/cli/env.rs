@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use troupe_runtime::environment::{EnvironmentInfo, HouseEnvironmentPolicy};
+use troupe_runtime::environment::{Endpoint, EnvironmentInfo, HouseEnvironmentPolicy};
 
 use super::Builder;
 
@@ -62,8 +62,11 @@ enum EnvCommand {
         /// The environment: its id, or a thread bound to it.
         environment: String,
     },
-    /// Show or set whether the house's environments may run unsandboxed
-    /// where no sandbox works (every such result is marked unsandboxed).
+    /// Show or set the house's environment policy: whether its
+    /// environments may run unsandboxed where no sandbox works (every such
+    /// result is marked unsandboxed), and the endpoints they may reach
+    /// through their egress proxy. Changes apply to an environment when its
+    /// actor next starts (`troupe env stop`, or after it idles).
     Policy {
         /// The house.
         house: String,
@@ -73,6 +76,13 @@ enum EnvCommand {
         /// Refuse them (the default).
         #[arg(long)]
         deny_unsandboxed: bool,
+        /// Let its environments reach HOST:PORT through their egress proxy
+        /// (repeatable), e.g. registry.npmjs.org:443.
+        #[arg(long, value_name = "HOST:PORT")]
+        allow_egress: Vec<Endpoint>,
+        /// Take HOST:PORT off the house's egress list (repeatable).
+        #[arg(long, value_name = "HOST:PORT")]
+        deny_egress: Vec<Endpoint>,
     },
 }
 
@@ -197,13 +207,24 @@ async fn run(runtime: &crate::Runtime, command: EnvCommand) -> anyhow::Result<Ex
             house,
             allow_unsandboxed,
             deny_unsandboxed,
+            allow_egress,
+            deny_egress,
         } => {
             let envs = runtime.house(&house).await?.environments();
+            let mut policy: HouseEnvironmentPolicy = envs.policy().await?;
+            let before = policy.clone();
             if allow_unsandboxed || deny_unsandboxed {
-                envs.set_policy(HouseEnvironmentPolicy { allow_unsandboxed })
-                    .await?;
+                policy.allow_unsandboxed = allow_unsandboxed;
             }
-            let policy = envs.policy().await?;
+            for endpoint in allow_egress {
+                if !policy.egress.contains(&endpoint) {
+                    policy.egress.push(endpoint);
+                }
+            }
+            policy.egress.retain(|e| !deny_egress.contains(e));
+            if policy != before {
+                envs.set_policy(policy.clone()).await?;
+            }
             println!(
                 "`{house}`: environments {}",
                 if policy.allow_unsandboxed {
@@ -212,6 +233,24 @@ async fn run(runtime: &crate::Runtime, command: EnvCommand) -> anyhow::Result<Ex
                     "run only in a sandbox (creation fails where none works)"
                 }
             );
+            let configured = &runtime.node().settings().environments.egress;
+            let list = |endpoints: &[Endpoint]| {
+                endpoints
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            match (policy.egress.is_empty(), configured.is_empty()) {
+                (true, true) => println!("egress: none (no network at all)"),
+                (false, true) => println!("egress: {}", list(&policy.egress)),
+                (true, false) => println!("egress: {} ([environments] egress)", list(configured)),
+                (false, false) => println!(
+                    "egress: {}; and {} ([environments] egress)",
+                    list(&policy.egress),
+                    list(configured)
+                ),
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

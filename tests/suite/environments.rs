@@ -272,6 +272,65 @@ async fn a_crashed_sandbox_reports_its_running_command_lost_and_never_reruns_it(
 }
 
 #[tokio::test]
+async fn a_killed_sandbox_process_reports_its_running_command_lost_and_the_next_starts_anew() {
+    if Sandbox::detect_or_skip("environments").is_none() {
+        return;
+    }
+    let home = TestHome::new();
+    let (_rt, envs, id) = with_environment(&home, &[]).await;
+    let marker = format!("troupe-zygote-victim-{}", std::process::id());
+    let running = {
+        let (envs, marker) = (envs.clone(), marker.clone());
+        tokio::spawn(async move {
+            envs.exec(
+                id,
+                &format!("echo run >> runs; exec -a {marker} sleep 60"),
+                None,
+            )
+            .await
+        })
+    };
+    until("the command runs", || {
+        !super::sandbox_escape::host_processes(&marker).is_empty()
+    })
+    .await;
+    // The command's parent is the environment's process 1: kill it from
+    // the machine, as an out-of-memory kill would.
+    let victim = super::sandbox_escape::host_processes(&marker)[0];
+    let stat = std::fs::read_to_string(format!("/proc/{victim}/stat")).unwrap();
+    let init: i32 = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let cmdline = std::fs::read(format!("/proc/{init}/cmdline")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("__sandbox\0init"),
+        "{}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-9", &init.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let answer = tokio::time::timeout(WAIT, running).await.unwrap().unwrap();
+    let err = answer.unwrap_err().to_string();
+    assert!(err.contains("lost"), "{err}");
+    assert!(err.contains("not run again"), "{err}");
+    until("the command's process is gone", || {
+        super::sandbox_escape::host_processes(&marker).is_empty()
+    })
+    .await;
+    // The next command starts a new sandbox process; the lost one is
+    // counted, not re-run.
+    let out = envs.exec(id, "cat runs", None).await.unwrap();
+    assert_eq!(out.output, "run\n");
+    assert_eq!(envs.get(id).await.unwrap().lost_commands, 1);
+}
+
+#[tokio::test]
 async fn the_workdir_and_binding_persist_across_a_restart_of_troupe() {
     if Sandbox::detect_or_skip("environments").is_none() {
         return;
@@ -315,6 +374,7 @@ async fn without_a_working_sandbox_creation_fails_closed_unless_the_house_allows
     assert!(envs.list(true, 10).await.unwrap().is_empty());
     envs.set_policy(HouseEnvironmentPolicy {
         allow_unsandboxed: true,
+        ..HouseEnvironmentPolicy::default()
     })
     .await
     .unwrap();

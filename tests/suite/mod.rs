@@ -8,6 +8,7 @@ mod cli;
 mod crash;
 mod docs;
 mod environments;
+mod environments_egress;
 mod home;
 mod house;
 mod house_cli;

@@ -66,7 +66,7 @@ fn failed(out: &CommandOutcome) -> bool {
 }
 
 /// The process ids on the machine whose command line starts with `marker`.
-fn host_processes(marker: &str) -> Vec<u32> {
+pub fn host_processes(marker: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()

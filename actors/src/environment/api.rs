@@ -128,22 +128,9 @@ impl EnvironmentsRef {
 
     /// The house's policy about environments.
     pub async fn policy(&self) -> Result<HouseEnvironmentPolicy, NodeError> {
-        let id = self.house.house.id.to_string();
-        let settings: Option<String> = self
-            .node()
-            .store()
-            .read(move |c| {
-                Ok(
-                    c.prepare_cached("SELECT settings FROM houses WHERE id = ?1")?
-                        .query_row(params![id], |r| r.get(0))
-                        .optional()?,
-                )
-            })
-            .await?;
-        Ok(settings
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-            .and_then(|v| v.get("environments").cloned())
-            .and_then(|v| serde_json::from_value(v).ok())
+        Ok(house_policy(self.node().store(), self.house.house.id)
+            .await?
+            .map(|(_, policy)| policy)
             .unwrap_or_default())
     }
 
@@ -295,6 +282,31 @@ impl EnvironmentsRef {
             .send(id, SandboxMsg::Fail)
             .map_err(|e| refused(e.to_string()))
     }
+}
+
+/// The name and environment policy of `house` (`None`: no such house).
+pub(crate) async fn house_policy(
+    store: &troupe_runtime::store::Store,
+    house: troupe_runtime::id::HouseId,
+) -> Result<Option<(String, HouseEnvironmentPolicy)>, troupe_runtime::store::StoreError> {
+    let id = house.to_string();
+    let found: Option<(String, String)> = store
+        .read(move |c| {
+            Ok(
+                c.prepare_cached("SELECT name, settings FROM houses WHERE id = ?1")?
+                    .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?,
+            )
+        })
+        .await?;
+    Ok(found.map(|(name, settings)| {
+        let policy = serde_json::from_str::<serde_json::Value>(&settings)
+            .ok()
+            .and_then(|v| v.get("environments").cloned())
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        (name, policy)
+    }))
 }
 
 /// Runs `command` in environment `id` through its actor.

@@ -4,22 +4,27 @@
 //! It is activated by the `sandboxes` router on its first message and
 //! rebuilds itself from the store: the workdir (made again if missing, and
 //! owned by the environment's user), the control group, the jail its
-//! commands run in. A command runs in a task the actor spawns, so the
-//! actor still takes `Stop` and other commands meanwhile; the task holds
-//! the command's process (killed when the task is dropped) and answers the
-//! caller itself. When the actor stops — idle, stopped, or crashed — its
-//! state is dropped with the tasks, which kills every process they
-//! started; the router's exit handling empties the control group as well.
+//! commands run in. It owns the environment's sandbox: one long-lived
+//! process ([`Zygote`]) started with its first command, which forks each
+//! command already confined. A command runs in a task the actor spawns, so
+//! the actor still takes `Stop` and other commands meanwhile; the task
+//! hands the command to the sandbox and answers the caller itself. When
+//! the actor stops — idle, stopped, or crashed — its state is dropped with
+//! the tasks and the sandbox, which kills every process in it; the
+//! router's exit handling empties the control group as well.
 //!
-//! A command is recorded `running` before it starts. When the actor
-//! starts and finds commands still `running`, an earlier incarnation died
-//! under them: they are marked lost, and their callers were told so (their
-//! reply ports closed). They are never run again.
+//! A command is recorded `running` before it starts. When the sandbox's
+//! process dies under running commands (killed from outside, or out of
+//! memory), each is marked lost and its caller told so; the next command
+//! starts a new one. When the actor starts and finds commands still
+//! `running`, an earlier incarnation died under them: they are marked
+//! lost, and their callers were told so (their reply ports closed). Lost
+//! commands are never run again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -28,6 +33,7 @@ use troupe_runtime::environment::CommandOutcome;
 use troupe_runtime::id::{MsgId, SandboxId};
 use troupe_runtime::sandbox::cgroup::{Cgroup, GroupLimits};
 use troupe_runtime::sandbox::jail::Jail;
+use troupe_runtime::sandbox::zygote::{Exit, OnConnection, Zygote};
 use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::store::environments as table;
 use troupe_tools::run_command::output::BoundedOutput;
@@ -81,6 +87,7 @@ pub struct SandboxState {
     id: SandboxId,
     workdir: PathBuf,
     place: Place,
+    zygote: ZygoteSlot,
     running: HashMap<String, Running>,
     last_used: Instant,
     idle: Option<Duration>,
@@ -90,8 +97,41 @@ pub struct SandboxState {
 /// Where its commands run.
 #[derive(Clone)]
 enum Place {
-    Jailed(Sandbox, Box<Jail>),
+    Jailed(Sandbox, Box<Jail>, Option<OnConnection>),
     Unsandboxed,
+}
+
+/// The environment's sandbox process, started by the first command that
+/// needs it (and again after it died).
+#[derive(Clone, Default)]
+pub(crate) struct ZygoteSlot(Arc<tokio::sync::Mutex<Option<Arc<Zygote>>>>);
+
+impl ZygoteSlot {
+    /// The live process, started now when there is none.
+    pub(crate) async fn get(
+        &self,
+        sandbox: &Sandbox,
+        jail: &Jail,
+        serve: Option<OnConnection>,
+    ) -> Result<Arc<Zygote>, String> {
+        let mut slot = self.0.lock().await;
+        if let Some(zygote) = slot.as_ref().filter(|z| z.alive()) {
+            return Ok(Arc::clone(zygote));
+        }
+        *slot = None;
+        let zygote = Arc::new(
+            Zygote::start(sandbox, jail, serve)
+                .await
+                .map_err(|why| format!("the environment's sandbox could not start: {why}"))?,
+        );
+        *slot = Some(Arc::clone(&zygote));
+        Ok(zygote)
+    }
+
+    /// Kills the process (and everything in its sandbox).
+    async fn clear(&self) {
+        self.0.lock().await.take();
+    }
 }
 
 /// What the actor starts with.
@@ -153,8 +193,22 @@ impl Actor for SandboxActor {
                     },
                 )
             });
-            let jail = super::jail_for(&settings, &row, &workdir, group.as_ref());
-            Place::Jailed(sandbox, Box::new(jail))
+            let mut jail = super::jail_for(&settings, &row, &workdir, group.as_ref());
+            let serve = if settings.network {
+                None
+            } else {
+                egress_of(&ctx, &settings, row.house).await?.map(|egress| {
+                    jail.listen.push(super::egress::PORT);
+                    jail.env.extend(super::egress::environment());
+                    let serve: OnConnection = Arc::new(move |port, stream, stopped| {
+                        if port == super::egress::PORT {
+                            egress.serve(stream, stopped);
+                        }
+                    });
+                    serve
+                })
+            };
+            Place::Jailed(sandbox, Box::new(jail), serve)
         } else {
             Place::Unsandboxed
         };
@@ -167,6 +221,7 @@ impl Actor for SandboxActor {
             id,
             workdir,
             place,
+            zygote: ZygoteSlot::default(),
             running: HashMap::new(),
             last_used: Instant::now(),
             idle,
@@ -213,6 +268,7 @@ impl Actor for SandboxActor {
             }
             SandboxMsg::Stop(reply) => {
                 state.running.clear();
+                state.zygote.clear().await;
                 if let Some(ctx) = state.node.upgrade() {
                     ctx.sandboxes().remove_group(state.id);
                 }
@@ -233,6 +289,28 @@ fn schedule_idle_check(myself: &ActorRef<SandboxMsg>, after: Duration) {
         tokio::time::sleep(after).await;
         let _ = me.send_message(SandboxMsg::IdleCheck);
     });
+}
+
+/// What the environment's egress proxy allows: `[environments] egress` and
+/// the house's own list; `None` when both are empty (no proxy at all).
+async fn egress_of(
+    ctx: &NodeContext,
+    settings: &troupe_runtime::environment::EnvironmentSettings,
+    house: troupe_runtime::id::HouseId,
+) -> Result<Option<super::egress::Egress>, ActorProcessingErr> {
+    let (name, policy) = super::api::house_policy(&ctx.store, house)
+        .await?
+        .unwrap_or_default();
+    let mut allow = settings.egress.clone();
+    for endpoint in policy.egress {
+        if !allow.contains(&endpoint) {
+            allow.push(endpoint);
+        }
+    }
+    Ok((!allow.is_empty()).then(|| super::egress::Egress {
+        allow: Arc::new(allow),
+        house: name,
+    }))
 }
 
 /// Makes the workdir (owned by the environment's user, when it has one).
@@ -265,10 +343,19 @@ fn start(
         state.place.clone(),
         state.quota,
     );
+    let zygote = state.zygote.clone();
     let me = myself.clone();
     let key = call.clone();
     let task = tokio::spawn(async move {
-        let outcome = run(&node, id, &call, &workdir, &place, quota, &command, timeout).await;
+        let spot = Spot {
+            node: &node,
+            id,
+            workdir: &workdir,
+            place: &place,
+            zygote: &zygote,
+            quota,
+        };
+        let outcome = run(&spot, &call, &command, timeout).await;
         let _ = reply.send(outcome);
         let _ = me.send_message(SandboxMsg::Ended(call));
     });
@@ -298,18 +385,68 @@ pub fn usage(dir: &Path) -> u64 {
     total
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn run(
-    node: &Weak<NodeContext>,
+/// Where a command runs: its environment and what the actor holds for it.
+struct Spot<'a> {
+    node: &'a Weak<NodeContext>,
     id: SandboxId,
-    call: &str,
-    workdir: &Path,
-    place: &Place,
+    workdir: &'a Path,
+    place: &'a Place,
+    zygote: &'a ZygoteSlot,
     quota: u64,
+}
+
+/// A command started: in the sandbox's process, or on the machine (an
+/// unsandboxed environment).
+enum Job {
+    Jailed {
+        zygote: Arc<Zygote>,
+        id: u64,
+        ended: tokio::sync::oneshot::Receiver<Exit>,
+    },
+    Host(tokio::process::Child),
+}
+
+/// How a job ended, or that its outcome is lost.
+enum Ended {
+    As(String),
+    Lost,
+}
+
+impl Job {
+    async fn wait(&mut self) -> Ended {
+        match self {
+            Job::Jailed { ended, .. } => match ended.await {
+                Ok(Exit::Code(code)) => Ended::As(format!("[exit {code}]")),
+                Ok(Exit::Signal(9)) => Ended::As(
+                    "[killed by signal 9: a limit was reached (memory, or stopped)]".into(),
+                ),
+                Ok(Exit::Signal(signal)) => Ended::As(format!("[killed by signal {signal}]")),
+                Ok(Exit::Failed(why)) => Ended::As(format!("[did not start: {why}]")),
+                Err(_) => Ended::Lost,
+            },
+            Job::Host(child) => Ended::As(match child.wait().await {
+                Ok(status) => ending_of(status),
+                Err(e) => format!("[lost: {e}]"),
+            }),
+        }
+    }
+
+    async fn kill(&self) {
+        match self {
+            Job::Jailed { zygote, id, .. } => zygote.kill(*id).await,
+            Job::Host(child) => kill_group(child.id()),
+        }
+    }
+}
+
+async fn run(
+    spot: &Spot<'_>,
+    call: &str,
     command: &str,
     timeout: Duration,
 ) -> Result<CommandOutcome, String> {
-    let ctx = node.upgrade().ok_or("the node is stopping")?;
+    let (id, quota, workdir) = (spot.id, spot.quota, spot.workdir);
+    let ctx = spot.node.upgrade().ok_or("the node is stopping")?;
     let dir = workdir.to_path_buf();
     let used = tokio::task::spawn_blocking(move || usage(&dir))
         .await
@@ -330,76 +467,144 @@ async fn run(
         .map_err(|e| e.to_string())?;
     drop(ctx);
     let started = Instant::now();
-    let (sender, mut pipe) = tokio::net::unix::pipe::pipe().map_err(|e| e.to_string())?;
-    let out = sender.into_blocking_fd().map_err(|e| e.to_string())?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
-    let mut cmd = match place {
-        Place::Jailed(sandbox, jail) => {
-            tokio::process::Command::from(sandbox.jailed(jail, "bash", ["-c", command]))
+    let outcome = match supervise(spot, command, timeout, started).await {
+        Ok(outcome) => outcome,
+        Err(failure) => {
+            // Its sandbox died under it: lost, never run again. (One that
+            // did not start ended without an exit code.)
+            if let Some(ctx) = spot.node.upgrade() {
+                let owned = call.to_string();
+                let lost = matches!(failure, Failure::Lost(_));
+                let _ = ctx
+                    .store
+                    .write(move |tx| {
+                        if lost {
+                            table::command_lost(tx, &owned)
+                        } else {
+                            table::command_ended(tx, &owned, None)
+                        }
+                    })
+                    .await;
+            }
+            return Err(match failure {
+                Failure::Lost(why) | Failure::NotStarted(why) => why,
+            });
+        }
+    };
+    if let Some(ctx) = spot.node.upgrade() {
+        let owned = call.to_string();
+        let code = outcome.exit_code;
+        let _ = ctx
+            .store
+            .write(move |tx| table::command_ended(tx, &owned, code))
+            .await;
+    }
+    Ok(outcome)
+}
+
+/// Why a command has no outcome.
+enum Failure {
+    /// It did not start.
+    NotStarted(String),
+    /// Its sandbox died while it ran.
+    Lost(String),
+}
+
+/// Starts the command, watches its wall time and the workdir's quota,
+/// gathers its output.
+async fn supervise(
+    spot: &Spot<'_>,
+    command: &str,
+    timeout: Duration,
+    started: Instant,
+) -> Result<CommandOutcome, Failure> {
+    let not_started = |e: String| Failure::NotStarted(e);
+    let (quota, workdir) = (spot.quota, spot.workdir);
+    let (sender, mut pipe) =
+        tokio::net::unix::pipe::pipe().map_err(|e| not_started(e.to_string()))?;
+    let out = sender
+        .into_blocking_fd()
+        .map_err(|e| not_started(e.to_string()))?;
+    let mut job = match spot.place {
+        Place::Jailed(sandbox, jail, serve) => {
+            let zygote = spot
+                .zygote
+                .get(sandbox, jail, serve.clone())
+                .await
+                .map_err(not_started)?;
+            let started = zygote.run(command, out).await.map_err(not_started)?;
+            Job::Jailed {
+                zygote,
+                id: started.id,
+                ended: started.ended,
+            }
         }
         Place::Unsandboxed => {
+            let err = out.try_clone().map_err(|e| not_started(e.to_string()))?;
             let mut c = tokio::process::Command::new("bash");
             c.arg("-c")
                 .arg(command)
                 .env_clear()
                 .envs(troupe_runtime::sandbox::jail::environment())
                 .env("HOME", workdir)
-                .current_dir(workdir);
-            c
+                .current_dir(workdir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(out))
+                .stderr(Stdio::from(err))
+                .process_group(0)
+                .kill_on_drop(true);
+            let child = c
+                .spawn()
+                .map_err(|e| not_started(format!("the command could not start: {e}")))?;
+            Job::Host(child)
         }
     };
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::from(out))
-        .stderr(Stdio::from(err))
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("the command could not start: {e}"))?;
-    drop(cmd);
-    let pgid = child.id();
     let mut output = BoundedOutput::new(KEPT, KEPT);
     let mut buf = vec![0_u8; 64 * 1024];
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let mut quota_check = tokio::time::interval(Duration::from_millis(250));
+    quota_check.reset();
     let mut pipe_open = true;
-    let ending;
-    loop {
+    let mut cut: Option<String> = None;
+    let ended = loop {
         tokio::select! {
             read = pipe.read(&mut buf), if pipe_open => match read {
                 Ok(0) | Err(_) => pipe_open = false,
                 Ok(n) => output.push(&buf[..n]),
             },
-            status = child.wait() => {
-                ending = match status {
-                    Ok(status) => ending_of(status),
-                    Err(e) => format!("[lost: {e}]"),
-                };
-                break;
+            ended = job.wait() => break ended,
+            () = &mut deadline, if cut.is_none() => {
+                job.kill().await;
+                cut = Some(format!("[killed: timeout after {} s]", timeout.as_secs()));
             }
-            () = &mut deadline => {
-                kill_group(pgid);
-                let _ = child.wait().await;
-                ending = format!("[killed: timeout after {} s]", timeout.as_secs());
-                break;
-            }
-            _ = quota_check.tick() => {
+            _ = quota_check.tick(), if cut.is_none() => {
                 let dir = workdir.to_path_buf();
                 let used = tokio::task::spawn_blocking(move || usage(&dir)).await.unwrap_or(0);
                 if used > quota {
-                    kill_group(pgid);
-                    let _ = child.wait().await;
-                    ending = format!(
+                    job.kill().await;
+                    cut = Some(format!(
                         "[killed: the workdir passed its quota of {} MiB]",
                         quota / (1024 * 1024)
-                    );
-                    break;
+                    ));
                 }
             }
         }
-    }
-    // The sandbox has ended, and everything in it: the pipe closes soon.
+    };
+    let ending = match (ended, cut) {
+        (Ended::Lost, _) => {
+            return Err(Failure::Lost(format!(
+                "the command's outcome is lost: environment {}'s sandbox process ended while it \
+                 ran (its processes were killed). It was not run again; run it again if it is \
+                 safe to",
+                spot.id
+            )))
+        }
+        (Ended::As(_), Some(cut)) => cut,
+        (Ended::As(ending), None) => ending,
+    };
+    // The command has ended, and what it left running was killed: the
+    // pipe closes soon.
     let drain_until = tokio::time::Instant::now() + Duration::from_secs(1);
     while pipe_open && tokio::time::Instant::now() < drain_until {
         match tokio::time::timeout(Duration::from_millis(200), pipe.read(&mut buf)).await {
@@ -412,34 +617,15 @@ async fn run(
         .strip_prefix("[exit ")
         .and_then(|r| r.strip_suffix(']'))
         .and_then(|n| n.parse().ok());
-    let mut text = output.text();
-    // A refusal of the helper is the sandbox's, not the command's.
-    if exit_code == Some(troupe_runtime::sandbox::helper::REFUSED) {
-        if let Some(line) = text
-            .lines()
-            .find(|l| l.starts_with(troupe_runtime::sandbox::helper::REFUSAL_PREFIX))
-        {
-            text = format!("the sandbox refused to run the command: {line}");
-        }
-    }
-    let outcome = CommandOutcome {
-        environment: id,
+    Ok(CommandOutcome {
+        environment: spot.id,
         exit_code,
         ending,
-        output: text,
+        output: output.text(),
         output_bytes: output.total(),
-        sandboxed: matches!(place, Place::Jailed(..)),
+        sandboxed: matches!(spot.place, Place::Jailed(..)),
         millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-    };
-    if let Some(ctx) = node.upgrade() {
-        let owned = call.to_string();
-        let code = outcome.exit_code;
-        let _ = ctx
-            .store
-            .write(move |tx| table::command_ended(tx, &owned, code))
-            .await;
-    }
-    Ok(outcome)
+    })
 }
 
 fn ending_of(status: std::process::ExitStatus) -> String {

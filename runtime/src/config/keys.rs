@@ -86,6 +86,7 @@ pub const KEYS: &[&str] = &[
     "environments.network",
     "environments.landlock",
     "environments.helper",
+    "environments.egress",
 ];
 
 /// Short environment variables and the key each one sets. The long form

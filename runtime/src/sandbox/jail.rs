@@ -10,9 +10,9 @@
 //! the environment's own, which is stronger: a user namespace would map to
 //! root), the network's too unless the environment has network;
 //! capabilities are dropped, the sandbox dies with troupe and runs in a new
-//! session. Inside, the [`helper`](super::helper) lowers the rlimits, drops
-//! to that user, applies Landlock and seccomp, and only then runs the
-//! command. Its environment variables are a fixed, short list: nothing of
+//! session. Inside, the [`helper`](super::helper)'s `init` is process 1: it
+//! applies Landlock and seccomp to itself, then forks each command with the
+//! rlimits lowered and as that user. Its environment variables are a fixed, short list: nothing of
 //! troupe's (no API key) passes in.
 
 use std::ffi::{OsStr, OsString};
@@ -99,6 +99,11 @@ pub struct Jail {
     pub cgroups: Vec<PathBuf>,
     /// Whether Landlock is a hard requirement.
     pub landlock: LandlockMode,
+    /// Ports on the sandbox's own `127.0.0.1` whose connections are handed
+    /// to the Sandbox actor (its egress proxy, its model relay).
+    pub listen: Vec<u16>,
+    /// Variables added to the commands' environment (where those are).
+    pub env: Vec<(String, String)>,
 }
 
 /// The environment variables a command starts with.
@@ -120,14 +125,11 @@ pub fn environment() -> Vec<(&'static str, &'static str)> {
 }
 
 impl Sandbox {
-    /// `program args…` in the environment `jail` describes: the command
-    /// to spawn (its environment is already the fixed list; the caller
-    /// sets standard input and output and the process group).
-    pub fn jailed<I, S>(&self, jail: &Jail, program: impl AsRef<OsStr>, args: I) -> Command
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
+    /// The environment `jail` describes, with the helper's `init` as its
+    /// process 1: the command to spawn (its environment is already the
+    /// fixed list; the caller sets standard input — the control socket —
+    /// and output). See [`super::zygote`].
+    pub fn zygote(&self, jail: &Jail) -> Command {
         let mut bwrap: Vec<OsString> = Vec::new();
         let mut push = |words: &[&OsStr]| bwrap.extend(words.iter().map(|w| w.to_os_string()));
         let root = rustix::process::geteuid().is_root();
@@ -150,6 +152,11 @@ impl Sandbox {
                 "CAP_SETUID".as_ref(),
                 "--cap-add".as_ref(),
                 "CAP_SETGID".as_ref(),
+                // Process 1 kills what ended commands left behind, which
+                // run as that user (each command loses every capability
+                // when it becomes that user).
+                "--cap-add".as_ref(),
+                "CAP_KILL".as_ref(),
             ]);
         } else {
             push(&["--unshare-all".as_ref()]);
@@ -161,6 +168,7 @@ impl Sandbox {
         push(&[
             "--die-with-parent".as_ref(),
             "--new-session".as_ref(),
+            "--as-pid-1".as_ref(),
             "--hostname".as_ref(),
             "sandbox".as_ref(),
         ]);
@@ -208,7 +216,7 @@ impl Sandbox {
             "--".as_ref(),
             HELPER_INSIDE.as_ref(),
             helper::SUBCOMMAND.as_ref(),
-            "confine".as_ref(),
+            "init".as_ref(),
         ]);
         let mut confine: Vec<String> = Vec::new();
         let r = &jail.rlimits;
@@ -236,10 +244,15 @@ impl Sandbox {
         }
         confine.push("--landlock".into());
         confine.push(jail.landlock.as_arg().into());
+        for port in &jail.listen {
+            confine.push("--listen".into());
+            confine.push(port.to_string());
+        }
+        for (name, value) in &jail.env {
+            confine.push("--env".into());
+            confine.push(format!("{name}={value}"));
+        }
         bwrap.extend(confine.into_iter().map(OsString::from));
-        bwrap.push("--".into());
-        bwrap.push(program.as_ref().to_os_string());
-        bwrap.extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
         let mut command = if jail.cgroups.is_empty() {
             let mut c = Command::new(self.program());
             c.args(&bwrap);

@@ -274,6 +274,16 @@ pub fn command_ended(tx: &Transaction, id: &str, exit_code: Option<i32>) -> Resu
     Ok(())
 }
 
+/// Marks command `id` lost: its sandbox died under it.
+pub fn command_lost(tx: &Transaction, id: &str) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "UPDATE environment_commands SET status = 'lost', ended_at = ?2 \
+         WHERE id = ?1 AND status = 'running'",
+    )?
+    .execute(params![id, now()])?;
+    Ok(())
+}
+
 /// Marks the commands of `env` still `running` as lost; the commands.
 pub fn mark_lost(tx: &Transaction, env: SandboxId) -> Result<Vec<String>, StoreError> {
     let lost = tx
