@@ -253,9 +253,7 @@ pub async fn write(args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
         p.message.unwrap_or_default(),
         limits(ctx),
     );
-    let done = store
-        .write(move |tx| files::write(tx, house, &author, &message, &new, lim))
-        .await;
+    let done = files::write_files(&store, house, &author, &message, new, lim).await;
     match done {
         Ok((version, written)) => {
             let list: Vec<String> = written

@@ -289,19 +289,16 @@ async fn search_finds_text_inside_a_docx_and_a_pdf_with_citations_read_file_open
         prepare("memo.pdf", pdf),
         prepare("logo.bin", vec![0, 159, 146, 150]),
     ];
-    store
-        .write(move |tx| {
-            troupe_runtime::store::house_files::write(
-                tx,
-                house,
-                "ada",
-                "upload",
-                &files,
-                FileLimits::default(),
-            )
-        })
-        .await
-        .unwrap();
+    troupe_runtime::store::house_files::write_files(
+        &store,
+        house,
+        "ada",
+        "upload",
+        files,
+        FileLimits::default(),
+    )
+    .await
+    .unwrap();
     let search = SearchFiles::new();
     let hit = call(&search, &f.acme, json!({"query": "engineers"})).await;
     assert!(

@@ -37,13 +37,17 @@ impl HouseRef {
         message: &str,
         files: Vec<NewFile>,
     ) -> Result<(i64, Vec<FileInfo>), NodeError> {
-        let (id, author, message) = (self.house.id, author.to_string(), message.to_string());
         let limits = self.node.settings().files;
-        self.node
-            .store()
-            .write(move |tx| table::write(tx, id, &author, &message, &files, limits))
-            .await
-            .map_err(refusal)
+        table::write_files(
+            self.node.store(),
+            self.house.id,
+            author,
+            message,
+            files,
+            limits,
+        )
+        .await
+        .map_err(refusal)
     }
 
     /// Writes local bytes as the file `path` (a document is converted for

@@ -8,7 +8,10 @@
 //!   it, and reading a file "at version N" reads it as it was once version
 //!   N was made ([`read()`]).
 //! - **Contents** are stored once ([`content`]): identical files share a
-//!   row, and similar versions share most of their pieces.
+//!   row, and similar versions share most of their pieces. A write cuts,
+//!   hashes and compresses its files before its transaction
+//!   ([`pieces`], [`pack`]), so the store's one writer spends its time on
+//!   the rows alone.
 //! - **Refusals roll the whole call back.** A bad path, a file over the
 //!   size limit, a house over its quota, a stale delete: the job returns
 //!   [`StoreError::Invalid`] with what to do, and the writer rolls the job
@@ -26,12 +29,13 @@
 pub mod content;
 pub mod index;
 pub mod path;
+pub mod pieces;
 mod read;
 mod write;
 
 pub use index::{catch_up, chunks, search, CHUNK_CHARS};
 pub use read::{file, list, log, read};
-pub use write::{delete, latest_version, write};
+pub use write::{delete, latest_version, pack, write, write_files, PackedFile};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -1,154 +1,61 @@
-//! Deduplicated contents: a file's bytes cut into content-defined pieces,
-//! each piece stored once per home, keyed by its SHA-256.
+//! Deduplicated contents: a file's pieces, each stored once per home,
+//! keyed by its SHA-256.
 //!
-//! A content is cut where a rolling (gear) hash of the last bytes hits a
-//! pattern, so an edit moves the cuts only around itself: a version of a
-//! 100 KiB file with one line changed shares all its pieces but one or two
-//! with the previous version. Pieces average about [`AVG_PIECE`] bytes
-//! (at least [`MIN_PIECE`], at most [`MAX_PIECE`]). A new piece is stored
-//! LZ4-compressed when that saves a tenth or more (codec 1; LZ4 because it
-//! compresses a mebibyte in a few milliseconds and reads back faster
-//! still, where deflate took tens). A content row holds the file's hash —
-//! of its size and its pieces' hashes, so the bytes are hashed once;
-//! identical files share one row — its size and its pieces' ids, each
-//! written as the varint of its difference from the one before (format 1:
-//! a new file's pieces are consecutive rows, one byte each). Rows of
-//! migration 6 keep codec 0 (raw) and format 0 (8-byte ids) and read as
-//! they were. Pieces and contents are counted by reference and removed
-//! when nothing refers to them any more, which is what makes `delete_file`
-//! irreversible.
+//! How a content is cut, hashed and compressed is [`super::pieces`]; that
+//! work is done before the write's transaction, and [`put`] only stores
+//! what it made. A content row holds the content's key (identical files
+//! share one row), its size and its pieces' ids, each written as the
+//! varint of its difference from the one before (format 1: a new file's
+//! pieces are consecutive rows, one byte each). A piece row holds its
+//! hash, its codec (raw or LZ4) and its bytes. Rows of migration 6 keep
+//! codec 0 (raw) and format 0 (8-byte ids) and read as they were; their
+//! contents were keyed by the SHA-256 of their bytes, so an identical file
+//! written again is stored again, once. Pieces and contents are counted
+//! by reference and removed when nothing refers to them any more, which is
+//! what makes `delete_file` irreversible.
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
-use sha2::{Digest, Sha256};
 
+use super::pieces::{Packed, LZ4, RAW};
 use crate::store::StoreError;
-
-/// The least piece, in bytes (but the last).
-pub const MIN_PIECE: usize = 256;
-/// The average piece, in bytes.
-pub const AVG_PIECE: usize = 1024;
-/// The largest piece, in bytes.
-pub const MAX_PIECE: usize = 8192;
-
-const MASK: u64 = (AVG_PIECE as u64 - 1) << 48;
-
-/// The gear table: 256 pseudo-random words, the same in every build.
-fn gear() -> &'static [u64; 256] {
-    static GEAR: std::sync::OnceLock<[u64; 256]> = std::sync::OnceLock::new();
-    GEAR.get_or_init(|| {
-        let mut table = [0u64; 256];
-        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-        for slot in &mut table {
-            // splitmix64
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            *slot = z ^ (z >> 31);
-        }
-        table
-    })
-}
-
-/// Where `bytes` is cut into pieces: the end of each piece.
-pub fn cuts(bytes: &[u8]) -> Vec<usize> {
-    let gear = gear();
-    let mut ends = Vec::with_capacity(bytes.len() / AVG_PIECE + 1);
-    let (mut start, mut hash) = (0usize, 0u64);
-    for (i, &b) in bytes.iter().enumerate() {
-        hash = (hash << 1).wrapping_add(gear[b as usize]);
-        let len = i + 1 - start;
-        if (len >= MIN_PIECE && hash & MASK == 0) || len >= MAX_PIECE {
-            ends.push(i + 1);
-            start = i + 1;
-            hash = 0;
-        }
-    }
-    if start < bytes.len() {
-        ends.push(bytes.len());
-    }
-    ends
-}
-
-/// The SHA-256 of `bytes`.
-pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
-}
-
-/// A content's hash: the SHA-256 of its size and its pieces' hashes, so
-/// the bytes are hashed once (identical bytes cut identically, so they
-/// share it). Contents of migration 6 were keyed by the SHA-256 of their
-/// bytes: an identical file written again is stored again, once.
-fn content_hash(size: usize, pieces: &[[u8; 32]]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update((size as u64).to_le_bytes());
-    for p in pieces {
-        h.update(p);
-    }
-    h.finalize().into()
-}
-
-/// How a piece's bytes are stored: as they are.
-const RAW: i64 = 0;
-/// How a piece's bytes are stored: LZ4 block, its size first.
-const LZ4: i64 = 1;
 
 /// A piece list of 8-byte little-endian ids (migration 6).
 const IDS_FIXED: i64 = 0;
 /// A piece list of zigzag varint differences.
 const IDS_DELTA: i64 = 1;
 
-/// Stores `bytes` (once: an identical content is found by its hash) and
-/// returns its content id. Each new reference is counted.
-pub fn put(tx: &Transaction<'_>, bytes: &[u8]) -> Result<i64, StoreError> {
-    let ends = cuts(bytes);
-    let mut hashes = Vec::with_capacity(ends.len());
-    let mut start = 0;
-    for &end in &ends {
-        hashes.push(sha256(&bytes[start..end]));
-        start = end;
-    }
-    let hash = content_hash(bytes.len(), &hashes);
+/// Stores the content `packed` (once: an identical content is found by
+/// its key) and returns its content id. Each new reference is counted: to
+/// the content when it is already stored, else to each of its pieces, one
+/// statement a piece that inserts it or counts it when it is known.
+pub fn put(tx: &Transaction<'_>, packed: &Packed) -> Result<i64, StoreError> {
     let found: Option<i64> = tx
         .prepare_cached("UPDATE file_contents SET refs = refs + 1 WHERE hash = ?1 RETURNING id")?
-        .query_row(params![&hash[..]], |r| r.get(0))
+        .query_row(params![&packed.hash()[..]], |r| r.get(0))
         .optional()?;
     if let Some(id) = found {
         return Ok(id);
     }
-    let mut packed = Vec::with_capacity(bytes.len() / AVG_PIECE + 8);
+    let mut list = Vec::with_capacity(packed.len() + 8);
     let mut previous = 0i64;
-    let mut start = 0;
-    let mut known =
-        tx.prepare_cached("UPDATE file_pieces SET refs = refs + 1 WHERE hash = ?1 RETURNING id")?;
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO file_pieces (hash, refs, codec, data) VALUES (?1, 1, ?2, ?3)",
+    let mut store = tx.prepare_cached(
+        "INSERT INTO file_pieces (hash, refs, codec, data) VALUES (?1, 1, ?2, ?3)
+         ON CONFLICT (hash) DO UPDATE SET refs = refs + 1 RETURNING id",
     )?;
-    for (&end, piece_hash) in ends.iter().zip(&hashes) {
-        let piece = &bytes[start..end];
-        start = end;
-        let id = match known
-            .query_row(params![&piece_hash[..]], |r| r.get(0))
-            .optional()?
-        {
-            Some(id) => id,
-            None => {
-                let compressed = lz4_flex::compress_prepend_size(piece);
-                if compressed.len() < piece.len() - piece.len() / 10 {
-                    insert.execute(params![&piece_hash[..], LZ4, compressed])?;
-                } else {
-                    insert.execute(params![&piece_hash[..], RAW, piece])?;
-                }
-                tx.last_insert_rowid()
-            }
-        };
-        push_varint(&mut packed, zigzag(id.wrapping_sub(previous)));
+    for (hash, codec, data) in packed.pieces() {
+        let id: i64 = store.query_row(params![&hash[..], codec, data], |r| r.get(0))?;
+        push_varint(&mut list, zigzag(id.wrapping_sub(previous)));
         previous = id;
     }
     tx.prepare_cached(
         "INSERT INTO file_contents (hash, size, refs, pieces, format) VALUES (?1, ?2, 1, ?3, ?4)",
     )?
-    .execute(params![&hash[..], bytes.len() as i64, packed, IDS_DELTA])?;
+    .execute(params![
+        &packed.hash()[..],
+        packed.size() as i64,
+        list,
+        IDS_DELTA
+    ])?;
     Ok(tx.last_insert_rowid())
 }
 

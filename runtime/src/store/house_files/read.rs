@@ -1,6 +1,7 @@
 //! Reading a house's files: the current list, one file at any version,
 //! the log of versions.
 
+use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{content, invalid, path, text_of, FileInfo, FileRead, FileState, VersionInfo};
@@ -27,6 +28,10 @@ const SELECT_FILE: &str =
     "SELECT path, version, size, kind, state, state_detail, author, updated_at FROM house_files";
 
 /// The current files of `house` (under `folder` when given), by path.
+///
+/// One range scan of the current-file table's key (house, path key), and
+/// per row only what the listing shows. The files of one write share their
+/// `updated_at`, so a listing parses each distinct time once.
 pub fn list(
     conn: &Connection,
     house: HouseId,
@@ -40,19 +45,37 @@ pub fn list(
     let mut stmt = conn.prepare_cached(&format!(
         "{SELECT_FILE} WHERE house_id = ?1 AND path_key >= ?2 AND path_key < ?3 ORDER BY path_key"
     ))?;
-    let rows = stmt.query_map(params![house.to_string(), low, high], |r| {
-        Ok((
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get(3)?,
-            r.get(4)?,
-            r.get(5)?,
-            r.get(6)?,
-            r.get(7)?,
-        ))
-    })?;
-    rows.map(|r| parse_file(r?)).collect()
+    let mut rows = stmt.query(params![house.to_string(), low, high])?;
+    let mut out = Vec::new();
+    let mut last_time: Option<(String, DateTime<Utc>)> = None;
+    while let Some(r) = rows.next()? {
+        let text = |i: usize| -> Result<&str, StoreError> {
+            Ok(r.get_ref(i)?.as_str().map_err(rusqlite::Error::from)?)
+        };
+        let at = text(7)?;
+        let updated_at = match &last_time {
+            Some((seen, parsed)) if seen == at => *parsed,
+            _ => {
+                let parsed = crate::store::parse_time(at)?;
+                last_time = Some((at.to_string(), parsed));
+                parsed
+            }
+        };
+        let state = match text(4)? {
+            "failed" => FileState::Failed(text(5)?.to_string()),
+            other => FileState::parse(other, String::new()),
+        };
+        out.push(FileInfo {
+            path: text(0)?.to_string(),
+            version: r.get(1)?,
+            size: r.get::<_, i64>(2)? as u64,
+            kind: text(3)?.to_string(),
+            state,
+            author: text(6)?.to_string(),
+            updated_at,
+        });
+    }
+    Ok(out)
 }
 
 /// The current file at `path` in `house`, if there is one.

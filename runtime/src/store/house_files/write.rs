@@ -1,18 +1,97 @@
 //! Writing and deleting a house's files: each call is one new version of
 //! the house's files, whole or not at all.
 //!
-//! A write does only what makes the version durable and readable: the
+//! A write is in two steps. First its files are packed ([`pack`]), on
+//! the caller's thread: each content cut into pieces, hashed and
+//! compressed ([`super::pieces`]), and each text checked to be UTF-8 —
+//! the work that does not need the database. Then the writer's job
+//! ([`write()`]) does only what makes the version durable and readable: the
 //! contents ([`content::put`]), a revision row per file, the current-file
 //! rows and the version's record. Cutting a text into search chunks and
 //! indexing them is left to [`super::index`], after the commit: the file is
-//! `pending` until then.
+//! `pending` until then. [`write_files`] does both steps.
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
+use super::pieces::Packed;
 use super::{content, invalid, path, text_of, Change, FileInfo, FileLimits, FileState};
 use super::{Indexing, NewFile};
 use crate::id::HouseId;
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
+
+/// Writes of fewer bytes than this are packed on the calling (async)
+/// thread; larger ones on a blocking thread.
+const PACK_INLINE_BYTES: usize = 64 * 1024;
+
+/// A file of a write, packed: its bytes cut, hashed and compressed, its
+/// kind and search state decided ([`pack`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedFile {
+    path: String,
+    size: u64,
+    kind: &'static str,
+    state: FileState,
+    pub(crate) content: Packed,
+    /// A document's converted text.
+    text: Option<Packed>,
+}
+
+impl PackedFile {
+    /// Packs one file. Blocking: a few milliseconds a mebibyte.
+    pub fn new(file: NewFile) -> Self {
+        let (kind, state, text) = match &file.indexing {
+            Indexing::Text if text_of(&file.bytes).is_some() => ("text", FileState::Pending, None),
+            Indexing::Text | Indexing::Binary => ("binary", FileState::NotIndexable, None),
+            Indexing::Document(Ok(t)) => (
+                "document",
+                FileState::Pending,
+                Some(Packed::new(t.as_bytes())),
+            ),
+            Indexing::Document(Err(why)) => ("document", FileState::Failed(why.clone()), None),
+        };
+        Self {
+            size: file.bytes.len() as u64,
+            content: Packed::new(&file.bytes),
+            path: file.path,
+            kind,
+            state,
+            text,
+        }
+    }
+}
+
+/// Packs the files of a write (see [`PackedFile::new`]). Blocking.
+pub fn pack(files: Vec<NewFile>) -> Vec<PackedFile> {
+    files.into_iter().map(PackedFile::new).collect()
+}
+
+/// Writes `files` into `house` as ONE new version, by `author` with
+/// `message`: packs them (off the async threads when they are large),
+/// then queues the write ([`write()`]) and returns once it is committed.
+/// A bad or repeated path or a file over the size limit is refused before
+/// anything is packed.
+pub async fn write_files(
+    store: &Store,
+    house: HouseId,
+    author: &str,
+    message: &str,
+    files: Vec<NewFile>,
+    limits: FileLimits,
+) -> Result<(i64, Vec<FileInfo>), StoreError> {
+    checked_paths(files.iter().map(|f| (&f.path[..], f.bytes.len())), limits)?;
+    let bytes: usize = files.iter().map(|f| f.bytes.len()).sum();
+    let packed = if bytes < PACK_INLINE_BYTES {
+        pack(files)
+    } else {
+        tokio::task::spawn_blocking(move || pack(files))
+            .await
+            .map_err(|e| StoreError::Panicked(format!("packing the files failed: {e}")))?
+    };
+    let (author, message) = (author.to_string(), message.to_string());
+    store
+        .write(move |tx| write(tx, house, &author, &message, &packed, limits))
+        .await
+}
 
 /// The newest version of `house`'s files (0 before the first write).
 pub fn latest_version(conn: &Connection, house: HouseId) -> Result<i64, StoreError> {
@@ -43,25 +122,25 @@ fn record_version(
 
 /// The normalized path and key of each file, or the refusal of the whole
 /// call: a bad or repeated path, a file over the size limit.
-fn checked_paths(
-    files: &[NewFile],
+fn checked_paths<'a>(
+    files: impl ExactSizeIterator<Item = (&'a str, usize)>,
     limits: FileLimits,
 ) -> Result<Vec<(String, String)>, StoreError> {
-    if files.is_empty() {
+    if files.len() == 0 {
         return Err(invalid(
             "no files to write: give at least one path and its content.",
         ));
     }
     let mut paths: Vec<(String, String)> = Vec::with_capacity(files.len());
-    for f in files {
-        let p = path::normalize(&f.path).map_err(invalid)?;
+    for (raw, size) in files {
+        let p = path::normalize(raw).map_err(invalid)?;
         let k = path::key(&p);
         if paths.iter().any(|(_, seen)| *seen == k) {
             return Err(invalid(format!(
                 "`{p}` appears twice in one write (paths compare without case); nothing was written. Give each file once."
             )));
         }
-        let size = f.bytes.len() as u64;
+        let size = size as u64;
         if size > limits.max_file_bytes {
             return Err(invalid(format!(
                 "`{p}` is {size} bytes, over the limit of {} bytes per file ([files] max_file_bytes); nothing was written. Split it, or raise the limit.",
@@ -78,7 +157,7 @@ fn check_quota(
     tx: &Transaction<'_>,
     house_id: &str,
     paths: &[(String, String)],
-    files: &[NewFile],
+    files: &[PackedFile],
     limits: FileLimits,
 ) -> Result<(), StoreError> {
     let mut total: i64 = tx
@@ -89,7 +168,7 @@ fn check_quota(
             .prepare_cached("SELECT size FROM house_files WHERE house_id = ?1 AND path_key = ?2")?
             .query_row(params![house_id, k], |r| r.get(0))
             .optional()?;
-        total += f.bytes.len() as i64 - old.unwrap_or(0);
+        total += f.size as i64 - old.unwrap_or(0);
     }
     if total as u64 > limits.house_quota_bytes {
         return Err(invalid(format!(
@@ -100,8 +179,8 @@ fn check_quota(
     Ok(())
 }
 
-/// Writes `files` into `house` as ONE new version, by `author` with
-/// `message`; returns the version and the files as they now are. Refuses
+/// Writes the packed `files` into `house` as ONE new version, by `author`
+/// with `message`; returns the version and the files as they now are. Refuses
 /// the whole call (nothing written) on a bad or repeated path, a file over
 /// the size limit, or a house over its quota.
 ///
@@ -112,10 +191,10 @@ pub fn write(
     house: HouseId,
     author: &str,
     message: &str,
-    files: &[NewFile],
+    files: &[PackedFile],
     limits: FileLimits,
 ) -> Result<(i64, Vec<FileInfo>), StoreError> {
-    let paths = checked_paths(files, limits)?;
+    let paths = checked_paths(files.iter().map(|f| (&f.path[..], f.size as usize)), limits)?;
     let house_id = house.to_string();
     check_quota(tx, &house_id, &paths, files, limits)?;
     let version = latest_version(tx, house)? + 1;
@@ -124,17 +203,9 @@ pub fn write(
     let mut changes = Vec::with_capacity(files.len());
     let mut written = Vec::with_capacity(files.len());
     for ((p, k), f) in paths.iter().zip(files) {
-        let content = content::put(tx, &f.bytes)?;
-        let (kind, state, text_content) = match &f.indexing {
-            Indexing::Text if text_of(&f.bytes).is_some() => ("text", FileState::Pending, None),
-            Indexing::Text | Indexing::Binary => ("binary", FileState::NotIndexable, None),
-            Indexing::Document(Ok(t)) => (
-                "document",
-                FileState::Pending,
-                Some(content::put(tx, t.as_bytes())?),
-            ),
-            Indexing::Document(Err(why)) => ("document", FileState::Failed(why.clone()), None),
-        };
+        let content = content::put(tx, &f.content)?;
+        let text_content = f.text.as_ref().map(|t| content::put(tx, t)).transpose()?;
+        let (kind, state) = (f.kind, f.state.clone());
         tx.prepare_cached(
             "INSERT INTO house_file_revisions (house_id, path_key, version, path, content, text_content)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -150,7 +221,7 @@ pub fn write(
                  author = excluded.author, updated_at = excluded.updated_at",
         )?
         .execute(params![
-            house_id, k, p, version, f.bytes.len() as i64, kind, state_name, detail, author, now
+            house_id, k, p, version, f.size as i64, kind, state_name, detail, author, now
         ])?;
         if state != FileState::Pending {
             // Nothing of this version is searchable: the last one's chunks go now.
@@ -163,7 +234,7 @@ pub fn write(
         written.push(FileInfo {
             path: p.clone(),
             version,
-            size: f.bytes.len() as u64,
+            size: f.size,
             kind: kind.into(),
             state,
             author: author.into(),
