@@ -97,6 +97,7 @@ pub struct RuntimeBuilder {
     scheduler: bool,
     clock: Option<Arc<dyn Clock>>,
     no_recovery: bool,
+    env: Option<troupe_actors::node::EnvLookup>,
 }
 
 impl RuntimeBuilder {
@@ -138,6 +139,15 @@ impl RuntimeBuilder {
     /// Turns the commit of every message off (measurements only).
     pub fn durable(mut self, durable: bool) -> Self {
         self.durable = Some(durable);
+        self
+    }
+
+    /// Looks environment variables up with `lookup` instead of in the
+    /// process's environment: models' keys and base URLs, `TROUPE_*`
+    /// overrides, tools' keys. Tests give a model its key this way
+    /// without touching the process's environment.
+    pub fn env(mut self, lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
+        self.env = Some(Arc::new(lookup));
         self
     }
 
@@ -237,10 +247,14 @@ impl RuntimeBuilder {
     /// Reads the configuration of `home` (locked and checked) and starts
     /// the node and, when asked, the scheduler.
     async fn start(
-        self,
+        mut self,
         home: Home,
     ) -> Result<(Node, Option<SchedulerHandle>, Config), RuntimeError> {
-        let env = |k: &str| std::env::var(k).ok();
+        let lookup: troupe_actors::node::EnvLookup = self
+            .env
+            .take()
+            .unwrap_or_else(|| Arc::new(|k: &str| std::env::var(k).ok()));
+        let env = |k: &str| lookup(k);
         let config = Config::load(&home, &env, &self.overrides)?;
         let models = ModelsConfig::load(&home.models_file())?;
         let mut settings = settings_from(&config, self.cwd);
@@ -267,7 +281,7 @@ impl RuntimeBuilder {
             config.sandbox,
             &config.tools,
             &config.web,
-            Arc::new(|k: &str| std::env::var(k).ok()),
+            Arc::clone(&lookup),
         );
         for tool in self.tools {
             tools.register(tool)?;
@@ -308,7 +322,7 @@ impl RuntimeBuilder {
             gate: Some(Arc::new(gate)),
             questions,
             bus: self.bus,
-            env: Arc::new(|k: &str| std::env::var(k).ok()),
+            env: Arc::clone(&lookup),
             recover: !self.no_recovery,
         })
         .await?;

@@ -7,6 +7,8 @@
 //! ```
 //!
 //! - [`sandbox`] — the Sandbox actor;
+//! - [`relay`] — its model relay: troupe's models, reached from inside
+//!   without a key; [`egress`] — its proxy to the allow-listed endpoints;
 //! - [`api`] — the Rust API: [`HouseRef::environments`] and
 //!   [`EnvironmentsRef`] (what `troupe env` uses);
 //! - [`tools`] — the node's [`EnvironmentServices`], behind
@@ -27,6 +29,7 @@
 
 pub mod api;
 pub mod egress;
+pub mod relay;
 pub mod sandbox;
 pub mod tools;
 

@@ -30,7 +30,9 @@ use ractor::ActorRef;
 use tokio::sync::broadcast;
 use troupe_runtime::home::{Home, MAIN_AGENT};
 use troupe_runtime::id::{BotId, ConversationId};
-use troupe_runtime::model::{ModelError, ModelsConfig, ResolveOptions, ResolvedModel};
+use troupe_runtime::model::{
+    ModelEndpoint, ModelError, ModelsConfig, ResolveOptions, ResolvedModel,
+};
 use troupe_runtime::protocol::{ActorKind, Envelope};
 use troupe_runtime::store::{conversations, mailbox, Store, StoreError};
 use troupe_runtime::supervise::SupervisorMsg;
@@ -226,6 +228,19 @@ impl NodeContext {
             resolved.provider = own;
         }
         Ok(resolved)
+    }
+
+    /// The names `models.toml` defines, in its order.
+    pub fn model_names(&self) -> Vec<String> {
+        self.models.models.keys().cloned().collect()
+    }
+
+    /// Where calls to `spec` go and the key they carry (read now), for a
+    /// relay that forwards calls made elsewhere. Not the test override:
+    /// that provider has no address.
+    pub fn model_endpoint(&self, spec: &str) -> Result<ModelEndpoint, ModelError> {
+        let env = |k: &str| (self.env)(k);
+        troupe_runtime::model::endpoint(spec, &self.models, &env)
     }
 
     /// Adds a hook told of every turn's end.

@@ -41,7 +41,8 @@ pub use openai::OpenAiClient;
 pub use retry::{RetryPolicy, Timeouts};
 pub use scripted::{Fault, ScriptedCall, ScriptedProvider, Turn, KEPT_REQUESTS};
 pub use spec::{
-    resolve, resolve_with, ModelDef, ModelsConfig, Pricing, ResolveOptions, ResolvedModel, Spend,
+    endpoint, resolve, resolve_with, Api, ModelDef, ModelEndpoint, ModelsConfig, Pricing,
+    ResolveOptions, ResolvedModel, Spend,
 };
 
 /// One call to a model.

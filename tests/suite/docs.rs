@@ -194,7 +194,9 @@ fn render_tools_reference() -> String {
          - **Which `run_command` ran where.** In a house thread, `run_command` (`cmd`) runs in the\n  \
          thread's *environment*: a sandbox with its own workdir `/workspace`, no network and kernel\n  \
          limits ([security.md](security.md#house-environments-are-sandboxes-that-fail-closed)),\n  \
-         never on the machine; with no environment it runs nothing and says to call\n  \
+         never on the machine; troupe's own models are reached from there only through the\n  \
+         environment's model relay (`$OPENAI_BASE_URL`, `$ANTHROPIC_BASE_URL`; the key stays\n  \
+         outside). With no environment it runs nothing and says to call\n  \
          `create_environment`. Everywhere else (the personal agent, routines, subagents) it is the\n  \
          *local* `run_command`: on this machine, in the working folder, inside the local sandbox\n  \
          where `[sandbox]` has one. Each result says which: an environment's has `where:\n  \

@@ -9,6 +9,7 @@ mod crash;
 mod docs;
 mod environments;
 mod environments_egress;
+mod environments_relay;
 mod home;
 mod house;
 mod house_cli;

@@ -437,25 +437,36 @@ async fn escape_troupes_environment_variables_do_not_reach_a_command() {
     };
     let out = env.run("env | cut -d= -f1 | sort").await;
     let names: Vec<&str> = out.output.lines().collect();
+    // The model relay's: where it is, and placeholder keys.
+    let relay: Vec<(String, String)> = troupe::actors::environment::relay::environment();
     for name in &names {
         assert!(
-            [
-                "PATH",
-                "HOME",
-                "USER",
-                "LANG",
-                "TERM",
-                "PAGER",
-                "GIT_PAGER",
-                "NO_COLOR",
-                "TMPDIR",
-                "PWD",
-                "SHLVL",
-                "_",
-                "OLDPWD"
-            ]
-            .contains(name),
+            relay.iter().any(|(relayed, _)| relayed == name)
+                || [
+                    "PATH",
+                    "HOME",
+                    "USER",
+                    "LANG",
+                    "TERM",
+                    "PAGER",
+                    "GIT_PAGER",
+                    "NO_COLOR",
+                    "TMPDIR",
+                    "PWD",
+                    "SHLVL",
+                    "_",
+                    "OLDPWD"
+                ]
+                .contains(name),
             "{name} leaked into the sandbox: {names:?}"
         );
     }
+    let out = env.run("env | grep -E '^(OPENAI|ANTHROPIC)_' | sort").await;
+    let mut expected: Vec<String> = relay
+        .iter()
+        .filter(|(name, _)| name.starts_with("OPENAI_") || name.starts_with("ANTHROPIC_"))
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    expected.sort();
+    assert_eq!(out.output.lines().collect::<Vec<_>>(), expected, "{out:?}");
 }

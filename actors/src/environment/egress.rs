@@ -11,14 +11,24 @@
 //! saying which endpoint was refused and how the house's owner can allow
 //! it. The sandbox never gets a socket of the machine's network: it gets
 //! bytes to and from the endpoints it may reach.
+//!
+//! A request for the environment's model relay (`127.0.0.1:3129`, the
+//! sandbox's own loopback as its commands see it) is handed to the relay
+//! with what was read of it: a client that sends everything through the
+//! proxy still finds the relay, and the proxy never connects to the
+//! machine's port of that number.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use troupe_runtime::environment::Endpoint;
+
+use super::relay::{self, Relay};
 
 /// The proxy's port on the sandbox's own loopback.
 pub const PORT: u16 = 3128;
@@ -45,6 +55,8 @@ pub struct Egress {
     pub allow: Arc<Vec<Endpoint>>,
     /// The house's name, for the refusal's advice.
     pub house: String,
+    /// The environment's model relay, reached through the proxy too.
+    pub relay: Option<Relay>,
 }
 
 impl Egress {
@@ -114,6 +126,27 @@ impl Egress {
             )
             .await;
         };
+        if let Some(relay) = self
+            .relay
+            .as_ref()
+            .filter(|_| relay::is_relay(&host, Some(port)))
+        {
+            // A tunnel carries requests on; a proxied request is served
+            // alone (the client's next one may be for another host).
+            let (pending, keep_alive) = match origin_form {
+                None => {
+                    let established = b"HTTP/1.1 200 Connection established\r\n\r\n";
+                    if client.write_all(established).await.is_err() {
+                        return;
+                    }
+                    (rest.to_vec(), true)
+                }
+                Some(_) => ([head, rest].concat(), false),
+            };
+            return relay
+                .serve_io(Replayed::new(pending, client), keep_alive)
+                .await;
+        }
         if !self.allow.iter().any(|e| e.matches(&host, port)) {
             tracing::info!(endpoint = %format!("{host}:{port}"), "egress refused");
             let text = format!(
@@ -171,6 +204,59 @@ impl Egress {
             return;
         }
         let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    }
+}
+
+/// A connection whose first bytes were already read: they are read again
+/// first.
+struct Replayed<S> {
+    pending: Vec<u8>,
+    read: usize,
+    stream: S,
+}
+
+impl<S> Replayed<S> {
+    fn new(pending: Vec<u8>, stream: S) -> Self {
+        Self {
+            pending,
+            read: 0,
+            stream,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Replayed<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if this.read < this.pending.len() {
+            let n = buf.remaining().min(this.pending.len() - this.read);
+            buf.put_slice(&this.pending[this.read..this.read + n]);
+            this.read += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.stream).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Replayed<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 

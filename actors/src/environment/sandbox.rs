@@ -38,6 +38,7 @@ use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::store::environments as table;
 use troupe_tools::run_command::output::BoundedOutput;
 
+use super::relay::Relay;
 use crate::node::NodeContext;
 
 /// Output bytes kept from a command's start and from its end.
@@ -194,19 +195,30 @@ impl Actor for SandboxActor {
                 )
             });
             let mut jail = super::jail_for(&settings, &row, &workdir, group.as_ref());
+            // With the machine's network there is no loopback of its own
+            // to listen on: neither the relay nor the proxy.
             let serve = if settings.network {
                 None
             } else {
-                egress_of(&ctx, &settings, row.house).await?.map(|egress| {
+                let relay = Relay::new(id, super::relay::offered(&ctx));
+                jail.listen.push(super::relay::PORT);
+                jail.env.extend(super::relay::environment());
+                let egress = egress_of(&ctx, &settings, row.house, &relay).await?;
+                if egress.is_some() {
                     jail.listen.push(super::egress::PORT);
                     jail.env.extend(super::egress::environment());
-                    let serve: OnConnection = Arc::new(move |port, stream, stopped| {
-                        if port == super::egress::PORT {
+                }
+                let serve: OnConnection = Arc::new(move |port, stream, stopped| match port {
+                    super::relay::PORT => relay.serve(stream, stopped),
+                    super::egress::PORT => {
+                        if let Some(egress) = &egress {
                             egress.serve(stream, stopped);
                         }
-                    });
-                    serve
-                })
+                    }
+                    // Not listened on: dropping it closes it.
+                    _ => drop(stream),
+                });
+                Some(serve)
             };
             Place::Jailed(sandbox, Box::new(jail), serve)
         } else {
@@ -293,10 +305,12 @@ fn schedule_idle_check(myself: &ActorRef<SandboxMsg>, after: Duration) {
 
 /// What the environment's egress proxy allows: `[environments] egress` and
 /// the house's own list; `None` when both are empty (no proxy at all).
+/// Through it, `relay` is reached too.
 async fn egress_of(
     ctx: &NodeContext,
     settings: &troupe_runtime::environment::EnvironmentSettings,
     house: troupe_runtime::id::HouseId,
+    relay: &Relay,
 ) -> Result<Option<super::egress::Egress>, ActorProcessingErr> {
     let (name, policy) = super::api::house_policy(&ctx.store, house)
         .await?
@@ -310,6 +324,7 @@ async fn egress_of(
     Ok((!allow.is_empty()).then(|| super::egress::Egress {
         allow: Arc::new(allow),
         house: name,
+        relay: Some(relay.clone()),
     }))
 }
 

@@ -284,8 +284,95 @@ pub fn resolve_with(
     options: &ResolveOptions,
 ) -> Result<ResolvedModel, ModelError> {
     let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let script = spec
+        .strip_prefix("script:")
+        .filter(|rest| !rest.trim().is_empty() && !models.models.contains_key(spec));
+    if let Some(rest) = script {
+        let path = home_root.join(rest);
+        // Nobody reads a settings-named script's requests: keep none.
+        let mut provider = ScriptedProvider::load(&path)?.recording(false);
+        if let Some(dir) = &options.script_progress {
+            provider = provider.keeping_progress(dir, &path);
+        }
+        return Ok(ResolvedModel {
+            spec: spec.to_string(),
+            provider: Arc::new(provider),
+            model: "script".to_string(),
+            context_window: 128_000,
+            max_output_tokens: None,
+            sees_images: false,
+            pricing: Pricing::default(),
+        });
+    }
+    let def = definition(spec, models)?;
+    from_def(spec, &def, &var, options)
+}
+
+/// Where a model's calls go and the key they carry: what a relay needs to
+/// forward a call someone else made (an environment's model relay).
+#[derive(Clone, PartialEq)]
+pub struct ModelEndpoint {
+    /// The protocol.
+    pub api: Api,
+    /// The endpoint: `…/v1` for OpenAI-compatible APIs, the host for
+    /// Anthropic's (its paths start with `/v1`).
+    pub base_url: String,
+    /// The key, when the model has one.
+    pub api_key: Option<String>,
+    /// The variable the key came from (or should have).
+    pub key_var: Option<String>,
+    /// The provider's model id.
+    pub model: String,
+    /// Its prices.
+    pub pricing: Pricing,
+    /// Concurrent calls allowed to this endpoint, if `models.toml` says.
+    pub max_concurrency: Option<usize>,
+}
+
+impl std::fmt::Debug for ModelEndpoint {
+    /// Never shows the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelEndpoint")
+            .field("api", &self.api)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "…"))
+            .field("key_var", &self.key_var)
+            .field("model", &self.model)
+            .field("pricing", &self.pricing)
+            .field("max_concurrency", &self.max_concurrency)
+            .finish()
+    }
+}
+
+/// The endpoint of `spec` (a name from `models.toml`, or `openai:MODEL`,
+/// `anthropic:MODEL`, `ollama:MODEL`), its key read through `env`: the
+/// same address and key [`resolve`] would give its provider. A
+/// `script:PATH` has no endpoint; a key that is needed and not set is
+/// [`ModelError::Auth`], naming the variable.
+pub fn endpoint(
+    spec: &str,
+    models: &ModelsConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelEndpoint, ModelError> {
+    let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let def = definition(spec, models)?;
+    let address = address(spec, &def, &var)?;
+    Ok(ModelEndpoint {
+        api: def.api,
+        base_url: address.base_url,
+        api_key: address.api_key,
+        key_var: address.key_var,
+        model: def.model.clone(),
+        pricing: def.prices,
+        max_concurrency: def.max_concurrency,
+    })
+}
+
+/// The definition `spec` names: a `models.toml` entry, or a built-in
+/// spec's (not `script:`, which has none).
+fn definition(spec: &str, models: &ModelsConfig) -> Result<ModelDef, ModelError> {
     if let Some(def) = models.models.get(spec) {
-        return from_def(spec, def, &var, options);
+        return Ok(def.clone());
     }
     let Some((kind, rest)) = spec.split_once(':') else {
         return Err(unknown(spec, models));
@@ -307,41 +394,22 @@ pub fn resolve_with(
         max_concurrency: None,
     };
     match kind {
-        "openai" => from_def(
-            spec,
-            &def(Api::Openai, None, Some("OPENAI_API_KEY"), 128_000),
-            &var,
-            options,
-        ),
-        "anthropic" => from_def(
-            spec,
-            &def(Api::Anthropic, None, Some("ANTHROPIC_API_KEY"), 200_000),
-            &var,
-            options,
-        ),
-        "ollama" => from_def(
-            spec,
-            &def(Api::Openai, Some(OLLAMA_BASE_URL.to_string()), None, 32_768),
-            &var,
-            options,
-        ),
-        "script" => {
-            let path = home_root.join(rest);
-            // Nobody reads a settings-named script's requests: keep none.
-            let mut provider = ScriptedProvider::load(&path)?.recording(false);
-            if let Some(dir) = &options.script_progress {
-                provider = provider.keeping_progress(dir, &path);
-            }
-            Ok(ResolvedModel {
-                spec: spec.to_string(),
-                provider: Arc::new(provider),
-                model: "script".to_string(),
-                context_window: 128_000,
-                max_output_tokens: None,
-                sees_images: false,
-                pricing: Pricing::default(),
-            })
-        }
+        "openai" => Ok(def(Api::Openai, None, Some("OPENAI_API_KEY"), 128_000)),
+        "anthropic" => Ok(def(
+            Api::Anthropic,
+            None,
+            Some("ANTHROPIC_API_KEY"),
+            200_000,
+        )),
+        "ollama" => Ok(def(
+            Api::Openai,
+            Some(OLLAMA_BASE_URL.to_string()),
+            None,
+            32_768,
+        )),
+        "script" => Err(ModelError::Config(format!(
+            "model spec {spec:?} is a script: it has no HTTP endpoint"
+        ))),
         _ => Err(unknown(spec, models)),
     }
 }
@@ -364,35 +432,17 @@ fn from_def(
     var: &dyn Fn(&str) -> Option<String>,
     options: &ResolveOptions,
 ) -> Result<ResolvedModel, ModelError> {
-    let (provider_name, default_base, base_var, default_key) = match def.api {
-        Api::Openai => ("openai", OPENAI_BASE_URL, "OPENAI_BASE_URL", None),
-        Api::Anthropic => (
-            "anthropic",
-            ANTHROPIC_BASE_URL,
-            "ANTHROPIC_BASE_URL",
-            Some("ANTHROPIC_API_KEY"),
-        ),
-    };
     // A spec like `ollama:qwen3` is named by its prefix, a defined model by its name.
     let name = match spec.split_once(':') {
         Some((prefix, _)) => prefix.to_string(),
         None => spec.to_string(),
     };
-    let base_url = def
-        .base_url
-        .clone()
-        .or_else(|| var(base_var))
-        .unwrap_or_else(|| default_base.to_string());
-    let key_var = def.key_env.as_deref().or(default_key);
-    let api_key = match key_var {
-        Some(key_var) => Some(var(key_var).ok_or_else(|| ModelError::Auth {
-            provider: provider_name.to_string(),
-            message: format!("no key: {key_var} is not set (model {spec})"),
-            key_var: key_var.to_string(),
-        })?),
-        None => None,
-    };
-    let key_var = key_var.unwrap_or("(no key variable)").to_string();
+    let Address {
+        base_url,
+        api_key,
+        key_var,
+    } = address(spec, def, var)?;
+    let key_var = key_var.unwrap_or_else(|| "(no key variable)".to_string());
     let limit = options.limits.get(
         &base_url,
         def.max_concurrency.unwrap_or(options.concurrency),
@@ -449,6 +499,52 @@ fn from_def(
         max_output_tokens: def.max_output_tokens,
         sees_images,
         pricing: def.prices,
+    })
+}
+
+/// A model's address and key.
+struct Address {
+    base_url: String,
+    api_key: Option<String>,
+    key_var: Option<String>,
+}
+
+/// Where `def`'s calls go (its `base_url`, else the protocol's
+/// `*_BASE_URL` variable, else the protocol's endpoint) and its key (from
+/// `key_env`, else the protocol's default variable; an error when that is
+/// needed and not set).
+fn address(
+    spec: &str,
+    def: &ModelDef,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<Address, ModelError> {
+    let (provider_name, default_base, base_var, default_key) = match def.api {
+        Api::Openai => ("openai", OPENAI_BASE_URL, "OPENAI_BASE_URL", None),
+        Api::Anthropic => (
+            "anthropic",
+            ANTHROPIC_BASE_URL,
+            "ANTHROPIC_BASE_URL",
+            Some("ANTHROPIC_API_KEY"),
+        ),
+    };
+    let base_url = def
+        .base_url
+        .clone()
+        .or_else(|| var(base_var))
+        .unwrap_or_else(|| default_base.to_string());
+    let key_var = def.key_env.as_deref().or(default_key);
+    let api_key = match key_var {
+        Some(key_var) => Some(var(key_var).ok_or_else(|| ModelError::Auth {
+            provider: provider_name.to_string(),
+            message: format!("no key: {key_var} is not set (model {spec})"),
+            key_var: key_var.to_string(),
+        })?),
+        None => None,
+    };
+    Ok(Address {
+        base_url,
+        api_key,
+        key_var: key_var.map(str::to_string),
     })
 }
 

@@ -271,3 +271,53 @@ sees_images = true
     assert!(!sees("blind"), "models.toml says no");
     assert!(sees("local-vision"), "models.toml says yes");
 }
+
+#[test]
+fn an_endpoint_has_the_address_and_key_resolve_would_use_and_never_prints_the_key() {
+    let sonnet = endpoint(
+        "sonnet",
+        &models(),
+        &env(&[("MY_ANTHROPIC_KEY", "sk-secret")]),
+    )
+    .unwrap();
+    assert_eq!(
+        sonnet,
+        ModelEndpoint {
+            api: Api::Anthropic,
+            base_url: ANTHROPIC_BASE_URL.into(),
+            api_key: Some("sk-secret".into()),
+            key_var: Some("MY_ANTHROPIC_KEY".into()),
+            model: "claude-sonnet-4-5".into(),
+            pricing: models().models["sonnet"].prices,
+            max_concurrency: None,
+        }
+    );
+    assert!(!format!("{sonnet:?}").contains("sk-secret"), "{sonnet:?}");
+    let fast = endpoint("fast", &models(), &env(&[])).unwrap();
+    assert_eq!(
+        (fast.base_url.as_str(), fast.api_key, fast.max_concurrency),
+        ("http://127.0.0.1:8000/v1", None, Some(2))
+    );
+    let openai = endpoint(
+        "openai:gpt-4.1",
+        &ModelsConfig::default(),
+        &env(&[
+            ("OPENAI_API_KEY", "k"),
+            ("OPENAI_BASE_URL", "http://proxy/v1"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(
+        (openai.base_url.as_str(), openai.model.as_str()),
+        ("http://proxy/v1", "gpt-4.1")
+    );
+    let missing = endpoint("sonnet", &models(), &env(&[])).unwrap_err();
+    assert!(
+        matches!(&missing, ModelError::Auth { key_var, .. } if key_var == "MY_ANTHROPIC_KEY"),
+        "{missing}"
+    );
+    let script = endpoint("script:demo.json", &models(), &env(&[]))
+        .unwrap_err()
+        .to_string();
+    assert!(script.contains("no HTTP endpoint"), "{script}");
+}
