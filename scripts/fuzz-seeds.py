@@ -215,6 +215,134 @@ put("tools", "xlsx", "forged_refs.xlsx", package([
     ("xl/worksheets/sheet1.xml", f'<?xml version="1.0" encoding="UTF-8"?><worksheet {S}><dimension ref="A1:XFD1048576"/><sheetData><row r="1"><c r="A1"><v>1</v></c></row><row r="1048576"><c r="XFD1048576"><v>2</v></c></row></sheetData></worksheet>'),
 ]))
 
+# .xls: a BIFF8 workbook stream inside an OLE compound file (CFB, version 3,
+# 512-byte sectors), written by hand so the seeds need no library.
+import struct
+
+
+def record(typ, data=b""):
+    return struct.pack("<HH", typ, len(data)) + data
+
+
+def bof(kind):  # BIFF8 BOF: 0x0005 workbook globals, 0x0010 worksheet
+    return record(0x0809, struct.pack("<HHHHII", 0x0600, kind, 0x0DBB, 0x07CC, 0xC1, 0x06))
+
+
+EOF = record(0x000A)
+
+
+def xl_string(text):  # XLUnicodeString, 8-bit characters
+    return struct.pack("<HB", len(text), 0) + text.encode("latin-1")
+
+
+def cell(typ, row, col, rest):
+    return record(typ, struct.pack("<HHH", row, col, 0) + rest)
+
+
+def workbook(sheets, strings=(), pad_to=0):
+    """A workbook stream: globals (BOF, code page, one BoundSheet8 per sheet,
+    the shared strings, EOF), then each sheet's records between BOF and EOF."""
+    def globals_(positions):
+        out = bof(0x0005) + record(0x0042, struct.pack("<H", 1200))
+        for (name, _), pos in zip(sheets, positions):
+            out += record(0x0085, struct.pack("<IBBBB", pos, 0, 0, len(name), 0) + name.encode("latin-1"))
+        if strings:
+            sst = struct.pack("<II", len(strings), len(strings))
+            for text in strings:
+                sst += xl_string(text)
+            out += record(0x00FC, sst)
+        return out + EOF
+    bodies = [bof(0x0010) + body + EOF for _, body in sheets]
+    at = len(globals_([0] * len(sheets)))
+    positions = []
+    for body in bodies:
+        positions.append(at)
+        at += len(body)
+    stream = globals_(positions) + b"".join(bodies)
+    return stream + b"\0" * max(0, pad_to - len(stream))
+
+
+def compound(stream):
+    """An OLE compound file holding `stream` as "Workbook": in the mini
+    stream when under 4096 bytes, as the format wants, else in sectors."""
+    FREE, END, FATSECT, NOSTREAM = 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD, 0xFFFFFFFF
+    fat = [FATSECT, END]  # sector 0: the FAT, sector 1: the directory
+    body = b""
+
+    def chain(n):
+        first = len(fat)
+        fat.extend(range(first + 1, first + n))
+        fat.append(END)
+        return first
+
+    def sectors(data, size):
+        data += b"\0" * (-len(data) % size)
+        return data, len(data) // size
+
+    minifat_start, minifat_count, root_start, root_size = END, 0, END, 0
+    if len(stream) < 4096:
+        mini, n = sectors(stream, 64)
+        minifat = list(range(1, n)) + [END]
+        minifat_sector = struct.pack("<128I", *(minifat + [FREE] * (128 - n)))
+        minifat_start, minifat_count = chain(1), 1
+        container, m = sectors(mini, 512)
+        root_start, root_size = chain(m), len(mini)
+        body = minifat_sector + container
+        start = 0
+    else:
+        data, n = sectors(stream, 512)
+        start = chain(n)
+        body = data
+    assert len(fat) <= 128
+
+    def entry(name, kind, child, start, size):
+        raw = name.encode("utf-16-le") + b"\0\0"
+        return (raw.ljust(64, b"\0") + struct.pack("<HBBIII", len(raw), kind, 1, NOSTREAM, NOSTREAM, child)
+                + b"\0" * 36 + struct.pack("<IIi", start, size, 0))
+
+    directory = (entry("Root Entry", 5, 1, root_start, root_size)
+                 + entry("Workbook", 2, NOSTREAM, start, len(stream))
+                 + (b"\0" * 64 + struct.pack("<HBBIII", 0, 0, 0, NOSTREAM, NOSTREAM, NOSTREAM) + b"\0" * 48) * 2)
+    header = (b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1" + b"\0" * 16
+              + struct.pack("<HHHHH", 0x3E, 3, 0xFFFE, 9, 6) + b"\0" * 6
+              + struct.pack("<IIIIIIIII", 0, 1, 1, 0, 4096, minifat_start, minifat_count, END, 0)
+              + struct.pack("<I", 0) + struct.pack("<108I", *([FREE] * 108)))
+    assert len(header) == 512 and len(directory) == 512
+    return header + struct.pack("<128I", *(fat + [FREE] * (128 - len(fat)))) + directory + body
+
+
+def number(row, col, value):
+    return cell(0x0203, row, col, struct.pack("<d", value))
+
+
+costs = (
+    cell(0x00FD, 0, 0, struct.pack("<I", 0)) + cell(0x00FD, 0, 1, struct.pack("<I", 1))
+    + cell(0x00FD, 1, 0, struct.pack("<I", 2))
+    + cell(0x027E, 1, 1, struct.pack("<I", (1200 << 2) | 2))  # RK: an integer
+    + number(2, 1, 2.5)
+    # MULRK: row 3, columns 0 and 1
+    + record(0x00BD, struct.pack("<HHHIHIH", 3, 0, 0, (7 << 2) | 2, 0, (8 << 2) | 2, 1))
+    # FORMULA with a number, then one with a string (its STRING record follows)
+    + cell(0x0006, 4, 0, struct.pack("<dHI", 15.0, 0, 0) + struct.pack("<HBH", 3, 0x1E, 15))
+    + cell(0x0006, 4, 1, b"\0\0\0\0\0\0\xFF\xFF" + struct.pack("<HI", 0, 0)
+           + struct.pack("<HBBB", 8, 0x17, 5, 0) + b"total")
+    + record(0x0207, xl_string("total"))
+    + cell(0x0205, 5, 0, struct.pack("<BB", 1, 0))  # BOOLERR: TRUE
+    + cell(0x0204, 5, 1, xl_string("note"))  # LABEL
+)
+put("tools", "xls", "budget.xls", compound(workbook(
+    [("Costs", costs), ("Empty", b"")], strings=("Item", "Cost", "Rent"), pad_to=4096)))
+
+# Two cells at forged far-apart references (A1 and the last row and column a
+# BIFF8 cell can name): calamine's dense range asked for 4 billion cells.
+put("tools", "xls", "forged_refs.xls", compound(workbook(
+    [("A", number(0, 0, 1) + number(65535, 65535, 2))])))
+
+# A forged DIMENSIONS record (4 billion rows by 65535 columns): calamine
+# reserved room for every cell it names before reading one.
+put("tools", "xls", "forged_dimensions.xls", compound(workbook(
+    [("A", record(0x0200, struct.pack("<IIHHH", 0, 0xFFFFFFFF, 0, 0xFFFF, 0)) + number(0, 0, 1))])))
+
 ODF = 'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0"'
 put("tools", "odt", "minutes.odt", package([
     ("mimetype", "application/vnd.oasis.opendocument.text"),

@@ -19,6 +19,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 mod cache;
+mod compound_file;
 mod docx;
 mod epub;
 mod markdown;
@@ -29,6 +30,7 @@ mod pptx;
 mod rtf;
 mod spreadsheet;
 mod xhtml;
+mod xls_guard;
 mod xml;
 
 pub use cache::{cached, read_cached, CachedDocument};

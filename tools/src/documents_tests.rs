@@ -247,6 +247,73 @@ fn xlsx_with_forged_far_apart_cells_is_a_small_table_not_an_abort() {
     );
 }
 
+fn xls_corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/__fuzz__/xls/corpus")
+        .join(name)
+}
+
+/// calamine built an `.xls` sheet as a dense range when it opened the file:
+/// two cells at forged far-apart references (`A1`, row and column 65536)
+/// asked for 4 billion cells, 128 GiB, and the failed allocation aborted
+/// the process. The workbook is laid out again before calamine reads it.
+#[test]
+fn xls_with_forged_far_apart_cells_is_a_small_table_not_an_abort() {
+    let md = to_markdown(&xls_corpus("forged_refs.xls")).unwrap();
+    assert_eq!(
+        md,
+        "## A\n\
+         \n\
+         | 1 |  |  |  |  |\n\
+         | --- | --- | --- | --- | --- |\n\
+         |  |  |  |  |  |\n\
+         |  |  |  |  |  |\n\
+         |  |  |  |  |  |\n\
+         |  |  |  |  | 2 |\n"
+    );
+}
+
+/// calamine reserved room for as many cells as a sheet's DIMENSIONS record
+/// names: a forged one (4 billion rows by 65535 columns) asked for 10 PB.
+#[test]
+fn xls_with_a_forged_dimensions_record_is_read_not_an_abort() {
+    let md = to_markdown(&xls_corpus("forged_dimensions.xls")).unwrap();
+    assert_eq!(md, "## A\n\n| 1 |\n| --- |\n");
+}
+
+#[test]
+fn xls_has_one_table_per_sheet() {
+    let md = to_markdown(&xls_corpus("budget.xls")).unwrap();
+    assert_eq!(
+        md,
+        "## Costs\n\
+         \n\
+         | Item | Cost |\n\
+         | --- | --- |\n\
+         | Rent | 1200 |\n\
+         |  | 2.5 |\n\
+         | 7 | 8 |\n\
+         | 15 | total |\n\
+         | TRUE | note |\n\
+         \n\
+         ## Empty\n\
+         \n\
+         (empty sheet)\n"
+    );
+}
+
+#[test]
+fn an_xlsx_named_xls_is_told_to_be_renamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("budget.xls");
+    std::fs::rename(xlsx(dir.path()), &path).unwrap();
+    let err = to_markdown(&path).unwrap_err();
+    assert!(
+        matches!(&err, DocumentError::Corrupt { reason, .. } if reason.ends_with("rename it .xlsx")),
+        "{err}"
+    );
+}
+
 #[test]
 fn xlsx_has_one_table_per_sheet() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,6 +5,13 @@
 //! The reader is chosen by extension so its own error reaches the user.
 //! Cells show their value (not their formula); dates come out as ISO dates,
 //! whole numbers without a trailing `.0`.
+//!
+//! calamine lays a sheet out as a dense range, rows × columns from the first
+//! used cell to the last, so cells at forged far-apart references make it
+//! ask for more memory than there is, and that failed allocation aborts the
+//! process past any panic guard. XLSX and XLSB sheets are read through
+//! calamine's cell reader instead; an `.xls`, which calamine parses whole
+//! when it opens it, is first laid out again by `xls_guard`.
 
 use std::io::Cursor;
 use std::path::Path;
@@ -14,7 +21,7 @@ use calamine::{
 };
 
 use super::markdown::Markdown;
-use super::Failure;
+use super::{xls_guard, Failure};
 
 /// Converts a spreadsheet file's bytes; `path` picks the reader.
 pub(crate) fn convert(path: &Path, bytes: &[u8], md: &mut Markdown) -> Result<(), Failure> {
@@ -25,9 +32,9 @@ pub(crate) fn convert(path: &Path, bytes: &[u8], md: &mut Markdown) -> Result<()
         .to_ascii_lowercase();
     let cursor = Cursor::new(bytes);
     match ext.as_str() {
-        "xls" => write_book(open::<Xls<_>>(cursor)?, md),
+        "xls" => write_xls(&xls_guard::rebuild(bytes)?, md),
         "xlsb" => write_xlsb(open::<Xlsb<_>>(cursor)?, md),
-        "ods" => write_book(open::<Ods<_>>(cursor)?, md),
+        "ods" => write_book(open::<Ods<_>>(cursor)?, md, |_| None),
         _ => {
             if bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0]) {
                 // An OOXML workbook inside an OLE file is an encrypted one.
@@ -113,14 +120,26 @@ fn classify(message: &str) -> Failure {
     }
 }
 
-/// Writes every sheet of a workbook calamine reads whole (XLS, ODS).
-fn write_book<RS, R>(mut book: R, md: &mut Markdown) -> Result<(), Failure>
+/// Writes every sheet of an `.xls` workbook laid out again by `xls_guard`,
+/// with a note under each sheet whose rows were cut.
+pub(super) fn write_xls(rebuilt: &xls_guard::Rebuilt, md: &mut Markdown) -> Result<(), Failure> {
+    let book = open::<Xls<_>>(Cursor::new(rebuilt.file.as_slice()))?;
+    write_book(book, md, |sheet| rebuilt.note(sheet))
+}
+
+/// Writes every sheet of a workbook calamine reads whole (XLS, ODS), and
+/// under each the `note` for its index, if any.
+fn write_book<RS, R>(
+    mut book: R,
+    md: &mut Markdown,
+    note: impl Fn(usize) -> Option<String>,
+) -> Result<(), Failure>
 where
     RS: std::io::Read + std::io::Seek,
     R: Reader<RS>,
     R::Error: std::fmt::Display,
 {
-    for name in book.sheet_names() {
+    for (index, name) in book.sheet_names().into_iter().enumerate() {
         if md.is_full() {
             break;
         }
@@ -133,6 +152,9 @@ where
             .map(|(row, col, value)| (row as u64, col as u64, cell_text(value)))
             .collect();
         write_sheet(cells, md);
+        if let Some(note) = note(index).filter(|_| !md.is_full()) {
+            md.paragraph(&note);
+        }
     }
     Ok(())
 }
@@ -222,7 +244,7 @@ const MAX_GAP: u64 = 3;
 
 /// Where each used row (or column) goes in the table: in order, with the
 /// empty ones between two used ones kept up to [`MAX_GAP`].
-fn places(mut used: Vec<u64>) -> Vec<(u64, u64)> {
+pub(super) fn places(mut used: Vec<u64>) -> Vec<(u64, u64)> {
     used.sort_unstable();
     used.dedup();
     let mut out = Vec::with_capacity(used.len());
@@ -239,7 +261,7 @@ fn places(mut used: Vec<u64>) -> Vec<(u64, u64)> {
 }
 
 /// The table place of `index`, which is one of `places`' used ones.
-fn place_of(places: &[(u64, u64)], index: u64) -> u64 {
+pub(super) fn place_of(places: &[(u64, u64)], index: u64) -> u64 {
     match places.binary_search_by_key(&index, |p| p.0) {
         Ok(at) => places[at].1,
         Err(_) => 0, // never: every cell's row and column is in `places`
