@@ -8,7 +8,8 @@
 //! them without the catch. The PDF and spreadsheet targets are the
 //! exception: their parsing is done by `pdf-extract`/`lopdf` and `calamine`,
 //! whose panics we cannot fix, so they run through the same guard as
-//! `read_file` and must not abort, hang or run out of memory.
+//! `read_file` and must not abort, hang or run out of memory. The `xls`
+//! target first runs troupe's own layout of the workbook, unguarded.
 //!
 //! Raw tests replay `src/__fuzz__/NAME/corpus/` then feed random bytes;
 //! `_edits` tests edit the seeds (for zip packages, one part's XML); see
@@ -67,6 +68,13 @@ fn pdf(data: &[u8]) {
 /// Through `read_file`'s guard: the parsing is calamine's.
 fn xlsx(data: &[u8]) {
     let _ = documents::convert_bytes(Path::new("fuzz.xlsx"), Format::Spreadsheet, data);
+}
+
+/// An `.xls`: laid out again by troupe (unguarded: that part is ours), then
+/// through `read_file`'s guard, as calamine parses the result.
+fn xls(data: &[u8]) {
+    documents::lay_out_xls_twice(data);
+    let _ = documents::convert_bytes(Path::new("fuzz.xls"), Format::Spreadsheet, data);
 }
 
 /// A home and a working folder with the links a model may meet: into the
@@ -236,6 +244,24 @@ const PDF_TOKENS: &[&[u8]] = &[
     b"-1",
     b"99999999999",
 ];
+/// BIFF record types and lengths, and the compound file's chain marks.
+const XLS_TOKENS: &[&[u8]] = &[
+    b"\x09\x08\x10\x00\x00\x06\x10\x00", // BOF of a worksheet
+    b"\x0A\x00\x00\x00",                 // EOF
+    b"\x3C\x00",                         // CONTINUE
+    b"\x85\x00",                         // BoundSheet8
+    b"\x00\x02\x0E\x00",                 // DIMENSIONS
+    b"\x03\x02\x0E\x00",                 // NUMBER
+    b"\x7E\x02\x0A\x00",                 // RK
+    b"\xBD\x00",                         // MULRK
+    b"\xFD\x00\x0A\x00",                 // LABELSST
+    b"\x06\x00",                         // FORMULA
+    b"\x07\x02",                         // STRING
+    b"\xFF\xFF",
+    b"\xFF\xFF\xFF\xFF",
+    b"\xFE\xFF\xFF\xFF", // end of a sector chain
+    b"\x00\x00\x00\x00",
+];
 const PATH_TOKENS: &[&[u8]] = &[
     b"/",
     b"..",
@@ -340,6 +366,17 @@ fn fuzz_xlsx() {
 fn fuzz_xlsx_edits() {
     let seeds = seeds("xlsx", XML_TOKENS);
     check!(name = "xlsx_edits").for_each(|script| xlsx(&seeds.edited(script)));
+}
+
+#[test]
+fn fuzz_xls() {
+    check!(name = "xls").for_each(xls);
+}
+
+#[test]
+fn fuzz_xls_edits() {
+    let seeds = seeds("xls", XLS_TOKENS);
+    check!(name = "xls_edits").for_each(|script| xls(&seeds.edited(script)));
 }
 
 #[test]
