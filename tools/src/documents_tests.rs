@@ -211,6 +211,61 @@ fn xlsx(dir: &Path) -> PathBuf {
     )
 }
 
+/// A sheet of many cells that all name one long shared string: each cell's
+/// text was a copy of it, kept until the sheet was laid out, so 40,000
+/// cells of a 1 MiB string asked for 40 GB. The cells are read until their
+/// text passes twice what the output can show: here the output is full
+/// first, and says so.
+#[test]
+fn xlsx_with_one_long_string_in_every_cell_is_read_within_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(1 << 20);
+    let shared = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="40000" uniqueCount="1"><si><t>{long}</t></si></sst>"#
+    );
+    let mut rows = String::new();
+    for r in 1..=40_000 {
+        rows.push_str(&format!(
+            r#"<row r="{r}"><c r="A{r}" t="s"><v>0</v></c></row>"#
+        ));
+    }
+    let sheet = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>{rows}</sheetData></worksheet>"#
+    );
+    let path = write_zip(
+        dir.path(),
+        "amplified.xlsx",
+        &[
+            (
+                "[Content_Types].xml",
+                r#"<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/><Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"/></Types>"#,
+            ),
+            (
+                "_rels/.rels",
+                r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/></Relationships>"#,
+            ),
+            (
+                "xl/workbook.xml",
+                r#"<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><sheets><sheet name="Big" sheetId="1" r:id="rId1"/></sheets></workbook>"#,
+            ),
+            (
+                "xl/_rels/workbook.xml.rels",
+                r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/><Relationship Id="rId3" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/sharedStrings" Target="sharedStrings.xml"/></Relationships>"#,
+            ),
+            ("xl/sharedStrings.xml", &shared),
+            ("xl/worksheets/sheet1.xml", &sheet),
+        ],
+    );
+    let md = to_markdown(&path).unwrap();
+    assert!(md.starts_with("## Big\n\n| xxx"), "{}", &md[..40]);
+    assert!(md.len() < 17 << 20, "{} bytes", md.len());
+    assert!(
+        md.ends_with("[truncated: the document's text goes past 16777216 bytes; the rest was not converted]\n"),
+        "{}",
+        &md[md.len().saturating_sub(300)..]
+    );
+}
+
 /// Found by the `xlsx` fuzz target: calamine reserved room for the forged
 /// count of shared strings before reading one, and the failed allocation
 /// aborted the whole process, past the converter's panic guard.

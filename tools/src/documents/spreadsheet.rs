@@ -174,13 +174,17 @@ where
             break;
         }
         md.heading(2, &name);
-        let cells = match book.worksheet_cells_reader(&name) {
-            Ok(mut reader) => read_cells(&name, || reader.next_cell())?,
+        let budget = cell_budget(md);
+        let (cells, cut) = match book.worksheet_cells_reader(&name) {
+            Ok(mut reader) => read_cells(&name, budget, || reader.next_cell())?,
             // A chart sheet: calamine's own range is empty too.
-            Err(XlsxError::NotAWorksheet(_)) => Vec::new(),
+            Err(XlsxError::NotAWorksheet(_)) => (Vec::new(), false),
             Err(e) => return Err(classify(&format!("sheet {name}: {e}"))),
         };
         write_sheet(cells, md);
+        if cut {
+            md.paragraph(CELLS_LEFT_OUT);
+        }
     }
     Ok(())
 }
@@ -196,11 +200,15 @@ where
             break;
         }
         md.heading(2, &name);
-        let cells = match book.worksheet_cells_reader(&name) {
-            Ok(mut reader) => read_cells(&name, || reader.next_cell())?,
+        let budget = cell_budget(md);
+        let (cells, cut) = match book.worksheet_cells_reader(&name) {
+            Ok(mut reader) => read_cells(&name, budget, || reader.next_cell())?,
             Err(e) => return Err(classify(&format!("sheet {name}: {e}"))),
         };
         write_sheet(cells, md);
+        if cut {
+            md.paragraph(CELLS_LEFT_OUT);
+        }
     }
     Ok(())
 }
@@ -209,22 +217,47 @@ where
 /// the sheet really holds, whatever positions it claims.
 type Cells = Vec<(u64, u64, String)>;
 
-/// Drains a cell reader, keeping the cells that hold a value.
+/// Drains a cell reader, keeping the cells that hold a value, until their
+/// text passes `budget` bytes: then the rest of the sheet is left out
+/// (`true`). Each cell's text is a copy; without the bound, a sheet of a
+/// million cells that all name one long shared string would ask for a
+/// copy of it per cell, terabytes, and the failed allocation would abort
+/// the process.
 fn read_cells<'a, E: std::fmt::Display>(
     sheet: &str,
+    budget: usize,
     mut next: impl FnMut() -> Result<Option<Cell<DataRef<'a>>>, E>,
-) -> Result<Cells, Failure> {
+) -> Result<(Cells, bool), Failure> {
     let mut cells = Vec::new();
+    let mut held = 0usize;
     while let Some(cell) = next().map_err(|e| classify(&format!("sheet {sheet}: {e}")))? {
         if matches!(cell.get_value(), DataRef::Empty) {
             continue;
         }
         let (row, col) = cell.get_position();
-        let value = Data::from(cell.get_value().clone());
-        cells.push((u64::from(row), u64::from(col), cell_text(&value)));
+        let text = match cell.get_value() {
+            DataRef::SharedString(text) if held + text.len() > budget => return Ok((cells, true)),
+            value => cell_text(&Data::from(value.clone())),
+        };
+        held += text.len();
+        cells.push((u64::from(row), u64::from(col), text));
+        if held > budget {
+            return Ok((cells, true));
+        }
     }
-    Ok(cells)
+    Ok((cells, false))
 }
+
+/// How much cell text a sheet may hold while it is read: what the output
+/// has room for, twice over (cells come in the file's order, not the
+/// table's), and at least 1 MiB.
+fn cell_budget(md: &Markdown) -> usize {
+    md.room().saturating_mul(2).max(1 << 20)
+}
+
+/// The note under a sheet whose cells were left out past [`cell_budget`].
+const CELLS_LEFT_OUT: &str =
+    "(the rest of this sheet is left out: its cells hold more text than the output can show)";
 
 /// Writes a sheet as one table, from its first used row and column to its
 /// last, trailing blank rows dropped; a sheet with no text says so.
