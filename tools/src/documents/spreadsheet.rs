@@ -182,9 +182,7 @@ where
             Err(e) => return Err(classify(&format!("sheet {name}: {e}"))),
         };
         write_sheet(cells, md);
-        if cut {
-            md.paragraph(CELLS_LEFT_OUT);
-        }
+        note_cut(cut, md);
     }
     Ok(())
 }
@@ -206,9 +204,7 @@ where
             Err(e) => return Err(classify(&format!("sheet {name}: {e}"))),
         };
         write_sheet(cells, md);
-        if cut {
-            md.paragraph(CELLS_LEFT_OUT);
-        }
+        note_cut(cut, md);
     }
     Ok(())
 }
@@ -255,9 +251,14 @@ fn cell_budget(md: &Markdown) -> usize {
     md.room().saturating_mul(2).max(1 << 20)
 }
 
-/// The note under a sheet whose cells were left out past [`cell_budget`].
-const CELLS_LEFT_OUT: &str =
-    "(the rest of this sheet is left out: its cells hold more text than the output can show)";
+/// Says under a sheet that its cells past [`cell_budget`] were left out.
+fn note_cut(cut: bool, md: &mut Markdown) {
+    if cut {
+        md.paragraph(
+            "(the rest of this sheet is left out: its cells hold more text than the output can show)",
+        );
+    }
+}
 
 /// Writes a sheet as one table, from its first used row and column to its
 /// last, trailing blank rows dropped; a sheet with no text says so.
