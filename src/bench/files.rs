@@ -11,7 +11,9 @@
 //! - `storage`: 100 versions of a 100 KiB file, one line changed each
 //!   time: the bytes stored for them (pieces and piece lists) over the
 //!   file's size, and the growth of the database's used pages (search
-//!   index included) over the file's size.
+//!   index included) over the file's size; the same for 20 versions of a
+//!   1 MiB file (cut in coarser pieces, see `house_files::pieces`), with
+//!   the bytes one edit adds.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -121,35 +123,10 @@ pub async fn files(files: usize) -> anyhow::Result<serde_json::Value> {
     }
     let list = percentiles(samples);
 
-    // 100 versions of a 100 KiB file, one line changed each time.
-    let v = runtime.create_house("versions").await?;
-    let size_of = |store: troupe_runtime::store::Store| async move {
-        store
-            .read(|c| {
-                Ok(c.query_row(
-                    "SELECT (SELECT COALESCE(SUM(length(data)), 0) FROM file_pieces)
-                          + (SELECT COALESCE(SUM(length(pieces) + length(hash) + 24), 0) FROM file_contents),
-                            (SELECT (page_count - freelist_count) * page_size
-                             FROM pragma_page_count, pragma_freelist_count, pragma_page_size)",
-                    [],
-                    |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
-                )?)
-            })
-            .await
-    };
-    let (content_before, db_before) = size_of(store.clone()).await?;
-    let base = words.text(100 * 1024);
-    let mut lines: Vec<String> = base.lines().map(str::to_string).collect();
-    let file_size = base.len() as f64;
-    for i in 0..100 {
-        let at = (i * 37) % lines.len();
-        lines[at] = format!("line {at} changed in version {i}");
-        let text = lines.join("\n");
-        v.write_files("bench", "", vec![NewFile::text("report.md", text)])
-            .await?;
-    }
-    table::catch_up(&store, v.house.id).await?;
-    let (content_after, db_after) = size_of(store).await?;
+    // 100 versions of a 100 KiB file, one line changed each time; and 20
+    // of a 1 MiB file, cut in coarser pieces.
+    let storage_100k = versions(&runtime, &mut words, "versions", 100 * 1024, 100).await?;
+    let storage_1mib = versions(&runtime, &mut words, "versions-1mib", 1024 * 1024, 20).await?;
     runtime.shutdown().await;
     Ok(json!({
         "workload": "files",
@@ -157,10 +134,59 @@ pub async fn files(files: usize) -> anyhow::Result<serde_json::Value> {
         "write_1mib_to_indexed": write_1mib_indexed,
         "search": {"files": files, "text_mb": files as f64 * 10_000.0 / 1e6, "load_secs": load_secs, "latency": search},
         "list_10000": list,
-        "storage_100_versions": {
-            "file_bytes": file_size,
-            "content_ratio": (content_after - content_before) as f64 / file_size,
-            "database_growth_ratio": (db_after - db_before) as f64 / file_size,
-        },
+        "storage_100_versions": storage_100k,
+        "storage_20_versions_1mib": storage_1mib,
+    }))
+}
+
+/// `count` versions of a file of `bytes` bytes written to a new house
+/// named `house`, one line changed each time: what they added to the
+/// stored contents (pieces and piece lists) and to the database's used
+/// pages (search index included), as ratios to the file's size, and the
+/// content bytes one edit added, on average.
+async fn versions(
+    runtime: &Runtime,
+    words: &mut Words,
+    house: &str,
+    bytes: usize,
+    count: usize,
+) -> anyhow::Result<serde_json::Value> {
+    let v = runtime.create_house(house).await?;
+    let store = runtime.node().store().clone();
+    let size_of = || {
+        store.read(|c| {
+            Ok(c.query_row(
+                "SELECT (SELECT COALESCE(SUM(length(data)), 0) FROM file_pieces)
+                      + (SELECT COALESCE(SUM(length(pieces) + length(hash) + 24), 0) FROM file_contents),
+                        (SELECT (page_count - freelist_count) * page_size
+                         FROM pragma_page_count, pragma_freelist_count, pragma_page_size)",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+            )?)
+        })
+    };
+    let (content_before, db_before) = size_of().await?;
+    let base = words.text(bytes);
+    let mut lines: Vec<String> = base.lines().map(str::to_string).collect();
+    let file_size = base.len() as f64;
+    let mut first = 0;
+    for i in 0..count {
+        let at = (i * 37) % lines.len();
+        lines[at] = format!("line {at} changed in version {i}");
+        let text = lines.join("\n");
+        v.write_files("bench", "", vec![NewFile::text("report.md", text)])
+            .await?;
+        if i == 0 {
+            first = size_of().await?.0;
+        }
+    }
+    table::catch_up(&store, v.house.id).await?;
+    let (content_after, db_after) = size_of().await?;
+    Ok(json!({
+        "versions": count,
+        "file_bytes": file_size,
+        "content_ratio": (content_after - content_before) as f64 / file_size,
+        "database_growth_ratio": (db_after - db_before) as f64 / file_size,
+        "content_bytes_per_edit": (content_after - first) as f64 / (count - 1) as f64,
     }))
 }

@@ -329,7 +329,7 @@ fn similar_versions_share_most_pieces() {
     edited[50_000] = b'Z';
     let pieces = |b: &[u8]| -> Vec<Vec<u8>> {
         let mut start = 0;
-        pieces::cuts(b)
+        pieces::cuts(b, pieces::Grain::of(b.len()))
             .into_iter()
             .map(|e| {
                 let p = b[start..e].to_vec();
@@ -548,8 +548,8 @@ async fn write_timing() {
             f();
             (t.elapsed(), thread_cpu() - c)
         };
-        let ends = pieces::cuts(&bytes);
-        let cut = time(&mut || drop(pieces::cuts(&bytes)));
+        let ends = pieces::cuts(&bytes, pieces::Grain::of(bytes.len()));
+        let cut = time(&mut || drop(pieces::cuts(&bytes, pieces::Grain::of(bytes.len()))));
         let sha = time(&mut || {
             let mut start = 0;
             for &end in &ends {

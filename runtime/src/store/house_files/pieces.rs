@@ -4,15 +4,23 @@
 //! The store has one writer thread (see [`crate::store`]), and a write
 //! holds it from its first statement to its commit. Cutting, hashing and
 //! compressing a mebibyte took most of that time when the write did it
-//! inside its job; [`Packed::new`] does it on the caller's thread instead
-//! (in parallel over a large content's pieces), so the writer only looks
-//! the pieces up and inserts the new ones ([`super::content::put`]).
+//! inside its job; [`Packed::new`] does it before, on the caller's side
+//! (a large content's pieces split over a small pool of threads), so the
+//! writer only looks the pieces up and inserts the new ones
+//! ([`super::content::put`]).
 //!
 //! A content is cut where a rolling (gear) hash of the last 64 bytes hits
 //! a pattern, so an edit moves the cuts only around itself: a version of a
 //! 100 KiB file with one line changed shares all its pieces but one or two
-//! with the previous version. Pieces average about [`AVG_PIECE`] bytes (at
-//! least [`MIN_PIECE`], at most [`MAX_PIECE`]). Each piece is keyed by its
+//! with the previous version. How fine the pieces are is the content's
+//! [`Grain`], chosen by its size (as rsync sizes its blocks by the file's):
+//! pieces of about 1 KiB below 512 KiB, 4 KiB below 4 MiB, 16 KiB above.
+//! Each piece is one row and one entry of the hash index that the writer
+//! inserts, so the grain keeps a file at a few hundred pieces: a 1 MiB
+//! write is 256 rows, not a thousand. A one-line edit then stores about
+//! one or two pieces of the file's grain again — under 1% of a file of
+//! 512 KiB or more. A file that crosses a grain's bound is cut anew, and
+//! shares no piece with its versions on the other side once. Each piece is keyed by its
 //! SHA-256 and kept LZ4-compressed when that saves a tenth or more (LZ4
 //! because it compresses a mebibyte in a few milliseconds and reads back
 //! faster still, where deflate took tens). A content's own key is the
@@ -24,15 +32,53 @@ use std::ops::Range;
 use lz4_flex::block::{compress_into_with_table, get_maximum_output_size, CompressTable};
 use sha2::{Digest, Sha256};
 
-/// The least piece, in bytes (but the last).
-pub const MIN_PIECE: usize = 256;
-/// The average piece, in bytes.
-pub const AVG_PIECE: usize = 1024;
-/// The largest piece, in bytes.
-pub const MAX_PIECE: usize = 8192;
+/// How finely a content is cut: the least piece (but the last), the
+/// average and the largest, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grain {
+    /// The least piece (but the last).
+    pub min: usize,
+    /// The average piece: a cut falls 1 in `avg` bytes past `min`.
+    pub avg: usize,
+    /// The largest piece (under 64 KiB: LZ4's small table).
+    pub max: usize,
+}
 
-/// The bits of the rolling hash that pick a cut (1 in [`AVG_PIECE`]).
-const MASK: u64 = (AVG_PIECE as u64 - 1) << 48;
+impl Grain {
+    /// Contents under 512 KiB: pieces of about 1 KiB.
+    pub const FINE: Self = Self {
+        min: 256,
+        avg: 1024,
+        max: 8192,
+    };
+    /// Contents from 512 KiB to under 4 MiB: about 4 KiB.
+    pub const MEDIUM: Self = Self {
+        min: 1024,
+        avg: 4096,
+        max: 32 * 1024,
+    };
+    /// Contents of 4 MiB and more: about 16 KiB.
+    pub const COARSE: Self = Self {
+        min: 4096,
+        avg: 16 * 1024,
+        max: 60 * 1024,
+    };
+
+    /// The grain of a content of `len` bytes.
+    pub fn of(len: usize) -> Self {
+        match len {
+            0..0x8_0000 => Self::FINE,
+            0x8_0000..0x40_0000 => Self::MEDIUM,
+            _ => Self::COARSE,
+        }
+    }
+
+    /// The bits of the rolling hash that pick a cut (1 in `avg`): bits 48
+    /// and up, which the last [`WINDOW`] bytes alone decide.
+    fn mask(self) -> u64 {
+        (self.avg as u64 - 1) << 48
+    }
+}
 
 /// How many bytes back the rolling hash sees: each byte's word is shifted
 /// out of the 64-bit hash after 64 more.
@@ -44,7 +90,7 @@ pub const RAW: i64 = 0;
 pub const LZ4: i64 = 1;
 
 /// A content of at least this many bytes per worker is packed by several
-/// threads (one more thread costs tens of microseconds to start).
+/// threads (handing a part to another thread costs tens of microseconds).
 const BYTES_PER_WORKER: usize = 256 * 1024;
 
 /// The most threads that pack one content.
@@ -68,23 +114,23 @@ fn gear() -> &'static [u64; 256] {
     })
 }
 
-/// Where `bytes` is cut into pieces: the end of each piece.
+/// Where `bytes` is cut into pieces of `grain`: the end of each piece.
 ///
-/// A piece ends at the first byte, [`MIN_PIECE`] or more into it, where
-/// the rolling hash restarted at the piece's start matches [`MASK`], or
-/// at [`MAX_PIECE`]. The hash only sees the last [`WINDOW`] bytes, so it
-/// starts that far before the first byte that may end a piece: the bytes
-/// before cannot change a cut, and are not hashed.
-pub fn cuts(bytes: &[u8]) -> Vec<usize> {
-    let gear = gear();
-    let mut ends = Vec::with_capacity(bytes.len() / AVG_PIECE + 1);
+/// A piece ends at the first byte, `grain.min` or more into it, where
+/// the rolling hash restarted at the piece's start matches the grain's
+/// mask, or at `grain.max`. The hash only sees the last [`WINDOW`] bytes,
+/// so it starts that far before the first byte that may end a piece: the
+/// bytes before cannot change a cut, and are not hashed.
+pub fn cuts(bytes: &[u8], grain: Grain) -> Vec<usize> {
+    let (gear, mask) = (gear(), grain.mask());
+    let mut ends = Vec::with_capacity(bytes.len() / grain.avg + 1);
     let mut start = 0;
     while start < bytes.len() {
-        let limit = bytes.len().min(start + MAX_PIECE);
-        let end = if limit - start <= MIN_PIECE {
+        let limit = bytes.len().min(start + grain.max);
+        let end = if limit - start <= grain.min {
             limit
         } else {
-            let first = start + MIN_PIECE - 1;
+            let first = start + grain.min - 1;
             let mut hash = 0u64;
             for &b in &bytes[first + 1 - WINDOW..first] {
                 hash = (hash << 1).wrapping_add(gear[b as usize]);
@@ -92,7 +138,7 @@ pub fn cuts(bytes: &[u8]) -> Vec<usize> {
             let mut end = limit;
             for (i, &b) in bytes[first..limit].iter().enumerate() {
                 hash = (hash << 1).wrapping_add(gear[b as usize]);
-                if hash & MASK == 0 {
+                if hash & mask == 0 {
                     end = first + i + 1;
                     break;
                 }
@@ -141,7 +187,7 @@ impl Packed {
     /// Cuts, hashes and compresses `bytes`. Blocking (a few milliseconds a
     /// mebibyte): from async code, run it off the async threads.
     pub fn new(bytes: &[u8]) -> Self {
-        let ends = cuts(bytes);
+        let ends = cuts(bytes, Grain::of(bytes.len()));
         let parts = pack_parts(bytes, &ends, workers(bytes.len()));
         let mut key = Sha256::new();
         key.update((bytes.len() as u64).to_le_bytes());
@@ -195,12 +241,34 @@ fn workers(len: usize) -> usize {
     std::thread::available_parallelism().map_or(1, |n| wanted.min(n.get()))
 }
 
+/// The threads that pack large contents, started at the first one: kept,
+/// so that a write wakes a sleeping thread — which the kernel places on an
+/// idle core — rather than starting one, which it often placed beside
+/// its parent on a 2-core machine, where the two halves then ran one
+/// after the other. `None` when no thread could be started.
+fn packers() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_WORKERS));
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("troupe-pack-{i}"))
+            .build()
+            .map_err(
+                |e| tracing::warn!(error = %e, "no threads to pack files: packed on the caller's"),
+            )
+            .ok()
+    })
+    .as_ref()
+}
+
 /// The pieces ending at `ends`, packed in parts: one per worker, each of
 /// about the same number of bytes.
 fn pack_parts(bytes: &[u8], ends: &[usize], workers: usize) -> Vec<Part> {
-    if workers <= 1 {
-        return vec![pack(bytes, 0, ends)];
-    }
+    let pool = match packers() {
+        Some(pool) if workers > 1 => pool,
+        _ => return vec![pack(bytes, 0, ends)],
+    };
     // Split the pieces where the bytes cross each worker's share.
     let mut groups: Vec<(usize, &[usize])> = Vec::with_capacity(workers);
     let (mut from, mut first) = (0usize, 0usize);
@@ -212,27 +280,12 @@ fn pack_parts(bytes: &[u8], ends: &[usize], workers: usize) -> Vec<Part> {
         first = last;
     }
     groups.push((from, &ends[first..]));
-    std::thread::scope(|scope| {
-        // The first group is packed here; the others on threads of their
-        // own (or here too, when a thread cannot be started).
-        let started: Vec<_> = groups[1..]
-            .iter()
-            .map(|&(start, ends)| {
-                std::thread::Builder::new()
-                    .name("troupe-files-pack".into())
-                    .spawn_scoped(scope, move || pack(bytes, start, ends))
-                    .map_err(|_| (start, ends))
-            })
-            .collect();
-        let mut parts = vec![pack(bytes, groups[0].0, groups[0].1)];
-        for (handle, &(start, ends)) in started.into_iter().zip(&groups[1..]) {
-            let part = match handle {
-                Ok(h) => h.join().unwrap_or_else(|_| pack(bytes, start, ends)),
-                Err((start, ends)) => pack(bytes, start, ends),
-            };
-            parts.push(part);
-        }
-        parts
+    use rayon::prelude::*;
+    pool.install(|| {
+        groups
+            .par_iter()
+            .map(|&(start, ends)| pack(bytes, start, ends))
+            .collect()
     })
 }
 
@@ -242,7 +295,7 @@ fn pack(bytes: &[u8], mut start: usize, ends: &[usize]) -> Part {
     let total = ends.last().map_or(0, |&e| e - start);
     let mut data = Vec::with_capacity(total + total / 8 + 64);
     let mut pieces = Vec::with_capacity(ends.len());
-    // Every piece is under 64 KiB: the small table, reused.
+    // Every piece is under 64 KiB (see `Grain`): the small table, reused.
     let mut table = CompressTable::small();
     for &end in ends {
         let piece = &bytes[start..end];
@@ -275,14 +328,14 @@ mod tests {
     use super::*;
 
     /// The cuts as first written: the rolling hash over every byte.
-    fn cuts_hashing_every_byte(bytes: &[u8]) -> Vec<usize> {
-        let gear = gear();
+    fn cuts_hashing_every_byte(bytes: &[u8], grain: Grain) -> Vec<usize> {
+        let (gear, mask) = (gear(), grain.mask());
         let mut ends = Vec::new();
         let (mut start, mut hash) = (0usize, 0u64);
         for (i, &b) in bytes.iter().enumerate() {
             hash = (hash << 1).wrapping_add(gear[b as usize]);
             let len = i + 1 - start;
-            if (len >= MIN_PIECE && hash & MASK == 0) || len >= MAX_PIECE {
+            if (len >= grain.min && hash & mask == 0) || len >= grain.max {
                 ends.push(i + 1);
                 start = i + 1;
                 hash = 0;
@@ -307,26 +360,47 @@ mod tests {
 
     #[test]
     fn cuts_skipping_the_first_bytes_of_a_piece_are_the_stored_ones() {
-        let mut inputs = vec![
-            Vec::new(),
-            vec![7u8; 100],
-            vec![7u8; MIN_PIECE],
-            vec![7u8; MIN_PIECE + 1],
-            vec![0u8; 3 * MAX_PIECE + 5],
-            noise(300_000, 0x2545_F491_4F6C_DD1D),
-        ];
         let text: String = (0..20_000)
             .map(|i| format!("w{} ", i * 7919 % 5000))
             .collect();
-        inputs.push(text.into_bytes());
-        for bytes in inputs {
-            assert_eq!(
-                cuts(&bytes),
-                cuts_hashing_every_byte(&bytes),
-                "{} bytes",
-                bytes.len()
-            );
+        for grain in [Grain::FINE, Grain::MEDIUM, Grain::COARSE] {
+            let inputs = [
+                Vec::new(),
+                vec![7u8; 100],
+                vec![7u8; grain.min],
+                vec![7u8; grain.min + 1],
+                vec![0u8; 3 * grain.max + 5],
+                noise(300_000, 0x2545_F491_4F6C_DD1D),
+                text.clone().into_bytes(),
+            ];
+            for bytes in inputs {
+                assert_eq!(
+                    cuts(&bytes, grain),
+                    cuts_hashing_every_byte(&bytes, grain),
+                    "{} bytes, {grain:?}",
+                    bytes.len()
+                );
+            }
         }
+    }
+
+    /// The cuts are stored (a new version shares pieces with the last only
+    /// if both are cut alike): these may not change.
+    #[test]
+    fn the_cuts_of_each_grain_are_the_ones_stored() {
+        let bytes = noise(200_000, 7);
+        let sum = |grain| -> (usize, usize) {
+            let ends = cuts(&bytes, grain);
+            let weighted = ends.iter().enumerate().map(|(i, e)| (i + 1) * e).sum();
+            (ends.len(), weighted)
+        };
+        // Figures from an independent implementation of the rolling hash.
+        assert_eq!(sum(Grain::FINE), (161, 1_748_342_399));
+        assert_eq!(sum(Grain::MEDIUM), (46, 144_707_996));
+        assert_eq!(sum(Grain::COARSE), (10, 7_739_357));
+        assert_eq!(Grain::of(512 * 1024 - 1), Grain::FINE);
+        assert_eq!(Grain::of(512 * 1024), Grain::MEDIUM);
+        assert_eq!(Grain::of(4 << 20), Grain::COARSE);
     }
 
     #[test]
@@ -336,7 +410,7 @@ mod tests {
             .collect();
         let mut bytes = text.into_bytes();
         bytes.extend(noise(200_000, 42));
-        let ends = cuts(&bytes);
+        let ends = cuts(&bytes, Grain::of(bytes.len()));
         let packed = |workers| Packed {
             size: bytes.len(),
             hash: [0; 32],
