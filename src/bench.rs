@@ -58,7 +58,8 @@ pub enum Workload {
     /// `web_fetch` of a 1 MB page from loopback to Markdown, then from the cache (`--n` each).
     Web,
     /// House files: a 1 MiB write, search over `--n` files of 10 KB, a
-    /// 10,000-file listing, and the storage of 100 versions of a 100 KiB file.
+    /// 10,000-file listing, and the storage of 100 versions of a 100 KiB file
+    /// and of 20 versions of a 1 MiB file.
     Files,
     /// The crash harness: a worker process killed `--kills` times, then checked.
     Crash,

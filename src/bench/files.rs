@@ -3,7 +3,8 @@
 //! - `write_1mib`: a 1 MiB text file written (one version) until committed,
 //!   through the Rust API (hashing, deduplication, compression; each write
 //!   on a writer done with the last one's indexing); `write_1mib_to_indexed`:
-//!   the same until its text is searchable;
+//!   the same until its text is searchable; `write_1mib_phases`: where
+//!   that time goes (packing, the writer's queue, its job, the commit);
 //! - `search`: `search_files`' query over `n` files of about 10 KB of text
 //!   (words drawn with a Zipf-like spread), through the Rust API;
 //! - `list`: the listing of a 10,000-file house, once its files are
@@ -81,6 +82,7 @@ pub async fn files(files: usize) -> anyhow::Result<serde_json::Value> {
     }
     let write_1mib = percentiles(samples);
     let write_1mib_indexed = percentiles(indexed);
+    let write_1mib_phases = phases(&runtime, &mut words).await?;
 
     // Search over `files` files of ~10 KB.
     let s = runtime.create_house("search").await?;
@@ -132,10 +134,50 @@ pub async fn files(files: usize) -> anyhow::Result<serde_json::Value> {
         "workload": "files",
         "write_1mib": write_1mib,
         "write_1mib_to_indexed": write_1mib_indexed,
+        "write_1mib_phases": write_1mib_phases,
         "search": {"files": files, "text_mb": files as f64 * 10_000.0 / 1e6, "load_secs": load_secs, "latency": search},
         "list_10000": list,
         "storage_100_versions": storage_100k,
         "storage_20_versions_1mib": storage_1mib,
+    }))
+}
+
+/// Where a 1 MiB write's time goes, over 30 writes made as
+/// `write_files` makes them, each phase timed apart: `pack` (cut, hashed
+/// and compressed, on a blocking thread), `queued` (sent to the store's
+/// writer until its job starts), `job` (the rows, in the writer's
+/// transaction), `commit` (the job's end until the caller has the answer:
+/// the commit and the reply).
+async fn phases(runtime: &Runtime, words: &mut Words) -> anyhow::Result<serde_json::Value> {
+    use troupe_runtime::store::house_files::{pack, write};
+    let w = runtime.create_house("phases").await?;
+    let (store, house) = (runtime.node().store().clone(), w.house.id);
+    let limits = runtime.node().settings().files;
+    let (mut packing, mut queued, mut job, mut commit) = (vec![], vec![], vec![], vec![]);
+    for i in 0..30 {
+        let file = NewFile::text(format!("big{i}.txt"), words.text(1024 * 1024));
+        let start = Instant::now();
+        let packed = tokio::task::spawn_blocking(move || pack(vec![file])).await?;
+        let sent = Instant::now();
+        let (began, ended) = store
+            .write(move |tx| {
+                let began = Instant::now();
+                write(tx, house, "bench", "", &packed, limits)?;
+                Ok((began, Instant::now()))
+            })
+            .await?;
+        let answered = Instant::now();
+        packing.push(sent - start);
+        queued.push(began - sent);
+        job.push(ended - began);
+        commit.push(answered - ended);
+        table::catch_up(&store, house).await?;
+    }
+    Ok(json!({
+        "pack": percentiles(packing),
+        "queued": percentiles(queued),
+        "job": percentiles(job),
+        "commit": percentiles(commit),
     }))
 }
 

@@ -169,49 +169,6 @@ fn synchronous_full_is_applied_when_asked() {
     assert_eq!(sync, 2);
 }
 
-/// The nice value of each of this process's threads named `name` (as
-/// `/proc` shows it, cut to 15 bytes).
-#[cfg(target_os = "linux")]
-fn nice_of_threads(name: &str) -> Vec<i64> {
-    let mut found = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() != name {
-            continue;
-        }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // The fields after the command's closing parenthesis; the nice
-        // value is the 19th field of the line, the 17th of these.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        if let Some(nice) = rest.split_whitespace().nth(16) {
-            found.push(nice.parse().unwrap());
-        }
-    }
-    found
-}
-
-#[cfg(target_os = "linux")]
-#[test]
-fn the_checkpointer_runs_at_a_lower_priority_than_the_process() {
-    let (_dir, path) = temp_db();
-    let own = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
-    let _store = Store::open(&path).unwrap();
-    // The thread lowers its own priority as it starts.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let nices = nice_of_threads("troupe-store-ch");
-        assert!(!nices.is_empty(), "no checkpointer thread");
-        if nices.iter().all(|&n| n >= i64::from((own + 10).min(19))) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "checkpointer nice values {nices:?}, the process's {own}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 #[test]
 fn a_newer_schema_is_refused_with_upgrade_advice() {
     let (_dir, path) = temp_db();

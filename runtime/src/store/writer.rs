@@ -134,42 +134,10 @@ pub(crate) fn spawn(
         .map(drop)
 }
 
-/// How much lower the checkpointer's CPU priority is than the process's
-/// (its nice value is raised by this much).
-///
-/// A checkpoint after a burst of writes copies megabytes (tens of
-/// milliseconds of one core); at the same priority it took a core from
-/// the work a caller waits on — a house-file write packing its pieces
-/// took twice as long beside it on two cores. Lowered, it runs in what
-/// the foreground leaves, and still runs: the scheduler gives a nice-10
-/// thread about a tenth of a busy core, and the writer checkpoints by
-/// itself past [`FALLBACK_CHECKPOINT_PAGES`].
-const CHECKPOINT_NICENESS: i32 = 10;
-
-/// Lowers the calling thread's CPU priority by [`CHECKPOINT_NICENESS`]
-/// (Linux keeps a nice value per thread; elsewhere it would apply to the
-/// whole process, so it is left alone there).
-fn lower_priority(path: &std::path::Path) {
-    #[cfg(target_os = "linux")]
-    {
-        use rustix::process::{getpriority_process, setpriority_process};
-        let tid = Some(rustix::thread::gettid());
-        let lowered = getpriority_process(tid)
-            .and_then(|now| setpriority_process(tid, (now + CHECKPOINT_NICENESS).min(19)));
-        if let Err(e) = lowered {
-            tracing::debug!(path = %path.display(), error = %e, "checkpointer keeps its priority");
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = path;
-}
-
 /// Checkpoints after commits, at most every [`CHECKPOINT_EVERY`], until the
-/// writer stops; then once more. Runs at a lower CPU priority
-/// ([`lower_priority`]).
+/// writer stops; then once more.
 fn checkpoints(conn: &Connection, path: &std::path::Path, woken: &std::sync::mpsc::Receiver<()>) {
     use std::sync::mpsc::RecvTimeoutError;
-    lower_priority(path);
     while woken.recv().is_ok() {
         let started = std::time::Instant::now();
         checkpoint(conn, path);
