@@ -506,3 +506,117 @@ async fn contents_are_compressed_and_a_migration_6_content_still_reads() {
         .unwrap();
     assert_eq!(old, b"old bytes");
 }
+
+/// The usage row and the sum of the house's current file sizes.
+async fn usage_and_sum(store: &Store, h: HouseId) -> (i64, i64) {
+    store
+        .read(move |c| {
+            let h = h.to_string();
+            Ok(c.query_row(
+                "SELECT COALESCE((SELECT bytes FROM house_file_usage WHERE house_id = ?1), 0),
+                        (SELECT COALESCE(SUM(size), 0) FROM house_files WHERE house_id = ?1)",
+                [&h],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?)
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_quota_counts_current_files_through_writes_overwrites_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("troupe.db");
+    let store = Store::open(&path).unwrap();
+    let (acme, beta) = two_houses(&store).await;
+    let lim = FileLimits {
+        max_file_bytes: 100,
+        house_quota_bytes: 30,
+    };
+    put(
+        &store,
+        acme,
+        vec![NewFile::text("a.md", "x".repeat(10))],
+        lim,
+    )
+    .await
+    .unwrap();
+    put(
+        &store,
+        acme,
+        vec![
+            NewFile::text("A.md", "x".repeat(4)),
+            NewFile::text("b.md", "x".repeat(20)),
+        ],
+        lim,
+    )
+    .await
+    .unwrap();
+    put(
+        &store,
+        beta,
+        vec![NewFile::text("a.md", "x".repeat(25))],
+        lim,
+    )
+    .await
+    .unwrap();
+    assert_eq!(usage_and_sum(&store, acme).await, (24, 24));
+    assert_eq!(usage_and_sum(&store, beta).await, (25, 25));
+    // 24 + 7 is over 30; refused, and the count is unchanged.
+    let err = put(
+        &store,
+        acme,
+        vec![NewFile::text("c.md", "x".repeat(7))],
+        lim,
+    )
+    .await
+    .unwrap_err();
+    assert!(invalid_text(err).contains("to 31 bytes, over its quota of 30"));
+    assert_eq!(usage_and_sum(&store, acme).await, (24, 24));
+    // A refused delete frees nothing; a delete naming one file twice frees it once.
+    let stale = store
+        .write(move |tx| delete(tx, acme, "ada", "", &[("b.md".into(), 1)]))
+        .await
+        .unwrap_err();
+    assert!(invalid_text(stale).contains("changed since version 1"));
+    store
+        .write(move |tx| {
+            delete(
+                tx,
+                acme,
+                "ada",
+                "",
+                &[("b.md".into(), 2), ("B.md".into(), 2)],
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(usage_and_sum(&store, acme).await, (4, 4));
+    put(
+        &store,
+        acme,
+        vec![NewFile::text("c.md", "x".repeat(26))],
+        lim,
+    )
+    .await
+    .unwrap();
+    assert_eq!(usage_and_sum(&store, acme).await, (30, 30));
+
+    // The migration counts the files a store already holds.
+    store
+        .write(|tx| {
+            tx.execute_batch("DROP TABLE house_file_usage")?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    drop(store);
+    let old = crate::store::migrations::latest() - 1;
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!("PRAGMA user_version = {old}"))
+        .unwrap();
+    let store = Store::open(&path).unwrap();
+    assert_eq!(usage_and_sum(&store, acme).await, (30, 30));
+    assert_eq!(usage_and_sum(&store, beta).await, (25, 25));
+}

@@ -29,6 +29,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::tokens::TOKENS],
     &[super::house_files::HOUSE_FILES_DEFERRED],
     &[super::environments::ENVIRONMENTS],
+    &[super::house_files::HOUSE_FILE_USAGE],
 ];
 
 /// The newest schema version this binary knows.

@@ -101,6 +101,7 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "house_file_chunks",
             "house_file_fts",
             "house_file_revisions",
+            "house_file_usage",
             "house_file_versions",
             "house_files",
             "house_members",

@@ -152,17 +152,35 @@ fn checked_paths<'a>(
     Ok(paths)
 }
 
-/// Refuses a write that would bring the house over its quota.
+/// The bytes of `house_id`'s current files, as its usage row keeps them.
+fn usage(tx: &Transaction<'_>, house_id: &str) -> Result<i64, StoreError> {
+    Ok(tx
+        .prepare_cached("SELECT bytes FROM house_file_usage WHERE house_id = ?1")?
+        .query_row(params![house_id], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0))
+}
+
+/// Records `bytes` as the size of `house_id`'s current files.
+fn set_usage(tx: &Transaction<'_>, house_id: &str, bytes: i64) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO house_file_usage (house_id, bytes) VALUES (?1, ?2)
+         ON CONFLICT (house_id) DO UPDATE SET bytes = excluded.bytes",
+    )?
+    .execute(params![house_id, bytes])?;
+    Ok(())
+}
+
+/// The bytes of the house's current files once `files` are written, or
+/// the refusal of a write that would bring the house over its quota.
 fn check_quota(
     tx: &Transaction<'_>,
     house_id: &str,
     paths: &[(String, String)],
     files: &[PackedFile],
     limits: FileLimits,
-) -> Result<(), StoreError> {
-    let mut total: i64 = tx
-        .prepare_cached("SELECT COALESCE(SUM(size), 0) FROM house_files WHERE house_id = ?1")?
-        .query_row(params![house_id], |r| r.get(0))?;
+) -> Result<i64, StoreError> {
+    let mut total = usage(tx, house_id)?;
     for ((_, k), f) in paths.iter().zip(files) {
         let old: Option<i64> = tx
             .prepare_cached("SELECT size FROM house_files WHERE house_id = ?1 AND path_key = ?2")?
@@ -176,7 +194,7 @@ fn check_quota(
             limits.house_quota_bytes
         )));
     }
-    Ok(())
+    Ok(total)
 }
 
 /// Writes the packed `files` into `house` as ONE new version, by `author`
@@ -196,7 +214,8 @@ pub fn write(
 ) -> Result<(i64, Vec<FileInfo>), StoreError> {
     let paths = checked_paths(files.iter().map(|f| (&f.path[..], f.size as usize)), limits)?;
     let house_id = house.to_string();
-    check_quota(tx, &house_id, &paths, files, limits)?;
+    let total = check_quota(tx, &house_id, &paths, files, limits)?;
+    set_usage(tx, &house_id, total)?;
     let version = latest_version(tx, house)? + 1;
     let now = crate::store::now();
     let updated_at = crate::store::parse_time(&now)?;
@@ -266,18 +285,23 @@ pub fn delete(
     for (raw, seen) in files {
         let p = path::normalize(raw).map_err(invalid)?;
         let k = path::key(&p);
-        let current: Option<(String, i64)> = tx
+        let current: Option<(String, i64, i64)> = tx
             .prepare_cached(
-                "SELECT path, version FROM house_files WHERE house_id = ?1 AND path_key = ?2",
+                "SELECT path, version, size FROM house_files WHERE house_id = ?1 AND path_key = ?2",
             )?
-            .query_row(params![house_id, k], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_row(params![house_id, k], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
             .optional()?;
         match current {
             None => problems.push(format!("`{p}` does not exist")),
-            Some((p, v)) if v != *seen => problems.push(format!(
+            Some((p, v, _)) if v != *seen => problems.push(format!(
                 "`{p}` changed since version {seen} (it is now version {v})"
             )),
-            Some((p, _)) => found.push((p, k)),
+            Some((p, _, size)) if !found.iter().any(|(_, seen_key, _)| *seen_key == k) => {
+                found.push((p, k, size))
+            }
+            Some(_) => {}
         }
     }
     if !problems.is_empty() {
@@ -288,8 +312,10 @@ pub fn delete(
     }
     let version = latest_version(tx, house)? + 1;
     let now = crate::store::now();
+    let freed: i64 = found.iter().map(|(_, _, size)| size).sum();
+    set_usage(tx, &house_id, usage(tx, &house_id)? - freed)?;
     let mut changes = Vec::with_capacity(found.len());
-    for (p, k) in found {
+    for (p, k, _) in found {
         let held: Vec<(i64, Option<i64>)> = tx
             .prepare_cached(
                 "SELECT content, text_content FROM house_file_revisions WHERE house_id = ?1 AND path_key = ?2",
