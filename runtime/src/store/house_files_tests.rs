@@ -523,6 +523,17 @@ async fn usage_and_sum(store: &Store, h: HouseId) -> (i64, i64) {
         .unwrap()
 }
 
+/// Writes `path` holding `len` bytes of `x`.
+async fn put_x(
+    store: &Store,
+    h: HouseId,
+    path: &str,
+    len: usize,
+    limits: FileLimits,
+) -> Result<i64, StoreError> {
+    put(store, h, vec![NewFile::text(path, "x".repeat(len))], limits).await
+}
+
 #[tokio::test]
 async fn the_quota_counts_current_files_through_writes_overwrites_and_deletes() {
     let dir = tempfile::tempdir().unwrap();
@@ -533,14 +544,7 @@ async fn the_quota_counts_current_files_through_writes_overwrites_and_deletes() 
         max_file_bytes: 100,
         house_quota_bytes: 30,
     };
-    put(
-        &store,
-        acme,
-        vec![NewFile::text("a.md", "x".repeat(10))],
-        lim,
-    )
-    .await
-    .unwrap();
+    put_x(&store, acme, "a.md", 10, lim).await.unwrap();
     put(
         &store,
         acme,
@@ -552,25 +556,11 @@ async fn the_quota_counts_current_files_through_writes_overwrites_and_deletes() 
     )
     .await
     .unwrap();
-    put(
-        &store,
-        beta,
-        vec![NewFile::text("a.md", "x".repeat(25))],
-        lim,
-    )
-    .await
-    .unwrap();
+    put_x(&store, beta, "a.md", 25, lim).await.unwrap();
     assert_eq!(usage_and_sum(&store, acme).await, (24, 24));
     assert_eq!(usage_and_sum(&store, beta).await, (25, 25));
     // 24 + 7 is over 30; refused, and the count is unchanged.
-    let err = put(
-        &store,
-        acme,
-        vec![NewFile::text("c.md", "x".repeat(7))],
-        lim,
-    )
-    .await
-    .unwrap_err();
+    let err = put_x(&store, acme, "c.md", 7, lim).await.unwrap_err();
     assert!(invalid_text(err).contains("to 31 bytes, over its quota of 30"));
     assert_eq!(usage_and_sum(&store, acme).await, (24, 24));
     // A refused delete frees nothing; a delete naming one file twice frees it once.
@@ -592,14 +582,7 @@ async fn the_quota_counts_current_files_through_writes_overwrites_and_deletes() 
         .await
         .unwrap();
     assert_eq!(usage_and_sum(&store, acme).await, (4, 4));
-    put(
-        &store,
-        acme,
-        vec![NewFile::text("c.md", "x".repeat(26))],
-        lim,
-    )
-    .await
-    .unwrap();
+    put_x(&store, acme, "c.md", 26, lim).await.unwrap();
     assert_eq!(usage_and_sum(&store, acme).await, (30, 30));
 
     // The migration counts the files a store already holds.

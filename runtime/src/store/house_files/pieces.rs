@@ -17,11 +17,12 @@
 //! pieces of about 1 KiB below 512 KiB, 4 KiB below 4 MiB, 16 KiB above.
 //! Each piece is one row and one entry of the hash index that the writer
 //! inserts, so the grain keeps a file at a few hundred pieces: a 1 MiB
-//! write is 256 rows, not a thousand. A one-line edit then stores about
+//! write is about 210 rows, not 830. A one-line edit then stores about
 //! one or two pieces of the file's grain again — under 1% of a file of
 //! 512 KiB or more. A file that crosses a grain's bound is cut anew, and
-//! shares no piece with its versions on the other side once. Each piece is keyed by its
-//! SHA-256 and kept LZ4-compressed when that saves a tenth or more (LZ4
+//! shares no piece with its versions on the other side once.
+//!
+//! Each piece is keyed by its SHA-256 and kept LZ4-compressed when that saves a tenth or more (LZ4
 //! because it compresses a mebibyte in a few milliseconds and reads back
 //! faster still, where deflate took tens). A content's own key is the
 //! SHA-256 of its size and its pieces' hashes, so its bytes are hashed
