@@ -16,6 +16,7 @@ mod chat;
 mod cost;
 mod doctor;
 mod env;
+mod executors;
 mod files;
 mod house;
 mod info;
@@ -30,6 +31,7 @@ mod serve;
 mod show;
 mod token;
 mod view;
+mod workbench;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -144,6 +146,11 @@ pub enum Command {
     /// The MCP servers of mcp.json: list them, or test one.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// The outside coding harnesses (pi): list them, install one at its pinned version, remove one.
+    #[command(subcommand)]
+    Executors(executors::ExecutorsCommand),
+    /// Outside executors' instances (pi): list, show, log; start one of your own.
+    Workbench(workbench::WorkbenchArgs),
 }
 
 /// Runs a parsed command line.
@@ -192,9 +199,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::House(args) => house::house(builder(), read_only, args).await,
         Command::Thread(args) => house::thread(builder(), read_only, args).await,
         Command::Mcp(command) => mcp::mcp(cli.home.clone(), command).await,
+        Command::Executors(command) => executors::executors(cli.home.clone(), command).await,
         Command::Files(args) => files::files(builder(), read_only, args).await,
         Command::Token(args) => token::token(builder(), read_only, args).await,
         Command::Env(args) => env::env(builder(), args).await,
+        Command::Workbench(args) => workbench::workbench(builder(), read_only, args).await,
         Command::Bench(args) => {
             let quiet = args.probe
                 || matches!(

@@ -40,6 +40,17 @@ impl NodeAgents {
 
 #[async_trait::async_trait]
 impl AgentServices for NodeAgents {
+    async fn delegate_task(
+        &self,
+        ctx: &ToolContext,
+        task: troupe_runtime::environment::TaskRequest,
+    ) -> ToolResult {
+        match self.node() {
+            Ok(node) => crate::delegation::executor::house::delegate_task(&node, ctx, task).await,
+            Err(e) => e,
+        }
+    }
+
     async fn delegate(&self, ctx: &ToolContext, request: DelegateRequest) -> ToolResult {
         let node = match self.node() {
             Ok(n) => n,

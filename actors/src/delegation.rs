@@ -10,8 +10,14 @@
 //! end writes the report to the parent's mailbox in the same transaction, so
 //! the parent hears exactly once, across crashes. A routine run waits for the
 //! report instead.
+//!
+//! With `executor`, each task goes to an instance of an outside coding
+//! harness instead (see [`crate::delegation::executor`]): a row like a subagent's,
+//! with its executor and folder, ended and reported the same way.
 
 mod actor;
+pub mod executor;
+pub mod executors;
 pub mod record;
 
 pub use actor::{Delegation, DelegationMsg, KIND};
@@ -49,6 +55,21 @@ pub struct Delegations {
     timed_out: DashSet<ConversationId>,
     /// Each live delegation's delegating conversation (its events go there).
     parents: DashMap<DelegationId, ConversationId>,
+    /// The executor instances with a live actor in this process, by key.
+    instances: DashMap<ConversationId, LiveInstance>,
+}
+
+/// An executor instance with a live actor, as the tree shows it.
+#[derive(Debug, Clone)]
+pub struct LiveInstance {
+    /// Its delegation.
+    pub delegation: DelegationId,
+    /// Its id.
+    pub sub: SubagentId,
+    /// Its harness.
+    pub executor: String,
+    /// When its actor started.
+    pub started: std::time::Instant,
 }
 
 impl std::fmt::Debug for Delegations {
@@ -68,6 +89,7 @@ impl Delegations {
             waiters: DashMap::new(),
             timed_out: DashSet::new(),
             parents: DashMap::new(),
+            instances: DashMap::new(),
         })
     }
 
@@ -113,9 +135,32 @@ impl Delegations {
             .unwrap_or_default()
     }
 
+    /// Notes an executor instance whose actor is starting.
+    pub(crate) fn note_instance(&self, launch: &crate::delegation::executor::Launch) {
+        self.instances.insert(
+            launch.key,
+            LiveInstance {
+                delegation: launch.delegation,
+                sub: launch.sub,
+                executor: launch.executor.clone(),
+                started: std::time::Instant::now(),
+            },
+        );
+    }
+
+    /// Forgets an executor instance whose actor is gone.
+    pub(crate) fn forget_instance(&self, key: ConversationId) {
+        self.instances.remove(&key);
+    }
+
+    /// The executor instances with a live actor here.
+    pub fn live_instances(&self) -> Vec<LiveInstance> {
+        self.instances.iter().map(|i| i.value().clone()).collect()
+    }
+
     /// Tells delegation `delegation` (its actor) that the subagent of
     /// `conversation` ended; when it is not given, it is read from the store.
-    fn end(
+    pub(crate) fn end(
         self: &Arc<Self>,
         delegation: Option<DelegationId>,
         conversation: ConversationId,
@@ -158,12 +203,29 @@ impl Delegations {
             return ToolResult::error("the node is shutting down");
         };
         match request {
-            DelegateRequest::Spawn { tasks } => self.spawn(&node, ctx, tasks).await,
+            DelegateRequest::Spawn {
+                tasks,
+                executor: Some(executor),
+            } => {
+                self.spawn_executor(&node, ctx, &executor, tasks, None)
+                    .await
+            }
+            DelegateRequest::Spawn {
+                tasks,
+                executor: None,
+            } => self.spawn(&node, ctx, tasks).await,
+            DelegateRequest::Resume {
+                subagent_id,
+                message,
+            } => self.resume(&node, ctx, &subagent_id, message).await,
             DelegateRequest::List => list(&node, ctx).await,
             DelegateRequest::Steer {
                 subagent_id,
                 message,
             } => match find(&node, ctx, &subagent_id).await {
+                Ok(sub) if sub.status == "running" && sub.executor.is_some() => {
+                    self.steer_instance(&sub, message).await
+                }
                 Ok(sub) if sub.status == "running" => {
                     match node.steer(sub.conversation, message.clone()).await {
                         Ok(()) => {
@@ -186,6 +248,15 @@ impl Delegations {
                 Err(e) => e,
             },
             DelegateRequest::Stop { subagent_id } => match find(&node, ctx, &subagent_id).await {
+                Ok(sub) if sub.status == "running" && sub.executor.is_some() => {
+                    self.send(
+                        sub.delegation,
+                        DelegationMsg::StopInstance(sub.conversation),
+                    );
+                    ToolResult::ok(format!(
+                        "Stopping {subagent_id}; what it had so far will be in the report."
+                    ))
+                }
                 Ok(sub) if sub.status == "running" => {
                     let _ = node.stop(sub.conversation).await;
                     ToolResult::ok(format!(
@@ -357,6 +428,10 @@ impl Delegations {
         for unfinished in running {
             let conversation = unfinished.sub.conversation;
             let delegation = Some(unfinished.sub.delegation);
+            if unfinished.sub.executor.is_some() {
+                executors::interrupted(self, &unfinished.sub);
+                continue;
+            }
             if unfinished.open {
                 // Its turn resumes and ends through the hook.
                 continue;
@@ -444,11 +519,23 @@ async fn find(node: &Node, ctx: &ToolContext, id: &str) -> Result<record::Subage
 
 async fn list(node: &Node, ctx: &ToolContext) -> ToolResult {
     let parent = ctx.conversation;
+    let bench = executors::workbench(node, ctx).await;
+    let bench = if bench.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n\nThe workbench (executor instances):\n{}",
+            bench.join("\n")
+        )
+    };
     match node.store().read(move |c| record::list(c, parent)).await {
-        Ok(rows) if rows.is_empty() => ToolResult::ok("This conversation has no subagents."),
+        Ok(rows) if rows.is_empty() && bench.is_empty() => {
+            ToolResult::ok("This conversation has no subagents, and no executor instance runs.")
+        }
         Ok(rows) => {
             let text = rows
                 .iter()
+                .filter(|r| r.executor.is_none())
                 .map(|r| {
                     format!(
                         "- {} [{}] {} (delegation {})",
@@ -460,7 +547,12 @@ async fn list(node: &Node, ctx: &ToolContext) -> ToolResult {
                 })
                 .collect::<Vec<_>>()
                 .join("\n");
-            ToolResult::ok(text)
+            let text = if text.is_empty() {
+                "This conversation has no subagents.".to_string()
+            } else {
+                format!("Subagents:\n{text}")
+            };
+            ToolResult::ok(format!("{text}{bench}"))
         }
         Err(e) => ToolResult::error(format!("the delegation record could not be read: {e}")),
     }
@@ -468,7 +560,7 @@ async fn list(node: &Node, ctx: &ToolContext) -> ToolResult {
 
 impl Branch for Delegations {
     fn live(&self) -> Vec<ActorInfo> {
-        Delegations::live(self)
+        let delegations = Delegations::live(self)
             .into_iter()
             .map(|delegation| ActorInfo {
                 kind: KIND.into(),
@@ -476,8 +568,15 @@ impl Branch for Delegations {
                 parent: Some("delegations".into()),
                 state: "running".into(),
                 restarts: 0,
-            })
-            .collect()
+            });
+        let instances = self.live_instances().into_iter().map(|i| ActorInfo {
+            kind: crate::delegation::executor::KIND.into(),
+            id: i.sub.to_string(),
+            parent: Some(i.delegation.to_string()),
+            state: "running".into(),
+            restarts: 0,
+        });
+        delegations.chain(instances).collect()
     }
 }
 
@@ -529,3 +628,14 @@ impl TurnHook for Delegations {
 /// The node's delegations as kept in its services.
 #[derive(Clone, Debug)]
 pub struct DelegationsHandle(pub Arc<Delegations>);
+
+impl Node {
+    /// The node's delegations (`delegate`, executor instances), once it
+    /// started them.
+    pub fn delegations(&self) -> Option<Arc<Delegations>> {
+        self.context()
+            .services
+            .get::<DelegationsHandle>()
+            .map(|h| Arc::clone(&h.0))
+    }
+}

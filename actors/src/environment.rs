@@ -66,6 +66,24 @@ pub fn workdir(home: &Home, id: SandboxId) -> PathBuf {
     folder(home, id).join("work")
 }
 
+/// Where installed outside executors are seen inside an environment.
+pub const EXECUTORS_INSIDE: &str = "/run/troupe/executors";
+
+/// The read-only binds that show the installed outside executors inside
+/// an environment (`delegate_task` runs them there).
+pub fn executor_binds(home: &Home) -> Vec<(PathBuf, PathBuf)> {
+    troupe_runtime::executors::HARNESSES
+        .iter()
+        .filter_map(|h| troupe_runtime::executors::installed(home, h.name))
+        .map(|i| {
+            let inside = PathBuf::from(EXECUTORS_INSIDE)
+                .join(i.harness.name)
+                .join("node_modules");
+            (i.modules, inside)
+        })
+        .collect()
+}
+
 /// The jail an environment's commands run in.
 pub(crate) fn jail_for(
     settings: &EnvironmentSettings,
@@ -96,6 +114,7 @@ pub(crate) fn jail_for(
         landlock: settings.landlock,
         listen: Vec::new(),
         env: Vec::new(),
+        binds: Vec::new(),
     }
 }
 

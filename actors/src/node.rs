@@ -243,6 +243,26 @@ impl NodeContext {
         troupe_runtime::model::endpoint(spec, &self.models, &env)
     }
 
+    /// The provider troupe answers `spec`'s calls with in-process, for a
+    /// relay: a model with no address (a `script:` spec); `None` for a
+    /// model with one (a relay forwards those).
+    pub fn served_model(&self, spec: &str) -> Option<Arc<dyn troupe_runtime::model::Provider>> {
+        if !spec.trim_start().starts_with("script:") {
+            return None;
+        }
+        // Resolved once per node (and keeping its progress like the
+        // bots' scripts), so every relay serves the same script in order.
+        self.resolve_model(spec.trim()).ok().map(|m| m.provider)
+    }
+
+    /// The model every bot uses whatever its spec, when the program gave
+    /// one (tests, an embedding program's provider).
+    pub fn model_override(&self) -> Option<Arc<dyn troupe_runtime::model::Provider>> {
+        self.model_override
+            .as_ref()
+            .map(|m| Arc::clone(&m.provider))
+    }
+
     /// Adds a hook told of every turn's end.
     pub fn add_hook(&self, hook: Arc<dyn TurnHook>) {
         self.hooks.write().push(hook);

@@ -22,6 +22,10 @@ pub struct Task {
     /// Everything it needs to know: it sees nothing of this conversation.
     #[serde(default)]
     pub context: String,
+    /// Where an outside executor works on it (required with `executor`):
+    /// absolute, or relative to the working folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
 }
 
 /// What `delegate` asks for.
@@ -32,6 +36,18 @@ pub enum DelegateRequest {
     Spawn {
         /// Their tasks.
         tasks: Vec<Task>,
+        /// The outside executor (a coding harness such as `pi`) that takes
+        /// the tasks instead of subagents.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        executor: Option<String>,
+    },
+    /// Continue a stopped or ended executor instance in the same harness
+    /// session.
+    Resume {
+        /// The instance.
+        subagent_id: String,
+        /// What to tell it.
+        message: String,
     },
     /// List this conversation's subagents.
     List,
@@ -85,6 +101,13 @@ pub struct RoutineRequest {
 pub trait AgentServices: Send + Sync + 'static {
     /// Runs a `delegate` request.
     async fn delegate(&self, ctx: &ToolContext, request: DelegateRequest) -> ToolResult;
+    /// Runs `delegate_task`: an outside coding agent on the house thread's
+    /// environment.
+    async fn delegate_task(
+        &self,
+        ctx: &ToolContext,
+        task: crate::environment::TaskRequest,
+    ) -> ToolResult;
     /// Sends a message to another agent of the home.
     async fn message_agent(&self, ctx: &ToolContext, target: &str, message: &str) -> ToolResult;
     /// Creates a bot.

@@ -206,6 +206,19 @@ pub trait EnvironmentServices: Send + Sync {
     ) -> ToolResult;
 }
 
+/// What `delegate_task` asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRequest {
+    /// The task, as the coding agent is to read it.
+    pub task: String,
+    /// A git repository to clone into the workspace first.
+    pub repo: Option<String>,
+    /// Continue the thread's latest session of the coding agent.
+    pub continue_recent: bool,
+    /// Continue this session (its id, or a unique part of it).
+    pub continue_session: Option<String>,
+}
+
 /// The node's [`EnvironmentServices`], as tools find it in their services.
 #[derive(Clone)]
 pub struct Environments(pub Arc<dyn EnvironmentServices>);

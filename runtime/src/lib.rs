@@ -11,6 +11,7 @@ pub mod agents;
 pub mod config;
 pub mod environment;
 pub mod error;
+pub mod executors;
 pub mod home;
 pub mod house;
 pub mod id;

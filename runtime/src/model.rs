@@ -171,6 +171,14 @@ pub trait Provider: Send + Sync + 'static {
         let _ = agent;
         None
     }
+
+    /// The provider answering the model calls of outside harness
+    /// `executor` (a script's `executors` section), which reach troupe
+    /// through its model relay; `None` when this one answers them itself.
+    fn for_executor(&self, executor: &str) -> Option<std::sync::Arc<dyn Provider>> {
+        let _ = executor;
+        None
+    }
 }
 
 /// Why a model call failed. Every variant carries the provider's own message.

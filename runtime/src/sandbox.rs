@@ -38,6 +38,7 @@
 //!         writable: vec![project.to_path_buf()],
 //!         read_only: vec!["/home/me/.troupe".into()],
 //!         network: true,
+//!         hidden: vec![],
 //!     };
 //!     let status = sandbox
 //!         .command("ls", ["-la"], project, &confinement)
@@ -201,6 +202,10 @@ pub struct Confinement {
     pub read_only: Vec<PathBuf>,
     /// Whether the command shares the machine's network namespace.
     pub network: bool,
+    /// Folders hidden entirely (an empty one in their place), before the
+    /// binds above, so a folder bound inside one is all of it that shows
+    /// (troupe's home, under an outside executor: only its own files).
+    pub hidden: Vec<PathBuf>,
 }
 
 /// A working bubblewrap on this machine.
@@ -350,6 +355,9 @@ impl Sandbox {
             "--tmpfs".as_ref(),
             "/tmp".as_ref(),
         ]);
+        for dir in confinement.hidden.iter().filter_map(|p| real(p)) {
+            flag(&["--tmpfs".as_ref(), dir.as_os_str()]);
+        }
         let workdir = real(workdir);
         let writable: Vec<PathBuf> = confinement
             .writable

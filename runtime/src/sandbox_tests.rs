@@ -57,6 +57,7 @@ fn the_home_is_bound_read_only_after_a_working_folder_that_holds_it() {
             writable: vec![work.clone()],
             read_only: vec![home.clone(), f.root.join("missing")],
             network: false,
+            hidden: vec![],
         },
     );
     let (w, h) = (work.display().to_string(), home.display().to_string());
@@ -109,6 +110,7 @@ fn a_folder_outside_the_writable_ones_is_kept_visible_read_only() {
             writable: vec![work.clone()],
             read_only: vec![],
             network: true,
+            hidden: vec![],
         },
     );
     let args = args_of(&command);
@@ -167,6 +169,7 @@ fn inside_the_sandbox_the_home_in_the_working_folder_stays_read_only_and_tmp_is_
         writable: vec![work.clone()],
         read_only: vec![home.clone()],
         network: false,
+        hidden: vec![],
     };
     let (code, out) = run(
         sandbox,

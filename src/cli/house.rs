@@ -567,23 +567,53 @@ async fn post(
         println!("posted ({round})");
         return Ok(ExitCode::SUCCESS);
     }
-    let wait = async {
+    let thread_id = t.info.id;
+    let both = async {
+        let wait = async {
+            loop {
+                match events.recv().await {
+                    Ok(ThreadEvent::Posted(p)) if p.round == round && p.message.id != round => {
+                        print_message(&p.message, json)?;
+                    }
+                    Ok(ThreadEvent::RoundSettled { round: r, .. }) if r == round => {
+                        return anyhow::Ok(())
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        anyhow::bail!("the node stopped before the round settled")
+                    }
+                }
+            }
+        };
+        // Work the round handed to an outside executor (`delegate_task`) runs
+        // in this process: it stays until that work reports, printing the
+        // reports as they land here.
+        wait.await?;
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
         loop {
-            match events.recv().await {
-                Ok(ThreadEvent::Posted(p)) if p.round == round && p.message.id != round => {
-                    print_message(&p.message, json)?;
-                }
-                Ok(ThreadEvent::RoundSettled { round: r, .. }) if r == round => {
-                    return anyhow::Ok(())
-                }
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                    anyhow::bail!("the node stopped before the round settled")
-                }
+            let running = runtime
+                .node()
+                .store()
+                .read(troupe_actors::delegation::record::running_for_threads)
+                .await?;
+            if running == 0 {
+                return anyhow::Ok(());
+            }
+            tokio::select! {
+                event = events.recv() => match event {
+                    Ok(ThreadEvent::Posted(p)) if p.thread == thread_id && p.round != round => {
+                        print_message(&p.message, json)?;
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        anyhow::bail!("the node stopped before the delegated work reported")
+                    }
+                },
+                _ = tick.tick() => {}
             }
         }
     };
-    match tokio::time::timeout(Duration::from_secs(timeout), wait).await {
+    match tokio::time::timeout(Duration::from_secs(timeout), both).await {
         Ok(r) => r.map(|()| ExitCode::SUCCESS),
         Err(_) => anyhow::bail!(
             "the bots did not finish within {timeout} s; what they say later lands in the thread (`troupe thread read {house} {thread}`)"

@@ -10,6 +10,8 @@ mod docs;
 mod environments;
 mod environments_egress;
 mod environments_relay;
+mod executors;
+mod executors_cli;
 mod home;
 mod house;
 mod house_cli;

@@ -1,9 +1,11 @@
-//! `delegate`: hands tasks to subagents.
+//! `delegate`: hands tasks to subagents, or to an outside executor.
 //!
 //! Each task runs as a subagent with a clean context, the parent's model and
-//! the parent's tools minus those subagents never get. In a conversation the
-//! call returns at once and the summaries come back in one message when the
-//! last subagent ends; in a routine run it waits for them.
+//! the parent's tools minus those subagents never get — or, with
+//! `executor`, as an instance of an outside coding harness (`pi`) working
+//! in the task's `folder`. In a conversation the call returns at once and
+//! the summaries come back in one message when the last one ends; in a
+//! routine run it waits for them.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -27,6 +29,8 @@ pub enum Action {
     Steer,
     /// Stop the subagent `subagent_id`.
     Stop,
+    /// Continue the ended executor instance `subagent_id` with `message`.
+    Resume,
 }
 
 /// Arguments of `delegate`.
@@ -36,12 +40,15 @@ pub struct Params {
     /// Up to 10 tasks, each a `goal` and the `context` it needs (the subagent knows nothing of this conversation).
     #[serde(default)]
     pub tasks: Vec<Task>,
-    /// `spawn` (default), `list`, `steer` or `stop`.
+    /// `spawn` (default), `list`, `steer`, `stop` or `resume`.
     #[serde(default)]
     pub action: Action,
-    /// The subagent to steer or stop.
+    /// An outside executor (a coding harness: `pi`) to hand the tasks to
+    /// instead of subagents; each task then needs its `folder`.
+    pub executor: Option<String>,
+    /// The subagent or executor instance to steer, stop or resume.
     pub subagent_id: Option<String>,
-    /// The message for `steer`.
+    /// The message for `steer` or `resume`.
     pub message: Option<String>,
 }
 
@@ -67,7 +74,10 @@ impl Delegate {
                  your tools (minus memory, ask_user, delegate and messaging). Give each task a standalone \
                  `goal` and all the `context` it needs. Up to 10 tasks. In a conversation the call returns \
                  at once and the summaries arrive together in one message when the last subagent ends; \
-                 in a routine run it waits for them. `action`: spawn (default), list, steer, stop.",
+                 in a routine run it waits for them. `action`: spawn (default), list, steer, stop, resume. \
+                 With `executor` (e.g. \"pi\", when installed) each task goes to an outside coding agent \
+                 working in the task's `folder` (required) instead; `list` shows every instance on the \
+                 workbench, and `resume` continues an ended instance's session with `message`.",
                 schema_for::<Params>(),
             ),
         }
@@ -100,8 +110,37 @@ pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
             if let Some(i) = params.tasks.iter().position(|t| t.goal.trim().is_empty()) {
                 return Err(ToolResult::error(format!("task {} has no `goal`.", i + 1)));
             }
+            let executor = params
+                .executor
+                .map(|e| e.trim().to_string())
+                .filter(|e| !e.is_empty());
+            match &executor {
+                Some(executor) => {
+                    if let Some(i) = params
+                        .tasks
+                        .iter()
+                        .position(|t| t.folder.as_deref().is_none_or(|f| f.trim().is_empty()))
+                    {
+                        return Err(ToolResult::error(format!(
+                            "task {} has no `folder`: with `executor: \"{executor}\"` every task needs the \
+                             folder the executor works in (absolute, or relative to the working folder).",
+                            i + 1
+                        )));
+                    }
+                }
+                None => {
+                    if let Some(i) = params.tasks.iter().position(|t| t.folder.is_some()) {
+                        return Err(ToolResult::error(format!(
+                            "task {} has a `folder`, which only an `executor` uses; subagents work where \
+                             you do. Name the `executor`, or drop the folder.",
+                            i + 1
+                        )));
+                    }
+                }
+            }
             Ok(DelegateRequest::Spawn {
                 tasks: params.tasks,
+                executor,
             })
         }
         Action::List => Ok(DelegateRequest::List),
@@ -119,6 +158,21 @@ pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
         Action::Stop => Ok(DelegateRequest::Stop {
             subagent_id: need_id(&params)?,
         }),
+        Action::Resume => {
+            let subagent_id = need_id(&params)?;
+            let message = params
+                .message
+                .filter(|m| !m.trim().is_empty())
+                .ok_or_else(|| {
+                    ToolResult::error(
+                        "`action: resume` needs a `message`: what the instance should do next.",
+                    )
+                })?;
+            Ok(DelegateRequest::Resume {
+                subagent_id,
+                message,
+            })
+        }
     }
 }
 
@@ -169,10 +223,41 @@ mod tests {
             DelegateRequest::Spawn {
                 tasks: vec![Task {
                     goal: "a".into(),
-                    context: "b".into()
-                }]
+                    context: "b".into(),
+                    folder: None,
+                }],
+                executor: None,
             }
         );
+    }
+
+    #[test]
+    fn an_executor_needs_a_folder_for_every_task_and_a_folder_needs_an_executor() {
+        assert!(parse(
+            json!({"executor": "pi", "tasks": [{"goal": "a", "folder": "/p"}, {"goal": "b"}]})
+        )
+        .unwrap_err()
+        .text
+        .starts_with("task 2 has no `folder`"));
+        assert!(parse(json!({"tasks": [{"goal": "a", "folder": "/p"}]}))
+            .unwrap_err()
+            .text
+            .contains("only an `executor` uses"));
+        assert_eq!(
+            parse(json!({"executor": " pi ", "tasks": [{"goal": "a", "folder": "/p"}]})).unwrap(),
+            DelegateRequest::Spawn {
+                tasks: vec![Task {
+                    goal: "a".into(),
+                    context: String::new(),
+                    folder: Some("/p".into()),
+                }],
+                executor: Some("pi".into()),
+            }
+        );
+        assert!(parse(json!({"action": "resume", "subagent_id": "s"}))
+            .unwrap_err()
+            .text
+            .contains("needs a `message`"));
     }
 
     #[test]

@@ -26,6 +26,8 @@ use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
 
 use crate::conversation_search::{bounded, parse_when};
 
+mod session;
+
 /// The tool's name.
 pub const NAME: &str = "delegation_search";
 /// Messages shown from each end of a subagent's conversation in a read.
@@ -51,6 +53,8 @@ pub struct Params {
     pub limit: Option<u32>,
     /// Only delegations with a subagent whose folder contains this text.
     pub folder: Option<String>,
+    /// Only delegations to this outside executor (`pi`).
+    pub executor: Option<String>,
     /// Only delegations started after this: an ISO date or an age (`7d`, `24h`, `2w`).
     pub after: Option<String>,
     /// Only delegations started before this: an ISO date or an age.
@@ -84,8 +88,9 @@ impl DelegationSearch {
                  delegation or subagent id): read its record and the start and end of each \
                  subagent's conversation. `instance_id` + `around` (an entry's #number): the \
                  entries around it (`window` each side, at most 20). No arguments: the latest \
-                 delegations. Filters: `folder` (part of the path), `after`/`before` (ISO date \
-                 or 7d/24h/2w). `include_tools`: the subagents' tool calls and results too.",
+                 delegations. Filters: `executor` (pi), `folder` (part of the path), \
+                 `after`/`before` (ISO date or 7d/24h/2w). An executor instance's read shows the \
+                 start and end of the harness's own session instead of a conversation. `include_tools`: the subagents' tool calls and results too.",
                 schema_for::<Params>(),
             )
             .read_only()
@@ -206,6 +211,10 @@ impl Request {
                 folder: p.folder.filter(|f| !f.trim().is_empty()),
                 after,
                 before,
+                executor: p
+                    .executor
+                    .map(|e| e.trim().to_string())
+                    .filter(|e| !e.is_empty()),
             },
             include_tools: p.include_tools,
         })
@@ -246,6 +255,32 @@ impl Request {
                 let roles = self.roles();
                 for sub in &delegation.subagents {
                     if subagent.as_deref().is_some_and(|s| s != sub.id) {
+                        continue;
+                    }
+                    if let Some(executor) = &sub.executor {
+                        match &sub.session {
+                            Some(file) if file.ends_with(".jsonl") => {
+                                text.push_str(&format!(
+                                    "\n{} {executor} session {file}:\n",
+                                    sub.id
+                                ));
+                                text.push_str(&session::ends(
+                                    std::path::Path::new(file),
+                                    CONVERSATION_ENDS,
+                                    self.include_tools,
+                                    ENTRY_CHARS,
+                                ));
+                            }
+                            Some(id) => text.push_str(&format!(
+                                "\n{} {executor} session {id}: kept in its environment's workspace \
+                                 (/workspace/.troupe/{executor}/sessions)\n",
+                                sub.id
+                            )),
+                            None => text.push_str(&format!(
+                                "\n{} {executor}: it never said where its session is kept\n",
+                                sub.id
+                            )),
+                        }
                         continue;
                     }
                     let Ok(conv) = sub.conversation_id.parse::<ConversationId>() else {

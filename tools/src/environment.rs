@@ -146,5 +146,6 @@ pub fn all() -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(CreateEnvironment::new()),
         Arc::new(ListSandboxes::new()),
+        Arc::new(crate::delegate_task::DelegateTask::new()),
     ]
 }

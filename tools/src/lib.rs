@@ -8,6 +8,7 @@ pub mod bot_create;
 pub mod conversation_search;
 pub mod cronjob_manage;
 pub mod delegate;
+pub mod delegate_task;
 pub mod delegation_search;
 pub mod documents;
 pub mod edit_file;
@@ -119,7 +120,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 39, "{registry:?}");
+        assert_eq!(registry.len(), 40, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

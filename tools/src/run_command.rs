@@ -222,6 +222,7 @@ impl Tool for RunCommand {
             writable: vec![ctx.cwd.clone()],
             read_only: vec![ctx.home.root().to_path_buf()],
             network: self.sandbox.network,
+            hidden: vec![],
         };
         let sandbox = match &placement {
             Placement::Sandboxed(sandbox) => Some((sandbox, &confinement)),

@@ -415,6 +415,7 @@ fn tether_helper() {
         writable: vec![dir.clone()],
         read_only: vec![],
         network: false,
+        hidden: vec![],
     };
     runtime.block_on(async {
         let (command, sandbox) = match &sandboxed {

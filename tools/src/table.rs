@@ -93,6 +93,7 @@ pub const TABLE: &[Row] = &[
     // house tools (`create_environment` only while it has no environment).
     row("create_environment", Yes, Yes, No, No),
     row("list_sandboxes", Yes, Yes, No, No),
+    row("delegate_task", Yes, Yes, No, No),
     // The house files: offered only in a house thread, like the house tools.
     row("search_files", Yes, Yes, No, No),
     row("list_files", Yes, Yes, No, No),

@@ -23,6 +23,7 @@ pub const PAGES: &[(&str, &str)] = &[
         include_str!("../../docs/configuration.md"),
     ),
     ("house.md", include_str!("../../docs/house.md")),
+    ("executors.md", include_str!("../../docs/executors.md")),
     ("api.md", include_str!("../../docs/api.md")),
     ("testing.md", include_str!("../../docs/testing.md")),
     ("benchmarks.md", include_str!("../../docs/benchmarks.md")),

@@ -15,11 +15,17 @@
 //! addressed and restarted by the conversations' router like any other;
 //! the tree (`troupe ps`, `Runtime::tree()`, `actor_started` events) shows
 //! them under their delegation.
+//!
+//! An outside executor's instance is the delegation's own child: an
+//! [`Executor`] actor it launches ([`DelegationMsg::Launch`]) and
+//! supervises — a failed one is reported failed, once — and reaches for
+//! `steer` and `stop`. Its end comes back as [`DelegationMsg::Ended`], like
+//! a subagent's.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::broadcast;
 use troupe_runtime::id::{ConversationId, DelegationId, MsgId};
 use troupe_runtime::protocol::{Address, AgentEvent, Envelope, Payload};
@@ -28,6 +34,7 @@ use troupe_runtime::rusqlite::params;
 use troupe_runtime::supervise::{Backoff, Intensity, Restart};
 
 use super::{record, Delegations};
+use crate::delegation::executor::{Executor, ExecutorMsg, Launch};
 use crate::node::Node;
 
 /// The kind a delegation has in the tree and its events.
@@ -51,6 +58,19 @@ pub enum DelegationMsg {
     Recorded(ConversationId),
     /// A subagent's stored deadline passed.
     Deadline(ConversationId),
+    /// Start an executor instance (its row is recorded already).
+    Launch(Box<Launch>),
+    /// Tell a running executor instance `message`.
+    Steer {
+        /// The instance's key.
+        key: ConversationId,
+        /// The message.
+        message: String,
+        /// Whether it took it.
+        reply: RpcReplyPort<Result<(), String>>,
+    },
+    /// Stop a running executor instance.
+    StopInstance(ConversationId),
 }
 
 /// The Delegation actor.
@@ -69,6 +89,8 @@ pub struct DelegationArgs {
 pub struct DelegationState {
     args: DelegationArgs,
     running: HashSet<ConversationId>,
+    /// Its executor instances' actors, by key.
+    executors: HashMap<ConversationId, ActorRef<ExecutorMsg>>,
 }
 
 /// A subagent of a delegation, as its actor needs it.
@@ -142,6 +164,7 @@ impl Actor for Delegation {
         }
         let state = DelegationState {
             running: running.iter().map(|r| r.conversation).collect(),
+            executors: HashMap::new(),
             args,
         };
         state.args.delegations.parents.insert(id, parent);
@@ -181,7 +204,9 @@ impl Actor for Delegation {
                 state.running.remove(&conversation);
             }
             DelegationMsg::Deadline(conversation) => {
-                if state.running.contains(&conversation) {
+                if let Some(executor) = state.executors.get(&conversation) {
+                    let _ = executor.send_message(ExecutorMsg::Stop { timed_out: true });
+                } else if state.running.contains(&conversation) {
                     state.args.delegations.timed_out.insert(conversation);
                     // Through the router even when it is not live (a turn
                     // resuming after a restart): the stop follows the resumption.
@@ -191,8 +216,91 @@ impl Actor for Delegation {
                     );
                 }
             }
+            DelegationMsg::Launch(launch) => {
+                let key = launch.key;
+                state.args.delegations.note_instance(&launch);
+                let args = crate::delegation::executor::ExecutorArgs {
+                    launch: *launch,
+                    node: state.args.node.clone(),
+                    delegations: Arc::clone(&state.args.delegations),
+                };
+                match Actor::spawn_linked(None, Executor, args, myself.get_cell()).await {
+                    Ok((executor, _)) => {
+                        state.executors.insert(key, executor);
+                    }
+                    Err(e) => {
+                        let e = match e {
+                            ractor::SpawnErr::StartupFailed(why) => why.to_string(),
+                            other => other.to_string(),
+                        };
+                        state.args.delegations.forget_instance(key);
+                        state.args.delegations.end(
+                            Some(state.args.id),
+                            key,
+                            "failed",
+                            &format!("could not start: {e}"),
+                        );
+                    }
+                }
+            }
+            DelegationMsg::Steer {
+                key,
+                message,
+                reply,
+            } => match state.executors.get(&key) {
+                Some(executor) => {
+                    let _ = executor.send_message(ExecutorMsg::Steer(message, reply));
+                }
+                None => {
+                    let _ = reply.send(Err("it is not running in this process any more".into()));
+                }
+            },
+            DelegationMsg::StopInstance(key) => {
+                if let Some(executor) = state.executors.get(&key) {
+                    let _ = executor.send_message(ExecutorMsg::Stop { timed_out: false });
+                }
+            }
         }
-        if state.running.is_empty() {
+        if state.running.is_empty() && state.executors.is_empty() {
+            myself.stop(None);
+        }
+        Ok(())
+    }
+
+    /// Its executor instances' exits: one that failed is reported failed
+    /// (a second report of one that ended is ignored by the record).
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<DelegationMsg>,
+        event: SupervisionEvent,
+        state: &mut DelegationState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, failure) = match event {
+            SupervisionEvent::ActorTerminated(cell, _, _) => (cell, None),
+            SupervisionEvent::ActorFailed(cell, error) => (cell, Some(error.to_string())),
+            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
+                return Ok(())
+            }
+        };
+        let key = state
+            .executors
+            .iter()
+            .find(|(_, e)| e.get_id() == cell.get_id())
+            .map(|(k, _)| *k);
+        if let Some(key) = key {
+            state.executors.remove(&key);
+            state.args.delegations.forget_instance(key);
+            if let Some(error) = failure {
+                tracing::error!(delegation = %state.args.id, instance = %key, %error, "an executor instance's actor failed");
+                state.args.delegations.end(
+                    Some(state.args.id),
+                    key,
+                    "failed",
+                    &format!("its actor failed: {error} (the harness was killed)"),
+                );
+            }
+        }
+        if state.running.is_empty() && state.executors.is_empty() {
             myself.stop(None);
         }
         Ok(())

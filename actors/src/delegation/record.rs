@@ -21,6 +21,12 @@ pub struct SubagentRow {
     pub status: String,
     /// Its summary or error.
     pub result: String,
+    /// The outside executor it is an instance of (`None`: a subagent).
+    pub executor: Option<String>,
+    /// The folder an executor instance works in.
+    pub folder: String,
+    /// The harness's session file, once it said.
+    pub session: Option<String>,
 }
 
 fn parse<T: std::str::FromStr>(s: String) -> Result<T, StoreError>
@@ -166,19 +172,27 @@ pub fn event(
     Ok(())
 }
 
-fn row(r: &troupe_runtime::rusqlite::Row<'_>) -> troupe_runtime::rusqlite::Result<[String; 6]> {
-    Ok([
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-    ])
+/// A subagent row as read, before its ids are parsed.
+type RawRow = ([String; 6], Option<String>, String, Option<String>);
+
+fn row(r: &troupe_runtime::rusqlite::Row<'_>) -> troupe_runtime::rusqlite::Result<RawRow> {
+    Ok((
+        [
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+        ],
+        r.get(6)?,
+        r.get(7)?,
+        r.get(8)?,
+    ))
 }
 
-fn decode(r: [String; 6]) -> Result<SubagentRow, StoreError> {
-    let [id, delegation, conversation, goal, status, result] = r;
+fn decode(r: RawRow) -> Result<SubagentRow, StoreError> {
+    let ([id, delegation, conversation, goal, status, result], executor, folder, session) = r;
     Ok(SubagentRow {
         id: parse(id)?,
         delegation: parse(delegation)?,
@@ -186,10 +200,142 @@ fn decode(r: [String; 6]) -> Result<SubagentRow, StoreError> {
         goal,
         status,
         result,
+        executor,
+        folder,
+        session,
     })
 }
 
-const COLUMNS: &str = "id, delegation_id, conversation_id, goal, status, result";
+const COLUMNS: &str =
+    "id, delegation_id, conversation_id, goal, status, result, executor, folder, session";
+
+/// Marks the subagents of delegation `id` as instances of `executor`, each
+/// working in its folder (in the transaction that admitted them); with
+/// `report_to`, its report is posted into that house thread by the
+/// delegating bot instead of the delegating conversation's mailbox.
+pub fn mark_executor(
+    tx: &Transaction<'_>,
+    id: DelegationId,
+    executor: &str,
+    folders: &[(SubagentId, String)],
+    report_to: Option<troupe_runtime::id::ThreadId>,
+) -> Result<(), StoreError> {
+    if let Some(thread) = report_to {
+        tx.prepare_cached("UPDATE delegations SET report_to = ?2 WHERE id = ?1")?
+            .execute(params![id.to_string(), thread.to_string()])?;
+    }
+    for (sub, folder) in folders {
+        tx.prepare_cached(
+            "UPDATE subagents SET executor = ?3, folder = ?4 WHERE id = ?1 AND delegation_id = ?2",
+        )?
+        .execute(params![sub.to_string(), id.to_string(), executor, folder])?;
+    }
+    Ok(())
+}
+
+/// The executor instance `id`, whoever started it.
+pub fn instance(conn: &Connection, id: &str) -> Result<Option<SubagentRow>, StoreError> {
+    let r = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM subagents WHERE id = ?1 AND executor IS NOT NULL"
+        ))?
+        .query_row(params![id], row)
+        .optional()?;
+    r.map(decode).transpose()
+}
+
+/// An executor instance on the workbench, with whose it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    /// The row.
+    pub row: SubagentRow,
+    /// The conversation that started it.
+    pub parent: ConversationId,
+    /// The bot that started it.
+    pub bot: String,
+    /// When it started (RFC 3339).
+    pub created_at: String,
+    /// When it ended, if it did.
+    pub ended_at: Option<String>,
+    /// Tokens its model calls used.
+    pub tokens: i64,
+}
+
+/// Executor instances, newest first: the running ones and, unless
+/// `running_only`, the latest `limit` ended ones too.
+pub fn instances(
+    conn: &Connection,
+    running_only: bool,
+    limit: usize,
+) -> Result<Vec<Instance>, StoreError> {
+    let columns = COLUMNS
+        .split(", ")
+        .map(|c| format!("s.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {columns}, d.parent_conversation, d.bot_id, s.created_at, s.ended_at, s.tokens
+         FROM subagents s JOIN delegations d ON d.id = s.delegation_id
+         WHERE s.executor IS NOT NULL AND (?1 = 0 OR s.status = 'running')
+         ORDER BY s.status = 'running' DESC, s.created_at DESC, s.position LIMIT ?2"
+    ))?;
+    let rows = stmt
+        .query_map(params![running_only as i64, limit as i64], |r| {
+            Ok((
+                row(r)?,
+                r.get::<_, String>(9)?,
+                r.get::<_, String>(10)?,
+                r.get::<_, String>(11)?,
+                r.get::<_, Option<String>>(12)?,
+                r.get::<_, i64>(13)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(|(r, parent, bot, created_at, ended_at, tokens)| {
+            Ok(Instance {
+                row: decode(r)?,
+                parent: parse(parent)?,
+                bot,
+                created_at,
+                ended_at,
+                tokens,
+            })
+        })
+        .collect()
+}
+
+/// How many executor instances run whose report goes to a house thread
+/// (`delegate_task`): a process that started them waits for them.
+pub fn running_for_threads(conn: &Connection) -> Result<usize, StoreError> {
+    let n: i64 = conn
+        .prepare_cached(
+            "SELECT COUNT(*) FROM subagents s JOIN delegations d ON d.id = s.delegation_id
+             WHERE s.status = 'running' AND d.report_to IS NOT NULL",
+        )?
+        .query_row([], |r| r.get(0))?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+/// The events of instance (or subagent) `sub`, oldest first, from `after`
+/// (a sequence number) on, at most `limit`.
+pub fn events_of(
+    conn: &Connection,
+    sub: SubagentId,
+    after: i64,
+    limit: usize,
+) -> Result<Vec<(i64, String, String, String)>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, kind, text, created_at FROM delegation_events WHERE subagent_id = ?1 AND seq > ?2
+         ORDER BY seq LIMIT ?3",
+    )?;
+    let rows = stmt
+        .query_map(params![sub.to_string(), after, limit as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
 
 /// The subagent whose conversation is `conversation`.
 pub fn by_conversation(
@@ -255,7 +401,8 @@ pub struct Unfinished {
 /// Subagents still marked running.
 pub fn running(conn: &Connection) -> Result<Vec<Unfinished>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT s.id, s.delegation_id, s.conversation_id, s.goal, s.status, s.result, s.context,
+        "SELECT s.id, s.delegation_id, s.conversation_id, s.goal, s.status, s.result,
+                s.executor, s.folder, s.session, s.context,
                 d.parent_conversation, d.bot_id,
                 EXISTS (SELECT 1 FROM kv WHERE key = 'open_turn:' || s.conversation_id),
                 EXISTS (SELECT 1 FROM messages WHERE conversation_id = s.conversation_id),
@@ -266,12 +413,12 @@ pub fn running(conn: &Connection) -> Result<Vec<Unfinished>, StoreError> {
         .query_map([], |r| {
             Ok((
                 row(r)?,
-                r.get::<_, String>(6)?,
-                r.get::<_, String>(7)?,
-                r.get::<_, String>(8)?,
-                r.get::<_, bool>(9)?,
-                r.get::<_, bool>(10)?,
-                r.get::<_, Option<String>>(11)?,
+                r.get::<_, String>(9)?,
+                r.get::<_, String>(10)?,
+                r.get::<_, String>(11)?,
+                r.get::<_, bool>(12)?,
+                r.get::<_, bool>(13)?,
+                r.get::<_, Option<String>>(14)?,
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
@@ -356,13 +503,15 @@ pub fn end(
             notice: None,
         }));
     }
-    let (parent, waits): (String, bool) = tx
-        .prepare_cached("SELECT parent_conversation, waits FROM delegations WHERE id = ?1")?
+    let (parent, waits, report_to): (String, bool, Option<String>) = tx
+        .prepare_cached(
+            "SELECT parent_conversation, waits, report_to FROM delegations WHERE id = ?1",
+        )?
         .query_row(params![sub.delegation.to_string()], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?;
     let mut stmt = tx.prepare_cached(
-        "SELECT id, goal, status, result FROM subagents WHERE delegation_id = ?1 ORDER BY position",
+        "SELECT id, goal, status, result, executor FROM subagents WHERE delegation_id = ?1 ORDER BY position",
     )?;
     let rows = stmt
         .query_map(params![sub.delegation.to_string()], |r| {
@@ -371,33 +520,77 @@ pub fn end(
                 r.get::<_, String>(1)?,
                 r.get::<_, String>(2)?,
                 r.get::<_, String>(3)?,
+                r.get::<_, Option<String>>(4)?,
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
+    let what = match rows.first().and_then(|r| r.4.as_deref()) {
+        Some(executor) => format!("{executor} instance(s)"),
+        None => "subagent(s)".to_string(),
+    };
     let mut report = format!(
-        "All {} subagent(s) of delegation {} have ended.\n",
+        "All {} {what} of delegation {} have ended.\n",
         rows.len(),
         sub.delegation
     );
-    for (i, (id, goal, status, result)) in rows.iter().enumerate() {
+    for (i, (id, goal, status, result, executor)) in rows.iter().enumerate() {
+        let resume = match (executor, status.as_str()) {
+            (Some(_), "stopped" | "failed" | "timed_out") => {
+                " — `delegate action: resume` with this id continues its session"
+            }
+            _ => "",
+        };
         report.push_str(&format!(
-            "\n## {}. {goal}\n[{status}] ({id})\n{}\n",
+            "\n## {}. {goal}\n[{status}] ({id}){resume}\n{}\n",
             i + 1,
             result.trim()
         ));
     }
-    let notice = if waits {
-        None
-    } else {
-        let envelope = notice(parse(parent)?, report.clone());
-        mailbox::enqueue(tx, &envelope)?;
-        Some(envelope)
+    let notice = match (waits, report_to) {
+        (true, _) => None,
+        (false, Some(thread)) => {
+            let envelope = thread_report(parse(parent)?, parse(thread)?, &bot, report.clone());
+            mailbox::enqueue(tx, &envelope)?;
+            Some(envelope)
+        }
+        (false, None) => {
+            let envelope = notice(parse(parent)?, report.clone());
+            mailbox::enqueue(tx, &envelope)?;
+            Some(envelope)
+        }
     };
     Ok(Some(Ended {
         delegation: sub.delegation,
         report: Some(report),
         notice,
     }))
+}
+
+/// A report posted into house thread `thread` by `bot` (a bot's post: it
+/// wakes no one unless it mentions them).
+fn thread_report(
+    from: ConversationId,
+    thread: troupe_runtime::id::ThreadId,
+    bot: &str,
+    text: String,
+) -> Envelope {
+    use troupe_runtime::house::{MemberKind, Post};
+    use troupe_runtime::protocol::{Address, Payload};
+    Envelope {
+        id: troupe_runtime::id::MsgId::new(),
+        from: Address::Conversation(from),
+        to: Address::Thread(thread),
+        body: Payload::Post(Post {
+            author: bot.to_string(),
+            author_kind: MemberKind::Bot,
+            text,
+            round: None,
+            depth: 1,
+            via: None,
+            answers_offer: false,
+        }),
+        sent_at: chrono::Utc::now(),
+    }
 }
 
 #[cfg(test)]

@@ -316,6 +316,17 @@ pub(crate) async fn run(
     command: &str,
     timeout: Option<Duration>,
 ) -> Result<CommandOutcome, NodeError> {
+    run_watched(node, id, command, timeout, None).await
+}
+
+/// [`run`], with `watch` given the output as it comes.
+pub(crate) async fn run_watched(
+    node: &Node,
+    id: SandboxId,
+    command: &str,
+    timeout: Option<Duration>,
+    watch: Option<super::sandbox::Watch>,
+) -> Result<CommandOutcome, NodeError> {
     let settings = &node.settings().environments;
     let timeout = timeout
         .unwrap_or(Duration::from_secs(settings.command_timeout_secs))
@@ -328,6 +339,7 @@ pub(crate) async fn run(
             move |reply| SandboxMsg::Run {
                 command: owned,
                 timeout,
+                watch,
                 reply,
             },
             timeout + Duration::from_secs(30),

@@ -18,6 +18,12 @@
 //!   `Authorization` or `x-api-key` it sent is gone — and the real key is
 //!   added here. The answer flows back as it arrives: a stream, event by
 //!   event.
+//! - A model troupe calls in-process, with no address (a script above
+//!   all, so that an executor can be tested offline), is answered here
+//!   (module `served`), over `POST /v1/chat/completions` only. A request with
+//!   `x-troupe-executor: NAME` is answered by the provider for that
+//!   harness ([`Provider::for_executor`]: a script's `executors.NAME`
+//!   turns); a script with none for it is refused, saying so.
 //! - `GET /v1/models` is answered from troupe's configuration.
 //! - Anything else is refused; every refusal is a JSON error in the shape
 //!   both APIs' clients read (`error.message`), saying what to do instead.
@@ -29,15 +35,25 @@
 //! of its own: with `[environments] network`, its loopback would be the
 //! machine's, where any local process could spend troupe's key.
 //!
+//! The same relay serves an executor running outside any environment, on
+//! the host's loopback ([`Relay::listen`]). There any local process could
+//! reach it, so it takes only calls carrying the key it was given
+//! ([`Relay::with_secret`]).
+//!
 //! Bounds: a request body of at most [`MAX_BODY`] bytes; the endpoint's
 //! concurrency cap, shared with troupe's own calls to it; the first byte and
 //! each silence within a stream timed like troupe's own calls. A client
 //! that goes away drops its call and the provider's connection with it.
-//! Each relayed call ends with a log line: the sandbox, the model, the
+//! Each relayed call ends with a log line: whom the relay serves (the
+//! environment's sandbox, or the executor), the model, the
 //! status, the tokens the answer's `usage` reported and their cost at the
 //! model's prices.
 
+mod served;
+
 use std::convert::Infallible;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
@@ -52,10 +68,9 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
-use troupe_runtime::id::SandboxId;
 use troupe_runtime::model::limit::{ConcurrencyLimits, DEFAULT_CONCURRENCY};
 use troupe_runtime::model::sse::SseParser;
-use troupe_runtime::model::{Api, ModelEndpoint, Pricing, Timeouts};
+use troupe_runtime::model::{Api, ModelEndpoint, Pricing, Provider, Timeouts};
 use troupe_runtime::protocol::Usage;
 
 use crate::node::NodeContext;
@@ -90,16 +105,30 @@ pub fn environment() -> Vec<(String, String)> {
 
 /// A model the relay offers: troupe's name for it, and where its calls go
 /// (or why they cannot).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Offered {
     /// The name a request gives as its `model`.
     pub name: String,
     /// Its endpoint and key, or what is missing.
     pub endpoint: Result<ModelEndpoint, String>,
+    /// A model troupe calls itself, with no endpoint (a script): the relay
+    /// answers its calls in-process.
+    pub served: Option<Arc<dyn Provider>>,
+}
+
+impl std::fmt::Debug for Offered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Offered")
+            .field("name", &self.name)
+            .field("endpoint", &self.endpoint)
+            .field("served", &self.served.as_ref().map(|p| p.name()))
+            .finish()
+    }
 }
 
 /// The models a node's relays offer, read now: the names `models.toml`
-/// defines, and the default model's spec.
+/// defines, and the default model's spec. One with no endpoint is served
+/// in-process when troupe can call it itself.
 pub fn offered(ctx: &NodeContext) -> Vec<Offered> {
     let mut names = ctx.model_names();
     let default = ctx.settings.default_model.trim();
@@ -108,11 +137,42 @@ pub fn offered(ctx: &NodeContext) -> Vec<Offered> {
     }
     names
         .into_iter()
-        .map(|name| Offered {
-            endpoint: ctx.model_endpoint(&name).map_err(|e| e.to_string()),
-            name,
+        .map(|name| {
+            let endpoint = ctx.model_endpoint(&name).map_err(|e| e.to_string());
+            let served = match endpoint {
+                Ok(_) => None,
+                Err(_) => ctx.served_model(&name),
+            };
+            Offered {
+                name,
+                endpoint,
+                served,
+            }
         })
         .collect()
+}
+
+/// A model's name as a harness's command line can carry it: pi's
+/// `--model` reads `provider/id` and a `:thinking` suffix, so only letters,
+/// digits, `.`, `_` and `-` (`script:/tmp/s.json` is `script--tmp-s.json`).
+pub fn model_id(name: &str) -> String {
+    let id: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    let id = id.trim_matches('-').to_string();
+    if id.is_empty() {
+        "model".into()
+    } else {
+        id
+    }
 }
 
 /// The connection pool of every relay: it follows no redirect (a key is
@@ -125,40 +185,104 @@ static CLIENT: LazyLock<reqwest::Client> = LazyLock::new(|| {
         .unwrap_or_default()
 });
 
-/// One environment's relay; clones share it.
+/// One environment's (or one executor's) relay; clones share it.
 #[derive(Debug, Clone)]
 pub struct Relay(Arc<Inner>);
 
 #[derive(Debug)]
 struct Inner {
-    sandbox: SandboxId,
+    /// Whom it serves, for its log lines: a sandbox, an executor.
+    origin: String,
     models: Vec<Offered>,
     timeouts: Timeouts,
     limits: Arc<ConcurrencyLimits>,
+    /// The key every call must carry, if set.
+    secret: Option<String>,
+    /// The host port it listens on ([`Relay::listen`]); 0 inside a sandbox.
+    port: AtomicU16,
 }
 
 impl Relay {
-    /// The relay of environment `sandbox`, offering `models`.
-    pub fn new(sandbox: SandboxId, models: Vec<Offered>) -> Self {
+    /// The relay serving `origin` (an environment's sandbox, an executor:
+    /// it names the relay in logs), offering `models`.
+    pub fn new(origin: impl Into<String>, models: Vec<Offered>) -> Self {
         Self(Arc::new(Inner {
-            sandbox,
+            origin: origin.into(),
             models,
             timeouts: Timeouts::default(),
             limits: ConcurrencyLimits::global(),
+            secret: None,
+            port: AtomicU16::new(0),
         }))
+    }
+
+    /// A relay like this one that takes only calls carrying `secret`, as
+    /// `Authorization: Bearer SECRET` or `x-api-key: SECRET`; any other is
+    /// refused with 401. For a relay on the host's loopback, which any
+    /// local process can reach.
+    pub fn with_secret(self, secret: String) -> Self {
+        let inner = &self.0;
+        Self(Arc::new(Inner {
+            origin: inner.origin.clone(),
+            models: inner.models.clone(),
+            timeouts: inner.timeouts,
+            limits: Arc::clone(&inner.limits),
+            secret: Some(secret),
+            port: AtomicU16::new(inner.port.load(Ordering::Acquire)),
+        }))
+    }
+
+    /// Listens on `127.0.0.1` at a port of the system's choosing, serving
+    /// every connection until `stopped` is cancelled, and returns the
+    /// address: for one executor run outside any environment (point its
+    /// client at `http://ADDRESS/v1`). A relay listens once.
+    pub async fn listen(&self, stopped: CancellationToken) -> std::io::Result<SocketAddr> {
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let address = listener.local_addr()?;
+        if self
+            .0
+            .port
+            .compare_exchange(0, address.port(), Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "this model relay already listens; make another relay for another executor",
+            ));
+        }
+        let relay = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    () = stopped.cancelled() => break,
+                    accepted = listener.accept() => accepted,
+                };
+                match accepted {
+                    Ok((client, _)) => relay.spawn_serving(client, stopped.clone()),
+                    Err(e) => {
+                        tracing::warn!(origin = %relay.0.origin, error = %e, "the model relay could not take a connection");
+                    }
+                }
+            }
+        });
+        Ok(address)
     }
 
     /// Serves one connection from inside the sandbox until it closes or
     /// `stopped` is cancelled.
     pub fn serve(&self, client: std::net::TcpStream, stopped: CancellationToken) {
+        let Ok(client) = client
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpStream::from_std(client))
+        else {
+            return;
+        };
+        self.spawn_serving(client, stopped);
+    }
+
+    fn spawn_serving(&self, client: tokio::net::TcpStream, stopped: CancellationToken) {
         let relay = self.clone();
         tokio::spawn(async move {
-            let Ok(client) = client
-                .set_nonblocking(true)
-                .and_then(|()| tokio::net::TcpStream::from_std(client))
-            else {
-                return;
-            };
             tokio::select! {
                 () = stopped.cancelled() => {}
                 () = relay.serve_io(client, true) => {}
@@ -182,23 +306,31 @@ impl Relay {
             .serve_connection(hyper_util::rt::TokioIo::new(io), service)
             .await;
         if let Err(e) = served {
-            tracing::debug!(sandbox = %self.0.sandbox, error = %e, "a model relay connection ended");
+            tracing::debug!(origin = %self.0.origin, error = %e, "a model relay connection ended");
         }
     }
 
     async fn answer(&self, request: Request<Incoming>) -> Response<Body> {
         let line = format!("{} {}", request.method(), request.uri().path());
         let answered = match request.uri().authority() {
-            Some(authority) if !is_relay(authority.host(), authority.port_u16()) => {
+            Some(authority) if !self.is_named(authority.host(), authority.port_u16()) => {
                 Err(Refusal::new(
                     StatusCode::MISDIRECTED_REQUEST,
                     "misdirected_request",
                     format!(
                         "this is the model relay, not a proxy: it serves only \
-                         http://127.0.0.1:{PORT}, not {authority}"
+                         http://127.0.0.1:{}, not {authority}",
+                        self.port()
                     ),
                 ))
             }
+            _ if !self.admits(request.headers()) => Err(Refusal::new(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                "this relay takes only calls carrying the key it was given, as \
+                 `Authorization: Bearer KEY` or `x-api-key: KEY`"
+                    .into(),
+            )),
             _ => match route(request.method(), request.uri().path()) {
                 Ok(Route::Models) => Ok(self.list()),
                 Ok(Route::Forward(api)) => self.forward(api, request).await,
@@ -207,7 +339,7 @@ impl Relay {
         };
         answered.unwrap_or_else(|refusal| {
             tracing::info!(
-                sandbox = %self.0.sandbox,
+                origin = %self.0.origin,
                 request = %line,
                 status = refusal.status.as_u16(),
                 reason = %refusal.message,
@@ -215,6 +347,40 @@ impl Relay {
             );
             refusal.response()
         })
+    }
+
+    /// The port the relay is reached at: where it listens on the host, or
+    /// [`PORT`] inside a sandbox.
+    fn port(&self) -> u16 {
+        match self.0.port.load(Ordering::Acquire) {
+            0 => PORT,
+            bound => bound,
+        }
+    }
+
+    /// Whether `host:port` names this relay.
+    fn is_named(&self, host: &str, port: Option<u16>) -> bool {
+        match self.0.port.load(Ordering::Acquire) {
+            0 => is_relay(host, port),
+            bound => port == Some(bound) && matches!(host, "127.0.0.1" | "localhost"),
+        }
+    }
+
+    /// Whether a request carries the relay's key, when it has one.
+    fn admits(&self, headers: &HeaderMap) -> bool {
+        let Some(secret) = &self.0.secret else {
+            return true;
+        };
+        let bearer = headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+        [bearer, key]
+            .into_iter()
+            .flatten()
+            .any(|given| same_secret(given.as_bytes(), secret.as_bytes()))
     }
 
     /// `GET /v1/models`: the models that can be called, in the shape of
@@ -225,14 +391,13 @@ impl Relay {
             .models
             .iter()
             .filter_map(|offered| {
-                let endpoint = offered.endpoint.as_ref().ok()?;
                 Some(json!({
                     "id": offered.name,
                     "object": "model",
                     "type": "model",
                     "display_name": offered.name,
                     "owned_by": "troupe",
-                    "api": api_name(endpoint.api),
+                    "api": api_name(offered.api()?),
                 }))
             })
             .collect();
@@ -247,6 +412,12 @@ impl Relay {
     fn find(&self, named: &str) -> Result<&Offered, Refusal> {
         let models = &self.0.models;
         if let Some(offered) = models.iter().find(|o| o.name == named) {
+            return Ok(offered);
+        }
+        // A harness's command line takes fewer characters than troupe's
+        // names (`script:/path` is not a model id pi can be given): the
+        // name as an executor's `models.json` writes it is taken too.
+        if let Some(offered) = models.iter().find(|o| model_id(&o.name) == named) {
             return Ok(offered);
         }
         let by_id: Vec<&Offered> = models
@@ -272,10 +443,7 @@ impl Relay {
             .0
             .models
             .iter()
-            .filter_map(|o| {
-                let endpoint = o.endpoint.as_ref().ok()?;
-                Some(format!("{} ({})", o.name, api_name(endpoint.api)))
-            })
+            .filter_map(|o| Some(format!("{} ({})", o.name, api_name(o.api()?))))
             .collect();
         if usable.is_empty() {
             "troupe has no model it can relay (a name in models.toml, or the default model, \
@@ -306,13 +474,21 @@ impl Relay {
             }
         };
         let offered = self.find(&named)?;
-        let endpoint = offered.endpoint.as_ref().map_err(|why| {
-            Refusal::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "model_unavailable",
-                format!("model {} cannot be relayed: {why}", offered.name),
-            )
-        })?;
+        let endpoint = match (&offered.endpoint, &offered.served) {
+            (Ok(endpoint), _) => endpoint,
+            (Err(_), Some(provider)) => {
+                return self
+                    .answer_here(api, offered, provider, &parts.headers, &body, started)
+                    .await
+            }
+            (Err(why), None) => {
+                return Err(Refusal::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "model_unavailable",
+                    format!("model {} cannot be relayed: {why}", offered.name),
+                ))
+            }
+        };
         if endpoint.api != api {
             let (speaks, path, variable) = match endpoint.api {
                 Api::Openai => (
@@ -398,7 +574,7 @@ impl Relay {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let tally = Tally {
-            sandbox: self.0.sandbox,
+            origin: self.0.origin.clone(),
             model: offered.name.clone(),
             pricing: endpoint.pricing,
             status: status.as_u16(),
@@ -424,6 +600,122 @@ impl Relay {
                 )
             })
     }
+
+    /// Answers a call to a model with no address from its provider here,
+    /// in the OpenAI chat completions shape.
+    async fn answer_here(
+        &self,
+        api: Api,
+        offered: &Offered,
+        provider: &Arc<dyn Provider>,
+        headers: &HeaderMap,
+        body: &Value,
+        started: Instant,
+    ) -> Result<Response<Body>, Refusal> {
+        if api != Api::Openai {
+            return Err(Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                format!(
+                    "model {} is answered by troupe itself, in OpenAI chat completions only: \
+                     send it to POST /v1/chat/completions ($OPENAI_BASE_URL)",
+                    offered.name
+                ),
+            ));
+        }
+        let provider = match headers.get(served::EXECUTOR_HEADER) {
+            None => Arc::clone(provider),
+            Some(value) => {
+                let executor = value.to_str().unwrap_or_default().trim();
+                match provider.for_executor(executor) {
+                    Some(own) => own,
+                    None if provider.name() == "script" => {
+                        return Err(Refusal::new(
+                            StatusCode::BAD_REQUEST,
+                            "invalid_request_error",
+                            format!(
+                                "script {} has no turns for executor {executor}; add an \
+                                 `executors.{executor}.turns` section to it",
+                                offered.name
+                            ),
+                        ))
+                    }
+                    None => Arc::clone(provider),
+                }
+            }
+        };
+        let chat = served::chat_request(body, &offered.name)?;
+        let events = provider
+            .stream(chat.request)
+            .await
+            .map_err(|e| served::refusal(&e))?;
+        let mut answer = served::Answer::new(&offered.name);
+        let mut tally = Tally {
+            origin: self.0.origin.clone(),
+            model: offered.name.clone(),
+            pricing: Pricing::default(),
+            status: StatusCode::OK.as_u16(),
+            started,
+            sse: None,
+            whole: Vec::new(),
+            usage: Usage::default(),
+            bytes: 0,
+            ended: "cut short",
+        };
+        if chat.stream {
+            let mut response = Response::new(
+                StreamBody::new(served::chunks(events, answer, tally)).boxed_unsync(),
+            );
+            let headers = response.headers_mut();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+            headers.insert(
+                hyper::header::CACHE_CONTROL,
+                HeaderValue::from_static("no-cache"),
+            );
+            return Ok(response);
+        }
+        let mut events = events;
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => {
+                    answer.event(event);
+                }
+                Err(e) => {
+                    let refusal = served::refusal(&e);
+                    tally.status = refusal.status.as_u16();
+                    tally.ended = "the model failed";
+                    return Err(refusal);
+                }
+            }
+        }
+        let whole_answer = answer.whole();
+        tally.usage = answer.usage().unwrap_or_default();
+        tally.ended = "complete";
+        Ok(whole(StatusCode::OK, &whole_answer))
+    }
+}
+
+impl Offered {
+    /// The API its calls are made in: its endpoint's, OpenAI's when the
+    /// relay answers it itself; `None` when it cannot be called.
+    fn api(&self) -> Option<Api> {
+        match (&self.endpoint, &self.served) {
+            (Ok(endpoint), _) => Some(endpoint.api),
+            (Err(_), Some(_)) => Some(Api::Openai),
+            (Err(_), None) => None,
+        }
+    }
+}
+
+/// Whether `given` is `secret`, compared in time that does not depend on
+/// where they first differ.
+fn same_secret(given: &[u8], secret: &[u8]) -> bool {
+    given.len() == secret.len()
+        && given
+            .iter()
+            .zip(secret)
+            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+            == 0
 }
 
 /// What a request asks of the relay.
@@ -617,7 +909,7 @@ fn relayed(
 
 /// A relayed call's account: its answer's usage, logged when it ends.
 struct Tally {
-    sandbox: SandboxId,
+    origin: String,
     model: String,
     pricing: Pricing,
     status: u16,
@@ -664,7 +956,7 @@ impl Drop for Tally {
     fn drop(&mut self) {
         let usage = &self.usage;
         tracing::info!(
-            sandbox = %self.sandbox,
+            origin = %self.origin,
             model = %self.model,
             status = self.status,
             ended = self.ended,
@@ -738,15 +1030,17 @@ impl Refusal {
     fn response(&self) -> Response<Body> {
         whole(
             self.status,
-            &json!({
-                "type": "error",
-                "error": {
-                    "type": self.kind,
-                    "code": self.kind,
-                    "message": format!("troupe model relay: {}", self.message),
-                },
-            }),
+            &json!({"type": "error", "error": self.error()}),
         )
+    }
+
+    /// The `error` object itself.
+    fn error(&self) -> Value {
+        json!({
+            "type": self.kind,
+            "code": self.kind,
+            "message": format!("troupe model relay: {}", self.message),
+        })
     }
 }
 

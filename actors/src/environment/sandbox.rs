@@ -53,6 +53,8 @@ pub enum SandboxMsg {
         command: String,
         /// Its wall time.
         timeout: Duration,
+        /// Who watches it as it runs (an executor instance), if anyone.
+        watch: Option<Watch>,
         /// The answer.
         reply: RpcReplyPort<Result<CommandOutcome, String>>,
     },
@@ -67,6 +69,16 @@ pub enum SandboxMsg {
     /// Fails on purpose: the tests of supervision use it.
     #[doc(hidden)]
     Fail,
+}
+
+/// A command's watcher: it gets the output as it comes (besides the
+/// outcome's bounded copy), and can stop the command.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    /// Every piece of output, in order.
+    pub tap: tokio::sync::mpsc::UnboundedSender<bytes::Bytes>,
+    /// Cancelled: the command is killed.
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 /// The actor.
@@ -195,12 +207,14 @@ impl Actor for SandboxActor {
                 )
             });
             let mut jail = super::jail_for(&settings, &row, &workdir, group.as_ref());
+            // Installed outside executors run here too (`delegate_task`).
+            jail.binds = super::executor_binds(&ctx.home);
             // With the machine's network there is no loopback of its own
             // to listen on: neither the relay nor the proxy.
             let serve = if settings.network {
                 None
             } else {
-                let relay = Relay::new(id, super::relay::offered(&ctx));
+                let relay = Relay::new(id.to_string(), super::relay::offered(&ctx));
                 jail.listen.push(super::relay::PORT);
                 jail.env.extend(super::relay::environment());
                 let egress = egress_of(&ctx, &settings, row.house, &relay).await?;
@@ -251,10 +265,11 @@ impl Actor for SandboxActor {
             SandboxMsg::Run {
                 command,
                 timeout,
+                watch,
                 reply,
             } => {
                 state.last_used = Instant::now();
-                start(&myself, state, command, timeout, reply);
+                start(&myself, state, command, timeout, watch, reply);
             }
             SandboxMsg::Touch(reply) => {
                 state.last_used = Instant::now();
@@ -348,6 +363,7 @@ fn start(
     state: &mut SandboxState,
     command: String,
     timeout: Duration,
+    watch: Option<Watch>,
     reply: RpcReplyPort<Result<CommandOutcome, String>>,
 ) {
     let call = MsgId::new().to_string();
@@ -370,7 +386,7 @@ fn start(
             zygote: &zygote,
             quota,
         };
-        let outcome = run(&spot, &call, &command, timeout).await;
+        let outcome = run(&spot, &call, &command, timeout, watch.as_ref()).await;
         let _ = reply.send(outcome);
         let _ = me.send_message(SandboxMsg::Ended(call));
     });
@@ -459,6 +475,7 @@ async fn run(
     call: &str,
     command: &str,
     timeout: Duration,
+    watch: Option<&Watch>,
 ) -> Result<CommandOutcome, String> {
     let (id, quota, workdir) = (spot.id, spot.quota, spot.workdir);
     let ctx = spot.node.upgrade().ok_or("the node is stopping")?;
@@ -482,7 +499,7 @@ async fn run(
         .map_err(|e| e.to_string())?;
     drop(ctx);
     let started = Instant::now();
-    let outcome = match supervise(spot, command, timeout, started).await {
+    let outcome = match supervise(spot, command, timeout, started, watch).await {
         Ok(outcome) => outcome,
         Err(failure) => {
             // Its sandbox died under it: lost, never run again. (One that
@@ -532,7 +549,9 @@ async fn supervise(
     command: &str,
     timeout: Duration,
     started: Instant,
+    watch: Option<&Watch>,
 ) -> Result<CommandOutcome, Failure> {
+    let cancel = watch.map(|w| w.cancel.clone()).unwrap_or_default();
     let not_started = |e: String| Failure::NotStarted(e);
     let (quota, workdir) = (spot.quota, spot.workdir);
     let (sender, mut pipe) =
@@ -586,9 +605,18 @@ async fn supervise(
         tokio::select! {
             read = pipe.read(&mut buf), if pipe_open => match read {
                 Ok(0) | Err(_) => pipe_open = false,
-                Ok(n) => output.push(&buf[..n]),
+                Ok(n) => {
+                    output.push(&buf[..n]);
+                    if let Some(w) = watch {
+                        let _ = w.tap.send(bytes::Bytes::copy_from_slice(&buf[..n]));
+                    }
+                }
             },
             ended = job.wait() => break ended,
+            () = cancel.cancelled(), if cut.is_none() => {
+                job.kill().await;
+                cut = Some("[killed: stopped]".into());
+            }
             () = &mut deadline, if cut.is_none() => {
                 job.kill().await;
                 cut = Some(format!("[killed: timeout after {} s]", timeout.as_secs()));
@@ -623,7 +651,12 @@ async fn supervise(
     let drain_until = tokio::time::Instant::now() + Duration::from_secs(1);
     while pipe_open && tokio::time::Instant::now() < drain_until {
         match tokio::time::timeout(Duration::from_millis(200), pipe.read(&mut buf)).await {
-            Ok(Ok(n)) if n > 0 => output.push(&buf[..n]),
+            Ok(Ok(n)) if n > 0 => {
+                output.push(&buf[..n]);
+                if let Some(w) = watch {
+                    let _ = w.tap.send(bytes::Bytes::copy_from_slice(&buf[..n]));
+                }
+            }
             _ => pipe_open = false,
         }
     }

@@ -3,17 +3,27 @@
 //! A script is a JSON file `{"turns": [...]}`, or, to script each bot of a
 //! house on its own, `{"bots": {"alice": {"turns": [...]}, ...}}` (each
 //! bot's conversations take that bot's turns in order); each model call is
-//! answered by the next turn, as text, tool calls or both, streamed as the same events a
-//! real provider yields. A turn may `expect` a substring in the latest user
-//! or tool message, so a test fails loudly, naming the turn, when the agent
-//! sent something else. A turn may instead be a fault — `{"fail": "panic"}`
-//! makes the model call panic, `{"fail": "error"}` makes it fail — so a
-//! user's own tests can check that their bots survive a crash. The latest
+//! answered by the next turn, as text, tool calls or both, streamed as the
+//! same events a real provider yields. A turn may `expect` a substring in
+//! the latest user or tool message, so a test fails loudly, naming the
+//! turn, when the agent sent something else. A turn may instead be a
+//! fault — `{"fail": "panic"}` makes the model call panic, `{"fail":
+//! "error"}` makes it fail — so a user's own tests can check that their
+//! bots survive a crash. The latest
 //! [`KEPT_REQUESTS`] requests are kept for assertions, no more, so a long
 //! scripted chat does not grow without bound (a script named in the model
 //! settings keeps none). For
 //! benchmarks, [`ScriptedProvider::from_fn`] answers from a function of the
 //! request with no file and no latency.
+//!
+//! An outside executor (a coding harness such as `pi`) calls its model
+//! through troupe's model relay, so to test one offline its calls must be
+//! scripted too, apart from troupe's own: beside `turns` or `bots`, or
+//! alone, a script may have `{"executors": {"pi": {"turns": [...]}}}`
+//! ([`Provider::for_executor`]). Those turns have the same shape; their
+//! tool calls use the harness's tool names (pi's `read`, `bash`, `edit`,
+//! `write`), and each executor's turns are served in order across all its
+//! calls in the process.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -142,12 +152,15 @@ struct ScriptFile {
     #[serde(default)]
     turns: Option<Vec<Turn>>,
     #[serde(default)]
-    bots: Option<std::collections::BTreeMap<String, BotScript>>,
+    bots: Option<std::collections::BTreeMap<String, OwnScript>>,
+    #[serde(default)]
+    executors: Option<std::collections::BTreeMap<String, OwnScript>>,
 }
 
+/// The turns of one bot or one executor.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BotScript {
+struct OwnScript {
     turns: Vec<Turn>,
 }
 
@@ -206,6 +219,8 @@ pub struct ScriptedProvider {
     state: Mutex<State>,
     /// For one bot of a per-bot script whose progress is kept: its name and where.
     progress: Option<(String, std::sync::Arc<Progress>)>,
+    /// The providers answering outside harnesses' calls, by executor name.
+    executors: std::collections::BTreeMap<String, std::sync::Arc<ScriptedProvider>>,
 }
 
 impl std::fmt::Debug for ScriptedProvider {
@@ -218,6 +233,7 @@ impl std::fmt::Debug for ScriptedProvider {
         f.debug_struct("ScriptedProvider")
             .field("source", &source)
             .field("calls", &self.state.lock().calls)
+            .field("executors", &self.executors.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -240,26 +256,69 @@ impl ScriptedProvider {
     }
 
     /// A provider serving the script `text` (`{"turns": [...]}` or
-    /// `{"bots": {...}}`); `label` names it in errors, as the file's path
-    /// does for [`ScriptedProvider::load`].
+    /// `{"bots": {...}}`, with or without `{"executors": {...}}`, or that
+    /// section alone); `label` names it in errors, as the file's path does
+    /// for [`ScriptedProvider::load`].
     pub fn parse(text: &str, label: &str) -> Result<Self, ModelError> {
         let shape = |detail: String| {
             ModelError::Config(format!(
-                "script {label} is not {{\"turns\": [...]}} or {{\"bots\": {{\"NAME\": {{\"turns\": [...]}}}}}} with turns of \
-                 text, tool_calls, expect, usage, fail: {detail}"
+                "script {label} is not {{\"turns\": [...]}} or {{\"bots\": {{\"NAME\": {{\"turns\": [...]}}}}}} \
+                 (either may have an \"executors\": {{\"NAME\": {{\"turns\": [...]}}}} section beside it, \
+                 or that section may stand alone) with turns of text, tool_calls, expect, usage, fail: {detail}"
             ))
         };
         let file: ScriptFile = serde_json::from_str(text).map_err(|err| shape(err.to_string()))?;
         let label = label.to_string();
-        match (file.turns, file.bots) {
-            (Some(turns), None) => Ok(Self::with_source(Source::Turns { label, turns })),
-            (None, Some(bots)) => Ok(Self::per_bot(
-                label,
+        let executors = file.executors.map(|executors| {
+            executors
+                .into_iter()
+                .map(|(name, s)| (name, s.turns))
+                .collect::<Vec<_>>()
+        });
+        let provider = match (file.turns, file.bots, &executors) {
+            (Some(turns), None, _) => Self::with_source(Source::Turns {
+                label: label.clone(),
+                turns,
+            }),
+            (None, Some(bots), _) => Self::per_bot(
+                label.clone(),
                 bots.into_iter().map(|(name, s)| (name, s.turns)).collect(),
-            )),
-            (Some(_), Some(_)) => Err(shape("it has both `turns` and `bots`; keep one".into())),
-            (None, None) => Err(shape("it has neither `turns` nor `bots`".into())),
+            ),
+            (None, None, Some(_)) => Self::with_source(Source::Turns {
+                label: label.clone(),
+                turns: Vec::new(),
+            }),
+            (Some(_), Some(_), _) => {
+                return Err(shape("it has both `turns` and `bots`; keep one".into()))
+            }
+            (None, None, None) => {
+                return Err(shape(
+                    "it has none of `turns`, `bots` and `executors`".into(),
+                ))
+            }
+        };
+        Ok(provider.with_executors(&label, executors.unwrap_or_default()))
+    }
+
+    /// This provider, answering the model calls of each outside harness
+    /// named in `executors` from its own turns, in order (`label` names the
+    /// script in errors).
+    pub fn with_executors(mut self, label: &str, executors: Vec<(String, Vec<Turn>)>) -> Self {
+        for (name, turns) in executors {
+            let mut provider = Self::with_source(Source::Turns {
+                label: format!("{label} (executor `{name}`)"),
+                turns,
+            });
+            provider.record = self.record;
+            self.executors.insert(name, std::sync::Arc::new(provider));
         }
+        self
+    }
+
+    /// The provider scripted for outside harness `name`, if the script's
+    /// `executors` section names it.
+    pub fn executor(&self, name: &str) -> Option<std::sync::Arc<ScriptedProvider>> {
+        self.executors.get(name).cloned()
     }
 
     /// A provider answering each bot from its own turns (`label` names the
@@ -308,6 +367,11 @@ impl ScriptedProvider {
     /// off for benchmarks and wherever nobody reads them).
     pub fn recording(mut self, record: bool) -> Self {
         self.record = record;
+        for executor in self.executors.values_mut() {
+            if let Some(executor) = std::sync::Arc::get_mut(executor) {
+                executor.record = record;
+            }
+        }
         self
     }
 
@@ -358,6 +422,7 @@ impl ScriptedProvider {
     fn with_source(source: Source) -> Self {
         Self {
             progress: None,
+            executors: std::collections::BTreeMap::new(),
             source,
             record: true,
             state: Mutex::new(State {
@@ -379,26 +444,39 @@ impl ScriptedProvider {
 
     /// The turn answering call `number` (from 1) with `request`.
     fn turn(&self, number: usize, request: &ModelRequest) -> Result<Turn, ModelError> {
-        let (label, turn) =
-            match &self.source {
-                Source::Function(respond) => return Ok(respond(request)),
-                Source::Bots { label, bots } => {
-                    return Err(ModelError::Script(format!(
+        let (label, turn) = match &self.source {
+            Source::Function(respond) => return Ok(respond(request)),
+            Source::Bots { label, bots } => {
+                return Err(ModelError::Script(format!(
                     "script {label} scripts only the bots {}; this call came from another agent. \
                      Add its turns under `bots`.",
-                    bots.keys().map(|b| format!("`{b}`")).collect::<Vec<_>>().join(", ")
+                    bots.keys()
+                        .map(|b| format!("`{b}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )))
+            }
+            Source::Turns { label, turns } if turns.is_empty() && !self.executors.is_empty() => {
+                return Err(ModelError::Script(format!(
+                    "script {label} scripts only the executors {}; this call came from \
+                         troupe's own agent. Add `turns` or `bots`.",
+                    self.executors
+                        .keys()
+                        .map(|e| format!("`{e}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+            Source::Turns { label, turns } => match turns.get(number - 1) {
+                Some(turn) => (label, turn.clone()),
+                None => {
+                    return Err(ModelError::Script(format!(
+                        "script {label} has {} turns; call {number} has none",
+                        turns.len()
+                    )))
                 }
-                Source::Turns { label, turns } => match turns.get(number - 1) {
-                    Some(turn) => (label, turn.clone()),
-                    None => {
-                        return Err(ModelError::Script(format!(
-                            "script {label} has {} turns; call {number} has none",
-                            turns.len()
-                        )))
-                    }
-                },
-            };
+            },
+        };
         if let Some(expected) = &turn.expect {
             let latest = request
                 .messages
@@ -466,6 +544,11 @@ impl Provider for ScriptedProvider {
 
     fn for_agent(&self, agent: &str) -> Option<std::sync::Arc<dyn Provider>> {
         self.bot(agent).map(|p| p as std::sync::Arc<dyn Provider>)
+    }
+
+    fn for_executor(&self, executor: &str) -> Option<std::sync::Arc<dyn Provider>> {
+        self.executor(executor)
+            .map(|p| p as std::sync::Arc<dyn Provider>)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {

@@ -227,3 +227,151 @@ async fn a_provider_not_recording_keeps_no_request() {
     assert_eq!(error, None);
     assert_eq!(script.requests(), Vec::new());
 }
+
+#[tokio::test]
+async fn an_executors_section_answers_each_harness_from_its_own_turns_in_order() {
+    let script = ScriptedProvider::parse(
+        r#"{"turns": [{"text": "troupe's own"}],
+            "executors": {"pi": {"turns": [
+                {"tool_calls": [{"name": "write", "arguments": {"path": "hello.txt", "content": "hi"}, "id": "c1"}]},
+                {"text": "Wrote it.", "expect": "Successfully wrote"}
+            ]}}}"#,
+        "s.json",
+    )
+    .unwrap();
+    let pi = script.for_executor("pi").unwrap();
+    assert!(script.for_executor("codex").is_none());
+    let (events, error) = collect(
+        pi.stream(request(vec![Message::user("write hello")]))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events.last(),
+        Some(&ModelEvent::Stop {
+            reason: StopReason::ToolUse
+        })
+    );
+    assert!(events.contains(&ModelEvent::ToolCallStarted {
+        index: 0,
+        id: "c1".into(),
+        name: "write".into()
+    }));
+
+    // Troupe's own calls do not take the executor's turns, nor it theirs.
+    let (events, _) = collect(
+        script
+            .stream(request(vec![Message::user("hi")]))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        events[0],
+        ModelEvent::TextDelta {
+            text: "troupe's own".into()
+        }
+    );
+
+    // The same executor reached again (another call of the process) goes on.
+    let again = script.for_executor("pi").unwrap();
+    let (events, error) = collect(
+        again
+            .stream(request(vec![
+                Message::user("write hello"),
+                Message::Tool {
+                    call_id: "c1".into(),
+                    name: "write".into(),
+                    result: ToolResult::ok("Successfully wrote 2 bytes to hello.txt"),
+                },
+            ]))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events[0],
+        ModelEvent::TextDelta {
+            text: "Wrote it.".into()
+        }
+    );
+    assert_eq!(script.executor("pi").unwrap().calls(), 2);
+    let error = again
+        .stream(request(vec![Message::user("more")]))
+        .await
+        .err();
+    assert_eq!(
+        error,
+        Some(ModelError::Script(
+            "script s.json (executor `pi`) has 2 turns; call 3 has none".into()
+        ))
+    );
+}
+
+#[tokio::test]
+async fn a_script_of_executors_only_refuses_troupes_own_calls_by_name() {
+    let script = ScriptedProvider::parse(
+        r#"{"executors": {"pi": {"turns": [{"text": "done"}]}}}"#,
+        "s.json",
+    )
+    .unwrap();
+    let error = script
+        .stream(request(vec![Message::user("hi")]))
+        .await
+        .err();
+    assert_eq!(
+        error,
+        Some(ModelError::Script(
+            "script s.json scripts only the executors `pi`; this call came from troupe's own \
+             agent. Add `turns` or `bots`."
+                .into()
+        ))
+    );
+    let pi = script.for_executor("pi").unwrap();
+    let (events, error) =
+        collect(pi.stream(request(vec![Message::user("go")])).await.unwrap()).await;
+    assert_eq!(error, None);
+    assert_eq!(
+        events[0],
+        ModelEvent::TextDelta {
+            text: "done".into()
+        }
+    );
+}
+
+#[test]
+fn a_per_bot_script_keeps_its_executors_when_its_progress_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_script(
+        &dir,
+        r#"{"bots": {"alice": {"turns": [{"text": "hi"}]}},
+            "executors": {"pi": {"turns": [{"text": "done"}]}}}"#,
+    );
+    let script = ScriptedProvider::load(&path)
+        .unwrap()
+        .recording(false)
+        .keeping_progress(&dir.path().join("progress"), &path);
+    assert!(script.for_agent("alice").is_some());
+    assert!(script.for_executor("pi").is_some());
+    assert!(script.for_executor("alice").is_none());
+    assert!(script.for_agent("pi").is_none());
+}
+
+#[test]
+fn a_script_without_any_section_names_all_three() {
+    let error = ScriptedProvider::parse("{}", "s.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("\"executors\"")
+            && error.contains("none of `turns`, `bots` and `executors`"),
+        "{error}"
+    );
+    let error = ScriptedProvider::parse(r#"{"executors": {"pi": {"turn": []}}}"#, "s.json")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("turn"), "{error}");
+}

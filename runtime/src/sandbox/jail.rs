@@ -104,6 +104,9 @@ pub struct Jail {
     pub listen: Vec<u16>,
     /// Variables added to the commands' environment (where those are).
     pub env: Vec<(String, String)>,
+    /// Folders of the machine shown read-only inside, each at its own
+    /// path (an outside executor's installed files).
+    pub binds: Vec<(PathBuf, PathBuf)>,
 }
 
 /// The environment variables a command starts with.
@@ -211,6 +214,27 @@ impl Sandbox {
             "--ro-bind".as_ref(),
             jail.helper.as_os_str(),
             HELPER_INSIDE.as_ref(),
+        ]);
+        for (outside, inside) in &jail.binds {
+            // The folders leading to it, made here, readable by the
+            // environment's user (bwrap's own would be its owner's alone).
+            let mut parents: Vec<&Path> = inside.ancestors().skip(1).collect();
+            parents.reverse();
+            for parent in parents.into_iter().filter(|p| p.parent().is_some()) {
+                push(&[
+                    "--perms".as_ref(),
+                    "0755".as_ref(),
+                    "--dir".as_ref(),
+                    parent.as_os_str(),
+                ]);
+            }
+            push(&[
+                "--ro-bind".as_ref(),
+                outside.as_os_str(),
+                inside.as_os_str(),
+            ]);
+        }
+        push(&[
             "--chdir".as_ref(),
             WORKSPACE.as_ref(),
             "--".as_ref(),

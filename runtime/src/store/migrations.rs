@@ -30,6 +30,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::house_files::HOUSE_FILES_DEFERRED],
     &[super::environments::ENVIRONMENTS],
     &[super::house_files::HOUSE_FILE_USAGE],
+    &[EXECUTOR_INSTANCES],
 ];
 
 /// The newest schema version this binary knows.
@@ -318,6 +319,42 @@ CREATE TABLE running_subagents (
 INSERT INTO running_subagents (bot_id, running)
     SELECT d.bot_id, COUNT(*) FROM subagents s JOIN delegations d ON d.id = s.delegation_id
     WHERE s.status = 'running' GROUP BY d.bot_id;
+"#;
+
+/// Migration 11: outside executors. A subagent row may be an instance of
+/// an outside coding harness (`executor` names it, `folder` is where it
+/// works, `session` is the harness's own session, for `resume` and reads;
+/// `tokens` what its model calls used; a delegation's `report_to` is the
+/// house thread its report is posted into, for `delegate_task`); the record takes the harness's
+/// events (`message`, `tool`, `note`), so the event table is rebuilt with
+/// the wider check (same rows and sequence numbers, so the full-text
+/// index, keyed by them, stays right).
+const EXECUTOR_INSTANCES: &str = r#"
+ALTER TABLE subagents ADD COLUMN executor TEXT;
+ALTER TABLE subagents ADD COLUMN session TEXT;
+ALTER TABLE subagents ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE delegations ADD COLUMN report_to TEXT;
+CREATE TABLE delegation_events_wide (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    delegation_id TEXT NOT NULL REFERENCES delegations(id) ON DELETE CASCADE,
+    subagent_id   TEXT,
+    kind          TEXT NOT NULL
+                  CHECK (kind IN ('task', 'steer', 'answer', 'final', 'files', 'message', 'tool', 'note')),
+    text          TEXT NOT NULL,
+    created_at    TEXT NOT NULL
+);
+INSERT INTO delegation_events_wide (seq, delegation_id, subagent_id, kind, text, created_at)
+    SELECT seq, delegation_id, subagent_id, kind, text, created_at FROM delegation_events;
+DROP TABLE delegation_events;
+ALTER TABLE delegation_events_wide RENAME TO delegation_events;
+CREATE INDEX delegation_events_by_delegation ON delegation_events (delegation_id, seq);
+CREATE TRIGGER delegation_events_ai AFTER INSERT ON delegation_events BEGIN
+    INSERT INTO delegation_fts(rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TRIGGER delegation_events_ad AFTER DELETE ON delegation_events BEGIN
+    INSERT INTO delegation_fts(delegation_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;
+CREATE INDEX subagents_by_executor ON subagents (executor, status) WHERE executor IS NOT NULL;
 "#;
 
 /// Brings the schema to [`latest`], one transaction per migration.

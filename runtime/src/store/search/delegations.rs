@@ -28,6 +28,8 @@ pub struct DelegationFilter {
     pub after: Option<DateTime<Utc>>,
     /// Only delegations created before this time.
     pub before: Option<DateTime<Utc>>,
+    /// Only delegations to this outside executor (`pi`).
+    pub executor: Option<String>,
 }
 
 /// One subagent of a delegation.
@@ -51,6 +53,10 @@ pub struct SubagentRow {
     pub created_at: DateTime<Utc>,
     /// When it ended, if it has.
     pub ended_at: Option<DateTime<Utc>>,
+    /// The outside executor it is an instance of, if it is one.
+    pub executor: Option<String>,
+    /// The executor's own session file, once it said.
+    pub session: Option<String>,
 }
 
 /// A delegation with its subagents.
@@ -117,14 +123,17 @@ const FILTER_SQL: &str = "(?2 IS NULL OR d.bot_id = ?2)
        AND (?3 IS NULL OR EXISTS (SELECT 1 FROM subagents s
                                   WHERE s.delegation_id = d.id AND instr(s.folder, ?3) > 0))
        AND (?4 IS NULL OR d.created_at >= ?4)
-       AND (?5 IS NULL OR d.created_at < ?5)";
+       AND (?5 IS NULL OR d.created_at < ?5)
+       AND (?6 IS NULL OR EXISTS (SELECT 1 FROM subagents s
+                                  WHERE s.delegation_id = d.id AND s.executor = ?6))";
 
-fn filter_params(filter: &DelegationFilter) -> [Option<String>; 4] {
+fn filter_params(filter: &DelegationFilter) -> [Option<String>; 5] {
     [
         filter.bot.map(|b| b.to_string()),
         filter.folder.clone().filter(|f| !f.is_empty()),
         filter.after.map(timestamp),
         filter.before.map(timestamp),
+        filter.executor.clone().filter(|e| !e.is_empty()),
     ]
 }
 
@@ -140,7 +149,7 @@ pub fn find_delegations(
     let Some(fts) = fts_query(query) else {
         return Ok(Vec::new());
     };
-    let [bot, folder, after, before] = filter_params(filter);
+    let [bot, folder, after, before, executor] = filter_params(filter);
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT e.seq, e.delegation_id, f.rank, snippet(delegation_fts, 0, '[', ']', '…', 24)
          FROM delegation_fts f
@@ -149,7 +158,7 @@ pub fn find_delegations(
          WHERE delegation_fts MATCH ?1 AND {FILTER_SQL}
          ORDER BY f.rank"
     ))?;
-    let mut rows = stmt.query(params![fts, bot, folder, after, before])?;
+    let mut rows = stmt.query(params![fts, bot, folder, after, before, executor])?;
     // Hits come best first, so each delegation's first hit is its best.
     let mut groups: HashMap<String, HitGroup> = HashMap::new();
     while let Some(row) = rows.next()? {
@@ -205,10 +214,10 @@ pub fn latest_delegations(
     filter: &DelegationFilter,
     limit: usize,
 ) -> Result<Vec<DelegationRow>, StoreError> {
-    let [bot, folder, after, before] = filter_params(filter);
+    let [bot, folder, after, before, executor] = filter_params(filter);
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT d.id FROM delegations d WHERE {FILTER_SQL}
-         ORDER BY d.created_at DESC, d.id DESC LIMIT ?6"
+         ORDER BY d.created_at DESC, d.id DESC LIMIT ?7"
     ))?;
     let ids = stmt
         .query_map(
@@ -219,6 +228,7 @@ pub fn latest_delegations(
                 folder,
                 after,
                 before,
+                executor,
                 i64::try_from(limit).unwrap_or(i64::MAX)
             ],
             |r| r.get::<_, String>(0),
@@ -255,7 +265,8 @@ pub fn delegation(conn: &Connection, id: &str) -> Result<Option<DelegationRow>, 
         return Ok(None);
     };
     let mut stmt = conn.prepare_cached(
-        "SELECT id, conversation_id, position, goal, folder, status, result, created_at, ended_at
+        "SELECT id, conversation_id, position, goal, folder, status, result, created_at, ended_at,
+                executor, session
          FROM subagents WHERE delegation_id = ?1 ORDER BY position",
     )?;
     let subagents = stmt
@@ -295,6 +306,8 @@ struct RawSubagent {
     result: String,
     created: String,
     ended: Option<String>,
+    executor: Option<String>,
+    session: Option<String>,
 }
 
 fn raw_subagent(r: &Row<'_>) -> rusqlite::Result<RawSubagent> {
@@ -308,6 +321,8 @@ fn raw_subagent(r: &Row<'_>) -> rusqlite::Result<RawSubagent> {
         result: r.get(6)?,
         created: r.get(7)?,
         ended: r.get(8)?,
+        executor: r.get(9)?,
+        session: r.get(10)?,
     })
 }
 
@@ -323,6 +338,8 @@ impl RawSubagent {
             result: self.result,
             created_at: parse_time(&self.created)?,
             ended_at: self.ended.as_deref().map(parse_time).transpose()?,
+            executor: self.executor,
+            session: self.session,
         })
     }
 }

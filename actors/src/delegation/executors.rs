@@ -1,0 +1,434 @@
+//! `delegate` with an executor: admitting instances of an outside harness,
+//! resuming them, steering them, and the workbench they are listed on.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use troupe_runtime::agents::Task;
+use troupe_runtime::id::{ConversationId, DelegationId, SubagentId, ThreadId};
+use troupe_runtime::protocol::{ActorKind, ToolResult};
+use troupe_runtime::tool::ToolContext;
+
+use super::{deadline_after, record, DelegationMsg, Delegations};
+use crate::delegation::executor::{self, Launch, Place};
+use crate::node::Node;
+
+/// Whose the user's own instances are (`troupe workbench start`): the
+/// delegation's bot, in the record.
+pub const USER: &str = "@user";
+
+/// How long a steer waits for the instance to take it.
+const STEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// An instance's first message: its task, and what troupe expects back.
+fn prompt(goal: &str, context: &str) -> String {
+    let mut text = goal.trim().to_string();
+    if !context.trim().is_empty() {
+        text.push_str(&format!("\n\nContext:\n{}", context.trim()));
+    }
+    text.push_str(
+        "\n\nWork on your own in this folder; nobody can answer questions. When you are done, end \
+         with a short summary of what you did: it is all the delegating agent will see.",
+    );
+    text
+}
+
+/// Instances to start: one per task, each `(goal, context, folder, place)`.
+pub struct Start {
+    /// The harness.
+    pub executor: String,
+    /// Whose they are: the delegating bot, or [`USER`].
+    pub owner: String,
+    /// The conversation that delegates (its mailbox gets the report).
+    pub parent: ConversationId,
+    /// troupe's model spec their model calls are answered by.
+    pub model: String,
+    /// Whether the caller waits for the report (a routine run, the CLI)
+    /// instead of its mailbox getting it.
+    pub waits: bool,
+    /// The tasks.
+    pub tasks: Vec<(String, String, PathBuf, Place)>,
+    /// The house thread the report is posted into, instead of the
+    /// delegating conversation's mailbox.
+    pub report_to: Option<ThreadId>,
+    /// A session the (single) instance continues.
+    pub session: Option<String>,
+}
+
+/// What [`Delegations::start`] started.
+pub struct Started {
+    /// The delegation.
+    pub delegation: DelegationId,
+    /// Its instances, in task order.
+    pub instances: Vec<SubagentId>,
+    /// The report, for a routine run that waits for it.
+    pub waiter: Option<oneshot::Receiver<String>>,
+}
+
+impl Delegations {
+    /// Records a delegation of `start`'s tasks to instances of its
+    /// executor (within the delegation limits, in one transaction) and
+    /// launches them under its actor.
+    pub async fn start_instances(
+        self: &Arc<Self>,
+        node: &Node,
+        start: Start,
+    ) -> Result<Started, ToolResult> {
+        let settings = &node.context().settings;
+        let model = start.model.clone();
+        let waits = start.waits && start.report_to.is_none();
+        let delegation = DelegationId::new();
+        let rows: Vec<(SubagentId, ConversationId, String, String)> = start
+            .tasks
+            .iter()
+            .map(|(goal, context, ..)| {
+                (
+                    SubagentId::new(),
+                    ConversationId::new(),
+                    goal.clone(),
+                    context.clone(),
+                )
+            })
+            .collect();
+        let marks: Vec<(SubagentId, String)> = rows
+            .iter()
+            .zip(&start.tasks)
+            .map(|((sub, ..), (_, _, folder, _))| (*sub, folder.display().to_string()))
+            .collect();
+        let admission = record::Admission {
+            per_bot: settings.max_subagents_per_bot,
+            per_node: settings.max_subagents_per_node,
+            deadline: deadline_after(settings.subagent_timeout),
+        };
+        let (parent, agent, name, owned, report_to) = (
+            start.parent,
+            start.owner.clone(),
+            start.executor.clone(),
+            rows.clone(),
+            start.report_to,
+        );
+        let admitted = node
+            .store()
+            .write(move |tx| {
+                let admitted =
+                    record::admit(tx, delegation, parent, &agent, waits, &owned, &admission)?;
+                if admitted == record::Admitted::Yes {
+                    record::mark_executor(tx, delegation, &name, &marks, report_to)?;
+                }
+                Ok(admitted)
+            })
+            .await;
+        match admitted {
+            Ok(record::Admitted::Yes) => {}
+            Ok(record::Admitted::No(why)) => return Err(ToolResult::error(why)),
+            Err(e) => {
+                return Err(ToolResult::error(format!(
+                    "the delegation could not be recorded: {e}"
+                )))
+            }
+        }
+        let waiter = waits.then(|| {
+            let (tx, rx) = oneshot::channel();
+            self.waiters.insert(delegation, tx);
+            rx
+        });
+        for ((sub, key, goal, context), (_, _, folder, place)) in rows.iter().zip(start.tasks) {
+            let launch = Launch {
+                delegation,
+                sub: *sub,
+                key: *key,
+                executor: start.executor.clone(),
+                folder,
+                prompt: prompt(goal, context),
+                session: start.session.as_deref().map(Into::into),
+                model: model.clone(),
+                place,
+            };
+            self.send(delegation, DelegationMsg::Launch(Box::new(launch)));
+        }
+        Ok(Started {
+            delegation,
+            instances: rows.iter().map(|(s, ..)| *s).collect(),
+            waiter,
+        })
+    }
+
+    /// Starts one instance of `executor` per task, each in its folder on
+    /// the machine; `resumed` continues a session (one task).
+    pub(super) async fn spawn_executor(
+        self: &Arc<Self>,
+        node: &Node,
+        ctx: &ToolContext,
+        executor: &str,
+        tasks: Vec<Task>,
+        resumed: Option<String>,
+    ) -> ToolResult {
+        if troupe_runtime::executors::harness(executor).is_none() {
+            let known: Vec<&str> = troupe_runtime::executors::HARNESSES
+                .iter()
+                .map(|h| h.name)
+                .collect();
+            return ToolResult::error(format!(
+                "there is no executor `{executor}`; troupe knows {}",
+                known.join(", ")
+            ));
+        }
+        let home = node.home().clone();
+        if troupe_runtime::executors::installed(&home, executor).is_none() {
+            return ToolResult::error(format!(
+                "executor `{executor}` is not installed here, so it cannot take tasks; the user \
+                 installs it with `troupe executors install {executor}`. Delegate to subagents \
+                 (no `executor`) meanwhile."
+            ));
+        }
+        let mut planned = Vec::with_capacity(tasks.len());
+        for (i, task) in tasks.iter().enumerate() {
+            let raw = task.folder.as_deref().unwrap_or_default();
+            match executor::check_folder(&home, &ctx.cwd, raw) {
+                Ok(folder) => {
+                    planned.push((task.goal.clone(), task.context.clone(), folder, Place::Host))
+                }
+                Err(why) => return ToolResult::error(format!("task {}: {why}", i + 1)),
+            }
+        }
+        let lines: Vec<String> = planned
+            .iter()
+            .map(|(goal, _, folder, _)| {
+                format!(
+                    "{} (in {})",
+                    goal.lines().next().unwrap_or_default(),
+                    folder.display()
+                )
+            })
+            .collect();
+        let folders: Vec<String> = planned
+            .iter()
+            .map(|(_, _, f, _)| f.display().to_string())
+            .collect();
+        let model = match model_of(node, &ctx.agent) {
+            Ok(model) => model,
+            Err(e) => return e,
+        };
+        let start = Start {
+            executor: executor.to_string(),
+            owner: ctx.agent.clone(),
+            parent: ctx.conversation,
+            model,
+            waits: ctx.kind == ActorKind::RoutineRun,
+            tasks: planned,
+            report_to: None,
+            session: resumed,
+        };
+        let started = match self.start_instances(node, start).await {
+            Ok(started) => started,
+            Err(e) => return e,
+        };
+        let delegation = started.delegation;
+        let data = serde_json::json!({
+            "delegation_id": delegation.to_string(),
+            "executor": executor,
+            "instances": started.instances.iter().zip(tasks.iter().zip(&folders)).map(|(s, (t, f))| serde_json::json!({
+                "id": s.to_string(), "goal": t.goal, "folder": f,
+            })).collect::<Vec<_>>(),
+        });
+        match started.waiter {
+            Some(rx) => match rx.await {
+                Ok(report) => ToolResult::ok_with(report, data),
+                Err(_) => ToolResult::error(
+                    "the delegation ended without a report (the node is stopping).",
+                ),
+            },
+            None => ToolResult::ok_with(
+                format!(
+                    "Started {} {executor} instance(s) in delegation {delegation}:\n{}\nThey work in the \
+                     background; their reports arrive together in one message when the last one ends. \
+                     `action: steer` or `stop` with an id reaches one; `action: list` shows the workbench.",
+                    started.instances.len(),
+                    started
+                        .instances
+                        .iter()
+                        .zip(&lines)
+                        .map(|(s, l)| format!("- {s}: {l}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ),
+                data,
+            ),
+        }
+    }
+
+    /// `action: resume`: a new instance on the ended instance's session.
+    pub(super) async fn resume(
+        self: &Arc<Self>,
+        node: &Node,
+        ctx: &ToolContext,
+        id: &str,
+        message: String,
+    ) -> ToolResult {
+        let sub = match super::find(node, ctx, id).await {
+            Ok(sub) => sub,
+            Err(e) => return e,
+        };
+        let Some(executor) = sub.executor.clone() else {
+            return ToolResult::error(format!(
+                "{id} is a subagent, not an executor instance; only an executor's session can be \
+                 resumed. Delegate a new task instead."
+            ));
+        };
+        if sub.status == "running" {
+            return ToolResult::error(format!(
+                "{id} is still running; `action: steer` reaches it now."
+            ));
+        }
+        let Some(session) = sub
+            .session
+            .clone()
+            .filter(|s| std::path::Path::new(s).is_file())
+        else {
+            return ToolResult::error(format!(
+                "{id}'s {executor} session is not kept (it never said where, or it was deleted), \
+                 so it cannot be resumed; delegate a new task instead."
+            ));
+        };
+        let task = Task {
+            goal: message,
+            context: String::new(),
+            folder: Some(sub.folder.clone()),
+        };
+        let mut result = self
+            .spawn_executor(node, ctx, &executor, vec![task], Some(session))
+            .await;
+        if !result.is_error() {
+            result.text = format!("Resuming {id}'s session.\n{}", result.text);
+        }
+        result
+    }
+
+    /// Stops instance `sub`, if it runs (through its delegation).
+    pub async fn stop_instance(&self, node: &Node, sub: SubagentId) {
+        let id = sub.to_string();
+        if let Ok(Some(row)) = node.store().read(move |c| record::instance(c, &id)).await {
+            if row.status == "running" {
+                self.send(
+                    row.delegation,
+                    DelegationMsg::StopInstance(row.conversation),
+                );
+            }
+        }
+    }
+
+    /// Tells a running instance `message` through its delegation.
+    pub(super) async fn steer_instance(
+        &self,
+        sub: &record::SubagentRow,
+        message: String,
+    ) -> ToolResult {
+        let router = self.router.read().clone();
+        let Some(router) = router else {
+            return ToolResult::error("the node's delegations are not running");
+        };
+        let key = sub.conversation;
+        let answer = router
+            .call(
+                sub.delegation,
+                |reply| DelegationMsg::Steer {
+                    key,
+                    message,
+                    reply,
+                },
+                STEER_TIMEOUT,
+            )
+            .await;
+        match answer {
+            Ok(Ok(())) => ToolResult::ok(format!(
+                "Sent to {}; it reads it before its next step.",
+                sub.id
+            )),
+            Ok(Err(why)) => ToolResult::error(format!("{} did not take it: {why}", sub.id)),
+            Err(e) => ToolResult::error(format!("could not reach {}: {e}", sub.id)),
+        }
+    }
+}
+
+/// The model spec of `agent`'s calls (its own, or the default).
+pub fn model_of(node: &Node, agent: &str) -> Result<String, ToolResult> {
+    let bot = node
+        .bot(agent)
+        .map_err(|e| ToolResult::error(e.to_string()))?;
+    Ok(if bot.spec.model.trim().is_empty() {
+        node.context().settings.default_model.clone()
+    } else {
+        bot.spec.model.clone()
+    })
+}
+
+/// The workbench as `delegate action: list` shows it: every executor
+/// instance running on this node, and the caller's ended ones.
+pub(super) async fn workbench(node: &Node, ctx: &ToolContext) -> Vec<String> {
+    let Ok(instances) = node.store().read(|c| record::instances(c, false, 50)).await else {
+        return Vec::new();
+    };
+    instances
+        .into_iter()
+        .filter(|i| i.row.status == "running" || i.parent == ctx.conversation)
+        .map(|i| {
+            let whose = if i.parent == ctx.conversation {
+                "yours".to_string()
+            } else if i.bot == USER {
+                "the user's".to_string()
+            } else {
+                format!("{}'s conversation {}", i.bot, i.parent)
+            };
+            let elapsed = elapsed(&i.created_at, i.ended_at.as_deref());
+            format!(
+                "- {} [{}] {} in {} · {elapsed} · {} tokens · {whose}: {}",
+                i.row.id,
+                i.row.status,
+                i.row.executor.as_deref().unwrap_or("executor"),
+                i.row.folder,
+                i.tokens,
+                i.row.goal.lines().next().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// How long an instance ran (or has run), in words.
+pub fn elapsed(created_at: &str, ended_at: Option<&str>) -> String {
+    let parse = |t: &str| {
+        chrono::DateTime::parse_from_rfc3339(t)
+            .ok()
+            .map(|d| d.with_timezone(&chrono::Utc))
+    };
+    let Some(start) = parse(created_at) else {
+        return "?".into();
+    };
+    let end = ended_at.and_then(parse).unwrap_or_else(chrono::Utc::now);
+    let secs = (end - start).num_seconds().max(0);
+    if secs < 60 {
+        format!("{secs}s")
+    } else if secs < 3600 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
+    }
+}
+
+/// At start-up: an executor instance still recorded as running died with
+/// the last process (its sandbox dies with its parent); it is reported as
+/// interrupted, with `resume` offered, once.
+pub(super) fn interrupted(delegations: &Arc<Delegations>, sub: &record::SubagentRow) {
+    let executor = sub.executor.as_deref().unwrap_or("executor");
+    delegations.end(
+        Some(sub.delegation),
+        sub.conversation,
+        "stopped",
+        &format!(
+            "interrupted: troupe stopped while this {executor} instance worked in {}, and the \
+             harness stopped with it. What it changed in the folder stays; `delegate action: resume \
+             subagent_id: {} message: …` continues its session.",
+            sub.folder, sub.id
+        ),
+    );
+}

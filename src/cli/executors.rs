@@ -1,0 +1,148 @@
+//! `troupe executors list | install NAME | remove NAME`: the outside coding
+//! harnesses troupe hands coding work to, installed into the home at the
+//! version troupe pins ([`troupe_runtime::executors`]).
+//!
+//! None takes the home's lock: `<home>/executors/` is written by these
+//! commands only, and an install puts its folder in place in one rename.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde::Serialize;
+use troupe_runtime::executors::{self, Harness, Installed};
+use troupe_runtime::home::Home;
+
+/// What `troupe executors` does.
+#[derive(Debug, clap::Subcommand)]
+pub enum ExecutorsCommand {
+    /// Every harness troupe knows: installed or not, its version, where.
+    List {
+        /// One JSON array, an object per harness.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Installs a harness at its pinned version with npm (or links one already installed).
+    Install {
+        /// The harness: `troupe executors list` names them.
+        name: String,
+        /// Offline: a node_modules folder that already holds the package at the
+        /// pinned version (e.g. made by `npm ci`); it is linked, not copied.
+        #[arg(long, value_name = "NODE_MODULES_DIR")]
+        from: Option<PathBuf>,
+    },
+    /// Removes an installed harness (a linked node_modules is unlinked, not deleted).
+    Remove {
+        /// The harness.
+        name: String,
+    },
+}
+
+/// One harness as `troupe executors list --json` reports it.
+#[derive(Debug, Serialize)]
+pub struct ExecutorReport {
+    /// Its name.
+    pub name: &'static str,
+    /// Its npm package.
+    pub package: &'static str,
+    /// The version troupe pins.
+    pub pinned: &'static str,
+    /// Whether it is installed.
+    pub installed: bool,
+    /// The version installed.
+    pub version: Option<String>,
+    /// Its folder in the home (where it would be, if not installed).
+    pub dir: PathBuf,
+    /// The CLI troupe runs with `node`.
+    pub entry: Option<PathBuf>,
+    /// `npm`, or the folder it was linked from.
+    pub from: Option<String>,
+}
+
+impl ExecutorReport {
+    fn new(home: &Home, harness: &'static Harness, installed: Option<Installed>) -> Self {
+        Self {
+            name: harness.name,
+            package: harness.package,
+            pinned: harness.version,
+            installed: installed.is_some(),
+            version: installed.as_ref().map(|i| i.version.clone()),
+            dir: harness.dir(home),
+            entry: installed.as_ref().map(|i| i.entry.clone()),
+            from: installed.map(|i| i.from),
+        }
+    }
+}
+
+/// Runs `troupe executors …`.
+pub async fn executors(
+    home: Option<PathBuf>,
+    command: ExecutorsCommand,
+) -> anyhow::Result<ExitCode> {
+    let home = home.map(Home::new).unwrap_or_else(Home::from_env);
+    match command {
+        ExecutorsCommand::List { json } => {
+            let reports: Vec<ExecutorReport> = executors::list(&home)
+                .into_iter()
+                .map(|(h, i)| ExecutorReport::new(&home, h, i))
+                .collect();
+            if json {
+                println!("{}", serde_json::to_string(&reports)?);
+            } else {
+                for r in &reports {
+                    println!("{}", line(r));
+                }
+            }
+        }
+        ExecutorsCommand::Install { name, from } => {
+            let done = match from {
+                Some(from) => executors::install_from(&home, &name, &from)?,
+                None => {
+                    if let Some(h) = executors::harness(&name) {
+                        eprintln!(
+                            "installing {} ({}@{}) with npm…",
+                            h.name, h.package, h.version
+                        );
+                    }
+                    let home = home.clone();
+                    tokio::task::spawn_blocking(move || executors::install(&home, &name)).await??
+                }
+            };
+            println!(
+                "{}  {}  installed  {}",
+                done.harness.name,
+                done.version,
+                done.dir.display()
+            );
+        }
+        ExecutorsCommand::Remove { name } => {
+            let dir = executors::harness(&name).map(|h| h.dir(&home));
+            if executors::remove(&home, &name)? {
+                let dir = dir.unwrap_or_default();
+                println!("removed {name} ({})", dir.display());
+            } else {
+                println!("{name} was not installed");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `pi  0.73.1  installed  /…/executors/pi`, or what to do.
+fn line(r: &ExecutorReport) -> String {
+    match &r.version {
+        Some(v) if v == r.pinned => {
+            format!("{}  {v}  installed  {}", r.name, r.dir.display())
+        }
+        Some(v) => format!(
+            "{}  {v}  installed, troupe pins {}  {}  (troupe executors install {})",
+            r.name,
+            r.pinned,
+            r.dir.display(),
+            r.name
+        ),
+        None => format!(
+            "{}  -  not installed  (troupe executors install {})",
+            r.name, r.name
+        ),
+    }
+}

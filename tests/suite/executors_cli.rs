@@ -1,0 +1,103 @@
+//! `troupe executors list | install --from | remove` driven as a user would,
+//! offline: pi is linked from `tests/executors/node_modules`, which
+//! `scripts/test` installs with `npm ci --prefix tests/executors`. Without
+//! that folder the test says so and passes, unless
+//! `TROUPE_TEST_REQUIRE_EXECUTORS=1` asks it to fail instead (as
+//! `scripts/test` does once it has installed it).
+
+use std::path::PathBuf;
+
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+
+use super::cli::{text, troupe};
+use super::support::TestHome;
+
+fn list(home: &TestHome) -> Value {
+    let out = troupe(home, &["executors", "list", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn not_installed(home: &TestHome) -> Value {
+    json!([{
+        "name": "pi",
+        "package": "@mariozechner/pi-coding-agent",
+        "pinned": "0.73.1",
+        "installed": false,
+        "version": null,
+        "dir": home.path().join("executors/pi"),
+        "entry": null,
+        "from": null,
+    }])
+}
+
+#[test]
+fn pi_is_installed_from_a_node_modules_folder_listed_and_removed() {
+    let modules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/executors/node_modules");
+    if !modules.join("@mariozechner/pi-coding-agent").exists() {
+        let why = format!(
+            "needs {} (npm ci --prefix tests/executors)",
+            modules.display()
+        );
+        assert!(
+            std::env::var_os("TROUPE_TEST_REQUIRE_EXECUTORS").is_none(),
+            "the executors test {why}"
+        );
+        eprintln!("skipped: the executors test {why}");
+        return;
+    }
+    let home = TestHome::new();
+    assert_eq!(list(&home), not_installed(&home));
+    let human = troupe(&home, &["executors", "list"]);
+    assert_eq!(
+        text(&human.stdout),
+        "pi  -  not installed  (troupe executors install pi)\n"
+    );
+
+    let from = modules.display().to_string();
+    let out = troupe(&home, &["executors", "install", "pi", "--from", &from]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dir = home.path().join("executors/pi");
+    assert_eq!(
+        text(&out.stdout),
+        format!("pi  0.73.1  installed  {}\n", dir.display())
+    );
+
+    let canonical = modules.canonicalize().unwrap();
+    assert_eq!(
+        list(&home),
+        json!([{
+            "name": "pi",
+            "package": "@mariozechner/pi-coding-agent",
+            "pinned": "0.73.1",
+            "installed": true,
+            "version": "0.73.1",
+            "dir": dir,
+            "entry": canonical.join("@mariozechner/pi-coding-agent/dist/cli.js"),
+            "from": canonical.display().to_string(),
+        }])
+    );
+
+    let out = troupe(&home, &["executors", "remove", "pi"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(list(&home), not_installed(&home));
+    assert!(
+        modules
+            .join("@mariozechner/pi-coding-agent/dist/cli.js")
+            .exists(),
+        "remove unlinks the folder, never deletes what it points to"
+    );
+}
+
+#[test]
+fn an_unknown_executor_is_refused_with_the_known_ones() {
+    let home = TestHome::new();
+    let out = troupe(&home, &["executors", "install", "vi"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("there is no executor named `vi`; the known ones are: pi"),
+        "{}",
+        text(&out.stderr)
+    );
+}
