@@ -12,6 +12,7 @@
 
 pub mod crash;
 mod env;
+mod executors;
 mod files;
 mod house;
 mod mailbox;
@@ -72,6 +73,10 @@ pub enum Workload {
     /// The server: HTTP post to committed, fan-out to 1,000 WebSocket
     /// watchers, 10,000 idle connections, the page's first load (`--n` posts).
     Server,
+    /// Outside executors: an instance's start and its events recorded,
+    /// against the bare harness (a stand-in for pi; `--n` starts; needs
+    /// bubblewrap and node).
+    Executors,
     /// Internal: the crash harness's worker.
     #[value(hide = true)]
     CrashWorker,
@@ -174,6 +179,7 @@ async fn in_process(
         Workload::Files => files::files(n.unwrap_or(2_000)).await,
         Workload::Server => server::server(n.unwrap_or(2_000)).await,
         Workload::Env => env::env(n.unwrap_or(20)).await,
+        Workload::Executors => executors::executors(n.unwrap_or(20)).await,
         Workload::Crash | Workload::CrashWorker | Workload::ServerClients => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

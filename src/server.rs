@@ -29,6 +29,7 @@ pub mod houses;
 pub mod page;
 pub mod requests;
 pub mod threads;
+pub mod workbench;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -216,6 +217,10 @@ pub fn app(state: AppState) -> Router {
         .route("/routines/{id}/{action}", post(admin::routine_action))
         .route("/usage", get(admin::usage))
         .route("/tree", get(admin::tree))
+        .route("/workbench", get(workbench::list).post(workbench::start))
+        .route("/workbench/{id}", get(workbench::show))
+        .route("/workbench/{id}/steer", post(workbench::steer))
+        .route("/workbench/{id}/stop", post(workbench::stop))
         .layer(middleware::from_fn_with_state(state.clone(), auth::require))
         .route("/health", get(health));
     Router::new()

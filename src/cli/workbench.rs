@@ -50,6 +50,19 @@ enum WorkbenchCommand {
         /// The instance's id.
         id: String,
     },
+    /// Tell a running instance something before its next step (through `troupe serve`).
+    Steer {
+        /// The instance's id.
+        id: String,
+        /// The message.
+        #[arg(required = true, num_args = 1..)]
+        message: Vec<String>,
+    },
+    /// Stop a running instance (through `troupe serve`).
+    Stop {
+        /// The instance's id.
+        id: String,
+    },
     /// Start an instance of your own and wait for its report.
     Start {
         /// The executor (`troupe executors list`).
@@ -140,12 +153,43 @@ where
             }
             Ok(ExitCode::SUCCESS)
         }
+        WorkbenchCommand::Steer { id, message } => {
+            let remote = served(&builder, "steer")?;
+            let answer = remote
+                .post(
+                    &format!("/workbench/{id}/steer"),
+                    &json!({"message": message.join(" ")}),
+                )
+                .await?;
+            println!("sent to {}", answer["steered"].as_str().unwrap_or(&id));
+            Ok(ExitCode::SUCCESS)
+        }
+        WorkbenchCommand::Stop { id } => {
+            let remote = served(&builder, "stop")?;
+            remote
+                .post(&format!("/workbench/{id}/stop"), &json!({}))
+                .await?;
+            println!("stopping {id}; `troupe workbench show {id}` shows its report");
+            Ok(ExitCode::SUCCESS)
+        }
         WorkbenchCommand::Start {
             executor,
             folder,
             task,
         } => start(builder, &executor, &folder, &task.join(" ")).await,
     }
+}
+
+/// The server running this home: a running instance lives in the process
+/// that started it, and only the server's is reachable from here.
+fn served(builder: &Builder, what: &str) -> anyhow::Result<super::remote::Remote> {
+    super::remote::Remote::find(builder.home_dir()).ok_or_else(|| {
+        anyhow::anyhow!(
+            "no `troupe serve` runs this home: an instance runs inside the process that started it, \
+             so {what} it there (Ctrl-C stops `troupe workbench start`), or start instances through \
+             the server"
+        )
+    })
 }
 
 async fn find(
@@ -193,22 +237,7 @@ fn line(i: &Instance) -> String {
 }
 
 fn instance_json(i: &Instance) -> serde_json::Value {
-    json!({
-        "id": i.row.id.to_string(),
-        "executor": i.row.executor,
-        "status": i.row.status,
-        "folder": i.row.folder,
-        "goal": i.row.goal,
-        "result": i.row.result,
-        "session": i.row.session,
-        "delegation": i.row.delegation.to_string(),
-        "whose": if i.bot == USER { "user".to_string() } else { i.bot.clone() },
-        "conversation": i.parent.to_string(),
-        "started_at": i.created_at,
-        "ended_at": i.ended_at,
-        "elapsed": executors::elapsed(&i.created_at, i.ended_at.as_deref()),
-        "tokens": i.tokens,
-    })
+    i.to_json()
 }
 
 /// `troupe workbench start`: one instance of the user's own.

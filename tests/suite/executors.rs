@@ -425,7 +425,11 @@ async fn troupe_killed_mid_instance_reports_it_interrupted_once_and_never_runs_i
     .expect("the harness outlived troupe");
     let output = bench.home().join("executors/pi/instances");
     // Restart on the same home: the instance is reported interrupted, once.
-    let model = bench.model(text);
+    // (The new process's model answers only the parent's turn on the report.)
+    let model = bench.model(json!({
+        "turns": [{"text": "Heard it was interrupted.", "expect": "interrupted"}],
+        "executors": {"pi": {"turns": []}}
+    }));
     let (bus, mut events) = tokio::sync::broadcast::channel(4096);
     let runtime = bench
         .builder(model)
@@ -612,4 +616,180 @@ async fn delegate_task_runs_pi_in_the_threads_environment_with_progress_in_a_chi
         "{network}"
     );
     runtime.shutdown().await;
+}
+
+/// The stand-in for pi (`tests/executors/fake-pi.mjs`) as an installable
+/// copy of it, under `dir`.
+fn fake_pi(dir: &Path) -> PathBuf {
+    let harness = troupe::runtime::executors::harness("pi").unwrap();
+    let modules = dir.join("fake/node_modules");
+    let entry = modules.join(harness.entry);
+    std::fs::create_dir_all(entry.parent().unwrap()).unwrap();
+    std::fs::write(
+        modules.join(harness.package).join("package.json"),
+        json!({"name": harness.package, "version": harness.version, "type": "module"}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(&entry, include_str!("../executors/fake-pi.mjs")).unwrap();
+    modules
+}
+
+#[tokio::test]
+async fn a_harness_that_exits_floods_prints_garbage_or_hangs_is_reported_with_its_reason() {
+    if Sandbox::detect_or_skip("a_harness_that_misbehaves").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let folder = dir.path().join("work");
+    std::fs::create_dir_all(&folder).unwrap();
+    troupe::runtime::executors::install_from(
+        &troupe::runtime::home::Home::new(&home),
+        "pi",
+        &fake_pi(dir.path()),
+    )
+    .unwrap();
+    let runtime = Runtime::builder()
+        .home(&home)
+        .cwd(dir.path())
+        .provider(Arc::new(ScriptedProvider::new(Vec::new())))
+        .set("delegation.child_timeout_secs", "2")
+        .build()
+        .await
+        .unwrap();
+    let node = runtime.node().clone();
+    use troupe::actors::delegation::executor::Place;
+    use troupe::actors::delegation::executors::{Start, USER};
+    let tasks = ["garbage events 2", "exit 3", "flood", "hang"];
+    let started = node
+        .delegations()
+        .unwrap()
+        .start_instances(
+            &node,
+            Start {
+                executor: "pi".into(),
+                owner: USER.into(),
+                parent: troupe::runtime::id::ConversationId::new(),
+                model: "script:none".into(),
+                waits: true,
+                tasks: tasks
+                    .iter()
+                    .map(|t| (t.to_string(), String::new(), folder.clone(), Place::Host))
+                    .collect(),
+                report_to: None,
+                session: None,
+            },
+        )
+        .await
+        .map_err(|e| e.text)
+        .unwrap();
+    let report = tokio::time::timeout(WAIT, started.waiter.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let section = |i: usize| report.split("\n## ").nth(i).unwrap().to_string();
+    assert!(
+        section(1).contains("[done]") && section(1).contains("done 2"),
+        "{report}"
+    );
+    assert!(
+        section(2).contains("[failed]")
+            && section(2).contains("exited before ending its task (exit 3)"),
+        "{report}"
+    );
+    assert!(
+        section(3).contains("[failed]") && section(3).contains("a line over 8 MiB"),
+        "{report}"
+    );
+    assert!(section(4).contains("[timed_out]"), "{report}");
+    // The garbage was noted in the record, the flood spilled whole.
+    let sub = started.instances[0];
+    let notes = node
+        .store()
+        .read(move |c| troupe::actors::delegation::record::events_of(c, sub, 0, 100))
+        .await
+        .unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|e| e.1 == "note" && e.2.contains("not a record: this is not json")),
+        "{notes:?}"
+    );
+    let flood =
+        troupe::actors::delegation::executor::output_file(node.home(), "pi", started.instances[2]);
+    assert!(std::fs::metadata(flood).unwrap().len() > 8 * 1024 * 1024);
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_owner_starts_steers_and_stops_an_instance_through_the_server() {
+    if Sandbox::detect_or_skip("the_owner_starts_an_instance_through_the_server").is_none() {
+        return;
+    }
+    let s = super::server::Served::start(vec![]).await;
+    let node = s.runtime.node().clone();
+    troupe::runtime::executors::install_from(node.home(), "pi", &fake_pi(s.work.path())).unwrap();
+    let folder = s.work.path().join("proj");
+    std::fs::create_dir_all(&folder).unwrap();
+    let body = json!({"executor": "pi", "folder": folder, "task": "hang"});
+    // Not for a house's people.
+    let (status, _) = s.post("/workbench", &s.ada, body.clone()).await;
+    assert_eq!(status, reqwest::StatusCode::FORBIDDEN);
+    let (status, started) = s.post("/workbench", &s.owner, body).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{started}");
+    let id = started["id"].as_str().unwrap().to_string();
+    let (_, list) = s.get("/workbench", &s.owner).await;
+    let listed = &list["instances"][0];
+    assert_eq!(listed["id"], id.as_str());
+    assert_eq!(listed["status"], "running");
+    assert_eq!(listed["whose"], "user");
+    let (status, steered) = s
+        .post(
+            &format!("/workbench/{id}/steer"),
+            &s.owner,
+            json!({"message": "go on"}),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{steered}");
+    let (status, _) = s
+        .post(&format!("/workbench/{id}/stop"), &s.owner, json!({}))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    // It ignores the abort: after its grace it is killed, and says so.
+    let key = id.clone();
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let k = key.clone();
+            let row = node
+                .store()
+                .read(move |c| troupe::actors::delegation::record::instance(c, &k))
+                .await
+                .unwrap()
+                .unwrap();
+            if row.status != "running" {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .unwrap();
+    let (_, shown) = s.get(&format!("/workbench/{id}"), &s.owner).await;
+    assert_eq!(shown["instance"]["status"], "stopped", "{shown}");
+    assert!(
+        shown["instance"]["result"]
+            .as_str()
+            .unwrap()
+            .contains("killed"),
+        "{shown}"
+    );
+    let events = shown["instance"]["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "steer" && e["text"] == "go on"),
+        "{shown}"
+    );
+    let (status, _) = s.get("/workbench/sub_nope", &s.owner).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND);
 }

@@ -30,7 +30,7 @@ pub(super) struct Served {
     pub(super) base: String,
     pub(super) ada: String,
     bob: String,
-    owner: String,
+    pub(super) owner: String,
     http: reqwest::Client,
     /// The bots' working folder (commands run there).
     pub(super) work: tempfile::TempDir,
@@ -122,11 +122,11 @@ impl Served {
         )
     }
 
-    async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
+    pub(super) async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
         self.call(Method::GET, path, Some(token), None).await
     }
 
-    async fn post(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+    pub(super) async fn post(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
         self.call(Method::POST, path, Some(token), Some(body)).await
     }
 

@@ -318,6 +318,30 @@ impl Delegations {
         }
     }
 
+    /// Tells running instance `id` (anyone's) `message`; why not, if it
+    /// could not.
+    pub async fn steer_by_id(&self, node: &Node, id: &str, message: String) -> Result<(), String> {
+        let owned = id.to_string();
+        let row = node
+            .store()
+            .read(move |c| record::instance(c, &owned))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("no executor instance {id}"))?;
+        if row.status != "running" {
+            return Err(format!(
+                "{id} has ended ({}); steer reaches a running instance",
+                row.status
+            ));
+        }
+        let result = self.steer_instance(&row, message).await;
+        if result.is_error() {
+            Err(result.text)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Tells a running instance `message` through its delegation.
     pub(super) async fn steer_instance(
         &self,

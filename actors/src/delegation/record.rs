@@ -261,6 +261,28 @@ pub struct Instance {
     pub tokens: i64,
 }
 
+impl Instance {
+    /// The instance as the CLI's `--json` and the server show it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.row.id.to_string(),
+            "executor": self.row.executor,
+            "status": self.row.status,
+            "folder": self.row.folder,
+            "goal": self.row.goal,
+            "result": self.row.result,
+            "session": self.row.session,
+            "delegation": self.row.delegation.to_string(),
+            "whose": if self.bot == super::executors::USER { "user" } else { self.bot.as_str() },
+            "conversation": self.parent.to_string(),
+            "started_at": self.created_at,
+            "ended_at": self.ended_at,
+            "elapsed": super::executors::elapsed(&self.created_at, self.ended_at.as_deref()),
+            "tokens": self.tokens,
+        })
+    }
+}
+
 /// Executor instances, newest first: the running ones and, unless
 /// `running_only`, the latest `limit` ended ones too.
 pub fn instances(
