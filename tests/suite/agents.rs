@@ -222,9 +222,15 @@ fn a_crash_mid_delegation_still_reports_every_child_exactly_once() {
             .unwrap();
         let bot = runtime.bot("assistant").await.unwrap();
         ask(&bot, "go").await;
-        tokio::time::timeout(WAIT, hold.entered.notified())
-            .await
-            .unwrap();
+        // Crash only once both held subagents are inside their tool: one still
+        // choosing it would choose it again after the restart and hold there.
+        tokio::time::timeout(WAIT, async {
+            while *hold.calls.lock() < 2 {
+                hold.entered.notified().await;
+            }
+        })
+        .await
+        .unwrap();
         bot.conversation()
     });
     first.shutdown_background();
