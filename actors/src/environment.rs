@@ -29,6 +29,7 @@
 
 pub mod api;
 pub mod egress;
+pub mod quota;
 pub mod relay;
 pub mod sandbox;
 pub mod tools;
@@ -111,6 +112,7 @@ pub(crate) fn jail_for(
         },
         network: settings.network,
         cgroups: group.map(Cgroup::procs).unwrap_or_default(),
+        commands_cgroup: group.and_then(Cgroup::commands_procs),
         landlock: settings.landlock,
         listen: Vec::new(),
         env: Vec::new(),

@@ -24,6 +24,14 @@ use crate::protocol::ToolResult;
 use crate::sandbox::jail::LandlockMode;
 use crate::tool::ToolContext;
 
+/// The byte quota's share of one file when `disk_files` is not set: 16 KiB,
+/// so the default 2 GiB workdir holds 131,072 files and a 16 MiB one 1,024.
+///
+/// A file costs the kernel memory (its inode and name, about 1 KiB, charged
+/// to the environment's memory) whatever its size: a byte quota alone lets a
+/// command make hundreds of thousands of empty files.
+pub const BYTES_PER_FILE: u64 = 16 * 1024;
+
 /// `[environments]`: the limits and lifetime of house environments.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -45,6 +53,9 @@ pub struct EnvironmentSettings {
     pub cpu_secs: u64,
     /// The workdir's quota, in MiB.
     pub disk_mib: u64,
+    /// The workdir's quota in files (every file, folder and link counts);
+    /// unset: one per [`BYTES_PER_FILE`] of `disk_mib`.
+    pub disk_files: Option<u64>,
     /// Whether commands share the machine's network (off: a network
     /// namespace of their own, with only its loopback).
     pub network: bool,
@@ -69,6 +80,7 @@ impl Default for EnvironmentSettings {
             cpu_percent: 100,
             cpu_secs: 600,
             disk_mib: 2048,
+            disk_files: None,
             network: false,
             landlock: LandlockMode::Required,
             helper: None,
@@ -86,6 +98,14 @@ impl EnvironmentSettings {
     /// The workdir quota in bytes.
     pub fn disk_bytes(&self) -> u64 {
         self.disk_mib.saturating_mul(1024 * 1024)
+    }
+
+    /// The workdir's quota in files: `disk_files`, else one per
+    /// [`BYTES_PER_FILE`] of the byte quota.
+    pub fn disk_files(&self) -> u64 {
+        self.disk_files
+            .unwrap_or_else(|| self.disk_bytes() / BYTES_PER_FILE)
+            .max(1)
     }
 
     /// The memory cap in bytes.

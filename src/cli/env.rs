@@ -51,6 +51,10 @@ enum EnvCommand {
         /// Seconds before it is killed (default: [environments] command_timeout_secs).
         #[arg(long)]
         timeout: Option<u64>,
+        /// Run even though the workdir is over its quota, to free space
+        /// (`rm …`): the command is killed if it makes the workdir grow.
+        #[arg(long)]
+        free_space: bool,
         /// The command, run by `bash -c`.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
@@ -163,17 +167,17 @@ async fn run(runtime: &crate::Runtime, command: EnvCommand) -> anyhow::Result<Ex
             house,
             environment,
             timeout,
+            free_space,
             command,
         } => {
             let envs = runtime.house(&house).await?.environments();
             let info = envs.find(&environment).await?;
-            let outcome = envs
-                .exec(
-                    info.id,
-                    &command.join(" "),
-                    timeout.map(Duration::from_secs),
-                )
-                .await?;
+            let (command, timeout) = (command.join(" "), timeout.map(Duration::from_secs));
+            let outcome = if free_space {
+                envs.free_space(info.id, &command, timeout).await?
+            } else {
+                envs.exec(info.id, &command, timeout).await?
+            };
             print!("{}", outcome.output);
             if !outcome.output.is_empty() && !outcome.output.ends_with('\n') {
                 println!();

@@ -9,6 +9,7 @@ mod crash;
 mod docs;
 mod environments;
 mod environments_egress;
+mod environments_quota;
 mod environments_relay;
 mod executors;
 mod executors_cli;

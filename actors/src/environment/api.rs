@@ -248,6 +248,23 @@ impl EnvironmentsRef {
         run(self.node(), id, command, timeout).await
     }
 
+    /// [`exec`](Self::exec) for the house's owner to free space while the
+    /// workdir is over its quota (`troupe env exec --free-space`): it runs
+    /// where every other command is refused, and is killed if it makes the
+    /// workdir grow.
+    pub async fn free_space(
+        &self,
+        id: SandboxId,
+        command: &str,
+        timeout: Option<Duration>,
+    ) -> Result<CommandOutcome, NodeError> {
+        let info = self.get(id).await?;
+        if info.status == EnvironmentStatus::Stopped {
+            return Err(refused(format!("environment {id} is stopped")));
+        }
+        run_to_free_space(self.node(), id, command, timeout).await
+    }
+
     /// Stops the environment `id` for good: its processes are killed, its
     /// threads unbound; its workdir stays on disk.
     pub async fn stop(&self, id: SandboxId) -> Result<EnvironmentInfo, NodeError> {
@@ -319,6 +336,17 @@ pub(crate) async fn run(
     run_watched(node, id, command, timeout, None).await
 }
 
+/// [`run`] for the house's owner while the workdir is over its quota: the
+/// command runs, and is killed if it makes the workdir grow.
+pub(crate) async fn run_to_free_space(
+    node: &Node,
+    id: SandboxId,
+    command: &str,
+    timeout: Option<Duration>,
+) -> Result<CommandOutcome, NodeError> {
+    run_ordered(node, id, command, timeout, None, true).await
+}
+
 /// [`run`], with `watch` given the output as it comes.
 pub(crate) async fn run_watched(
     node: &Node,
@@ -326,6 +354,17 @@ pub(crate) async fn run_watched(
     command: &str,
     timeout: Option<Duration>,
     watch: Option<super::sandbox::Watch>,
+) -> Result<CommandOutcome, NodeError> {
+    run_ordered(node, id, command, timeout, watch, false).await
+}
+
+async fn run_ordered(
+    node: &Node,
+    id: SandboxId,
+    command: &str,
+    timeout: Option<Duration>,
+    watch: Option<super::sandbox::Watch>,
+    free_space: bool,
 ) -> Result<CommandOutcome, NodeError> {
     let settings = &node.settings().environments;
     let timeout = timeout
@@ -340,6 +379,7 @@ pub(crate) async fn run_watched(
                 command: owned,
                 timeout,
                 watch,
+                free_space,
                 reply,
             },
             timeout + Duration::from_secs(30),

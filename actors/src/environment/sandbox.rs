@@ -38,6 +38,7 @@ use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::store::environments as table;
 use troupe_tools::run_command::output::BoundedOutput;
 
+use super::quota::{self, Quota};
 use super::relay::Relay;
 use crate::node::NodeContext;
 
@@ -55,6 +56,9 @@ pub enum SandboxMsg {
         timeout: Duration,
         /// Who watches it as it runs (an executor instance), if anyone.
         watch: Option<Watch>,
+        /// Run while the workdir is over its quota, to free space (the
+        /// house's owner): it is killed if it makes the workdir grow.
+        free_space: bool,
         /// The answer.
         reply: RpcReplyPort<Result<CommandOutcome, String>>,
     },
@@ -104,7 +108,9 @@ pub struct SandboxState {
     running: HashMap<String, Running>,
     last_used: Instant,
     idle: Option<Duration>,
-    quota: u64,
+    quota: Quota,
+    group: Option<Cgroup>,
+    house: String,
 }
 
 /// Where its commands run.
@@ -194,9 +200,13 @@ impl Actor for SandboxActor {
         let settings = ctx.settings.environments.clone();
         let workdir = super::workdir(&ctx.home, id);
         prepare_workdir(&workdir, row.uid)?;
+        let house = super::api::house_policy(&ctx.store, row.house)
+            .await?
+            .map_or_else(|| row.house.to_string(), |(name, _)| name);
+        let mut group = None;
         let place = if row.sandboxed {
             let sandbox = Sandbox::detect().map_err(|why| why.clone())?.clone();
-            let group = ctx.sandboxes().group(id, || {
+            let group_made = ctx.sandboxes().group(id, || {
                 Cgroup::create(
                     &id.to_string(),
                     GroupLimits {
@@ -206,7 +216,8 @@ impl Actor for SandboxActor {
                     },
                 )
             });
-            let mut jail = super::jail_for(&settings, &row, &workdir, group.as_ref());
+            let mut jail = super::jail_for(&settings, &row, &workdir, group_made.as_ref());
+            group = group_made;
             // Installed outside executors run here too (`delegate_task`).
             jail.binds = super::executor_binds(&ctx.home);
             // With the machine's network there is no loopback of its own
@@ -251,7 +262,9 @@ impl Actor for SandboxActor {
             running: HashMap::new(),
             last_used: Instant::now(),
             idle,
-            quota: settings.disk_bytes(),
+            quota: Quota::of(&settings),
+            group,
+            house,
         })
     }
 
@@ -266,10 +279,17 @@ impl Actor for SandboxActor {
                 command,
                 timeout,
                 watch,
+                free_space,
                 reply,
             } => {
                 state.last_used = Instant::now();
-                start(&myself, state, command, timeout, watch, reply);
+                let run = Order {
+                    command,
+                    timeout,
+                    watch,
+                    free_space,
+                };
+                start(&myself, state, run, reply);
             }
             SandboxMsg::Touch(reply) => {
                 state.last_used = Instant::now();
@@ -357,22 +377,30 @@ fn prepare_workdir(workdir: &Path, uid: Option<u32>) -> Result<(), String> {
     Ok(())
 }
 
+/// A command to run, as the caller asked.
+struct Order {
+    command: String,
+    timeout: Duration,
+    watch: Option<Watch>,
+    free_space: bool,
+}
+
 /// Starts a command's task.
 fn start(
     myself: &ActorRef<SandboxMsg>,
     state: &mut SandboxState,
-    command: String,
-    timeout: Duration,
-    watch: Option<Watch>,
+    order: Order,
     reply: RpcReplyPort<Result<CommandOutcome, String>>,
 ) {
     let call = MsgId::new().to_string();
-    let (node, id, workdir, place, quota) = (
+    let (node, id, workdir, place, quota, group, house) = (
         state.node.clone(),
         state.id,
         state.workdir.clone(),
         state.place.clone(),
         state.quota,
+        state.group.clone(),
+        state.house.clone(),
     );
     let zygote = state.zygote.clone();
     let me = myself.clone();
@@ -385,35 +413,14 @@ fn start(
             place: &place,
             zygote: &zygote,
             quota,
+            group: group.as_ref(),
+            house: &house,
         };
-        let outcome = run(&spot, &call, &command, timeout, watch.as_ref()).await;
+        let outcome = run(&spot, &call, &order).await;
         let _ = reply.send(outcome);
         let _ = me.send_message(SandboxMsg::Ended(call));
     });
     state.running.insert(key, Running(task));
-}
-
-/// Bytes under `dir`, symbolic links not followed.
-pub fn usage(dir: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.metadata() else {
-                continue;
-            };
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else {
-                use std::os::unix::fs::MetadataExt;
-                total += meta.blocks() * 512;
-            }
-        }
-    }
-    total
 }
 
 /// Where a command runs: its environment and what the actor holds for it.
@@ -423,7 +430,9 @@ struct Spot<'a> {
     workdir: &'a Path,
     place: &'a Place,
     zygote: &'a ZygoteSlot,
-    quota: u64,
+    quota: Quota,
+    group: Option<&'a Cgroup>,
+    house: &'a str,
 }
 
 /// A command started: in the sandbox's process, or on the machine (an
@@ -470,28 +479,28 @@ impl Job {
     }
 }
 
-async fn run(
-    spot: &Spot<'_>,
-    call: &str,
-    command: &str,
-    timeout: Duration,
-    watch: Option<&Watch>,
-) -> Result<CommandOutcome, String> {
-    let (id, quota, workdir) = (spot.id, spot.quota, spot.workdir);
+async fn run(spot: &Spot<'_>, call: &str, order: &Order) -> Result<CommandOutcome, String> {
+    let (id, workdir) = (spot.id, spot.workdir);
+    let (command, timeout, watch) = (order.command.as_str(), order.timeout, order.watch.as_ref());
     let ctx = spot.node.upgrade().ok_or("the node is stopping")?;
     let dir = workdir.to_path_buf();
-    let used = tokio::task::spawn_blocking(move || usage(&dir))
+    let used = tokio::task::spawn_blocking(move || quota::usage(&dir))
         .await
-        .unwrap_or(0);
-    if used > quota {
-        return Err(format!(
-            "the environment's workdir holds {} MiB, over its quota of {} MiB; delete files \
-             (rm in a command cannot run now, so ask the house's owner to run `troupe env exec`, \
-             or free space from the machine) — nothing was run",
-            used / (1024 * 1024),
-            quota / (1024 * 1024)
-        ));
-    }
+        .unwrap_or_default();
+    // Freeing space, a command may not make the workdir grow; otherwise it
+    // may not start over the quota.
+    let held_to = match (spot.quota.passed(used), order.free_space) {
+        (Some(passed), false) => {
+            return Err(quota::refusal(
+                &passed,
+                spot.house,
+                &id.to_string(),
+                workdir,
+            ))
+        }
+        (_, true) => spot.quota.at_least(used),
+        (None, false) => spot.quota,
+    };
     let (owned_call, owned_command) = (call.to_string(), command.to_string());
     ctx.store
         .write(move |tx| table::command_started(tx, &owned_call, id, &owned_command))
@@ -499,7 +508,7 @@ async fn run(
         .map_err(|e| e.to_string())?;
     drop(ctx);
     let started = Instant::now();
-    let outcome = match supervise(spot, command, timeout, started, watch).await {
+    let outcome = match supervise(spot, held_to, command, timeout, started, watch).await {
         Ok(outcome) => outcome,
         Err(failure) => {
             // Its sandbox died under it: lost, never run again. (One that
@@ -546,6 +555,7 @@ enum Failure {
 /// gathers its output.
 async fn supervise(
     spot: &Spot<'_>,
+    quota: Quota,
     command: &str,
     timeout: Duration,
     started: Instant,
@@ -553,7 +563,9 @@ async fn supervise(
 ) -> Result<CommandOutcome, Failure> {
     let cancel = watch.map(|w| w.cancel.clone()).unwrap_or_default();
     let not_started = |e: String| Failure::NotStarted(e);
-    let (quota, workdir) = (spot.quota, spot.workdir);
+    let workdir = spot.workdir;
+    let oom_kills = || spot.group.and_then(Cgroup::oom_kills);
+    let oom_before = oom_kills();
     let (sender, mut pipe) =
         tokio::net::unix::pipe::pipe().map_err(|e| not_started(e.to_string()))?;
     let out = sender
@@ -623,13 +635,12 @@ async fn supervise(
             }
             _ = quota_check.tick(), if cut.is_none() => {
                 let dir = workdir.to_path_buf();
-                let used = tokio::task::spawn_blocking(move || usage(&dir)).await.unwrap_or(0);
-                if used > quota {
+                let used = tokio::task::spawn_blocking(move || quota::usage(&dir))
+                    .await
+                    .unwrap_or_default();
+                if quota.passed(used).is_some() {
                     job.kill().await;
-                    cut = Some(format!(
-                        "[killed: the workdir passed its quota of {} MiB]",
-                        quota / (1024 * 1024)
-                    ));
+                    cut = Some(quota.ending(used));
                 }
             }
         }
@@ -644,6 +655,16 @@ async fn supervise(
             )))
         }
         (Ended::As(_), Some(cut)) => cut,
+        (Ended::As(ending), None) if ending.starts_with("[killed by signal 9") => {
+            match (oom_before, oom_kills()) {
+                (Some(before), Some(after)) if after > before => format!(
+                    "[killed by signal 9: the environment's memory limit was reached — by this \
+                     command's memory, or by the kernel's for the files it made (each costs \
+                     some); the environment's other commands run on]"
+                ),
+                _ => ending,
+            }
+        }
         (Ended::As(ending), None) => ending,
     };
     // The command has ended, and what it left running was killed: the

@@ -83,6 +83,7 @@ pub const KEYS: &[&str] = &[
     "environments.cpu_percent",
     "environments.cpu_secs",
     "environments.disk_mib",
+    "environments.disk_files",
     "environments.network",
     "environments.landlock",
     "environments.helper",

@@ -9,6 +9,16 @@
 //! `enter` step writes its process id into. Where no control group can be
 //! made (troupe is not root and has no delegated tree), limits fall back
 //! to rlimits, and [`Cgroup::create`] says which controllers it got.
+//!
+//! The memory cap is on a sub-group of the commands alone
+//! ([`Cgroup::commands_procs`]), not on the whole environment: when the
+//! kernel's out-of-memory killer acts for a group, it picks its victim
+//! among that group's processes only. With the sandbox's process 1 outside
+//! the capped group, a command that runs the environment out of memory —
+//! with its pages, or with the kernel memory of the files it makes — is
+//! the one that dies; process 1 and the other commands live on. Each
+//! command joins that sub-group itself, between fork and exec, through a
+//! descriptor `enter` opened on the machine (see [`super::helper`]).
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +37,10 @@ pub struct GroupLimits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cgroup {
     dirs: Vec<PathBuf>,
+    /// The commands' own group in the memory hierarchy, where the memory
+    /// cap is; `None` when it could not be made (the cap is then on the
+    /// environment's group).
+    commands: Option<PathBuf>,
     /// Whether memory is capped by it.
     pub memory: bool,
     /// Whether the process count is capped by it.
@@ -40,6 +54,13 @@ const ROOT: &str = "/sys/fs/cgroup";
 
 /// The folder under troupe's own group that holds the environments' groups.
 const PARENT: &str = "troupe-environments";
+
+/// The sub-group of an environment's group its commands run in.
+const COMMANDS: &str = "commands";
+
+/// The sub-group of an environment's v2 group its process 1 runs in (a v2
+/// group that hands controllers down holds no process itself).
+const INIT: &str = "init";
 
 impl Cgroup {
     /// Makes (or takes again) the group `name` with `limits`; `None` when
@@ -79,9 +100,22 @@ impl Cgroup {
         std::fs::write(parent.join("cgroup.subtree_control"), wanted.join(" ")).ok()?;
         let dir = parent.join(name);
         std::fs::create_dir_all(&dir).ok()?;
-        let memory =
-            std::fs::write(dir.join("memory.max"), limits.memory_bytes.to_string()).is_ok();
-        let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+        let cap = |group: &Path| {
+            let ok =
+                std::fs::write(group.join("memory.max"), limits.memory_bytes.to_string()).is_ok();
+            let _ = std::fs::write(group.join("memory.swap.max"), "0");
+            ok
+        };
+        let commands = dir.join(COMMANDS);
+        let split = std::fs::write(dir.join("cgroup.subtree_control"), "+memory").is_ok()
+            && std::fs::create_dir_all(dir.join(INIT)).is_ok()
+            && std::fs::create_dir_all(&commands).is_ok()
+            && cap(&commands);
+        let (memory, commands) = if split {
+            (true, Some(commands))
+        } else {
+            (cap(&dir), None)
+        };
         let pids = std::fs::write(dir.join("pids.max"), limits.pids.to_string()).is_ok();
         let cpu = std::fs::write(
             dir.join("cpu.max"),
@@ -90,6 +124,7 @@ impl Cgroup {
         .is_ok();
         Some(Cgroup {
             dirs: vec![dir],
+            commands,
             memory,
             pids,
             cpu,
@@ -100,6 +135,7 @@ impl Cgroup {
     fn create_v1(name: &str, limits: GroupLimits) -> Option<Cgroup> {
         let mut group = Cgroup {
             dirs: Vec::new(),
+            commands: None,
             memory: false,
             pids: false,
             cpu: false,
@@ -123,12 +159,22 @@ impl Cgroup {
             let set = |file: &str, value: String| std::fs::write(dir.join(file), value).is_ok();
             let capped = match controller {
                 "memory" => {
-                    let ok = set("memory.limit_in_bytes", limits.memory_bytes.to_string());
-                    // Without swap accounting there is nothing to set.
-                    let _ = set(
-                        "memory.memsw.limit_in_bytes",
-                        limits.memory_bytes.to_string(),
-                    );
+                    let cap = |group: &Path| {
+                        let bytes = limits.memory_bytes.to_string();
+                        let ok =
+                            std::fs::write(group.join("memory.limit_in_bytes"), &bytes).is_ok();
+                        // Without swap accounting there is nothing to set.
+                        let _ = std::fs::write(group.join("memory.memsw.limit_in_bytes"), bytes);
+                        ok
+                    };
+                    let commands = dir.join(COMMANDS);
+                    let ok = if std::fs::create_dir_all(&commands).is_ok() && cap(&commands) {
+                        group.commands = Some(commands);
+                        true
+                    } else {
+                        let _ = std::fs::remove_dir(&commands);
+                        cap(&dir)
+                    };
                     group.memory = ok;
                     ok
                 }
@@ -156,15 +202,51 @@ impl Cgroup {
         (!group.dirs.is_empty()).then_some(group)
     }
 
-    /// The files a process joins the group through (one per hierarchy).
+    /// The files the sandbox's process 1 joins the group through (one per
+    /// hierarchy).
     pub fn procs(&self) -> Vec<PathBuf> {
-        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+        match (&self.commands, self.v2) {
+            (Some(_), true) => self
+                .dirs
+                .iter()
+                .map(|d| d.join(INIT).join("cgroup.procs"))
+                .collect(),
+            _ => self.dirs.iter().map(|d| d.join("cgroup.procs")).collect(),
+        }
+    }
+
+    /// The file each command joins the commands' group through, the one
+    /// the memory cap is on; `None` when the cap is on the whole group.
+    pub fn commands_procs(&self) -> Option<PathBuf> {
+        self.commands.as_ref().map(|d| d.join("cgroup.procs"))
+    }
+
+    /// How many times the kernel's out-of-memory killer has killed a
+    /// command of the group, where the kernel says.
+    pub fn oom_kills(&self) -> Option<u64> {
+        let group = self.commands.as_ref().or(self.dirs.first())?;
+        ["memory.events", "memory.oom_control"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(group.join(f)).ok())?
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+    }
+
+    /// Every `cgroup.procs` of the group and its sub-groups.
+    fn all_procs(&self) -> Vec<PathBuf> {
+        let mut files = self.procs();
+        files.extend(self.dirs.iter().map(|d| d.join("cgroup.procs")));
+        files.extend(self.commands_procs());
+        files.sort();
+        files.dedup();
+        files
     }
 
     /// The processes in the group now.
     pub fn members(&self) -> Vec<i32> {
         let mut pids: Vec<i32> = self
-            .procs()
+            .all_procs()
             .iter()
             .filter_map(|f| std::fs::read_to_string(f).ok())
             .flat_map(|text| {
@@ -216,6 +298,9 @@ impl Cgroup {
     pub fn remove(&self) {
         self.kill_all();
         for dir in &self.dirs {
+            // The sub-groups first: a group with children cannot go.
+            let _ = std::fs::remove_dir(dir.join(COMMANDS));
+            let _ = std::fs::remove_dir(dir.join(INIT));
             let _ = std::fs::remove_dir(dir);
         }
     }

@@ -6,7 +6,9 @@
 //!
 //! - **`enter`**, on the machine, before the sandbox: writes its own process
 //!   id into the environment's control groups (so everything the sandbox
-//!   starts is counted and capped from its first instruction), then becomes
+//!   starts is counted and capped from its first instruction), opens the
+//!   commands' own group (where the memory cap is) at descriptor
+//!   [`COMMANDS_CGROUP_FD`] for `init` to hand each command, then becomes
 //!   `bwrap`. A control group joined after `bwrap` started would race its
 //!   first fork.
 //! - **`init`**, inside the sandbox that `bwrap` built, as its process 1:
@@ -37,6 +39,11 @@ pub const SUBCOMMAND: &str = "__sandbox";
 
 /// The exit code of a helper that refused to run.
 pub const REFUSED: i32 = 125;
+
+/// The descriptor at which `enter` hands `init` the commands' control
+/// group (`cgroup.procs`, opened for writing on the machine, where the
+/// kernel judges the permission to move a process by who opened it).
+pub const COMMANDS_CGROUP_FD: i32 = 3;
 
 /// How standard error's refusal line starts.
 pub const REFUSAL_PREFIX: &str = "troupe sandbox: ";
@@ -108,10 +115,36 @@ fn enter(args: Vec<OsString>) -> Result<Never, String> {
         match name.as_str() {
             "cgroup" => std::fs::write(value, &pid)
                 .map_err(|e| format!("could not join the control group {value}: {e}"))?,
+            "commands-cgroup" => hand_down(value)?,
             other => return Err(format!("`enter` has no option --{other}")),
         }
     }
     become_program(&parsed.program)
+}
+
+/// Opens the commands' `cgroup.procs` at [`COMMANDS_CGROUP_FD`], without
+/// close-on-exec: it passes through `bwrap` to `init`.
+#[allow(unsafe_code)]
+fn hand_down(procs: &str) -> Result<(), String> {
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    let fd = rustix::fs::open(procs, rustix::fs::OFlags::WRONLY, rustix::fs::Mode::empty())
+        .map_err(|e| format!("could not open the commands' control group {procs}: {e}"))?;
+    if fd.as_raw_fd() == COMMANDS_CGROUP_FD {
+        // Already there: keep it open past this function.
+        let _ = fd.into_raw_fd();
+        return Ok(());
+    }
+    // SAFETY: `dup2` only makes `COMMANDS_CGROUP_FD` a copy of `fd`; in this
+    // fresh single-threaded process nothing else owns that number (std
+    // opens every descriptor close-on-exec, so none of them is handed on).
+    let done = unsafe { libc::dup2(fd.as_raw_fd(), COMMANDS_CGROUP_FD) };
+    if done != COMMANDS_CGROUP_FD {
+        return Err(format!(
+            "could not hand down the commands' control group: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 /// `--rlimit NAME=VALUE`: a limit whose soft and hard values are both

@@ -97,6 +97,10 @@ pub struct Jail {
     pub network: bool,
     /// `cgroup.procs` files the command joins before the sandbox starts.
     pub cgroups: Vec<PathBuf>,
+    /// The `cgroup.procs` file of the commands' own group (where the
+    /// memory cap is), which each command joins as it starts: process 1
+    /// stays out of it, and out of the way of its out-of-memory killer.
+    pub commands_cgroup: Option<PathBuf>,
     /// Whether Landlock is a hard requirement.
     pub landlock: LandlockMode,
     /// Ports on the sandbox's own `127.0.0.1` whose connections are handed
@@ -276,6 +280,14 @@ impl Sandbox {
             confine.push("--env".into());
             confine.push(format!("{name}={value}"));
         }
+        let commands_cgroup = jail
+            .commands_cgroup
+            .as_ref()
+            .filter(|_| !jail.cgroups.is_empty());
+        if commands_cgroup.is_some() {
+            confine.push("--commands-cgroup-fd".into());
+            confine.push(helper::COMMANDS_CGROUP_FD.to_string());
+        }
         bwrap.extend(confine.into_iter().map(OsString::from));
         let mut command = if jail.cgroups.is_empty() {
             let mut c = Command::new(self.program());
@@ -286,6 +298,9 @@ impl Sandbox {
             c.arg(helper::SUBCOMMAND).arg("enter");
             for procs in &jail.cgroups {
                 c.arg("--cgroup").arg(procs);
+            }
+            if let Some(procs) = commands_cgroup {
+                c.arg("--commands-cgroup").arg(procs);
             }
             c.arg("--").arg(self.program()).args(&bwrap);
             c

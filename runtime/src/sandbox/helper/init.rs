@@ -28,6 +28,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
@@ -49,6 +50,7 @@ struct Init {
     env: Vec<(String, String)>,
     uid: Option<u32>,
     limits: Vec<(Resource, Rlimit)>,
+    commands_cgroup: Option<Arc<OwnedFd>>,
     running: HashMap<i32, Running>,
     me: Pid,
 }
@@ -62,6 +64,7 @@ pub(super) fn run(args: Vec<std::ffi::OsString>) -> Result<Never, String> {
     let mut limits = Vec::new();
     let mut ports = Vec::new();
     let mut env = Vec::new();
+    let mut commands_cgroup = None;
     for (name, value) in &parsed.options {
         match name.as_str() {
             "listen" => ports.push(
@@ -84,6 +87,12 @@ pub(super) fn run(args: Vec<std::ffi::OsString>) -> Result<Never, String> {
                 )
             }
             "write" => writable.push(value.clone()),
+            "commands-cgroup-fd" => {
+                let fd = value
+                    .parse::<i32>()
+                    .map_err(|_| format!("--commands-cgroup-fd {value} is not a descriptor"))?;
+                commands_cgroup = Some(Arc::new(inherited(fd)?));
+            }
             "landlock" => {
                 landlock_required = match value.as_str() {
                     "required" => true,
@@ -124,6 +133,7 @@ pub(super) fn run(args: Vec<std::ffi::OsString>) -> Result<Never, String> {
         env,
         uid,
         limits,
+        commands_cgroup,
         running: HashMap::new(),
         me: rustix::process::getpid(),
     };
@@ -259,7 +269,7 @@ impl Init {
             // As root, std drops the supplementary groups too.
             bash.uid(uid).gid(uid);
         }
-        prepare_child(&mut bash, self.limits.clone());
+        prepare_child(&mut bash, self.limits.clone(), self.commands_cgroup.clone());
         let child = bash
             .spawn()
             .map_err(|e| format!("the command could not start: {e}"))?;
@@ -326,10 +336,33 @@ impl Init {
     }
 }
 
-/// What runs in a command's child between fork and exec: a session of its
-/// own, the subreaper flag, the lowered limits.
+/// Takes the descriptor `enter` handed down ([`super::COMMANDS_CGROUP_FD`]),
+/// made close-on-exec so no command holds it.
 #[allow(unsafe_code)]
-fn prepare_child(command: &mut Command, limits: Vec<(Resource, Rlimit)>) {
+fn inherited(fd: i32) -> Result<OwnedFd, String> {
+    use std::os::fd::{BorrowedFd, FromRawFd};
+    if fd < 3 {
+        return Err(format!("--commands-cgroup-fd {fd} is a standard stream"));
+    }
+    // SAFETY: only borrowed for the `fcntl` that says whether it is open.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    rustix::io::fcntl_setfd(borrowed, rustix::io::FdFlags::CLOEXEC).map_err(|e| {
+        format!("the commands' control group was not handed down (descriptor {fd}: {e})")
+    })?;
+    // SAFETY: the descriptor is open (above) and nothing else in this
+    // process owns it: `enter` opened it for this process alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// What runs in a command's child between fork and exec: a session of its
+/// own, the subreaper flag, the lowered limits, and the commands' control
+/// group (where the memory cap is; process 1 stays out of it).
+#[allow(unsafe_code)]
+fn prepare_child(
+    command: &mut Command,
+    limits: Vec<(Resource, Rlimit)>,
+    commands_cgroup: Option<Arc<OwnedFd>>,
+) {
     // SAFETY: the closure runs in the forked child of a single-threaded
     // process, before exec, and only makes system calls through rustix
     // (no allocation: `limits` was built before the fork), which is what
@@ -337,6 +370,11 @@ fn prepare_child(command: &mut Command, limits: Vec<(Resource, Rlimit)>) {
     unsafe {
         command.pre_exec(move || {
             let fail = |e: rustix::io::Errno| std::io::Error::from_raw_os_error(e.raw_os_error());
+            if let Some(group) = &commands_cgroup {
+                // "0": the writing process itself. Fail closed: outside
+                // that group its memory would not be capped.
+                rustix::io::write(group.as_ref(), b"0").map_err(fail)?;
+            }
             rustix::process::setsid().map_err(fail)?;
             rustix::process::set_child_subreaper(Pid::from_raw(1)).map_err(fail)?;
             for (resource, limit) in &limits {

@@ -1,0 +1,134 @@
+//! An environment's quota holds for files as well as bytes, and what runs
+//! it out of memory dies alone: the forms of issue 31's family 10, each
+//! through the real sandbox (skipped where none works; failed where
+//! `TROUPE_TEST_REQUIRE_SANDBOX` is set, as on CI).
+
+use std::time::Duration;
+
+use troupe::runtime::environment::CommandOutcome;
+use troupe::runtime::sandbox::Sandbox;
+
+use super::environments::with_environment;
+use super::support::TestHome;
+
+/// A command that passes the workdir's quota, and what its ending says.
+struct Form {
+    name: &'static str,
+    command: &'static str,
+    ending: &'static str,
+}
+
+/// With the suite's settings (8 MiB, so 512 files): many empty files, big
+/// files under the per-file cap, many folders.
+const FORMS: &[Form] = &[
+    Form {
+        name: "many empty files",
+        command: "i=0; while :; do : > f$i; i=$((i+1)); done",
+        ending: "quota of 512 files",
+    },
+    Form {
+        name: "big files",
+        command: "for i in $(seq 1 100); do head -c 7M /dev/zero > b$i || exit 1; done",
+        ending: "quota of 8 MiB",
+    },
+    Form {
+        name: "many folders",
+        command: "i=0; while :; do mkdir -p d$i/e; i=$((i+1)); done",
+        ending: "quota of 512 files",
+    },
+];
+
+#[tokio::test]
+async fn a_workdir_over_its_quota_in_files_or_bytes_refuses_commands_until_freed() {
+    let test = "a_workdir_over_its_quota_in_files_or_bytes_refuses_commands_until_freed";
+    if Sandbox::detect_or_skip(test).is_none() {
+        return;
+    }
+    let home = TestHome::new();
+    let (_rt, envs, id) = with_environment(&home, &[]).await;
+    let timeout = Some(Duration::from_secs(30));
+    for form in FORMS {
+        let out = envs.exec(id, form.command, timeout).await.unwrap();
+        assert!(!out.success(), "{}: {out:?}", form.name);
+        assert!(out.ending.contains(form.ending), "{}: {out:?}", form.name);
+        // Over its quota, it runs nothing, saying why and what to do.
+        let refused = envs
+            .exec(id, "true", timeout)
+            .await
+            .unwrap_err()
+            .to_string();
+        for said in [
+            "environment over its quota",
+            "--free-space",
+            "nothing was run",
+        ] {
+            assert!(refused.contains(said), "{}: {refused}", form.name);
+        }
+        // Freeing space is the one thing it runs; growing is not.
+        let grown = envs
+            .free_space(id, "touch more-$RANDOM; sleep 5", timeout)
+            .await
+            .unwrap();
+        assert!(grown.ending.contains("quota"), "{}: {grown:?}", form.name);
+        let freed = envs.free_space(id, "rm -rf ./*", timeout).await.unwrap();
+        assert!(freed.success(), "{}: {freed:?}", form.name);
+        let after = envs.exec(id, "echo fine", timeout).await.unwrap();
+        assert_eq!(after.output.trim(), "fine", "{}: {after:?}", form.name);
+    }
+}
+
+#[tokio::test]
+async fn what_runs_the_environment_out_of_memory_dies_alone() {
+    let test = "what_runs_the_environment_out_of_memory_dies_alone";
+    if Sandbox::detect_or_skip(test).is_none() {
+        return;
+    }
+    let home = TestHome::new();
+    // A quota in files high enough that memory runs out first.
+    let (_rt, envs, id) = with_environment(&home, &[("environments.disk_files", "10000000")]).await;
+    let hogs = [
+        (
+            "pages",
+            "python3 -c 'b = bytearray(512 * 1024 * 1024); b[::4096] = b\"x\" * len(b[::4096]); print(\"survived\")'",
+        ),
+        (
+            "the kernel's memory for files",
+            "python3 -c 'import itertools\nfor i in itertools.count(): open(f\"k{i}\", \"w\").close()'",
+        ),
+    ];
+    for (name, hog) in hogs {
+        // Started first, ending after the hog was killed.
+        let survivor = {
+            let envs = envs.clone();
+            tokio::spawn(async move {
+                envs.exec(
+                    id,
+                    "while [ ! -e /tmp/hog-done ]; do sleep 0.05; done; echo alive",
+                    Some(Duration::from_secs(60)),
+                )
+                .await
+            })
+        };
+        let out: CommandOutcome = envs
+            .exec(id, hog, Some(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        assert!(!out.success(), "{name}: {out:?}");
+        assert!(!out.output.contains("survived"), "{name}: {out:?}");
+        assert!(
+            out.ending.contains("memory") || out.ending.contains("quota"),
+            "{name}: {out:?}"
+        );
+        // Process 1 lives: the survivor is still there to be released.
+        let released = envs.exec(id, "touch /tmp/hog-done", None).await.unwrap();
+        assert!(released.success(), "{name}: {released:?}");
+        let survived = survivor.await.unwrap().unwrap();
+        assert_eq!(survived.output.trim(), "alive", "{name}: {survived:?}");
+        assert!(survived.success(), "{name}: {survived:?}");
+        let cleaned = envs
+            .free_space(id, "rm -rf /tmp/hog-done ./*", None)
+            .await
+            .unwrap();
+        assert!(cleaned.success(), "{name}: {cleaned:?}");
+    }
+}
