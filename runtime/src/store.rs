@@ -52,6 +52,7 @@
 //! # }
 //! ```
 
+mod check;
 pub mod conversations;
 pub mod environments;
 mod error;
@@ -76,6 +77,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, Transaction};
 use tokio::sync::mpsc;
 
+pub use check::Verdict;
 pub use error::{Result, StoreError};
 
 /// A queued write ([`Store::submit`]); [`Pending::wait`] gives its outcome.
@@ -137,6 +139,8 @@ struct Inner {
     path: PathBuf,
     /// `None` when the store was opened read-only.
     writes: Option<mpsc::Sender<Box<dyn writer::Job>>>,
+    /// The check after start (`None` read-only: such a store writes nothing).
+    check: Option<Arc<check::Check>>,
     reads: mpsc::Sender<reader::ReadJob>,
 }
 
@@ -157,8 +161,20 @@ impl Store {
         Self::open_with(path, OpenOptions::default())
     }
 
-    /// Opens the database at `path` with `options`.
+    /// Opens the database at `path` with `options`, and starts checking it
+    /// in the background ([`Store::verdict`]).
     pub fn open_with(path: &Path, options: OpenOptions) -> Result<Store> {
+        Self::open_checked_after(path, options, || {})
+    }
+
+    /// [`Store::open_with`], its background check started after `before`
+    /// (tests hold the check back with it).
+    #[doc(hidden)]
+    pub fn open_checked_after(
+        path: &Path,
+        options: OpenOptions,
+        before: impl FnOnce() + Send + 'static,
+    ) -> Result<Store> {
         check_header(path)?;
         let mut conn = connect(path, &options, false)?;
         migrations::migrate(&mut conn, path)?;
@@ -170,19 +186,29 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
+        // Opened, migrated: what is checked is the file this store writes.
+        let check = check::Check::start(path, before).map_err(io)?;
         let (writes, write_rx) = mpsc::channel(WRITE_QUEUE);
         let checkpointer = connect(path, &options, false)?;
         // It only copies WAL frames back; it needs no cache of its own.
         checkpointer
             .pragma_update(None, "cache_size", -1024)
             .map_err(|e| StoreError::from(e).at(path))?;
-        writer::spawn(conn, checkpointer, path.to_path_buf(), write_rx).map_err(io)?;
+        writer::spawn(
+            conn,
+            checkpointer,
+            path.to_path_buf(),
+            write_rx,
+            Arc::clone(&check),
+        )
+        .map_err(io)?;
         let (reads, read_rx) = mpsc::channel(READ_QUEUE);
-        reader::spawn(readers, read_rx).map_err(io)?;
+        reader::spawn(readers, read_rx, Some(Arc::clone(&check))).map_err(io)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 writes: Some(writes),
+                check: Some(check),
                 reads,
             }),
         })
@@ -242,7 +268,7 @@ impl Store {
             }
         }
         let (reads, read_rx) = mpsc::channel(READ_QUEUE);
-        reader::spawn(readers, read_rx).map_err(|source| StoreError::Io {
+        reader::spawn(readers, read_rx, None).map_err(|source| StoreError::Io {
             path: path.to_path_buf(),
             source,
         })?;
@@ -250,6 +276,7 @@ impl Store {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 writes: None,
+                check: None,
                 reads,
             }),
         })
@@ -260,8 +287,23 @@ impl Store {
         self.inner.writes.is_none()
     }
 
-    /// The writer's queue, or [`StoreError::ReadOnly`].
+    /// What the check after start found ([`Verdict::Whole`] for a
+    /// read-only store, which writes nothing). Once it is
+    /// [`Verdict::Damaged`], every write fails with
+    /// [`StoreError::WritesStopped`].
+    pub fn verdict(&self) -> Verdict {
+        self.inner
+            .check
+            .as_ref()
+            .map_or(Verdict::Whole, |c| c.verdict())
+    }
+
+    /// The writer's queue, or [`StoreError::ReadOnly`], or
+    /// [`StoreError::WritesStopped`] once the file was found damaged.
     fn writes(&self) -> Result<&mpsc::Sender<Box<dyn writer::Job>>> {
+        if let Some(refusal) = self.inner.check.as_ref().and_then(|c| c.refusal()) {
+            return Err(refusal);
+        }
         self.inner
             .writes
             .as_ref()
@@ -425,6 +467,11 @@ fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connectio
         .map_err(at)?;
     expect(path, "journal_mode", "wal", &journal.to_ascii_lowercase())?;
     conn.pragma_update(None, "foreign_keys", true).map_err(at)?;
+    // SQLite checks each cell's size against its page as it reads it: a
+    // damaged page is an error, not data written back (no measurable cost:
+    // docs/security.md).
+    conn.pragma_update(None, "cell_size_check", true)
+        .map_err(at)?;
     let sync = if options.synchronous_full { 2 } else { 1 };
     conn.pragma_update(None, "synchronous", sync).map_err(at)?;
     if reader {

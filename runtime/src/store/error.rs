@@ -57,6 +57,20 @@ pub enum StoreError {
         /// SQLite's first findings.
         detail: String,
     },
+    /// The check after start found the database damaged: the store writes
+    /// nothing more.
+    #[error(
+        "{path} is damaged (the check after start, PRAGMA quick_check: {detail}); troupe has \
+         stopped writing to it so as not to spread the damage, and refuses every write. Stop \
+         troupe, run `troupe doctor` to see what is wrong and `troupe doctor --recover FILE` to \
+         copy what can be read (or restore troupe.db from a backup), then start again"
+    )]
+    WritesStopped {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's first findings.
+        detail: String,
+    },
     /// The database is missing or empty, but the home shows it had one.
     #[error(
         "{path} is missing or empty, but this home had a database ({evidence} exist); troupe \
@@ -212,6 +226,10 @@ impl StoreError {
                 detail: detail.clone(),
             },
             Self::Damaged { path, detail } => Self::Damaged {
+                path: path.clone(),
+                detail: detail.clone(),
+            },
+            Self::WritesStopped { path, detail } => Self::WritesStopped {
                 path: path.clone(),
                 detail: detail.clone(),
             },

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
+use super::check::Check;
 use super::error::StoreError;
 use super::writer::panic_text;
 
@@ -34,13 +35,26 @@ where
 
 /// Starts one reader thread per connection; they stop when every sender of
 /// the queue is dropped.
-pub(crate) fn spawn(conns: Vec<Connection>, jobs: mpsc::Receiver<ReadJob>) -> std::io::Result<()> {
+///
+/// With `check` (a writing store's), each leaves the file alone as it
+/// closes when the check found it damaged.
+pub(crate) fn spawn(
+    conns: Vec<Connection>,
+    jobs: mpsc::Receiver<ReadJob>,
+    check: Option<Arc<Check>>,
+) -> std::io::Result<()> {
     let jobs = Arc::new(Mutex::new(jobs));
     for (i, conn) in conns.into_iter().enumerate() {
         let jobs = Arc::clone(&jobs);
+        let check = check.clone();
         std::thread::Builder::new()
             .name(format!("troupe-store-reader-{i}"))
-            .spawn(move || run(&conn, &jobs))?;
+            .spawn(move || {
+                run(&conn, &jobs);
+                if let Some(check) = check {
+                    check.before_close(&conn);
+                }
+            })?;
     }
     Ok(())
 }

@@ -18,10 +18,12 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
+use super::check::{Check, Verdict};
 use super::error::StoreError;
 
 /// The most jobs committed in one transaction.
@@ -122,22 +124,39 @@ pub(crate) fn spawn(
     checkpointer: Connection,
     path: PathBuf,
     jobs: mpsc::Receiver<Box<dyn Job>>,
+    check: Arc<Check>,
 ) -> std::io::Result<()> {
     let (wake, woken) = std::sync::mpsc::sync_channel::<()>(1);
     let checkpoint_path = path.clone();
+    let checkpoint_check = Arc::clone(&check);
     std::thread::Builder::new()
         .name("troupe-store-checkpoint".into())
-        .spawn(move || checkpoints(&checkpointer, &checkpoint_path, &woken))?;
+        .spawn(move || {
+            checkpoints(&checkpointer, &checkpoint_path, &woken, &checkpoint_check);
+            checkpoint_check.before_close(&checkpointer);
+        })?;
     std::thread::Builder::new()
         .name("troupe-store-writer".into())
-        .spawn(move || run(conn, &path, jobs, &wake))
+        .spawn(move || run(conn, &path, jobs, &wake, &check))
         .map(drop)
 }
 
 /// Checkpoints after commits, at most every [`CHECKPOINT_EVERY`], until the
-/// writer stops; then once more.
-fn checkpoints(conn: &Connection, path: &std::path::Path, woken: &std::sync::mpsc::Receiver<()>) {
+/// writer stops; then once more. None before the check after start found
+/// the file whole, and none at all once it found it damaged (see
+/// [`super::check`]).
+fn checkpoints(
+    conn: &Connection,
+    path: &std::path::Path,
+    woken: &std::sync::mpsc::Receiver<()>,
+    check: &Check,
+) {
     use std::sync::mpsc::RecvTimeoutError;
+    let checkpoint = |conn: &Connection, path: &std::path::Path| {
+        if check.wait() == Verdict::Whole {
+            checkpoint(conn, path);
+        }
+    };
     while woken.recv().is_ok() {
         let started = std::time::Instant::now();
         checkpoint(conn, path);
@@ -172,6 +191,7 @@ fn run(
     path: &std::path::Path,
     mut jobs: mpsc::Receiver<Box<dyn Job>>,
     wake: &std::sync::mpsc::SyncSender<()>,
+    check: &Check,
 ) {
     use tokio::sync::mpsc::error::TryRecvError;
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
@@ -182,6 +202,10 @@ fn run(
         let first = if files_pending {
             match jobs.try_recv() {
                 Ok(job) => job,
+                Err(TryRecvError::Empty) if check.refusal().is_some() => {
+                    files_pending = false;
+                    continue;
+                }
                 Err(TryRecvError::Empty) => {
                     files_pending = index_files(&mut conn, path);
                     let _ = wake.try_send(());
@@ -202,10 +226,21 @@ fn run(
                 Err(_) => break,
             }
         }
+        if let Some(refusal) = check.refusal() {
+            // Found damaged: nothing more is written.
+            batch.drain(..).for_each(|job| job.finish(Err(&refusal)));
+            files_pending = false;
+            continue;
+        }
         commit_batch(&mut conn, path, &mut batch, &jobs);
         files_pending = pending_files(&conn, path);
         // Full means a wake-up is already pending.
         let _ = wake.try_send(());
+    }
+    check.before_close(&conn);
+    if check.refusal().is_some() {
+        tracing::debug!(path = %path.display(), "store writer stopped over a damaged file");
+        return;
     }
     // Leave nothing for the next process to index.
     let caught_up = conn
