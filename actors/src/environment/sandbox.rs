@@ -657,11 +657,12 @@ async fn supervise(
         (Ended::As(_), Some(cut)) => cut,
         (Ended::As(ending), None) if ending.starts_with("[killed by signal 9") => {
             match (oom_before, oom_kills()) {
-                (Some(before), Some(after)) if after > before => format!(
+                (Some(before), Some(after)) if after > before => {
                     "[killed by signal 9: the environment's memory limit was reached — by this \
                      command's memory, or by the kernel's for the files it made (each costs \
                      some); the environment's other commands run on]"
-                ),
+                        .to_string()
+                }
                 _ => ending,
             }
         }

@@ -82,7 +82,8 @@ fn bit_rot_found_after_start_stops_every_write_and_leaves_the_file_as_it_was() {
     // The root page of a table of several pages: an interior page, whose
     // header is the type (0), the cell count (3–4) and the right-most
     // child (8–11).
-    let forms: [(&str, u64, fn(u8) -> u8); 3] = [
+    type Form = (&'static str, u64, fn(u8) -> u8);
+    let forms: [Form; 3] = [
         ("the page's type", 0, |_| 0x0d),
         ("its cell count", 4, |b| b.wrapping_add(7)),
         ("its right-most child", 8, |_| 0x7f),
