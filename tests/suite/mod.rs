@@ -26,6 +26,7 @@ mod sandbox_escape;
 mod security;
 mod serve_cli;
 mod server;
+mod server_edges;
 mod smoke;
 mod supervision;
 mod support;
