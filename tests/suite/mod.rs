@@ -16,6 +16,7 @@ mod home;
 mod house;
 mod house_cli;
 mod house_files;
+mod house_tenancy;
 mod layering;
 mod limits;
 mod mcp;
