@@ -12,7 +12,9 @@
 //!   and keeps the approvals and questions waiting for an answer;
 //! - [`houses`], [`threads`], [`events`], [`files`], [`admin`],
 //!   [`requests`] — the routes;
-//! - [`error`] — one error type, one JSON shape, one status per kind.
+//! - [`error`] — one error type, one JSON shape, one status per kind;
+//! - [`connections`] — the accept loop: connection caps and the header
+//!   timeout; [`origin`] — the `Host` allow-list and the `Origin` check.
 //!
 //! A [`Server`] runs until [`Server::stop`]: it stops accepting, closes
 //! every WebSocket with a close frame and waits for requests in flight.
@@ -21,11 +23,13 @@
 
 pub mod admin;
 pub mod auth;
+pub mod connections;
 pub mod error;
 pub mod events;
 pub mod feed;
 pub mod files;
 pub mod houses;
+pub mod origin;
 pub mod page;
 pub mod requests;
 pub mod threads;
@@ -59,6 +63,11 @@ pub struct ServerOptions {
     pub body_limit: usize,
     /// How long one request may take (WebSockets excepted).
     pub request_timeout: Duration,
+    /// How many connections at once, and how long a silent one may stay.
+    pub connections: connections::ConnectionLimits,
+    /// Host names requests may name besides the loopback names and the
+    /// listen address (`[server] allowed_hosts`).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -69,6 +78,8 @@ impl Default for ServerOptions {
             rate: RateLimit::default(),
             body_limit: 16 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
+            connections: connections::ConnectionLimits::default(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -84,6 +95,7 @@ struct Inner {
     options: ServerOptions,
     limiter: auth::Limiter,
     feed: feed::Feed,
+    hosts: origin::AllowedHosts,
     local_secret: Option<[u8; 32]>,
     stopping: CancellationToken,
 }
@@ -133,6 +145,9 @@ impl Server {
             )
         })?;
         let addr = listener.local_addr()?;
+        let hosts =
+            origin::AllowedHosts::new(addr, &options.allowed_hosts).map_err(anyhow::Error::msg)?;
+        let limits = options.connections;
         let stopping = CancellationToken::new();
         let (feed, feed_task) = feed::Feed::start(&node, stopping.clone());
         let state = AppState {
@@ -141,20 +156,13 @@ impl Server {
                 limiter: auth::Limiter::new(options.rate),
                 options,
                 feed,
+                hosts,
                 local_secret,
                 stopping: stopping.clone(),
             }),
         };
         let app = app(state);
-        let graceful = stopping.clone();
-        let task = tokio::spawn(async move {
-            axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .with_graceful_shutdown(async move { graceful.cancelled().await })
-            .await
-        });
+        let task = tokio::spawn(connections::serve(listener, app, limits, stopping.clone()));
         Ok(Server {
             addr,
             stopping,
@@ -228,6 +236,7 @@ pub fn app(state: AppState) -> Router {
         .merge(page::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(middleware::from_fn_with_state(state.clone(), origin::guard))
         .layer(DefaultBodyLimit::max(state.inner.options.body_limit))
         .with_state(state)
 }
@@ -285,6 +294,20 @@ impl ServerOptions {
                 "server.auth is `{other}`; it must be `tokens` (every request presents a member's token) or `open` (loopback only)"
             ),
         };
+        if config.header_timeout_secs == 0 {
+            anyhow::bail!("server.header_timeout_secs is 0; give the seconds a connection may take to send a request's head (10 by default)");
+        }
+        if config.max_connections == 0 || config.max_connections_per_address == 0 {
+            anyhow::bail!("server.max_connections and server.max_connections_per_address must be above 0 (1024 and 128 by default)");
+        }
+        if config.max_connections_per_address > config.max_connections {
+            anyhow::bail!(
+                "server.max_connections_per_address ({}) is above server.max_connections ({}); one address cannot hold more than all",
+                config.max_connections_per_address,
+                config.max_connections
+            );
+        }
+        origin::AllowedHosts::new(listen, &config.allowed_hosts).map_err(anyhow::Error::msg)?;
         if config.requests_per_second.is_nan()
             || config.requests_per_second <= 0.0
             || config.burst == 0
@@ -300,6 +323,12 @@ impl ServerOptions {
             },
             body_limit: usize::try_from(config.max_body_bytes).unwrap_or(usize::MAX),
             request_timeout: Duration::from_secs(config.request_timeout_secs.max(1)),
+            connections: connections::ConnectionLimits {
+                header_timeout: Duration::from_secs(config.header_timeout_secs),
+                total: config.max_connections as usize,
+                per_address: config.max_connections_per_address as usize,
+            },
+            allowed_hosts: config.allowed_hosts.clone(),
         })
     }
 }

@@ -355,6 +355,7 @@ impl Delegations {
                 }),
                 title: goal.chars().take(80).collect(),
                 fresh: true,
+                house: troupe_runtime::house::HouseScope::of(ctx).map(|s| s.house),
                 ..Opening::new(bot.clone())
             };
             let started = match node.open(opening).await {

@@ -15,11 +15,14 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use troupe_runtime::id::MsgId;
+use troupe_runtime::house::HouseScope;
+use troupe_runtime::id::{BotId, ConversationId, HouseId, MsgId};
 use troupe_runtime::protocol::{Address, Envelope, Payload, ToolResult};
+use troupe_runtime::rusqlite::{self, OptionalExtension};
 use troupe_runtime::tool::ToolContext;
 
-use crate::node::Node;
+use crate::bot::BotRecord;
+use crate::node::{Node, NodeError, Opening};
 
 /// The loop guard: at most `max` exchanges between a pair of agents within
 /// `window`, then the pair waits `cooldown`.
@@ -93,7 +96,9 @@ impl LoopGuard {
     }
 }
 
-/// Sends `message` from the conversation of `ctx` to the bot `target`.
+/// Sends `message` from the conversation of `ctx` to the bot `target`:
+/// into its own conversation, or — from a conversation working for a
+/// house — into its conversation for that house, and only to a bot of it.
 pub async fn send(
     node: &Node,
     guard: &LoopGuard,
@@ -101,17 +106,35 @@ pub async fn send(
     target: &str,
     message: &str,
 ) -> ToolResult {
-    let bot = match node.bot(target) {
-        Ok(bot) => bot,
-        Err(_) => {
+    let scope = HouseScope::of(ctx);
+    let members = match scope {
+        None => None,
+        Some(scope) => match house_bots(node, scope.house).await {
+            Ok(bots) => Some(bots),
+            Err(e) => return ToolResult::error(format!("message_agent failed: {e}")),
+        },
+    };
+    let found = node
+        .bot(target)
+        .ok()
+        .filter(|b| members.as_ref().is_none_or(|m| m.contains(&b.id)));
+    let bot = match found {
+        Some(bot) => bot,
+        None => {
             let roster: Vec<String> = node
                 .bots()
                 .into_iter()
+                .filter(|b| members.as_ref().is_none_or(|m| m.contains(&b.id)))
                 .map(|b| b.spec.name)
                 .filter(|n| *n != ctx.agent)
                 .collect();
+            let whose = if members.is_some() {
+                " in this house"
+            } else {
+                ""
+            };
             return ToolResult::error(format!(
-                "there is no agent named `{target}`. The agents you can message are: {}.",
+                "there is no agent named `{target}`{whose}. The agents you can message are: {}.",
                 if roster.is_empty() {
                     "none".to_string()
                 } else {
@@ -123,10 +146,21 @@ pub async fn send(
     if let Err(why) = guard.admit(&ctx.agent, target, Instant::now()) {
         return ToolResult::error(why);
     }
+    let to = match scope {
+        None => Address::Bot(bot.id),
+        Some(scope) => match house_conversation(node, &bot, scope.house).await {
+            Ok(id) => Address::Conversation(id),
+            Err(e) => {
+                return ToolResult::error(format!(
+                    "the message could not be delivered to `{target}`: {e}"
+                ))
+            }
+        },
+    };
     let envelope = Envelope {
         id: MsgId::new(),
         from: Address::Conversation(ctx.conversation),
-        to: Address::Bot(bot.id),
+        to,
         body: Payload::Text {
             sender: ctx.agent.clone(),
             text: message.to_string(),
@@ -158,6 +192,56 @@ pub async fn send(
             data,
         ),
     }
+}
+
+/// The bots of `house`.
+async fn house_bots(node: &Node, house: HouseId) -> Result<Vec<BotId>, NodeError> {
+    let members = node
+        .store()
+        .read(move |c| troupe_runtime::store::house::members(c, house))
+        .await?;
+    Ok(members.into_iter().filter_map(|m| m.bot).collect())
+}
+
+/// What the row of a bot's conversation for a house is stored as.
+pub const HOUSE_KIND: &str = "house";
+
+/// `bot`'s conversation for `house`, where messages from that house's
+/// conversations arrive: the latest one, or a new one. It carries the
+/// house, so it sees that house's data only, like its sender.
+async fn house_conversation(
+    node: &Node,
+    bot: &BotRecord,
+    house: HouseId,
+) -> Result<ConversationId, NodeError> {
+    let (bot_id, key) = (bot.id.to_string(), house.to_string());
+    let found = node
+        .store()
+        .read(move |c| {
+            Ok(c.prepare_cached(
+                "SELECT c.id FROM conversations c JOIN openings o ON o.conversation_id = c.id
+                 WHERE c.bot_id = ?1 AND c.kind = ?2 AND json_extract(o.spec, '$.house') = ?3
+                 ORDER BY c.created_at DESC LIMIT 1",
+            )?
+            .query_row(rusqlite::params![bot_id, HOUSE_KIND, key], |r| {
+                r.get::<_, String>(0)
+            })
+            .optional()?)
+        })
+        .await?;
+    if let Some(id) = found.and_then(|id| id.parse().ok()) {
+        return Ok(id);
+    }
+    let id = ConversationId::new();
+    node.open(Opening {
+        id,
+        house: Some(house),
+        label: Some(HOUSE_KIND),
+        title: "messages from the house".into(),
+        ..Opening::new(bot.clone())
+    })
+    .await?;
+    Ok(id)
 }
 
 #[cfg(test)]

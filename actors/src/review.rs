@@ -209,6 +209,7 @@ pub async fn review(
         briefing: briefing(&transcript, memory_due),
         label: Some(LABEL),
         fresh: true,
+        house: turn.house,
         services: vec![Arc::new(|s: &troupe_runtime::tool::Services| {
             s.insert(Arc::new(ProposeRemovals))
         })],

@@ -289,6 +289,34 @@ impl Seat {
     }
 }
 
+/// The house a conversation works for: put into the services of every
+/// conversation a house bot runs — its seat in a thread, and what that
+/// conversation starts (subagents, a message to another bot) — so that the
+/// tools reading or writing stored data see that house's only, and the
+/// tools touching the machine are not offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HouseScope {
+    /// The house.
+    pub house: HouseId,
+    /// Whether it is the home's own house ([`DEFAULT_HOUSE`]), whose people
+    /// own the machine: its scope also sees what was made outside any house
+    /// (the owner's conversations, `memory/USER.md`).
+    pub home: bool,
+}
+
+impl HouseScope {
+    /// The house the conversation of `ctx` works for, if any.
+    pub fn of(ctx: &ToolContext) -> Option<HouseScope> {
+        ctx.services.get::<HouseScope>().map(|s| *s)
+    }
+
+    /// Whether the conversation of `ctx` works for a house other than the
+    /// home's own (where the home's shared data is not its to see).
+    pub fn foreign(ctx: &ToolContext) -> bool {
+        Self::of(ctx).is_some_and(|s| !s.home)
+    }
+}
+
 /// Put into a conversation's services when its bot may rewrite its own
 /// record (`update_self`).
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,7 +1,8 @@
 //! Who a request speaks for, what it may see, and how fast it may ask.
 //!
 //! A request presents a member's token as `Authorization: Bearer …` (a
-//! browser's WebSocket, which cannot set headers, as `?access_token=…`).
+//! browser's WebSocket on an event stream, which cannot set headers, as
+//! `?access_token=…`; anywhere else a query token is refused).
 //! The token speaks for one person of one house: that house is all the
 //! request sees, and any other house answers 404, exactly as a house that
 //! does not exist. Two callers see every house: the home's own CLI, with
@@ -109,13 +110,21 @@ fn presented(request: &Request) -> Option<String> {
             .eq_ignore_ascii_case("bearer")
             .then(|| token.trim().to_string());
     }
-    if request.headers().contains_key(axum::http::header::UPGRADE) {
+    if super::origin::query_token_allowed(request) {
         let query = request.uri().query()?;
         return query
             .split('&')
             .find_map(|pair| pair.strip_prefix("access_token=").map(percent_decode));
     }
     None
+}
+
+/// Whether the query carries `access_token`.
+fn has_query_token(request: &Request) -> bool {
+    request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|pair| pair.starts_with("access_token=")))
 }
 
 fn percent_decode(text: &str) -> String {
@@ -151,6 +160,14 @@ pub async fn require(State(state): State<AppState>, mut request: Request, next: 
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip().to_string())
         .unwrap_or_default();
+    if !super::origin::query_token_allowed(&request) && has_query_token(&request) {
+        return ApiError::Unauthorized(
+            "a token in the query (`access_token`) is taken only when opening an event stream's WebSocket; \
+             send it as `Authorization: Bearer <token>`"
+                .into(),
+        )
+        .into_response();
+    }
     let secret = presented(&request);
     let caller = match identify(&state, secret.as_deref()).await {
         Ok(c) => c,

@@ -20,6 +20,9 @@ pub enum ApiError {
     /// Nothing there, or nothing this caller may see (404).
     #[error("{0}")]
     NotFound(String),
+    /// The request names a host this server does not answer for (421).
+    #[error("{0}")]
+    MisdirectedHost(String),
     /// It clashes with what is there (409): a name taken, a version moved on.
     #[error("{0}")]
     Conflict(String),
@@ -44,6 +47,7 @@ impl ApiError {
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::MisdirectedHost(_) => (StatusCode::MISDIRECTED_REQUEST, "misdirected"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),

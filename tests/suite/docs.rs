@@ -189,7 +189,9 @@ fn render_tools_reference() -> String {
          your own (`RuntimeBuilder::tool`) is offered to every kind.\n\
          - **In a house thread** the house tools are offered, and `read_file` and `write_file` mean\n  \
          the house's shared files ([their house form](#read_file-and-write_file-in-a-house));\n  \
-         `edit_file` and `find_files` stay on the local machine. Outside a house `read_file` and\n  \
+         `edit_file`, `find_files` and `cronjob_manage` (outside the house `home`) are not offered\n  \
+         there, nor in what a house's conversation starts (its subagents, the conversation a\n  \
+         `message_agent` opens), which works for the same house. Outside a house `read_file` and\n  \
          `write_file` are the local-file tools below. The names never change.\n\
          - **Which `run_command` ran where.** In a house thread, `run_command` (`cmd`) runs in the\n  \
          thread's *environment*: a sandbox with its own workdir `/workspace`, no network and kernel\n  \
@@ -197,7 +199,8 @@ fn render_tools_reference() -> String {
          never on the machine; troupe's own models are reached from there only through the\n  \
          environment's model relay (`$OPENAI_BASE_URL`, `$ANTHROPIC_BASE_URL`; the key stays\n  \
          outside). With no environment it runs nothing and says to call\n  \
-         `create_environment`. Everywhere else (the personal agent, routines, subagents) it is the\n  \
+         `create_environment`; in what a house's conversation starts it refuses. Everywhere\n  \
+         else (the personal agent, routines, subagents) it is the\n  \
          *local* `run_command`: on this machine, in the working folder, inside the local sandbox\n  \
          where `[sandbox]` has one. Each result says which: an environment's has `where:\n  \
          environment` and the environment's id in its data and ends with `ran in environment …`;\n  \

@@ -42,7 +42,10 @@ impl Served {
         Self::start_with(alice, |_| {}).await
     }
 
-    async fn start_with(alice: Vec<Turn>, options: impl FnOnce(&mut ServerOptions)) -> Served {
+    pub(super) async fn start_with(
+        alice: Vec<Turn>,
+        options: impl FnOnce(&mut ServerOptions),
+    ) -> Served {
         troupe::runtime::net::install_crypto_provider();
         let home = TestHome::new();
         let model = Arc::new(ScriptedProvider::per_bot(
@@ -120,6 +123,11 @@ impl Served {
             status,
             serde_json::from_str(&text).unwrap_or(Value::String(text)),
         )
+    }
+
+    /// `GET /api{path}` with no `Authorization` header.
+    pub(super) async fn anonymous_get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, None, None).await
     }
 
     pub(super) async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {

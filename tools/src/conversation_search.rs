@@ -240,9 +240,10 @@ enum Shape {
 struct Request {
     shape: Shape,
     filter: Filter,
-    /// The house the conversation sits in: the caller's conversations in
-    /// other houses' threads are left out.
-    house: Option<troupe_runtime::id::HouseId>,
+    /// The house the conversation works for: the conversations of other
+    /// houses are left out, and outside the home's own house, all but that
+    /// house's.
+    house: Option<troupe_runtime::house::HouseScope>,
     /// Those conversations, once looked up.
     elsewhere: Vec<ConversationId>,
 }
@@ -347,18 +348,27 @@ impl Request {
                 before,
                 exclude,
                 bot,
+                only: None,
             },
-            house: troupe_runtime::house::Seat::of(ctx).map(|s| s.house),
+            house: troupe_runtime::house::HouseScope::of(ctx),
             elsewhere: Vec::new(),
         })
     }
 
     fn run(mut self, conn: &rusqlite::Connection) -> Result<ToolResult, String> {
-        if let Some(house) = self.house {
-            let elsewhere = troupe_runtime::store::house::seated_elsewhere(conn, house)
-                .map_err(|e| format!("conversation_search failed: {e}"))?;
-            self.filter.exclude.extend(elsewhere.iter().copied());
-            self.elsewhere = elsewhere;
+        if let Some(scope) = self.house {
+            let failed = |e| format!("conversation_search failed: {e}");
+            if scope.home {
+                let elsewhere = troupe_runtime::store::house::seated_elsewhere(conn, scope.house)
+                    .map_err(failed)?;
+                self.filter.exclude.extend(elsewhere.iter().copied());
+                self.elsewhere = elsewhere;
+            } else {
+                self.filter.only = Some(
+                    troupe_runtime::store::house::conversations_of(conn, scope.house)
+                        .map_err(failed)?,
+                );
+            }
         }
         let failed =
             |e: troupe_runtime::store::StoreError| format!("conversation_search failed: {e}");
@@ -460,7 +470,8 @@ impl Request {
         match summary {
             Some(s)
                 if self.filter.bot.is_none_or(|bot| bot == s.bot)
-                    && !self.elsewhere.contains(&id) =>
+                    && !self.elsewhere.contains(&id)
+                    && self.filter.only.as_ref().is_none_or(|o| o.contains(&id)) =>
             {
                 Ok(s)
             }

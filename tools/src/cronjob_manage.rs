@@ -95,11 +95,22 @@ impl Tool for CronjobManage {
         &self.spec
     }
 
+    /// Not in the conversation of a house other than the home's own.
+    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
+        (!troupe_runtime::house::HouseScope::foreign(ctx)).then(|| self.spec.clone())
+    }
+
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
         let p: Params = match parse_args("cronjob_manage", args) {
             Ok(p) => p,
             Err(e) => return e,
         };
+        if troupe_runtime::house::HouseScope::foreign(ctx) {
+            return ToolResult::error(
+                "routines belong to the home's owner and run outside any house; a house's conversation \
+                 cannot list or make them. Ask the owner to set one up.",
+            );
+        }
         let needs_job = !matches!(p.action, Action::Create | Action::List);
         if needs_job && p.job_id.as_deref().is_none_or(|j| j.trim().is_empty()) {
             return ToolResult::error(format!(

@@ -150,6 +150,8 @@ struct Request {
     shape: Shape,
     filter: DelegationFilter,
     include_tools: bool,
+    /// The house the conversation works for.
+    house: Option<troupe_runtime::house::HouseScope>,
 }
 
 fn check_instance(text: &str) -> Result<String, String> {
@@ -215,12 +217,36 @@ impl Request {
                     .executor
                     .map(|e| e.trim().to_string())
                     .filter(|e| !e.is_empty()),
+                parents: None,
+                not_parents: Vec::new(),
             },
             include_tools: p.include_tools,
+            house: troupe_runtime::house::HouseScope::of(ctx),
         })
     }
 
-    fn run(self, conn: &rusqlite::Connection) -> Result<Result<ToolResult, String>, StoreError> {
+    fn run(
+        mut self,
+        conn: &rusqlite::Connection,
+    ) -> Result<Result<ToolResult, String>, StoreError> {
+        // A house's conversation sees the delegations its house's
+        // conversations made; the home's own house all but other houses'.
+        if let Some(scope) = self.house {
+            let ids = |v: Vec<troupe_runtime::id::ConversationId>| {
+                v.into_iter().map(|c| c.to_string()).collect::<Vec<_>>()
+            };
+            if scope.home {
+                self.filter.not_parents = ids(troupe_runtime::store::house::seated_elsewhere(
+                    conn,
+                    scope.house,
+                )?);
+            } else {
+                self.filter.parents = Some(ids(troupe_runtime::store::house::conversations_of(
+                    conn,
+                    scope.house,
+                )?));
+            }
+        }
         match &self.shape {
             Shape::Discover { query, limit } => {
                 let found =
@@ -385,7 +411,12 @@ impl Request {
         };
         let row = delegations::delegation(conn, &delegation_id)?;
         Ok(match row {
-            Some(d) if self.filter.bot.is_none_or(|b| b.to_string() == d.bot_id) => Ok((d, subagent)),
+            Some(d)
+                if self.filter.bot.is_none_or(|b| b.to_string() == d.bot_id)
+                    && self.filter.admits_parent(&d.parent_conversation) =>
+            {
+                Ok((d, subagent))
+            }
             _ => Err(format!("there is no delegation or subagent {id} among yours: search or browse to find its id.")),
         })
     }

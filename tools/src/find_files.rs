@@ -130,7 +130,15 @@ impl Tool for FindFiles {
         &self.spec
     }
 
+    /// Not in a house's conversation: it works on this machine's files.
+    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
+        (!crate::host::in_house(ctx)).then(|| self.spec.clone())
+    }
+
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
+        if crate::host::in_house(ctx) {
+            return crate::host::refused("find_files");
+        }
         let params: FindFilesParams = match parse_args("find_files", args) {
             Ok(p) => p,
             Err(result) => return result,

@@ -1,12 +1,13 @@
 //! The house files tools: `search_files`, `list_files`, `delete_file`, and
 //! what `read_file` and `write_file` mean in a house turn.
 //!
-//! A conversation that sits in a house thread (its services hold a
-//! [`Seat`]) is offered the house's shared files: `read_file` and
+//! A conversation that works for a house (its services hold a
+//! [`HouseScope`]: a seat in a thread, or what a seated conversation
+//! started) is offered the house's shared files: `read_file` and
 //! `write_file` then read and write those (their local-file form is not on
 //! offer there), and the three others appear. Outside a house nothing here
 //! is offered and `read_file`/`write_file` stay the local-file tools.
-//! Every call is scoped to the seat's house through the store
+//! Every call is scoped to that house through the store
 //! ([`troupe_runtime::store::house_files`]).
 
 mod prepare;
@@ -15,7 +16,7 @@ mod tools;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use troupe_runtime::house::Seat;
+use troupe_runtime::house::HouseScope;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::store::house_files::{self as files, FileLimits, NewFile};
 use troupe_runtime::store::{Store, StoreError};
@@ -29,14 +30,15 @@ pub const DEFAULT_READ_CHARS: usize = 20_000;
 /// The most characters one `read_file` call returns.
 pub const MAX_READ_CHARS: usize = 100_000;
 
-/// Whether this conversation is offered the house's files.
+/// Whether this conversation is offered the house's files: it works for a
+/// house (a seat in a thread, or what a seated conversation started).
 pub fn seated(ctx: &ToolContext) -> bool {
-    Seat::of(ctx).is_some()
+    HouseScope::of(ctx).is_some()
 }
 
-/// The seat and the store of `ctx`, or the error result to return.
-fn scope(ctx: &ToolContext) -> Result<(Seat, Store), ToolResult> {
-    let seat = Seat::of(ctx).ok_or_else(|| {
+/// The house scope and the store of `ctx`, or the error result to return.
+fn scope(ctx: &ToolContext) -> Result<(HouseScope, Store), ToolResult> {
+    let seat = HouseScope::of(ctx).ok_or_else(|| {
         ToolResult::error("this conversation is not in a house thread; house files are there.")
     })?;
     let store = ctx

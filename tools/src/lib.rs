@@ -15,6 +15,7 @@ pub mod edit_file;
 pub mod environment;
 pub mod file_lock;
 pub mod find_files;
+pub mod host;
 pub mod house;
 pub mod house_files;
 pub mod ledger;

@@ -490,6 +490,12 @@ impl Tool for MemoryTool {
             Err(e) => return e,
         };
         let target = params.target;
+        if target == MemoryTarget::User && troupe_runtime::house::HouseScope::foreign(ctx) {
+            return ToolResult::error(
+                "the user profile (`user`) belongs to the home's owner, not to this house; keep what you \
+                 learn here in your own notes (`target: memory`).",
+            );
+        }
         let ops = match operations_of(params) {
             Ok(ops) => ops,
             Err(e) => return ToolResult::error(e.to_string()),

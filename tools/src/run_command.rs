@@ -164,12 +164,15 @@ impl Tool for RunCommand {
             _ => {}
         }
         let registry = BackgroundCommands::of(&ctx.services);
-        if let (Some(_), Some(envs)) = (
-            troupe_runtime::house::Seat::of(ctx),
-            ctx.services
-                .get::<troupe_runtime::environment::Environments>(),
-        ) {
-            return in_environment(&envs, &params, ctx).await;
+        if crate::host::in_house(ctx) {
+            return match (
+                troupe_runtime::house::Seat::of(ctx),
+                ctx.services
+                    .get::<troupe_runtime::environment::Environments>(),
+            ) {
+                (Some(_), Some(envs)) => in_environment(&envs, &params, ctx).await,
+                _ => crate::host::no_environment(),
+            };
         }
         let command = match (&params.stop, &params.command) {
             (Some(_), Some(_)) => {

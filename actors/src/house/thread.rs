@@ -346,6 +346,7 @@ fn open_seat(
             house: t.house,
             thread: t.thread,
         }),
+        house: None,
     };
     crate::node::opening::save(tx, id, &stored)?;
     Ok(id)

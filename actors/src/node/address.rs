@@ -110,6 +110,9 @@ impl Node {
         if let Some(seat) = opening.seat {
             services.insert(Arc::new(seat));
         }
+        if let Some(house) = opening.seat.map(|s| s.house).or(opening.house) {
+            services.insert(Arc::new(self.house_scope(house).await?));
+        }
         if opening.bot.spec.self_update {
             services.insert(Arc::new(troupe_runtime::house::SelfUpdateAllowed));
         }
@@ -196,7 +199,24 @@ impl Node {
             title: row.title,
             briefing: stored.briefing.clone(),
             seat: stored.seat,
+            house: stored.house,
             ..Opening::new(bot)
+        })
+    }
+
+    /// The scope of a conversation working for `house`.
+    async fn house_scope(
+        &self,
+        house: troupe_runtime::id::HouseId,
+    ) -> Result<troupe_runtime::house::HouseScope, NodeError> {
+        let found = self
+            .ctx
+            .store
+            .read(move |c| troupe_runtime::store::house::house(c, house))
+            .await?;
+        Ok(troupe_runtime::house::HouseScope {
+            house,
+            home: found.is_some_and(|h| h.name == troupe_runtime::house::DEFAULT_HOUSE),
         })
     }
 

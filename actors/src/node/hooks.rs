@@ -44,4 +44,6 @@ pub struct FinishedTurn {
     pub delivered: Option<Envelope>,
     /// The tools the turn called, by name.
     pub tools_used: BTreeSet<String>,
+    /// The house it works for (`None` when not known here: a crashed turn).
+    pub house: Option<troupe_runtime::id::HouseId>,
 }

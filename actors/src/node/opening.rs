@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use troupe_runtime::house::Seat;
-use troupe_runtime::id::{ConversationId, DelegationId};
+use troupe_runtime::id::{ConversationId, DelegationId, HouseId};
 use troupe_runtime::protocol::ActorKind;
 use troupe_runtime::rusqlite::{params, Connection, OptionalExtension, Transaction};
 use troupe_runtime::store::StoreError;
@@ -64,6 +64,9 @@ pub struct Opening {
     pub fresh: bool,
     /// The house thread it takes part in, for a bot's conversation there.
     pub seat: Option<Seat>,
+    /// The house it works for when it has no seat: one a house bot's
+    /// conversation started (a subagent, a message to another bot).
+    pub house: Option<HouseId>,
 }
 
 impl std::fmt::Debug for Opening {
@@ -95,7 +98,13 @@ impl Opening {
             label: None,
             fresh: false,
             seat: None,
+            house: None,
         }
+    }
+
+    /// The house it works for: its seat's, or the one it was opened for.
+    pub fn house(&self) -> Option<HouseId> {
+        self.seat.map(|s| s.house).or(self.house)
     }
 
     /// The delegation it works for (a subagent's, whose budget it shares).
@@ -121,6 +130,7 @@ impl Opening {
             && self.briefing.is_empty()
             && self.label.is_none()
             && self.seat.is_none()
+            && self.house.is_none()
             && !self.in_memory_only();
         (!plain).then(|| self.stored())
     }
@@ -142,6 +152,7 @@ impl Opening {
             label: self.label.map(str::to_string),
             in_memory_only: self.in_memory_only(),
             seat: self.seat,
+            house: self.house,
         }
     }
 }
@@ -185,6 +196,9 @@ pub struct StoredOpening {
     /// The house thread it takes part in.
     #[serde(default)]
     pub seat: Option<Seat>,
+    /// The house it works for when it has no seat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub house: Option<HouseId>,
 }
 
 impl StoredOpening {

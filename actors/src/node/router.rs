@@ -362,6 +362,7 @@ async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &Turn
         report: report.clone(),
         delivered: answers,
         tools_used: Default::default(),
+        house: None,
     });
 }
 

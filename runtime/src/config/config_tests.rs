@@ -145,6 +145,10 @@ fn documented_defaults() -> Config {
             burst: 200,
             max_body_bytes: 16_777_216,
             request_timeout_secs: 60,
+            header_timeout_secs: 10,
+            max_connections: 1024,
+            max_connections_per_address: 128,
+            allowed_hosts: vec!["troupe.example.org".to_owned()],
         },
         environments: crate::environment::EnvironmentSettings::default(),
     }

@@ -472,6 +472,16 @@ pub struct Server {
     pub max_body_bytes: u64,
     /// Seconds one request may take (event streams excepted).
     pub request_timeout_secs: u64,
+    /// Seconds a connection may take to send a request's head, and may sit
+    /// idle between requests, before it is closed.
+    pub header_timeout_secs: u64,
+    /// Connections open at once, from everyone; past it, 503.
+    pub max_connections: u32,
+    /// Connections open at once from one address; past it, 503.
+    pub max_connections_per_address: u32,
+    /// Host names (`name` or `name:port`) requests may name besides the
+    /// loopback names and the listen address.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for Server {
@@ -483,6 +493,10 @@ impl Default for Server {
             burst: 200,
             max_body_bytes: 16 * 1024 * 1024,
             request_timeout_secs: 60,
+            header_timeout_secs: 10,
+            max_connections: 1024,
+            max_connections_per_address: 128,
+            allowed_hosts: Vec::new(),
         }
     }
 }

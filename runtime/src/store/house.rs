@@ -19,7 +19,8 @@ use crate::id::{BotId, HouseId, MsgId, ThreadId};
 #[path = "house_rounds.rs"]
 mod rounds;
 pub use rounds::{
-    put_seat, round_answered, round_offered, round_state, seat, seat_of, seated_elsewhere, SeatRow,
+    conversations_of, put_seat, round_answered, round_offered, round_state, seat, seat_of,
+    seated_elsewhere, SeatRow,
 };
 
 /// Migration 5: houses, members, threads, their messages and search, the

@@ -61,15 +61,33 @@ pub fn put_seat(
     Ok(())
 }
 
-/// The conversations bots have in the threads of houses other than
-/// `house` (what a conversation in `house` must not find by searching).
+/// The conversations that work for houses other than `house`: bots' seats
+/// in their threads and the conversations opened for them (what a
+/// conversation in `house` must not find by searching).
 pub fn seated_elsewhere(
     conn: &Connection,
     house: HouseId,
 ) -> Result<Vec<ConversationId>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT s.conversation_id FROM thread_seats s JOIN threads t ON t.id = s.thread_id
-         WHERE t.house_id != ?1",
+         WHERE t.house_id != ?1
+         UNION SELECT conversation_id FROM openings WHERE json_extract(spec, '$.house') != ?1",
+    )?;
+    let rows = stmt.query_map(params![house.to_string()], |r| r.get::<_, String>(0))?;
+    rows.map(|r| parse_id(&r?)).collect()
+}
+
+/// The conversations that work for `house`: bots' seats in its threads,
+/// and the conversations opened for it (a seated conversation's
+/// subagents, a message from it to another bot).
+pub fn conversations_of(
+    conn: &Connection,
+    house: HouseId,
+) -> Result<Vec<ConversationId>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.conversation_id FROM thread_seats s JOIN threads t ON t.id = s.thread_id
+         WHERE t.house_id = ?1
+         UNION SELECT conversation_id FROM openings WHERE json_extract(spec, '$.house') = ?1",
     )?;
     let rows = stmt.query_map(params![house.to_string()], |r| r.get::<_, String>(0))?;
     rows.map(|r| parse_id(&r?)).collect()

@@ -47,6 +47,8 @@ pub struct Filter {
     pub exclude: Vec<ConversationId>,
     /// Only this bot's conversations; `None`: every agent's.
     pub bot: Option<BotId>,
+    /// Only these conversations (a house's); `None`: any.
+    pub only: Option<Vec<ConversationId>>,
 }
 
 impl Filter {
@@ -55,6 +57,11 @@ impl Filter {
     }
     fn exclude_json(&self) -> String {
         json_list(self.exclude.iter().map(ToString::to_string))
+    }
+    fn only_json(&self) -> Option<String> {
+        self.only
+            .as_ref()
+            .map(|only| json_list(only.iter().map(ToString::to_string)))
     }
 }
 
@@ -158,7 +165,8 @@ const HITS_SQL: &str = "SELECT m.seq, m.conversation_id, f.rank, m.created_at, f
        AND (?3 IS NULL OR m.created_at >= ?3)
        AND (?4 IS NULL OR m.created_at < ?4)
        AND m.conversation_id NOT IN (SELECT value FROM json_each(?5))
-       AND (?6 IS NULL OR m.conversation_id IN (SELECT id FROM conversations WHERE bot_id = ?6))";
+       AND (?6 IS NULL OR m.conversation_id IN (SELECT id FROM conversations WHERE bot_id = ?6))
+       AND (?9 IS NULL OR m.conversation_id IN (SELECT value FROM json_each(?9)))";
 
 /// Candidates taken from the index first; when they do not yield enough
 /// conversations (filters left too few), the search runs again uncut.
@@ -277,6 +285,7 @@ fn collect_hits(
         filter.bot.map(|b| b.to_string()),
         candidates,
         floor,
+        filter.only_json(),
     ])?;
     let mut groups: HashMap<String, Group> = HashMap::new();
     let mut candidates = None;
@@ -441,6 +450,7 @@ pub fn latest_conversations(
            AND (?2 IS NULL OR c.updated_at >= ?2)
            AND (?3 IS NULL OR c.created_at < ?3)
            AND c.id NOT IN (SELECT value FROM json_each(?4))
+           AND (?6 IS NULL OR c.id IN (SELECT value FROM json_each(?6)))
          ORDER BY c.updated_at DESC, c.id DESC LIMIT ?5"
     ))?;
     let rows = stmt.query_map(
@@ -450,6 +460,7 @@ pub fn latest_conversations(
             filter.before.map(timestamp),
             filter.exclude_json(),
             i64::try_from(limit).unwrap_or(i64::MAX),
+            filter.only_json(),
         ],
         raw_summary,
     )?;

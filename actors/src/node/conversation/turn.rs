@@ -65,7 +65,20 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         idle_timer: false,
         args,
     };
-    let mut system = prompt::system_prompt(&node.prompt_parts(&state.args.bot.spec));
+    let mut parts = node.prompt_parts(&state.args.bot.spec);
+    if let Some(scope) = state
+        .args
+        .services
+        .get::<troupe_runtime::house::HouseScope>()
+    {
+        // Outside the home's own house, a conversation is told nothing of
+        // the home's other bots nor of its owner.
+        if !scope.home {
+            parts.roster.clear();
+            parts.user_profile.clear();
+        }
+    }
+    let mut system = prompt::system_prompt(&parts);
     if !state.args.briefing.is_empty() {
         system.push_str("\n\n");
         system.push_str(&state.args.briefing);
@@ -146,6 +159,10 @@ pub(super) async fn begin(
         && args.label.is_none()
         && args.kind == args.bot.spec.kind()
         && args.services.get::<troupe_runtime::house::Seat>().is_none()
+        && args
+            .services
+            .get::<troupe_runtime::house::HouseScope>()
+            .is_none()
     {
         args.node.note_latest(args.bot.id, args.id);
     }
@@ -676,6 +693,11 @@ pub(super) async fn finish(
             report: report.clone(),
             delivered: active.delivered.clone(),
             tools_used: history::tools_called(&state.history[start..]),
+            house: state
+                .args
+                .services
+                .get::<troupe_runtime::house::HouseScope>()
+                .map(|s| s.house),
         });
     }
     if let Some(done) = state.args.carry.end().and_then(|w| w.done) {

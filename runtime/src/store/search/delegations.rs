@@ -30,6 +30,21 @@ pub struct DelegationFilter {
     pub before: Option<DateTime<Utc>>,
     /// Only delegations to this outside executor (`pi`).
     pub executor: Option<String>,
+    /// Only delegations made by these conversations (a house's); `None`: any.
+    pub parents: Option<Vec<String>>,
+    /// Delegations made by these conversations (other houses') left out.
+    pub not_parents: Vec<String>,
+}
+
+impl DelegationFilter {
+    /// Whether a delegation made by `parent` passes the house part of the
+    /// filter (a read by id checks it too).
+    pub fn admits_parent(&self, parent: &str) -> bool {
+        self.parents
+            .as_ref()
+            .is_none_or(|p| p.iter().any(|c| c == parent))
+            && !self.not_parents.iter().any(|c| c == parent)
+    }
 }
 
 /// One subagent of a delegation.
@@ -125,15 +140,20 @@ const FILTER_SQL: &str = "(?2 IS NULL OR d.bot_id = ?2)
        AND (?4 IS NULL OR d.created_at >= ?4)
        AND (?5 IS NULL OR d.created_at < ?5)
        AND (?6 IS NULL OR EXISTS (SELECT 1 FROM subagents s
-                                  WHERE s.delegation_id = d.id AND s.executor = ?6))";
+                                  WHERE s.delegation_id = d.id AND s.executor = ?6))
+       AND (?7 IS NULL OR d.parent_conversation IN (SELECT value FROM json_each(?7)))
+       AND d.parent_conversation NOT IN (SELECT value FROM json_each(?8))";
 
-fn filter_params(filter: &DelegationFilter) -> [Option<String>; 5] {
+fn filter_params(filter: &DelegationFilter) -> [Option<String>; 7] {
+    let list = |items: &[String]| serde_json::Value::from(items.to_vec()).to_string();
     [
         filter.bot.map(|b| b.to_string()),
         filter.folder.clone().filter(|f| !f.is_empty()),
         filter.after.map(timestamp),
         filter.before.map(timestamp),
         filter.executor.clone().filter(|e| !e.is_empty()),
+        filter.parents.as_deref().map(list),
+        Some(list(&filter.not_parents)),
     ]
 }
 
@@ -149,7 +169,7 @@ pub fn find_delegations(
     let Some(fts) = fts_query(query) else {
         return Ok(Vec::new());
     };
-    let [bot, folder, after, before, executor] = filter_params(filter);
+    let [bot, folder, after, before, executor, parents, not_parents] = filter_params(filter);
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT e.seq, e.delegation_id, f.rank, snippet(delegation_fts, 0, '[', ']', '…', 24)
          FROM delegation_fts f
@@ -158,7 +178,16 @@ pub fn find_delegations(
          WHERE delegation_fts MATCH ?1 AND {FILTER_SQL}
          ORDER BY f.rank"
     ))?;
-    let mut rows = stmt.query(params![fts, bot, folder, after, before, executor])?;
+    let mut rows = stmt.query(params![
+        fts,
+        bot,
+        folder,
+        after,
+        before,
+        executor,
+        parents,
+        not_parents
+    ])?;
     // Hits come best first, so each delegation's first hit is its best.
     let mut groups: HashMap<String, HitGroup> = HashMap::new();
     while let Some(row) = rows.next()? {
@@ -214,10 +243,10 @@ pub fn latest_delegations(
     filter: &DelegationFilter,
     limit: usize,
 ) -> Result<Vec<DelegationRow>, StoreError> {
-    let [bot, folder, after, before, executor] = filter_params(filter);
+    let [bot, folder, after, before, executor, parents, not_parents] = filter_params(filter);
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT d.id FROM delegations d WHERE {FILTER_SQL}
-         ORDER BY d.created_at DESC, d.id DESC LIMIT ?7"
+         ORDER BY d.created_at DESC, d.id DESC LIMIT ?9"
     ))?;
     let ids = stmt
         .query_map(
@@ -229,6 +258,8 @@ pub fn latest_delegations(
                 after,
                 before,
                 executor,
+                parents,
+                not_parents,
                 i64::try_from(limit).unwrap_or(i64::MAX)
             ],
             |r| r.get::<_, String>(0),
