@@ -347,9 +347,9 @@ impl RuntimeBuilder {
 fn say_where_commands_run(settings: &troupe_runtime::sandbox::SandboxSettings, at_start: bool) {
     use troupe_runtime::sandbox::{Sandbox, SandboxMode};
     match settings.mode {
-        SandboxMode::Off => tracing::info!(
-            "commands run unsandboxed ([sandbox] mode = \"off\"): every command that could \
-             touch troupe's home is asked first"
+        SandboxMode::Off => tracing::warn!(
+            "commands run UNSANDBOXED ([sandbox] mode = \"off\"): {}",
+            troupe_runtime::trust::UNSANDBOXED_GATE
         ),
         SandboxMode::Auto | SandboxMode::Required if at_start => {
             std::thread::spawn(|| {

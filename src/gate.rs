@@ -45,3 +45,19 @@ pub fn for_config(
         .unwrap_or_else(|| home.root().to_path_buf());
     Ok(TrustGate::new(gate, questions, ask_timeout, user_home))
 }
+
+/// Where commands run on this machine under `settings`, and what the gate
+/// does about it: one line for `troupe doctor`.
+pub fn where_commands_run(settings: &troupe_runtime::sandbox::SandboxSettings) -> String {
+    use troupe_runtime::sandbox::{Placement, INSTALL_HINT};
+    match settings.place() {
+        Ok(Placement::Sandboxed(_)) => {
+            "sandboxed by bubblewrap (troupe's home is out of their reach)".into()
+        }
+        Ok(Placement::Unsandboxed(why)) => format!(
+            "UNSANDBOXED ({why}): {}. To sandbox them, {INSTALL_HINT}",
+            troupe_runtime::trust::UNSANDBOXED_GATE
+        ),
+        Err(e) => format!("refused: {e}"),
+    }
+}

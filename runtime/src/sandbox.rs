@@ -71,13 +71,13 @@ pub const INSTALL_HINT: &str = "install bubblewrap (Debian/Ubuntu: `sudo apt-get
 #[serde(rename_all = "snake_case")]
 pub enum SandboxMode {
     /// In a sandbox when the machine has one; otherwise unsandboxed, and
-    /// every command that could touch troupe's home is asked.
+    /// the gate asks more ([`crate::trust::UNSANDBOXED_GATE`]).
     #[default]
     Auto,
     /// Only in a sandbox: without one, commands are refused.
     Required,
-    /// Never in a sandbox (every command that could touch troupe's home is
-    /// asked, and every result says it ran unsandboxed).
+    /// Never in a sandbox (the gate asks more, and every result says it
+    /// ran unsandboxed).
     Off,
 }
 
@@ -183,7 +183,8 @@ pub enum SandboxError {
     #[error(
         "commands run only in a sandbox here ([sandbox] mode = \"required\"), and none works on \
          this machine: {why}. To run commands, {INSTALL_HINT}; or set [sandbox] mode = \"auto\" \
-         in config.toml to run them unsandboxed, asking before any that could touch troupe's home"
+         in config.toml to run them unsandboxed, asking before every one that is not read-only \
+         in ask mode"
     )]
     Required {
         /// Why none works.
@@ -228,14 +229,17 @@ impl Sandbox {
         DETECTED
             .get_or_init(|| {
                 let found = find_program().and_then(|program| Self::probe(&program));
-                if let Err(why) = &found {
-                    // Said once, when first needed (a long-running node
-                    // asks at start).
-                    tracing::warn!(
-                        "commands run unsandboxed: {why}. Until a sandbox works, every command \
-                         that could touch troupe's home is asked first, in auto mode too; to \
-                         protect the home, {INSTALL_HINT}"
-                    );
+                // Said once, when first needed (a long-running node
+                // asks at start).
+                match &found {
+                    Ok(_) => tracing::info!(
+                        "commands run sandboxed by bubblewrap: troupe's home is out of their reach"
+                    ),
+                    Err(why) => tracing::warn!(
+                        "commands run UNSANDBOXED: {why}. Until a sandbox works, {}; to \
+                         protect the home, {INSTALL_HINT}",
+                        crate::trust::UNSANDBOXED_GATE
+                    ),
                 }
                 found
             })

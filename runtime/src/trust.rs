@@ -19,7 +19,8 @@
 //!    in ask mode and run in the sandbox in auto mode (asked in both when
 //!    commands run without one); and, when commands run without a sandbox,
 //!    every command that could touch troupe's home ([`unsandboxed`]) is
-//!    asked in every mode;
+//!    asked in every mode, and in ask mode every command that is not
+//!    provably read-only ([`read_only`]) is asked too;
 //! 4. **dangerous** patterns ([`danger`]) go to the [`Guardian`], which
 //!    approves, denies or asks the user. Auto mode skips this step only, and
 //!    so does a command every risky part of which the user's allow list
@@ -43,12 +44,20 @@ pub mod guardian;
 pub mod hardline;
 pub mod inspect;
 pub mod outside;
+pub mod read_only;
 pub mod rules;
+pub mod seal;
 pub mod shell;
 pub mod unanalysable;
 pub mod unsandboxed;
 
 use serde::{Deserialize, Serialize};
+
+/// What the gate does when commands run without a sandbox, for messages
+/// (`troupe doctor`, the start of `run`, `chat` and `serve`).
+pub const UNSANDBOXED_GATE: &str = "in ask mode every command that is not read-only is asked; \
+     in auto mode every command that could touch troupe's home is asked; troupe's settings are \
+     put back if a command changes them";
 
 pub use approvals::{ApprovalAnswer, ApprovalStore, FileApprovals, GateSession, MemoryApprovals};
 pub use gate::{Gate, GateContext};

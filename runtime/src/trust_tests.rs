@@ -14,6 +14,8 @@ use crate::tool::{GateSubject, ToolSpec};
 mod forms;
 #[path = "trust_tests/guardian.rs"]
 mod guardian_tests;
+#[path = "trust_tests/read_only.rs"]
+mod read_only;
 #[path = "trust_tests/sandbox.rs"]
 mod sandbox;
 

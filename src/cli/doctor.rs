@@ -6,7 +6,9 @@
 //! `PRAGMA integrity_check` and every full-text index's own check, says
 //! how to recover a copy, and with `--recover FILE` makes one (`VACUUM
 //! INTO`). It holds the home's lock meanwhile, so no process writes the
-//! file under the checks; it changes nothing in the home.
+//! file under the checks; it changes nothing in the home. It also says
+//! where commands run on this machine: sandboxed by bubblewrap, or
+//! unsandboxed, and what the gate then asks.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +48,7 @@ pub async fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<E
         }
     };
     println!("troupe doctor: {}", path.display());
+    println!("  commands:      {}", commands_line(lock.home()));
     let mut healthy = true;
     if let Err(e) = missing {
         healthy = false;
@@ -101,6 +104,15 @@ pub async fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<E
 }
 
 /// How to get a working database back, for the file at `path`.
+/// Where `run_command` runs commands on this machine, from the home's
+/// `[sandbox]` settings.
+fn commands_line(home: &troupe_runtime::home::Home) -> String {
+    match troupe_runtime::config::Config::load(home, &|k| std::env::var(k).ok(), &[]) {
+        Ok(config) => crate::gate::where_commands_run(&config.sandbox),
+        Err(e) => format!("cannot tell: {e}"),
+    }
+}
+
 fn recovery_steps(path: &std::path::Path) -> String {
     let db = path.display();
     format!(

@@ -34,6 +34,7 @@ use tokio::io::AsyncReadExt;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::sandbox::{Confinement, Placement, Sandbox, SandboxSettings};
 use troupe_runtime::tool::{parse_args, schema_for, GateSubject, Tool, ToolContext, ToolSpec};
+use troupe_runtime::trust::seal::Seal;
 
 use background::{BackgroundCommands, CommandNotifications, Launch};
 use output::BoundedOutput;
@@ -231,6 +232,8 @@ impl Tool for RunCommand {
             Placement::Sandboxed(sandbox) => Some((sandbox, &confinement)),
             Placement::Unsandboxed(_) => None,
         };
+        // Unsandboxed, troupe's settings are put back if the command changes them.
+        let seal = sandbox.is_none().then(|| Seal::of(&ctx.home));
         if params.background {
             let notifier = ctx.services.get::<CommandNotifications>();
             let notify = match (params.notify_on_complete, notifier) {
@@ -246,6 +249,7 @@ impl Tool for RunCommand {
                 timeout,
                 notify,
                 sandbox,
+                seal,
             }) {
                 Ok(started) => {
                     let mut text = format!(
@@ -271,6 +275,10 @@ impl Tool for RunCommand {
         }
         let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT);
         let mut result = run(&command, &cwd, timeout, sandbox, self.output_cap, ctx).await;
+        if let Some(report) = seal.and_then(|seal| seal.restore().report()) {
+            tracing::warn!(command = %command, "{report}");
+            result = ToolResult::error_with(format!("{}\n{report}", result.text), result.data);
+        }
         if result.data.is_null() {
             result.data = serde_json::json!({});
         }

@@ -13,6 +13,8 @@ use super::*;
 
 #[path = "run_command_tests/sandbox.rs"]
 mod sandbox;
+#[path = "run_command_tests/unsandboxed.rs"]
+mod unsandboxed;
 
 struct Fixture {
     _dir: tempfile::TempDir,

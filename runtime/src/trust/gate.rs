@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::approvals::{ApprovalAnswer, ApprovalStore, GateSession, MemoryApprovals};
 use super::guardian::{Flag, Guardian, GuardianAnswer, GuardianRequest};
 use super::hardline;
-use super::inspect::{analyse, normalize, Analysis, Env, Limits};
+use super::inspect::{analyse_partly, normalize, Analysis, Env, Limits};
 use super::rules::{shorten, Hit, PatternList, RuleSet, Tier};
 use super::{GateLimits, GateMode, GatePolicy, TrustError, Verdict};
 use crate::home::Home;
@@ -77,8 +77,12 @@ enum Outcome {
 enum Screened {
     /// Decided already (hardline, deny list, outside, unanalysable).
     Decided(Outcome),
-    /// Dangerous patterns for step 4 (empty: nothing risky).
-    Risky(Vec<Hit>),
+    /// Dangerous patterns for step 4 (empty: nothing risky), and, without
+    /// a sandbox in ask mode, why the command is not read-only.
+    Risky {
+        hits: Vec<Hit>,
+        writes: Option<String>,
+    },
 }
 
 /// The trust gate.
@@ -226,7 +230,7 @@ impl Gate {
                 Some(text) => {
                     let env = self.env(call, ctx);
                     match self.screen(text, &env) {
-                        Screened::Risky(_) => Some(command_key(text)),
+                        Screened::Risky { .. } => Some(command_key(text)),
                         Screened::Decided(_) => None,
                     }
                 }
@@ -323,8 +327,17 @@ impl Gate {
 
     /// Steps 1 to 3, and the dangerous hits for step 4.
     fn screen(&self, text: &str, env: &Env) -> Screened {
-        let analysis = match analyse(text, env, &self.analysis_limits()) {
-            Ok(a) => a,
+        let (analysis, outcome) = analyse_partly(text, env, &self.analysis_limits());
+        if let Some(hit) = self
+            .rules
+            .hits(Tier::Hardline, &analysis, env)
+            .into_iter()
+            .next()
+        {
+            return Screened::Decided(hardline_deny(hit));
+        }
+        let analysis = match outcome {
+            Ok(()) => analysis,
             Err(e) => {
                 if let Some(pattern) = self.deny.raw_match(text) {
                     return Screened::Decided(deny_listed(&shorten(text, 120), pattern));
@@ -339,23 +352,6 @@ impl Gate {
                 });
             }
         };
-        if let Some(hit) = self
-            .rules
-            .hits(Tier::Hardline, &analysis, env)
-            .into_iter()
-            .next()
-        {
-            return Screened::Decided(Outcome::Deny {
-                reason: format!(
-                    "Blocked `{}`: it {}. This is a hardline rule (`{}`): it is blocked in every \
-                     mode and no approval or allow pattern lifts it. Do the task another way (name \
-                     the exact files or folders); if the user truly wants this, they run it \
-                     themselves.",
-                    hit.snippet, hit.reason, hit.rule
-                ),
-                rule: hit.rule,
-            });
-        }
         for inv in &analysis.invocations {
             if let Some(pattern) = self.deny.invocation_match(inv) {
                 return Screened::Decided(deny_listed(&shorten(&inv.text(), 120), pattern));
@@ -415,7 +411,14 @@ impl Gate {
                 .collect(),
             functions: analysis.functions,
         };
-        Screened::Risky(self.rules.hits(Tier::Dangerous, &unallowed, env))
+        // Without a sandbox, ask mode asks for all but read-only commands.
+        let writes = (self.mode == GateMode::Ask && !self.sandboxed())
+            .then(|| super::read_only::writer(&unallowed, env))
+            .flatten();
+        Screened::Risky {
+            hits: self.rules.hits(Tier::Dangerous, &unallowed, env),
+            writes,
+        }
     }
 
     async fn judge_command(
@@ -426,20 +429,37 @@ impl Gate {
         ctx: &GateContext,
     ) -> Outcome {
         let env = self.env(call, ctx);
-        let hits = match self.screen(text, &env) {
+        let (hits, writes) = match self.screen(text, &env) {
             Screened::Decided(outcome) => return outcome,
-            Screened::Risky(hits) => hits,
+            Screened::Risky { hits, writes } => (hits, writes),
         };
-        let Some(first) = hits.first() else {
-            return Outcome::Allow;
-        };
-        if self.mode == GateMode::Auto {
+        if self.mode == GateMode::Auto || (hits.is_empty() && writes.is_none()) {
             return Outcome::Allow;
         }
         let key = command_key(text);
         if ctx.session.is_approved(&key) || self.always.contains(&key) {
             return Outcome::Allow;
         }
+        if let Some(why) = writes {
+            // The user, not the guardian: no pattern stands in for a sandbox.
+            let risky = hits
+                .first()
+                .map(|h| format!(" It also {} (`{}`).", h.reason, h.rule))
+                .unwrap_or_default();
+            return Outcome::Ask {
+                rule: "unsandboxed-ask".into(),
+                reason: format!(
+                    "Commands run unsandboxed here, so ask mode asks before every command that \
+                     is not read-only (rule `unsandboxed-ask`): {why}.{risky} The user decides; \
+                     an approval for the session or always covers this exact command. To ask \
+                     less, {}, or allow such commands with an allow pattern.",
+                    crate::sandbox::INSTALL_HINT
+                ),
+            };
+        }
+        let Some(first) = hits.first() else {
+            return Outcome::Allow;
+        };
         let what = format!("`{}` (it {})", first.snippet, first.reason);
         let rule = first.rule.clone();
         let Some(guardian) = &self.guardian else {
@@ -556,6 +576,18 @@ impl Gate {
             };
         }
         Outcome::Allow
+    }
+}
+
+fn hardline_deny(hit: Hit) -> Outcome {
+    Outcome::Deny {
+        reason: format!(
+            "Blocked `{}`: it {}. This is a hardline rule (`{}`): it is blocked in every mode and \
+             no approval or allow pattern lifts it. Do the task another way (name the exact files \
+             or folders); if the user truly wants this, they run it themselves.",
+            hit.snippet, hit.reason, hit.rule
+        ),
+        rule: hit.rule,
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::inspect::patterns::{could_match, has_glob, matches_anything};
 use super::inspect::{Analysis, Env, Invocation};
 use super::rules::{written_targets, Rule, RuleError, Tier};
 
@@ -51,21 +52,37 @@ const ACCOUNT_FILES: &[&str] = &[
 ];
 
 /// Whether `text` names the root, the home or a top-level system folder,
-/// or everything in one (`/*`, `~/*`).
+/// or everything in one (`/*`, `~/*`, `/[a-z]*`), or is a glob that could
+/// match one of these (`/???`, `/u?r`, `/home/*`).
 pub fn is_critical_path(text: &str, env: &Env) -> bool {
     let Some(path) = env.resolve(text) else {
         return false;
     };
     let path = strip_trailing_globs(&path);
-    path == Path::new("/") || path == env.home || SYSTEM_DIRS.iter().any(|d| path == Path::new(d))
+    let critical = |p: &Path| {
+        p == Path::new("/") || p == env.home || SYSTEM_DIRS.iter().any(|d| p == Path::new(d))
+    };
+    if critical(&path) {
+        return true;
+    }
+    if !has_glob(&path.to_string_lossy()) {
+        return false;
+    }
+    let candidates = SYSTEM_DIRS
+        .iter()
+        .map(Path::new)
+        .chain([env.home.as_path()]);
+    candidates.into_iter().any(|c| could_match(&path, c))
 }
 
+/// The path without its last components that match nearly anything (`/*`
+/// is `/`, `~/[a-z]*` is `~`).
 fn strip_trailing_globs(path: &Path) -> PathBuf {
     let mut out = path.to_path_buf();
     while out
         .file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n.contains(['*', '?']) && n.chars().all(|c| "*?.".contains(c)))
+        .is_some_and(matches_anything)
     {
         out.pop();
     }
@@ -95,20 +112,50 @@ fn rm_root(inv: &Invocation, env: &Env) -> bool {
             || (is_recursive(inv) && inv.operands().iter().any(|t| is_critical_path(t, env))))
 }
 
+/// Options `find` takes before its starting points (`-L`, `-O3`, `-D
+/// tree`).
+fn find_leading_options<'a>(args: &mut std::iter::Peekable<impl Iterator<Item = &'a str>>) {
+    while let Some(a) = args.peek() {
+        match *a {
+            "-H" | "-L" | "-P" => {}
+            "-D" => {
+                args.next();
+            }
+            a if a.starts_with("-O") || (a.starts_with("-D") && a.len() > 2) => {}
+            _ => return,
+        }
+        args.next();
+    }
+}
+
+/// Whether a program `find -exec` runs (past wrappers, folders and
+/// multi-call programs) deletes what it is given.
+fn exec_deletes(words: &[&str]) -> bool {
+    const WRAPPERS: &[&str] = &[
+        "sudo", "doas", "env", "command", "nice", "nohup", "timeout", "busybox", "toybox",
+        "stdbuf", "ionice", "setsid", "xargs",
+    ];
+    words
+        .iter()
+        .map(|w| w.rsplit('/').next().unwrap_or(w))
+        .find(|w| !WRAPPERS.contains(w) && !w.starts_with('-') && !w.contains('='))
+        .is_some_and(|p| matches!(p, "rm" | "shred" | "unlink" | "rmdir" | "srm"))
+}
+
 fn find_root_delete(inv: &Invocation, env: &Env) -> bool {
     if inv.program != "find" {
         return false;
     }
-    let roots: Vec<&str> = inv
-        .arg_texts()
+    let mut args = inv.arg_texts().peekable();
+    find_leading_options(&mut args);
+    let roots: Vec<&str> = args
         .take_while(|a| !a.starts_with('-') && !a.starts_with('(') && *a != "!")
         .collect();
-    let deletes = inv.arg_texts().any(|a| a == "-delete")
-        || inv
-            .arg_texts()
-            .collect::<Vec<_>>()
-            .windows(2)
-            .any(|w| w[0].starts_with("-exec") && matches!(w[1], "rm" | "/bin/rm" | "shred"));
+    let words: Vec<&str> = inv.arg_texts().collect();
+    let deletes = words.contains(&"-delete")
+        || words.iter().enumerate().any(|(i, a)| {
+            matches!(*a, "-exec" | "-execdir" | "-ok" | "-okdir") && exec_deletes(&words[i + 1..])
+        });
     deletes && roots.iter().any(|r| is_critical_path(r, env))
 }
 
@@ -189,15 +236,24 @@ pub fn rules() -> Result<Vec<Rule>, RuleError> {
                 "rm -rf //", "rm -rf /usr", "rm -rf /etc/", "rm -rf ..", "rm -rf -- /",
                 "sudo -u root /usr/bin/rm -rf /*", "nohup rm -rf / &", "r\"m\" -rf /",
                 "rm -rf '/'", "cd /tmp && rm -rf /", "xargs rm -rf /",
+                "rm -rf /[a-z]*", "rm -rf /???", "/???/r? -rf /", "{rm,-rf,~}", "{rm,-rf,/}",
+                "busybox rm -rf /", "toybox rm -rf ~", "/bin/busybox rm -rf /usr", "rm -rf ~/[!.]*",
+                "rm -rf /u?r", "pkexec rm -rf /",
             ])
             .passing(&[
                 "rm -rf ./build", "rm -rf build", "echo rm -rf /", "git commit -m \"rm -rf /\"",
                 "rm /tmp/x", "rm -rf /tmp/cache", "rm -rf ~/project/target", "ls -rf /",
-                "rm -f /", "grep -r \"rm -rf /\" .",
+                "rm -f /", "grep -r \"rm -rf /\" .", "rm -rf ./build*", "rm -rf ~/*.log",
+                "echo {rm,-rf,/}", "ls /usr/*", "busybox ls /", "rm -rf /tmp/[a-z]*",
             ]),
         Rule::invocation("find-root-delete", t, "deletes every file under the root, the home or a system folder", find_root_delete)
-            .matching(&["find / -delete", "find ~ -type f -delete", "find / -exec rm -rf {} +"])
-            .passing(&["find . -name '*.o' -delete", "find / -name x.txt"]),
+            .matching(&[
+                "find / -delete", "find ~ -type f -delete", "find / -exec rm -rf {} +",
+                "find -L / -delete", "find -H -O3 ~ -delete", "find -D tree / -delete",
+                "find / -exec /usr/bin/rm -rf {} +", "find /usr -execdir busybox rm {} \\;",
+                "find / -exec sudo /bin/rm -f {} +", "find /[a-z]* -delete",
+            ])
+            .passing(&["find . -name '*.o' -delete", "find / -name x.txt", "find -L . -delete", "find -L / -name x -exec cat {} +"]),
         Rule::invocation("mkfs", t, "makes a new file system, erasing the disk or partition it is given", make_fs)
             .matching(&["mkfs /dev/sda1", "mkfs.ext4 /dev/sdb", "sudo mkfs.vfat /dev/sdc1", "wipefs -a /dev/sda"])
             .passing(&["echo mkfs", "grep -r \"mkfs\" .", "man mkfs"]),

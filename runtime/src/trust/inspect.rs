@@ -23,6 +23,7 @@
 use std::path::{Component, Path, PathBuf};
 
 mod interpreters;
+pub mod patterns;
 mod words;
 
 use super::shell::{self, FunctionDef, Parsed, Redirect, RedirectKind, SimpleCommand, Word};
@@ -269,12 +270,25 @@ pub enum AnalysisError {
 
 /// Analyses a command line run in `env`.
 pub fn analyse(text: &str, env: &Env, limits: &Limits) -> Result<Analysis, AnalysisError> {
+    let (analysis, outcome) = analyse_partly(text, env, limits);
+    outcome.map(|()| analysis)
+}
+
+/// Like [`analyse`], but also returns what was found before analysis
+/// stopped, so a command that cannot be read whole is still matched
+/// against the rules that block (`./missing.sh; rm -rf /`).
+pub fn analyse_partly(
+    text: &str,
+    env: &Env,
+    limits: &Limits,
+) -> (Analysis, Result<(), AnalysisError>) {
     let chars = text.chars().count();
     if chars > limits.max_chars {
-        return Err(AnalysisError::TooLong {
+        let error = AnalysisError::TooLong {
             chars,
             max: limits.max_chars,
-        });
+        };
+        return (Analysis::default(), Err(error));
     }
     let mut walker = Walker {
         env,
@@ -283,9 +297,10 @@ pub fn analyse(text: &str, env: &Env, limits: &Limits) -> Result<Analysis, Analy
         out: Analysis::default(),
         scripts: Vec::new(),
     };
-    walker.text(text, 0, false, None)?;
-    walker.check_self_written_scripts()?;
-    Ok(walker.out)
+    let outcome = walker
+        .text(text, 0, false, None)
+        .and_then(|()| walker.check_self_written_scripts());
+    (walker.out, outcome)
 }
 
 struct Walker<'a> {
@@ -326,6 +341,17 @@ impl Walker<'_> {
         elevated: bool,
         script: Option<&Path>,
     ) -> Result<(), AnalysisError> {
+        let braced;
+        let cmd = match expand_braces(&cmd.words) {
+            Some(words) => {
+                braced = SimpleCommand {
+                    words,
+                    ..cmd.clone()
+                };
+                &braced
+            }
+            None => cmd,
+        };
         let (start, elevated) = self.strip_wrappers(&cmd.words, cmd.depth, elevated, script)?;
         let full_text = join(&cmd.words);
         let words = &cmd.words[start..];
@@ -356,6 +382,9 @@ impl Walker<'_> {
         let path = program_word.text.clone();
         let program = path.rsplit('/').next().unwrap_or(&path).to_string();
         let piped_from = source.map(program_of);
+        // A glob in the program's name (`/???/r?`) is a name computed when it runs.
+        let globbed =
+            program_word.pattern && (patterns::has_glob(&program) || program.contains('{'));
         let mut inv = Invocation {
             program,
             path,
@@ -363,7 +392,7 @@ impl Walker<'_> {
             redirects: cmd.redirects.clone(),
             elevated,
             piped_from,
-            opaque: computed_name(program_word).then_some(Opaque::ComputedProgram),
+            opaque: (computed_name(program_word) || globbed).then_some(Opaque::ComputedProgram),
             script: script.map(Path::to_path_buf),
             full_text,
             cwd: self.here.cwd.clone(),
@@ -480,6 +509,14 @@ impl Walker<'_> {
                 Some(None) => PathBuf::new(),
             };
         }
+        if globbed {
+            // Judge it as every program the rules know that it could be.
+            for name in patterns::program_candidates(&inv.program) {
+                let mut could_be = inv.clone();
+                name.clone_into(&mut could_be.program);
+                self.out.invocations.push(could_be);
+            }
+        }
         self.out.invocations.push(inv);
         for (text, elevated) in nested {
             self.text(&text, depth, elevated, script)?;
@@ -534,6 +571,18 @@ impl Walker<'_> {
                     {
                         return Ok((i, elevated));
                     }
+                    name
+                }
+                // Multi-call programs: `busybox rm` is `rm`.
+                "busybox" | "toybox" => {
+                    match words.get(i + 1) {
+                        Some(next) if !next.text.starts_with('-') => i += 1,
+                        _ => return Ok((i, elevated)),
+                    }
+                    continue;
+                }
+                "pkexec" => {
+                    elevated = true;
                     name
                 }
                 "env" | "exec" | "nohup" | "setsid" | "time" | "nice" | "ionice" | "stdbuf"
@@ -696,6 +745,29 @@ fn computed_name(word: &Word) -> bool {
     }
     let name = word.text.rsplit('/').next().unwrap_or(&word.text);
     name.is_empty() || name.contains(['$', '`', '(', ')', '{', '}', '\'', '"', '\\'])
+}
+
+/// The words with their brace lists expanded (`{rm,-rf,~}` is three
+/// words); `None` when no word has one.
+fn expand_braces(words: &[Word]) -> Option<Vec<Word>> {
+    if !words.iter().any(|w| w.pattern && w.text.contains('{')) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(words.len());
+    for word in words {
+        let items = (word.pattern && word.text.contains('{'))
+            .then(|| patterns::expand_braces(&word.text))
+            .flatten();
+        match items {
+            Some(items) => out.extend(items.into_iter().map(|text| Word {
+                pattern: patterns::has_glob(&text) || text.contains('{'),
+                text,
+                ..word.clone()
+            })),
+            None => out.push(word.clone()),
+        }
+    }
+    Some(out)
 }
 
 /// Whether any command in the pipeline feeding `cmd` runs a fetcher

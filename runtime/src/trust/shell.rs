@@ -31,6 +31,9 @@ pub struct Word {
     pub dynamic: bool,
     /// Whether any part of the word was quoted or escaped.
     pub quoted: bool,
+    /// Whether the word holds an unquoted `*`, `?`, `[` or `{`, so the
+    /// shell may expand it into other words (globs, brace expansion).
+    pub pattern: bool,
 }
 
 /// What a redirection does with its target.

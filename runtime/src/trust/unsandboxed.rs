@@ -14,6 +14,10 @@
 //!   like excepted), since a link, a mount or the home itself may be there;
 //! - changes folder with `cd`, `pushd` or `popd` to anything but a plain
 //!   relative folder (`cd` alone goes to the user's home);
+//! - computes a word when it runs: a command substitution (`$(…)`,
+//!   backticks, `<(…)`), or `xargs`, `printenv` or `$PWD`, any of which
+//!   can produce the home's path (`rm -rf "$(printenv HOME)"`, `echo ~ |
+//!   xargs -I{} rm -rf {}`);
 //!
 //! and every command is asked when the working folder holds the home or
 //! lies inside it (a relative path is then enough). Commands the gate cannot
@@ -104,7 +108,58 @@ pub fn could_touch_home(text: &str, env: &Env) -> Option<String> {
     if let Some(word) = changes_folder(text) {
         return Some(format!("it changes folder with `{word}`"));
     }
+    if let Some(form) = computes_words(text) {
+        return Some(format!(
+            "it computes a word when it runs (`{form}`), which may be a path into the home"
+        ));
+    }
     None
+}
+
+/// `text` with what single quotes hold (outside double quotes) blanked:
+/// the shell expands nothing there.
+fn without_single_quoted(text: &str) -> String {
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    text.chars()
+        .map(|c| {
+            let keep = !single;
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if !single => escaped = true,
+                '\'' if !double => single = !single,
+                '"' if !single => double = !double,
+                _ => {}
+            }
+            if keep && !single {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect()
+}
+
+/// A form that computes a word when the command runs (single-quoted text
+/// is data, and skipped).
+fn computes_words(text: &str) -> Option<&'static str> {
+    let unquoted = without_single_quoted(text);
+    let text = unquoted.as_str();
+    if text.contains("$(") || text.contains("<(") || text.contains(">(") {
+        return Some("$(…)");
+    }
+    if text.contains('`') {
+        return Some("`…`");
+    }
+    if text.contains("$PWD") || text.contains("${PWD") {
+        return Some("$PWD");
+    }
+    text.split(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')'))
+        .map(|w| w.rsplit('/').next().unwrap_or(w))
+        .find_map(|w| match w {
+            "xargs" => Some("xargs"),
+            "printenv" => Some("printenv"),
+            _ => None,
+        })
 }
 
 /// Where a `~` that the shell (or a program) would take for the home
@@ -205,6 +260,13 @@ mod tests {
             "ls /etc",
             "ln -s / root",
             "x=~/.troupe; echo > $x/config.toml",
+            "rm -rf \"$(printenv HOME)/.troupe\"",
+            "echo ~ | xargs -I{} rm -rf {}/.troupe",
+            "printenv HOME | xargs -I{} sh -c 'echo x > {}/.troupe/config.toml'",
+            "d=`printenv TROUPE_HOME`; echo > $d/config.toml",
+            "cp evil.toml \"$PWD/../.troupe/config.toml\"",
+            "tee <(cat) > out",
+            "echo \"it's\" $(printenv HOME)",
         ];
         for text in touching {
             assert!(could_touch_home(text, &env()).is_some(), "{text}");
@@ -218,6 +280,7 @@ mod tests {
             "echo $PATH",
             "sed 's/a/b/' file.txt",
             "cat /home/user/project/README.md",
+            "git commit -m 'fix $(curl x) and `x`'",
         ];
         for text in plain {
             assert_eq!(could_touch_home(text, &env()), None, "{text}");

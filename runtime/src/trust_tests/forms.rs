@@ -249,6 +249,10 @@ const FORMS: &[(&str, Expect, Expect)] = &[
     ("rm -rf ./build", Allowed, Asked("rm-recursive")),
 ];
 
+/// The table's forms that are provably read-only: without a sandbox, ask
+/// mode runs these unasked and asks every other allowed form.
+const READ_ONLY_FORMS: &[&str] = &["ls -la"];
+
 fn kind(verdict: &Verdict) -> Expect {
     fn leak(rule: &str) -> &'static str {
         // The table's own rule names, to compare whole values.
@@ -287,7 +291,11 @@ async fn every_form_of_the_issue_gets_its_verdict_in_auto_and_ask_mode() {
         "#!/bin/sh\necho cm0gLXJmIC8K | base64 -d | sh\n",
     )
     .unwrap();
-    let (auto, ask) = (gate(GateMode::Auto), gate(GateMode::Ask));
+    // Auto mode without a sandbox; ask mode with one (the pattern rules),
+    // then without one, where all but read-only commands are asked.
+    let auto = gate(GateMode::Auto);
+    let ask = gate(GateMode::Ask).with_sandbox(true);
+    let ask_unsandboxed = gate(GateMode::Ask);
     let mut wrong = Vec::new();
     for (form, in_auto, in_ask) in FORMS {
         let got_auto = kind(&check(&auto, &f.ctx, form).await);
@@ -295,6 +303,21 @@ async fn every_form_of_the_issue_gets_its_verdict_in_auto_and_ask_mode() {
         if (got_auto, got_ask) != (*in_auto, *in_ask) {
             wrong.push(format!(
                 "{form:?}: auto {got_auto:?} (want {in_auto:?}), ask {got_ask:?} (want {in_ask:?})"
+            ));
+        }
+        let unsandboxed = check(&ask_unsandboxed, &f.ctx, form).await;
+        let want = match in_ask {
+            Allowed if READ_ONLY_FORMS.contains(form) => Allowed,
+            Allowed | Asked(_) => Asked("(no rule named)"),
+            other => *other,
+        };
+        let got = match kind(&unsandboxed) {
+            Asked(_) => Asked("(no rule named)"),
+            other => other,
+        };
+        if got != want {
+            wrong.push(format!(
+                "{form:?}: ask without a sandbox {unsandboxed:?} (want {want:?})"
             ));
         }
     }
@@ -356,4 +379,99 @@ async fn code_fetched_from_outside_is_asked_even_in_auto_mode_and_never_remember
         )
         .is_err());
     assert_eq!(check(&gate, &f.ctx, text).await, expected);
+}
+
+/// Hardline forms spelled so the words as written do not name the deed:
+/// globs and classes, brace lists, options before `find`'s starting point,
+/// the deleting program by its path, multi-call programs.
+const EVASIONS: &[(&str, &str)] = &[
+    ("rm -rf /[a-z]*", "rm-root"),
+    ("rm -rf /???", "rm-root"),
+    ("rm -rf /u?r", "rm-root"),
+    ("rm -rf /*/", "rm-root"),
+    ("rm -rf ~/[!.]*", "rm-root"),
+    ("rm -rf /home/*", "rm-root"),
+    ("/???/r? -rf /", "rm-root"),
+    ("/???/[r]m -rf /", "rm-root"),
+    ("/usr/bin/r* -rf ~", "rm-root"),
+    ("{rm,-rf,~}", "rm-root"),
+    ("{rm,-rf,/}", "rm-root"),
+    ("sudo {rm,-rf,/}", "rm-root"),
+    ("rm -rf /{usr,tmp}", "rm-root"),
+    ("r{m,} -rf /", "rm-root"),
+    ("busybox rm -rf /", "rm-root"),
+    ("/bin/busybox rm -rf ~", "rm-root"),
+    ("toybox rm -rf /", "rm-root"),
+    ("./rm -rf /", "rm-root"),
+    ("nice -n 5 timeout 10 env X=1 command rm -rf /", "rm-root"),
+    ("pkexec rm -rf /", "rm-root"),
+    ("find -L / -delete", "find-root-delete"),
+    ("find -H -O3 ~ -type f -delete", "find-root-delete"),
+    ("find -D tree / -delete", "find-root-delete"),
+    ("find / -exec /usr/bin/rm -rf {} +", "find-root-delete"),
+    ("find ~ -execdir /bin/rm -f {} \\;", "find-root-delete"),
+    ("find / -exec busybox rm {} +", "find-root-delete"),
+    ("find / -exec sudo rm -f {} +", "find-root-delete"),
+    ("find /[a-z]* -delete", "find-root-delete"),
+    ("{find,/,-delete}", "find-root-delete"),
+    ("busybox find / -delete", "find-root-delete"),
+    ("busybox mkfs.ext4 /dev/sda1", "mkfs"),
+    ("/sbin/mkfs.ext4 /dev/sdb", "mkfs"),
+    ("busybox dd if=/dev/zero of=/dev/sda", "disk-write"),
+    ("chmod -R 777 /[a-z]*", "perms-root"),
+    ("/???/ch??d -R 777 /", "perms-root"),
+    ("busybox reboot", "power"),
+];
+
+/// Near misses: what looks like an evasion but is not one.
+const NOT_EVASIONS: &[&str] = &[
+    "rm -rf ./build",
+    "rm -rf ./build*",
+    "rm -rf ~/*.log",
+    "rm -rf /tmp/[a-z]*",
+    "ls /usr/*",
+    "echo {a,b}",
+    "echo {rm,-rf,/}",
+    "echo '{rm,-rf,~}'",
+    "find -L . -delete",
+    "find -L / -name x.txt",
+    "find . -exec /usr/bin/rm {} +",
+    "busybox ls /",
+    "cp x{,.bak}",
+    "git log @{u}..",
+];
+
+#[tokio::test]
+async fn hardline_rules_see_through_globs_braces_paths_and_multi_call_programs() {
+    let f = fixture();
+    let gates = [
+        ("auto", gate(GateMode::Auto)),
+        ("ask", gate(GateMode::Ask)),
+        ("auto in a sandbox", gate(GateMode::Auto).with_sandbox(true)),
+        ("ask in a sandbox", gate(GateMode::Ask).with_sandbox(true)),
+    ];
+    let mut wrong = Vec::new();
+    for (form, rule) in EVASIONS {
+        for (mode, gate) in &gates {
+            match check(gate, &f.ctx, form).await {
+                Verdict::Deny { rule: got, .. } if got == *rule => {}
+                other => wrong.push(format!("{form:?} in {mode}: {other:?} (want {rule})")),
+            }
+        }
+    }
+    for form in NOT_EVASIONS {
+        for (mode, gate) in &gates {
+            let got = check(gate, &f.ctx, form).await;
+            let fine = match (&got, *mode) {
+                (Verdict::Deny { .. }, _) => false,
+                // Auto mode in a sandbox asks only what acts outside.
+                (verdict, "auto in a sandbox") => *verdict == Verdict::Allow,
+                _ => true,
+            };
+            if !fine {
+                wrong.push(format!("{form:?} in {mode}: {got:?}"));
+            }
+        }
+    }
+    assert_eq!(wrong, Vec::<String>::new());
 }

@@ -1,4 +1,6 @@
 //! Step 4 of the gate, the guardian, and the approvals that outlive a call.
+//! Ask mode's gates here run commands in a sandbox: without one, ask mode
+//! asks the user before the guardian is reached (`read_only.rs`).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -67,7 +69,9 @@ async fn the_guardian_approves_denies_or_asks() {
             reason: "it is not clear the user wants this".into(),
         }),
     ]);
-    let gate = gate(GateMode::Ask).with_guardian(guardian.clone());
+    let gate = gate(GateMode::Ask)
+        .with_sandbox(true)
+        .with_guardian(guardian.clone());
     assert_eq!(check(&gate, &f.ctx, "rm -rf build").await, Verdict::Allow);
     assert_eq!(
         check(&gate, &f.ctx, "rm -rf build").await,
@@ -121,6 +125,7 @@ async fn the_allow_list_spares_the_guardian_but_only_for_what_it_covers() {
         ..GatePolicy::default()
     })
     .unwrap()
+    .with_sandbox(true)
     .with_guardian(guardian.clone());
     assert_eq!(check(&gate, &f.ctx, "rm -rf build").await, Verdict::Allow);
     assert!(matches!(
@@ -133,8 +138,9 @@ async fn the_allow_list_spares_the_guardian_but_only_for_what_it_covers() {
 #[tokio::test]
 async fn a_guardian_error_asks_the_user() {
     let f = fixture();
-    let gate =
-        gate(GateMode::Ask).with_guardian(Scripted::new(vec![Err("connection refused".into())]));
+    let gate = gate(GateMode::Ask)
+        .with_sandbox(true)
+        .with_guardian(Scripted::new(vec![Err("connection refused".into())]));
     assert_eq!(
         check(&gate, &f.ctx, "rm -rf build").await,
         ask(&format!(
@@ -148,7 +154,9 @@ async fn a_guardian_error_asks_the_user() {
 async fn a_guardian_error_refuses_when_unattended() {
     let f = fixture();
     let ctx = f.ctx.clone().unattended(true);
-    let gate = gate(GateMode::Ask).with_guardian(Scripted::new(vec![Err("HTTP 500".into())]));
+    let gate = gate(GateMode::Ask)
+        .with_sandbox(true)
+        .with_guardian(Scripted::new(vec![Err("HTTP 500".into())]));
     assert_eq!(
         check(&gate, &ctx, "rm -rf build").await,
         deny(
@@ -166,7 +174,10 @@ async fn a_guardian_that_does_not_answer_in_time_asks_the_user() {
     let f = fixture();
     let mut policy = GatePolicy::default();
     policy.limits.guardian_timeout_secs = 1;
-    let gate = Gate::new(&policy).unwrap().with_guardian(Arc::new(Silent));
+    let gate = Gate::new(&policy)
+        .unwrap()
+        .with_sandbox(true)
+        .with_guardian(Arc::new(Silent));
     assert_eq!(
         check(&gate, &f.ctx, "rm -rf build").await,
         ask(&format!(
@@ -202,7 +213,9 @@ impl Provider for FixedText {
 async fn a_model_guardian_with_a_malformed_answer_asks_the_user() {
     let f = fixture();
     let guardian = ModelGuardian::new(Arc::new(FixedText("Probably fine, I think.")), "m");
-    let gate = gate(GateMode::Ask).with_guardian(Arc::new(guardian));
+    let gate = gate(GateMode::Ask)
+        .with_sandbox(true)
+        .with_guardian(Arc::new(guardian));
     assert_eq!(
         check(&gate, &f.ctx, "rm -rf build").await,
         ask(&format!(
@@ -221,7 +234,9 @@ async fn a_model_guardian_reads_json_answers() {
         )),
         "m",
     );
-    let gate = gate(GateMode::Ask).with_guardian(Arc::new(guardian));
+    let gate = gate(GateMode::Ask)
+        .with_sandbox(true)
+        .with_guardian(Arc::new(guardian));
     assert!(matches!(
         check(&gate, &f.ctx, "rm -rf build").await,
         Verdict::Deny { rule, reason } if rule == "guardian" && reason.contains("it wipes the cache others use")
@@ -257,7 +272,9 @@ async fn after_repeated_refusals_the_guardian_is_no_longer_asked() {
         refuse("c"),
         Ok(GuardianAnswer::Approve),
     ]);
-    let gate = gate(GateMode::Ask).with_guardian(guardian.clone());
+    let gate = gate(GateMode::Ask)
+        .with_sandbox(true)
+        .with_guardian(guardian.clone());
     for _ in 0..3 {
         assert!(matches!(
             check(&gate, &f.ctx, "rm -rf build").await,
@@ -285,7 +302,7 @@ async fn after_repeated_refusals_the_guardian_is_no_longer_asked() {
 #[tokio::test]
 async fn without_a_guardian_risky_commands_ask_and_session_approvals_hold() {
     let f = fixture();
-    let gate = gate(GateMode::Ask);
+    let gate = gate(GateMode::Ask).with_sandbox(true);
     let expected = ask(&format!(
         "{RM_BUILD} matches the dangerous pattern `rm-recursive`. The user decides; auto mode or \
          an allow pattern would let such commands run without asking."
@@ -307,7 +324,7 @@ async fn without_a_guardian_risky_commands_ask_and_session_approvals_hold() {
 async fn always_approvals_are_kept_in_the_home() {
     let f = fixture();
     let store = Arc::new(FileApprovals::open(&f.ctx.home).unwrap());
-    let gate = gate(GateMode::Ask).with_approvals(store);
+    let gate = gate(GateMode::Ask).with_sandbox(true).with_approvals(store);
     gate.remember(
         &run_command(),
         &command("git reset --hard"),
@@ -316,7 +333,9 @@ async fn always_approvals_are_kept_in_the_home() {
     )
     .unwrap();
     let reopened = Arc::new(FileApprovals::open(&f.ctx.home).unwrap());
-    let gate = self::gate(GateMode::Ask).with_approvals(reopened);
+    let gate = self::gate(GateMode::Ask)
+        .with_sandbox(true)
+        .with_approvals(reopened);
     let fresh = GateContext::new(f.ctx.home.clone(), &f.user_home, &f.ctx.cwd);
     assert_eq!(
         check(&gate, &fresh, "git reset --hard").await,

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::sandbox::{Confinement, Sandbox};
 use troupe_runtime::tool::Services;
+use troupe_runtime::trust::seal::Seal;
 
 use super::process::{end_tree, shell, Ending};
 use super::tether::{self, Running};
@@ -84,6 +85,8 @@ pub struct Launch<'a> {
     pub sandbox: Option<(&'a Sandbox, &'a Confinement)>,
     /// Whom to tell when it ends, if anyone.
     pub notify: Option<(CommandNotifications, ConversationId)>,
+    /// Unsandboxed: troupe's settings as they were, put back when it ends.
+    pub seal: Option<Seal>,
 }
 
 impl BackgroundCommands {
@@ -118,6 +121,7 @@ impl BackgroundCommands {
         self.jobs.lock().insert(id.clone(), Arc::clone(&job));
         let timeout = launch.timeout;
         let notify = launch.notify;
+        let seal = launch.seal;
         let task_id = id.clone();
         tokio::spawn(async move {
             let sleep = async {
@@ -142,7 +146,11 @@ impl BackgroundCommands {
             };
             // The shell has ended: what it left running keeps running.
             drop(watchdog);
-            let line = ending.to_string();
+            let mut line = ending.to_string();
+            if let Some(report) = seal.and_then(|seal| seal.restore().report()) {
+                tracing::warn!(command = %job.command, "{report}");
+                line = format!("{line}. {report}");
+            }
             let log = job.log.clone();
             let summary = tokio::task::spawn_blocking(move || {
                 if let Err(e) = append_ending(&log, &line) {

@@ -12,6 +12,7 @@ pub(super) struct WordBuf {
     text: Vec<u8>,
     dynamic: bool,
     quoted: bool,
+    pattern: bool,
     started: bool,
 }
 
@@ -30,6 +31,7 @@ impl WordBuf {
             text: String::from_utf8_lossy(&self.text).into_owned(),
             dynamic: self.dynamic,
             quoted: self.quoted,
+            pattern: self.pattern,
         }
     }
 }
@@ -198,6 +200,9 @@ impl Parser<'_> {
                 }
                 b'$' | b'`' => self.expansion(&mut word)?,
                 _ => {
+                    if matches!(b, b'*' | b'?' | b'[' | b'{') {
+                        word.pattern = true;
+                    }
                     word.push(b);
                     self.pos += 1;
                 }
