@@ -23,7 +23,17 @@ struct Fixture {
 /// Where a test runs its commands: in the machine's sandbox (when it has
 /// one) and unsandboxed.
 fn placements() -> [SandboxSettings; 2] {
-    [SandboxSettings::default(), SandboxSettings::off()]
+    [sandboxed(), SandboxSettings::off()]
+}
+
+/// The default settings without network: this crate's tests have no
+/// `troupe` binary to hold the commands' network (`tests/suite/sandbox_network.rs`
+/// runs it with the real one).
+fn sandboxed() -> SandboxSettings {
+    SandboxSettings {
+        network: false,
+        ..SandboxSettings::default()
+    }
 }
 
 fn fixture() -> Fixture {
@@ -40,7 +50,7 @@ fn fixture() -> Fixture {
 }
 
 async fn run_cmd(f: &Fixture, args: serde_json::Value) -> ToolResult {
-    run_in(f, SandboxSettings::default(), args).await
+    run_in(f, sandboxed(), args).await
 }
 
 async fn run_in(f: &Fixture, sandbox: SandboxSettings, args: serde_json::Value) -> ToolResult {
