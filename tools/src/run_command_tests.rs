@@ -142,7 +142,12 @@ async fn a_timeout_kills_the_whole_tree() {
         let (a, b, c) = (marker(11, n), marker(12, n), marker(13, n));
         let command =
             format!("sleep {a} & (sleep {b} & wait) & sleep 0.2; touch started; sleep {c}");
-        let result = run_in(&f, sandbox, json!({"command": command, "timeout": 1})).await;
+        let result = run_in(
+            &f,
+            sandbox.clone(),
+            json!({"command": command, "timeout": 1}),
+        )
+        .await;
         assert!(result.is_error());
         assert_eq!(result.text, "(no output)\n[killed: timeout after 1 s]");
         assert!(f.cwd.join("started").exists(), "{sandbox:?}");
@@ -424,7 +429,7 @@ fn tether_helper() {
     let confinement = Confinement {
         writable: vec![dir.clone()],
         read_only: vec![],
-        network: false,
+        network: troupe_runtime::sandbox::Network::None,
         hidden: vec![],
     };
     runtime.block_on(async {
