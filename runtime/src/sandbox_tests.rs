@@ -119,7 +119,7 @@ fn a_hidden_home_inside_the_working_folder_is_hidden_again_after_it() {
         elsewhere.display().to_string(),
     );
     assert_eq!(
-        args_of(&command)[11..],
+        args_of(&command)[12..],
         [
             "--tmpfs",
             &h,
