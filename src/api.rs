@@ -277,8 +277,13 @@ impl RuntimeBuilder {
             pricing: Default::default(),
         });
         say_where_commands_run(&config.sandbox, self.scheduler);
+        // Sandboxed commands' network is held by the environments' helper.
+        let mut sandbox = config.sandbox.clone();
+        sandbox.helper = Some(troupe_actors::environment::helper_program(
+            &config.environments,
+        ));
         let mut tools = troupe_tools::builtin_configured(
-            config.sandbox,
+            sandbox,
             &config.tools,
             &config.web,
             Arc::clone(&lookup),

@@ -31,7 +31,7 @@ pub fn for_config(
     let mut gate = Gate::new(&policy)?
         .with_approvals(Arc::new(FileApprovals::open(home)?))
         .with_sandbox_check({
-            let sandbox = config.sandbox;
+            let sandbox = config.sandbox.clone();
             move || sandbox.holds()
         });
     if let Some(model) = guardian_model {

@@ -11,11 +11,12 @@
 //! multithreaded process such as troupe, but `bwrap` is a fresh,
 //! single-threaded one. [`Sandbox::detect`] finds it once per process by
 //! running it; [`Sandbox::command`] wraps a program in it with a
-//! [`Confinement`] — which folders are writable, which stay read-only inside
-//! them, whether the network is shared. The rest of the machine is
-//! read-only, `/tmp` is private, and every namespace but (by default) the
-//! network's is new, so the command sees only its own processes and dies
-//! with its parent.
+//! [`Confinement`] — which folders are writable, which are hidden, which
+//! stay read-only inside them, which network the command has. The rest of
+//! the machine is read-only, `/tmp` is private, and every namespace is new
+//! (the network's is the machine's, none, or a namespace shared with other
+//! commands whose only way out is an egress proxy: [`network`]), so the
+//! command sees only its own processes and dies with its parent.
 //!
 //! Whether commands use it is the user's choice, [`SandboxSettings`]
 //! (`[sandbox]` in `config.toml`): `auto` where the machine has one,
@@ -27,7 +28,7 @@
 //! # Examples
 //!
 //! Running `ls` in a project folder that is writable, with a home that is
-//! not (`cargo test -p troupe-runtime --doc sandbox`):
+//! not there at all (`cargo test -p troupe-runtime --doc sandbox`):
 //!
 //! ```no_run
 //! use troupe_runtime::sandbox::{Confinement, Sandbox};
@@ -36,9 +37,8 @@
 //!     let project = std::path::Path::new("/home/me/project");
 //!     let confinement = Confinement {
 //!         writable: vec![project.to_path_buf()],
-//!         read_only: vec!["/home/me/.troupe".into()],
-//!         network: true,
-//!         hidden: vec![],
+//!         hidden: vec!["/home/me/.troupe".into()],
+//!         ..Confinement::default()
 //!     };
 //!     let status = sandbox
 //!         .command("ls", ["-la"], project, &confinement)
@@ -50,6 +50,8 @@
 pub mod cgroup;
 pub mod helper;
 pub mod jail;
+pub mod network;
+pub mod proxy;
 pub mod zygote;
 
 use std::ffi::{OsStr, OsString};
@@ -82,14 +84,23 @@ pub enum SandboxMode {
 }
 
 /// `[sandbox]`: where local commands run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxSettings {
     /// `auto`, `required` or `off`.
     pub mode: SandboxMode,
-    /// Whether sandboxed commands share the machine's network (a personal
-    /// agent's commands fetch packages, clone repositories, call APIs).
+    /// Whether sandboxed commands reach the public internet (a personal
+    /// agent's commands fetch packages, clone repositories, call APIs):
+    /// through an egress proxy, never the machine's loopback or private
+    /// ranges. Without it, they have no network at all.
     pub network: bool,
+    /// Addresses of the machine or the LAN that commands may reach through
+    /// the proxy anyway (a database on `10.0.0.5`, say). Empty by default.
+    pub allow_addresses: Vec<std::net::IpAddr>,
+    /// The `troupe` binary whose hidden helper holds the commands' network
+    /// (`[environments] helper`, else this program); not read from the file.
+    #[serde(skip)]
+    pub helper: Option<PathBuf>,
 }
 
 impl Default for SandboxSettings {
@@ -97,6 +108,8 @@ impl Default for SandboxSettings {
         Self {
             mode: SandboxMode::Auto,
             network: true,
+            allow_addresses: Vec::new(),
+            helper: None,
         }
     }
 }
@@ -198,15 +211,30 @@ pub struct Confinement {
     /// Folders bound read-write, in order (the working folder).
     pub writable: Vec<PathBuf>,
     /// Folders and files bound read-only after the writable ones, so they
-    /// stay read-only even inside one (troupe's home). A writable folder
-    /// inside one of these is read-only too: later binds win.
+    /// stay read-only even inside one. A writable folder inside one of
+    /// these is read-only too: later binds win.
     pub read_only: Vec<PathBuf>,
-    /// Whether the command shares the machine's network namespace.
-    pub network: bool,
+    /// The command's network.
+    pub network: Network,
     /// Folders hidden entirely (an empty one in their place), before the
     /// binds above, so a folder bound inside one is all of it that shows
-    /// (troupe's home, under an outside executor: only its own files).
+    /// (troupe's home, under an outside executor: only its own files). A
+    /// hidden folder inside a writable one is hidden again after it: a
+    /// working folder that holds troupe's home does not show it.
     pub hidden: Vec<PathBuf>,
+}
+
+/// Which network a sandboxed command has.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Network {
+    /// A namespace of its own with only its own loopback: no network.
+    #[default]
+    None,
+    /// The machine's own (its loopback and every service on it included).
+    Machine,
+    /// A namespace shared with other commands, whose only way out is the
+    /// egress proxy troupe serves there ([`network::Egress`]).
+    Joined(std::sync::Arc<network::Namespace>),
 }
 
 /// A working bubblewrap on this machine.
@@ -317,10 +345,11 @@ impl Sandbox {
     }
 
     /// `program args…` inside the sandbox, in `workdir`, confined by
-    /// `confinement`: every namespace new but the network's when
-    /// `confinement.network` is set, dying with its parent, in a new
+    /// `confinement`: every namespace new but the network's, which
+    /// `confinement.network` chooses, dying with its parent, in a new
     /// session, the root file system read-only, `/dev` and `/proc` of its
-    /// own, a private `/tmp`, then `writable` bound read-write and
+    /// own, a private `/tmp`, `hidden` replaced by empty, read-only folders, then
+    /// `writable` bound read-write, `hidden` again where inside one, and
     /// `read_only` read-only over them. `workdir` is kept visible (read-only
     /// unless writable) wherever it is. Paths are resolved through their
     /// symbolic links first; ones that do not exist are left out (a missing
@@ -343,9 +372,27 @@ impl Sandbox {
         let mut bwrap: Vec<OsString> = Vec::new();
         let mut flag = |words: &[&OsStr]| bwrap.extend(words.iter().map(|w| w.to_os_string()));
         flag(&["--unshare-all".as_ref()]);
-        if confinement.network {
-            flag(&["--share-net".as_ref()]);
-        }
+        let joined = match &confinement.network {
+            Network::None => None,
+            Network::Machine => {
+                flag(&["--share-net".as_ref()]);
+                None
+            }
+            Network::Joined(namespace) => {
+                // Entered before `bwrap` runs (below): share it, as the
+                // user troupe runs as rather than the namespace's root.
+                flag(&["--share-net".as_ref()]);
+                let uid = rustix::process::getuid().as_raw().to_string();
+                let gid = rustix::process::getgid().as_raw().to_string();
+                flag(&[
+                    "--uid".as_ref(),
+                    OsStr::new(&uid),
+                    "--gid".as_ref(),
+                    OsStr::new(&gid),
+                ]);
+                Some(std::sync::Arc::clone(namespace))
+            }
+        };
         flag(&[
             "--die-with-parent".as_ref(),
             "--new-session".as_ref(),
@@ -359,7 +406,8 @@ impl Sandbox {
             "--tmpfs".as_ref(),
             "/tmp".as_ref(),
         ]);
-        for dir in confinement.hidden.iter().filter_map(|p| real(p)) {
+        let hidden: Vec<PathBuf> = confinement.hidden.iter().filter_map(|p| real(p)).collect();
+        for dir in &hidden {
             flag(&["--tmpfs".as_ref(), dir.as_os_str()]);
         }
         let workdir = real(workdir);
@@ -377,8 +425,18 @@ impl Sandbox {
         for dir in &writable {
             flag(&["--bind".as_ref(), dir.as_os_str(), dir.as_os_str()]);
         }
+        for dir in hidden
+            .iter()
+            .filter(|h| writable.iter().any(|w| h.starts_with(w)))
+        {
+            flag(&["--tmpfs".as_ref(), dir.as_os_str()]);
+        }
         for path in confinement.read_only.iter().filter_map(|p| real(p)) {
             flag(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+        }
+        // Empty and read-only: nothing can be left there for troupe to find.
+        for dir in &hidden {
+            flag(&["--remount-ro".as_ref(), dir.as_os_str()]);
         }
         if let Some(dir) = &workdir {
             flag(&["--chdir".as_ref(), dir.as_os_str()]);
@@ -388,6 +446,9 @@ impl Sandbox {
         command.args(bwrap).args(args);
         if let Some(dir) = workdir {
             command.current_dir(dir);
+        }
+        if let Some(namespace) = joined {
+            namespace.enter_before_exec(&mut command);
         }
         command
     }

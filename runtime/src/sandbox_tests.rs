@@ -56,7 +56,7 @@ fn the_home_is_bound_read_only_after_a_working_folder_that_holds_it() {
         &Confinement {
             writable: vec![work.clone()],
             read_only: vec![home.clone(), f.root.join("missing")],
-            network: false,
+            network: Network::None,
             hidden: vec![],
         },
     );
@@ -93,6 +93,56 @@ fn the_home_is_bound_read_only_after_a_working_folder_that_holds_it() {
 }
 
 #[test]
+fn a_hidden_home_inside_the_working_folder_is_hidden_again_after_it() {
+    let f = fixture();
+    let work = f.root.join("work");
+    let home = work.join(".troupe");
+    let elsewhere = f.root.join(".troupe-elsewhere");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let sandbox = Sandbox {
+        program: PathBuf::from("/usr/bin/bwrap"),
+    };
+    let command = sandbox.command(
+        "true",
+        std::iter::empty::<&str>(),
+        &work,
+        &Confinement {
+            writable: vec![work.clone()],
+            hidden: vec![home.clone(), elsewhere.clone()],
+            ..Confinement::default()
+        },
+    );
+    let (w, h, e) = (
+        work.display().to_string(),
+        home.display().to_string(),
+        elsewhere.display().to_string(),
+    );
+    assert_eq!(
+        args_of(&command)[12..],
+        [
+            "--tmpfs",
+            &h,
+            "--tmpfs",
+            &e,
+            "--bind",
+            &w,
+            &w,
+            "--tmpfs",
+            &h,
+            "--remount-ro",
+            &h,
+            "--remount-ro",
+            &e,
+            "--chdir",
+            &w,
+            "--",
+            "true",
+        ]
+    );
+}
+
+#[test]
 fn a_folder_outside_the_writable_ones_is_kept_visible_read_only() {
     let f = fixture();
     let work = f.root.join("work");
@@ -109,7 +159,7 @@ fn a_folder_outside_the_writable_ones_is_kept_visible_read_only() {
         &Confinement {
             writable: vec![work.clone()],
             read_only: vec![],
-            network: true,
+            network: Network::Machine,
             hidden: vec![],
         },
     );
@@ -168,7 +218,7 @@ fn inside_the_sandbox_the_home_in_the_working_folder_stays_read_only_and_tmp_is_
     let confinement = Confinement {
         writable: vec![work.clone()],
         read_only: vec![home.clone()],
-        network: false,
+        network: Network::None,
         hidden: vec![],
     };
     let (code, out) = run(

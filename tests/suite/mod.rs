@@ -25,6 +25,7 @@ mod review;
 mod routines;
 mod run;
 mod sandbox_escape;
+mod sandbox_network;
 mod security;
 mod serve_cli;
 mod server;

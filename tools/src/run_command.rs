@@ -14,25 +14,29 @@
 //!
 //! Where the machine has one, it runs in a sandbox
 //! ([`troupe_runtime::sandbox`], per `[sandbox]` in `config.toml`): the
-//! working folder is writable, troupe's home and the rest of the machine are
-//! read-only, `/tmp` is private. That is what keeps an agent from rewriting
+//! working folder is writable, the rest of the machine is read-only,
+//! troupe's home is not there at all, `/tmp` is private, and the network is
+//! the public internet through an egress proxy ([`egress`]). That is what keeps an agent from rewriting
 //! troupe's own settings however it spells the command. Each result's
 //! `sandbox` field says where it ran (`"bubblewrap"` or `"unsandboxed"`).
 //! In a sandbox, what a command leaves running ends with it (its PID
 //! namespace ends): a server belongs in `background: true`.
 
 pub mod background;
+pub mod egress;
 pub mod output;
 pub mod process;
 pub mod tether;
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::sandbox::{Confinement, Placement, Sandbox, SandboxSettings};
+use troupe_runtime::sandbox::network::Held;
+use troupe_runtime::sandbox::{Confinement, Network, Placement, Sandbox, SandboxSettings};
 use troupe_runtime::tool::{parse_args, schema_for, GateSubject, Tool, ToolContext, ToolSpec};
 use troupe_runtime::trust::seal::Seal;
 
@@ -91,6 +95,9 @@ pub struct RunCommand {
     spec: ToolSpec,
     sandbox: SandboxSettings,
     output_cap: u64,
+    /// The namespace sandboxed commands share, started with the first.
+    network: tokio::sync::Mutex<Option<Held>>,
+    egress: Arc<egress::Egress>,
 }
 
 impl RunCommand {
@@ -103,6 +110,8 @@ impl RunCommand {
     /// The tool, running commands where `sandbox` says.
     pub fn with_sandbox(sandbox: SandboxSettings) -> Self {
         Self {
+            egress: Arc::new(egress::Egress::new(sandbox.allow_addresses.clone())),
+            network: tokio::sync::Mutex::new(None),
             sandbox,
             output_cap: DEFAULT_OUTPUT_CAP,
             spec: ToolSpec::new(
@@ -115,7 +124,9 @@ impl RunCommand {
                  an id; the output goes to a log file whose last line says how it ended; \
                  `notify_on_complete` tells you when it ends; `stop: <id>` ends it. Where the \
                  machine has a sandbox, commands run in it: the working folder is writable, \
-                 troupe's home and the rest of the machine read-only, /tmp private. In a house \
+                 the rest of the machine read-only, troupe's home not there at all, /tmp \
+                 private, and the network only the public internet through a proxy \
+                 (HTTPS_PROXY), never this machine's own services. In a house \
                  thread it runs instead in the thread's environment (see create_environment), \
                  in /workspace, never on the host; `cwd` is relative to /workspace there, and \
                  `background` is not available.",
@@ -222,11 +233,17 @@ impl Tool for RunCommand {
                 )
             }
         };
-        let confinement = Confinement {
-            writable: vec![ctx.cwd.clone()],
-            read_only: vec![ctx.home.root().to_path_buf()],
-            network: self.sandbox.network,
-            hidden: vec![],
+        let confinement = match &placement {
+            Placement::Sandboxed(sandbox) => match self.confinement(sandbox, &cwd, ctx).await {
+                Ok(confinement) => confinement,
+                Err(why) => {
+                    return ToolResult::error_with(
+                        format!("the command did not run: {why}"),
+                        serde_json::json!({"sandbox": placement.label()}),
+                    )
+                }
+            },
+            Placement::Unsandboxed(_) => Confinement::default(),
         };
         let sandbox = match &placement {
             Placement::Sandboxed(sandbox) => Some((sandbox, &confinement)),
@@ -286,6 +303,68 @@ impl Tool for RunCommand {
             data.insert("sandbox".into(), placement.label().into());
         }
         result
+    }
+}
+
+impl RunCommand {
+    /// What a sandboxed command in `cwd` may touch: the working folder,
+    /// not troupe's home at all, and the network `[sandbox] network` says.
+    ///
+    /// A working folder inside the home is refused: the home is hidden
+    /// from commands, so it could not be shown without showing the home.
+    async fn confinement(
+        &self,
+        sandbox: &Sandbox,
+        cwd: &std::path::Path,
+        ctx: &ToolContext,
+    ) -> Result<Confinement, String> {
+        let home = ctx.home.root();
+        let real_home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+        for dir in [cwd, ctx.cwd.as_path()] {
+            let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+            if real.starts_with(&real_home) {
+                return Err(format!(
+                    "the working folder {} is inside troupe's home {}, which sandboxed commands \
+                     cannot see; run commands in a folder outside the home (start troupe in \
+                     your project's folder, or give `cwd` outside the home)",
+                    dir.display(),
+                    home.display()
+                ));
+            }
+        }
+        let network = if self.sandbox.network {
+            Network::Joined(self.network(sandbox).await?)
+        } else {
+            Network::None
+        };
+        Ok(Confinement {
+            writable: vec![ctx.cwd.clone()],
+            read_only: vec![],
+            network,
+            hidden: vec![home.to_path_buf()],
+        })
+    }
+
+    /// The namespace commands share, started at the first command (and
+    /// again if its process died).
+    async fn network(
+        &self,
+        sandbox: &Sandbox,
+    ) -> Result<Arc<troupe_runtime::sandbox::network::Namespace>, String> {
+        let mut held = self.network.lock().await;
+        if let Some(h) = held.as_ref().filter(|h| h.alive()) {
+            return Ok(h.namespace());
+        }
+        let helper = self
+            .sandbox
+            .helper
+            .clone()
+            .or_else(|| std::env::current_exe().ok())
+            .unwrap_or_else(|| "troupe".into());
+        let started = Held::start(sandbox, &helper, self.egress.on_connection()).await?;
+        let namespace = started.namespace();
+        *held = Some(started);
+        Ok(namespace)
     }
 }
 

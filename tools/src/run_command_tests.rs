@@ -25,7 +25,17 @@ struct Fixture {
 /// Where a test runs its commands: in the machine's sandbox (when it has
 /// one) and unsandboxed.
 fn placements() -> [SandboxSettings; 2] {
-    [SandboxSettings::default(), SandboxSettings::off()]
+    [sandboxed(), SandboxSettings::off()]
+}
+
+/// The default settings without network: this crate's tests have no
+/// `troupe` binary to hold the commands' network (`tests/suite/sandbox_network.rs`
+/// runs it with the real one).
+fn sandboxed() -> SandboxSettings {
+    SandboxSettings {
+        network: false,
+        ..SandboxSettings::default()
+    }
 }
 
 fn fixture() -> Fixture {
@@ -42,7 +52,7 @@ fn fixture() -> Fixture {
 }
 
 async fn run_cmd(f: &Fixture, args: serde_json::Value) -> ToolResult {
-    run_in(f, SandboxSettings::default(), args).await
+    run_in(f, sandboxed(), args).await
 }
 
 async fn run_in(f: &Fixture, sandbox: SandboxSettings, args: serde_json::Value) -> ToolResult {
@@ -134,7 +144,12 @@ async fn a_timeout_kills_the_whole_tree() {
         let (a, b, c) = (marker(11, n), marker(12, n), marker(13, n));
         let command =
             format!("sleep {a} & (sleep {b} & wait) & sleep 0.2; touch started; sleep {c}");
-        let result = run_in(&f, sandbox, json!({"command": command, "timeout": 1})).await;
+        let result = run_in(
+            &f,
+            sandbox.clone(),
+            json!({"command": command, "timeout": 1}),
+        )
+        .await;
         assert!(result.is_error());
         assert_eq!(result.text, "(no output)\n[killed: timeout after 1 s]");
         assert!(f.cwd.join("started").exists(), "{sandbox:?}");
@@ -416,7 +431,7 @@ fn tether_helper() {
     let confinement = Confinement {
         writable: vec![dir.clone()],
         read_only: vec![],
-        network: false,
+        network: troupe_runtime::sandbox::Network::None,
         hidden: vec![],
     };
     runtime.block_on(async {

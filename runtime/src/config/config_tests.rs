@@ -81,6 +81,8 @@ fn documented_defaults() -> Config {
         sandbox: crate::sandbox::SandboxSettings {
             mode: crate::sandbox::SandboxMode::Auto,
             network: true,
+            allow_addresses: vec![],
+            helper: None,
         },
         delegation: Delegation {
             max_depth: 1,

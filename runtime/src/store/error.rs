@@ -24,10 +24,13 @@ pub enum StoreError {
         /// The newest version this binary knows.
         known: i64,
     },
-    /// Another connection held the write lock past the busy timeout.
+    /// Another connection or process held a lock past the busy timeout,
+    /// on every try.
     #[error(
-        "{path} is locked by another writer and stayed locked past the busy timeout; \
-         stop the other troupe process using this home, or retry"
+        "{path} is locked by another writer (another troupe on this home, or a program holding \
+         a lock on it or its -wal or -shm file) and stayed locked past the busy timeout on \
+         every one of {tries} tries; nothing was written. Stop that process, then retry",
+        tries = crate::store::writer::LOCKED_TRIES
     )]
     Locked {
         /// The database file.
@@ -185,6 +188,21 @@ impl From<serde_json::Error> for StoreError {
 }
 
 impl StoreError {
+    /// Whether this is a lock held by someone else (`SQLITE_BUSY` or
+    /// `SQLITE_LOCKED`), which may be gone at the next try.
+    pub fn is_locked(&self) -> bool {
+        match self {
+            Self::Locked { .. } => true,
+            Self::Sqlite { code, .. } => {
+                matches!(
+                    code,
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                )
+            }
+            _ => false,
+        }
+    }
+
     /// Names the database file in a bare SQLite failure and sorts it into
     /// the variant the user can act on (locked, corrupt, I/O).
     pub fn at(self, path: &Path) -> Self {

@@ -8,6 +8,13 @@
 //! see [`commit_batch`]). Results are sent back only after `COMMIT`, so
 //! "answered" means "durable".
 //!
+//! A batch that finds the database locked by someone else past the busy
+//! timeout — at `BEGIN`, in a job, or at `COMMIT` — is rolled back whole
+//! and run again, up to [`LOCKED_TRIES`] times in all, before its jobs are
+//! told [`StoreError::Locked`]: a lock a program holds for a moment (a read
+//! lock on the `-shm` file, another troupe's transaction) delays a tool
+//! result's save; it neither loses it nor saves it twice.
+//!
 //! Work that would cost more per row than the row itself is done once per
 //! batch, just before `COMMIT`: indexing the new messages for full-text
 //! search and moving their conversations' `updated_at`
@@ -26,6 +33,15 @@ use tokio::sync::{mpsc, oneshot};
 use super::check::{Check, Verdict};
 use super::error::StoreError;
 
+/// How many times in all a batch runs while the database stays locked by
+/// someone else (each try waits up to the busy timeout).
+pub(crate) const LOCKED_TRIES: u32 = 4;
+
+/// Batches run again because the database was locked (for tests).
+#[cfg(test)]
+pub(crate) static LOCKED_RETRIES: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
 /// The most jobs committed in one transaction.
 pub(crate) const MAX_BATCH: usize = 1024;
 
@@ -41,6 +57,8 @@ pub(crate) trait Job: Send {
     fn run(&mut self, tx: &Transaction<'_>) -> bool;
     /// Answers the caller once the batch's fate is known.
     fn finish(self: Box<Self>, batch: Result<(), &StoreError>);
+    /// Whether its last run failed on a lock held by someone else.
+    fn locked(&self) -> bool;
 }
 
 /// A write job with its reply channel.
@@ -89,6 +107,10 @@ where
         };
         // The caller may have stopped waiting; the write stands either way.
         let _ = self.reply.send(answer);
+    }
+
+    fn locked(&self) -> bool {
+        matches!(&self.result, Some(Err(e)) if e.is_locked())
     }
 }
 
@@ -302,15 +324,27 @@ fn commit_batch(
     batch: &mut Vec<Box<dyn Job>>,
     queue: &mpsc::Receiver<Box<dyn Job>>,
 ) {
-    let fate = match run_batch(conn, path, batch, queue, Isolation::Shared) {
-        Ran::JobFailed => match run_batch(conn, path, batch, queue, Isolation::PerJob) {
+    let mut tries = 1;
+    let fate = loop {
+        let fate = match run_batch(conn, path, batch, queue, Isolation::Shared) {
+            Ran::JobFailed => match run_batch(conn, path, batch, queue, Isolation::PerJob) {
+                Ran::Done(fate) => fate,
+                // Every job ran in its own savepoint: no job failure reaches here.
+                Ran::JobFailed => Err(StoreError::Aborted(
+                    "a job failed outside its savepoint".into(),
+                )),
+            },
             Ran::Done(fate) => fate,
-            // Every job ran in its own savepoint: no job failure reaches here.
-            Ran::JobFailed => Err(StoreError::Aborted(
-                "a job failed outside its savepoint".into(),
-            )),
-        },
-        Ran::Done(fate) => fate,
+        };
+        match fate {
+            Err(e) if e.is_locked() && tries < LOCKED_TRIES => {
+                tries += 1;
+                #[cfg(test)]
+                LOCKED_RETRIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tracing::warn!(path = %path.display(), tries, "store locked by someone else; running the batch again");
+            }
+            fate => break fate,
+        }
     };
     if let Err(err) = &fate {
         tracing::warn!(path = %path.display(), error = %err, jobs = batch.len(), "store batch failed");
@@ -364,6 +398,13 @@ fn run_batch(
             return Ran::Done(Err(StoreError::Aborted(
                 "SQLite rolled the transaction back".into(),
             )));
+        }
+        // A lock held by someone else spoils the whole batch: it runs
+        // again, every job with it (see `commit_batch`).
+        if !ok && job.locked() {
+            return Ran::Done(Err(StoreError::Locked {
+                path: path.to_path_buf(),
+            }));
         }
         if !per_job {
             if !ok {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rustix::process::{kill_process_group, Pid, Signal};
 use tokio::process::{Child, Command};
-use troupe_runtime::sandbox::{Confinement, Sandbox};
+use troupe_runtime::sandbox::{network, proxy, Confinement, Network, Sandbox};
 
 /// How long a process group is given to end after SIGTERM.
 pub const TERM_GRACE: Duration = Duration::from_secs(2);
@@ -78,7 +78,11 @@ impl std::fmt::Display for Ending {
 pub fn shell(command: &str, cwd: &Path, sandbox: Option<(&Sandbox, &Confinement)>) -> Command {
     let mut cmd = match sandbox {
         Some((sandbox, confinement)) => {
-            Command::from(sandbox.command("bash", ["-c", command], cwd, confinement))
+            let mut cmd = Command::from(sandbox.command("bash", ["-c", command], cwd, confinement));
+            if matches!(confinement.network, Network::Joined(_)) {
+                cmd.envs(proxy::environment(network::PORT));
+            }
+            cmd
         }
         None => {
             let mut cmd = Command::new("bash");

@@ -85,7 +85,13 @@ async fn no_way_of_rewriting_the_config_from_a_command_gets_past_the_sandbox() {
     ];
     for command in &forms {
         let result = run_cmd(&h.f, json!({ "command": command })).await;
-        assert!(result.is_error(), "`{command}` succeeded: {}", result.text);
+        // `rm -f` of a file the hidden home does not show succeeds at
+        // nothing: the home's snapshot below is what must hold.
+        assert!(
+            result.is_error() || command.starts_with("rm -f"),
+            "`{command}` succeeded: {}",
+            result.text
+        );
         assert_eq!(result.data["sandbox"], "bubblewrap", "{command}");
         assert_eq!(
             std::fs::read_to_string(h.root.join("config.toml")).unwrap(),
@@ -120,7 +126,11 @@ async fn the_database_memory_and_skills_are_read_only_from_a_command() {
             format!("rm -f {path}"),
         ] {
             let result = run_cmd(&h.f, json!({ "command": command })).await;
-            assert!(result.is_error(), "`{command}` succeeded: {}", result.text);
+            assert!(
+                result.is_error() || command.starts_with("rm -f"),
+                "`{command}` succeeded: {}",
+                result.text
+            );
         }
     }
     for command in [
@@ -161,9 +171,85 @@ async fn in_the_sandbox_the_working_folder_is_writable_and_tmp_is_private() {
         !Path::new("/tmp").join(&name).exists(),
         "a file written to /tmp in the sandbox is visible outside it"
     );
-    // Reading the home is fine; only writing is not.
-    let read = run_cmd(&h.f, json!({ "command": "cat ../.troupe/config.toml" })).await;
-    assert_eq!(read.text, format!("{ORIGINAL}[exit 0]"));
+}
+
+#[tokio::test]
+async fn nothing_of_troupes_home_is_visible_to_a_command() {
+    if Sandbox::detect_or_skip("the home hidden from a sandboxed command").is_none() {
+        return;
+    }
+    let h = home();
+    std::fs::write(h.root.join("serve.json"), "{\"token\": \"secret\"}").unwrap();
+    let before = h.snapshot();
+    let root = h.root.display().to_string();
+    let forms = [
+        format!("cat {root}/serve.json"),
+        "cat ../.troupe/serve.json".to_string(),
+        format!("cat {root}/config.toml"),
+        format!("sqlite3 {root}/troupe.db .tables"),
+        format!("python3 -c \"print(open('{root}/troupe.db-shm').read())\""),
+        format!("cat {root}/memory/MEMORY.md"),
+        format!("ls {root}/skills/tidy"),
+        "cat \"$TROUPE_HOME/serve.json\"".to_string(),
+        format!("find {root} -type f | grep ."),
+        format!("ls -A {root} | grep ."),
+        format!("echo x > {root}/planted && cat {root}/planted"),
+    ];
+    for command in &forms {
+        let result = run_cmd(&h.f, json!({ "command": command })).await;
+        assert!(
+            result.is_error()
+                && !result.text.contains("secret")
+                && !result.text.contains("[trust]"),
+            "`{command}` saw the home: {}",
+            result.text
+        );
+        assert_eq!(result.data["sandbox"], "bubblewrap", "{command}");
+    }
+    assert_eq!(h.snapshot(), before);
+}
+
+#[tokio::test]
+async fn a_working_folder_holding_the_home_does_not_show_it_and_one_inside_is_refused() {
+    if Sandbox::detect_or_skip("a working folder around or inside the home").is_none() {
+        return;
+    }
+    let h = home();
+    // The working folder holds the home (troupe started in the user's home).
+    let outer = h.root.parent().unwrap().to_path_buf();
+    let mut ctx = h.f.ctx.clone();
+    ctx.cwd = outer.clone();
+    let listed = RunCommand::with_sandbox(super::sandboxed())
+        .call(
+            json!({"command": "ls -A .troupe | wc -l; cat .troupe/config.toml; echo x > .troupe/new"}),
+            &ctx,
+        )
+        .await;
+    assert!(listed.text.starts_with("0\n"), "{}", listed.text);
+    assert!(!listed.text.contains("[trust]"), "{}", listed.text);
+    assert!(!h.root.join("new").exists());
+    // A working folder inside the home, as the session's or as `cwd`.
+    for (session, cwd) in [
+        (h.root.clone(), None),
+        (h.root.join("memory"), None),
+        (outer.clone(), Some(".troupe/skills")),
+    ] {
+        let mut ctx = h.f.ctx.clone();
+        ctx.cwd = session.clone();
+        let mut args = json!({"command": "true"});
+        if let Some(cwd) = cwd {
+            args["cwd"] = json!(cwd);
+        }
+        let refused = RunCommand::with_sandbox(super::sandboxed())
+            .call(args, &ctx)
+            .await;
+        assert!(
+            refused.is_error() && refused.text.contains("inside troupe's home"),
+            "{}: {}",
+            session.display(),
+            refused.text
+        );
+    }
 }
 
 #[tokio::test]

@@ -536,7 +536,7 @@ async fn launch(args: &ExecutorArgs, myself: &ActorRef<ExecutorMsg>) -> Result<S
     let confinement = Confinement {
         writable: vec![launch.folder.clone(), dir.clone(), sessions.clone()],
         read_only: vec![installed.modules.clone()],
-        network: true,
+        network: troupe_runtime::sandbox::Network::Machine,
         hidden: vec![home.root().to_path_buf()],
     };
     let mut argv = vec![installed.entry.display().to_string()];
