@@ -37,6 +37,9 @@ impl TestHome {
             .home(self.path())
             .cwd(self.path())
             .provider(model)
+            // Sandboxed commands' network and the environments are held by
+            // troupe's helper: this build's binary, not the test's.
+            .set("environments.helper", env!("CARGO_BIN_EXE_troupe"))
     }
 }
 

@@ -171,6 +171,7 @@ impl Held {
             },
             network: false,
             cgroups: Vec::new(),
+            commands_cgroup: None,
             landlock: LandlockMode::BestEffort,
             listen: vec![PORT],
             env: Vec::new(),
