@@ -43,6 +43,8 @@ pub mod guardian;
 pub mod hardline;
 pub mod inspect;
 pub mod outside;
+pub mod path;
+pub mod protected;
 pub mod rules;
 pub mod shell;
 pub mod unanalysable;
