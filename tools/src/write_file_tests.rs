@@ -129,7 +129,11 @@ async fn protected_paths_are_refused_with_the_rule() {
     assert!(result.is_error());
     assert_eq!(
         result.text,
-        format!("refused: `{config}` is troupe's own `config.toml`, which the file tools never write; ask the user to change it")
+        format!(
+            "refused: `{config}` is in troupe's home, and is troupe's own `config.toml`; the file \
+             tools never write troupe's home. Only the user changes it, with an editor or \
+             troupe's own commands; ask them to."
+        )
     );
     assert!(!f.ctx.home.config_file().exists());
 }
