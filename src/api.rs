@@ -398,6 +398,7 @@ pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
     Settings {
         default_model: config.agent.model.clone(),
         cwd,
+        user_home: troupe_runtime::home::Home::user_home(),
         timezone: config.agent.timezone.name().to_string(),
         max_steps: config.agent.max_steps_per_turn,
         repeat_limit: config.agent.repeated_failure_limit,

@@ -40,10 +40,7 @@ pub fn for_config(
             model.model.clone(),
         )));
     }
-    let user_home = std::env::var_os("HOME")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| home.root().to_path_buf());
-    Ok(TrustGate::new(gate, questions, ask_timeout, user_home))
+    Ok(TrustGate::new(gate, questions, ask_timeout))
 }
 
 /// Where commands run on this machine under `settings`, and what the gate

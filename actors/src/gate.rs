@@ -6,7 +6,6 @@
 //! [`Questions::answer`]. An unattended run, a channel nobody watches, a
 //! timeout or a cancel all mean the call does not run.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,22 +21,15 @@ pub struct TrustGate {
     gate: Gate,
     questions: Arc<Questions>,
     timeout: Duration,
-    user_home: PathBuf,
 }
 
 impl TrustGate {
     /// A gate asking through `questions`, waiting `timeout` for an answer.
-    pub fn new(
-        gate: Gate,
-        questions: Arc<Questions>,
-        timeout: Duration,
-        user_home: PathBuf,
-    ) -> Self {
+    pub fn new(gate: Gate, questions: Arc<Questions>, timeout: Duration) -> Self {
         Self {
             gate,
             questions,
             timeout,
-            user_home,
         }
     }
 }
@@ -62,7 +54,7 @@ pub fn parse_approval(answer: &serde_json::Value) -> Option<ApprovalAnswer> {
 impl CallGate for TrustGate {
     async fn admit(&self, spec: &ToolSpec, call: &ToolCall, ctx: &ToolContext) -> Admission {
         let session = ctx.services.get_or_insert_with(GateSession::default);
-        let gctx = GateContext::new(ctx.home.clone(), self.user_home.clone(), ctx.cwd.clone())
+        let gctx = GateContext::new(ctx.home.clone(), ctx.user_home.clone(), ctx.cwd.clone())
             .unattended(ctx.kind.is_unattended())
             .with_session(session);
         let reason = match self.gate.check(spec, call, &gctx).await {

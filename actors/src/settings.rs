@@ -35,6 +35,9 @@ pub struct Settings {
     pub default_model: String,
     /// The folder relative paths resolve against.
     pub cwd: PathBuf,
+    /// The user's own home folder: what `~` means in a path
+    /// ([`troupe_runtime::home::Home::user_home`] by default).
+    pub user_home: PathBuf,
     /// The user's time zone (IANA name).
     pub timezone: String,
     /// Model calls per turn.
@@ -97,6 +100,7 @@ impl Default for Settings {
         Self {
             default_model: "openai:gpt-4o-mini".into(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            user_home: troupe_runtime::home::Home::user_home(),
             timezone: "UTC".into(),
             max_steps: 50,
             repeat_limit: 3,

@@ -42,6 +42,15 @@ impl Home {
         }
     }
 
+    /// The user's own home folder (`$HOME`; `/` when it is not set): what
+    /// `~` means to the gate and the file tools.
+    pub fn user_home() -> PathBuf {
+        std::env::var_os("HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"))
+    }
+
     /// The home folder itself.
     pub fn root(&self) -> &Path {
         &self.root

@@ -240,6 +240,9 @@ pub struct ToolContext {
     pub home: Home,
     /// The working folder relative paths resolve against.
     pub cwd: PathBuf,
+    /// The user's own home folder: what `~` and `$HOME` mean in a path, for
+    /// the gate and the file tools alike ([`crate::trust::path`]).
+    pub user_home: PathBuf,
     /// The agent's name: [`crate::home::MAIN_AGENT`] or a bot's name.
     pub agent: String,
     /// The agent's bot id.
@@ -271,11 +274,20 @@ impl std::fmt::Debug for ToolContext {
 
 impl ToolContext {
     /// A context for tests and one-off calls: a fresh conversation of the
-    /// main agent in `home`, working in `cwd`.
+    /// main agent in `home`, working in `cwd`. The user's home is the
+    /// folder holding `home` (as for the default `~/.troupe`), never the
+    /// process's `$HOME`, so a test's `~` stays in its temp folder.
     pub fn standalone(home: Home, cwd: PathBuf) -> Self {
+        let user_home = home
+            .root()
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(home.root())
+            .to_path_buf();
         Self {
             home,
             cwd,
+            user_home,
             agent: crate::home::MAIN_AGENT.to_string(),
             bot: BotId::new(),
             conversation: ConversationId::new(),

@@ -44,6 +44,8 @@ pub mod guardian;
 pub mod hardline;
 pub mod inspect;
 pub mod outside;
+pub mod path;
+pub mod protected;
 pub mod read_only;
 pub mod rules;
 pub mod seal;

@@ -18,6 +18,8 @@ mod guardian_tests;
 mod read_only;
 #[path = "trust_tests/sandbox.rs"]
 mod sandbox;
+#[path = "trust_tests/writes.rs"]
+mod writes;
 
 /// A temp user home with a troupe home and a project folder in it.
 struct Fixture {
@@ -603,10 +605,11 @@ async fn writing_the_homes_settings_is_blocked() {
         gate.check(&write_file(), &write(config.to_str().unwrap()), &f.ctx)
             .await,
         deny(
-            "home-settings",
+            "troupe-home",
             &format!(
-                "Blocked writing {}: it is one of troupe's own settings, plugin or database files, \
-                 which tools never write. The user changes these themselves.",
+                "refused: `{}` is in troupe's home, and is troupe's own `config.toml`; the file \
+                 tools never write troupe's home. Only the user changes it, with an editor or \
+                 troupe's own commands; ask them to.",
                 config.display()
             )
         )
@@ -619,7 +622,7 @@ async fn writing_the_homes_settings_is_blocked() {
         assert!(
             matches!(
                 gate.check(&write_file(), &write(path), &f.ctx).await,
-                Verdict::Deny { rule, .. } if rule == "home-settings"
+                Verdict::Deny { rule, .. } if rule == "troupe-home"
             ),
             "{path}"
         );
@@ -636,7 +639,8 @@ async fn writing_ssh_files_asks_and_remembers_for_the_session() {
     let gate = gate(GateMode::Auto);
     let target = f.user_home.join(".ssh/config");
     let expected = ask(&format!(
-        "Writing {} changes the user's SSH keys or settings, so the user approves it.",
+        "Writing `~/.ssh/config` (which resolves to `{}`) changes the user's SSH keys or \
+         settings (`~/.ssh`), so the user approves it.",
         target.display()
     ));
     assert_eq!(

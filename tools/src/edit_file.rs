@@ -18,7 +18,7 @@ use crate::write_file::read_existing;
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditFileParams {
-    /// The file: an absolute path, or relative to the working folder.
+    /// The file: an absolute path, `~/…` in the user's home, or relative to the working folder.
     pub path: String,
     /// The exact text to replace (without read_file's line numbers).
     pub old_string: String,
@@ -44,7 +44,8 @@ impl EditFile {
                  exactly once unless `replace_all` is set; give enough surrounding lines to make \
                  it unique. Only LF versus CRLF line endings are tolerated, nothing else. The \
                  file must have been read with read_file in this conversation and be unchanged \
-                 since. Memory and skills are refused: use the memory and skill_manage tools.",
+                 since. Anything in troupe's home is refused: use the memory and skill_manage tools \
+                 for memory and skills.",
                 schema_for::<EditFileParams>(),
             )
             .gated_by(GateSubject::WritePath("path".into())),

@@ -82,6 +82,7 @@ fn xls(data: &[u8]) {
 struct Place {
     _dir: tempfile::TempDir,
     home: Home,
+    user_home: PathBuf,
     cwd: PathBuf,
 }
 
@@ -107,6 +108,7 @@ fn place() -> &'static Place {
             symlink("notes", cwd.join("link"))?;
             Ok(Place {
                 _dir: dir,
+                user_home: root,
                 home,
                 cwd,
             })
@@ -123,7 +125,7 @@ fn paths(data: &[u8]) {
     let place = place();
     let raw = String::from_utf8_lossy(data);
     for access in [Access::Read, Access::Write] {
-        let Ok(real) = confine_in(&place.home, &place.cwd, &raw, access) else {
+        let Ok(real) = confine_in(&place.home, &place.user_home, &place.cwd, &raw, access) else {
             continue;
         };
         assert!(real.is_absolute(), "{raw:?} gave {real:?}");

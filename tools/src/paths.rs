@@ -1,36 +1,48 @@
 //! Path confinement for the file tools: which paths they may read and write.
 //!
 //! A rule on a path is only worth something if it judges the file the kernel
-//! will actually open, so paths are resolved the way the kernel resolves
-//! them, not by string prefixes: every existing component is followed
-//! (symbolic links included, so `/proc/self/root/etc` is `/etc` and a link
-//! pointing into a protected area is judged by where it leads), `..` is
-//! applied to the resolved parent, and areas are compared component by
-//! component (`/home/u/.troupe-evil` is not inside `/home/u/.troupe`).
+//! will actually open, so a path is resolved by the one resolution the gate
+//! uses too ([`troupe_runtime::trust::path`]): `~` and `$HOME` are the
+//! user's home, a relative path joins the working folder, every existing
+//! component is followed (symbolic links included, so `/proc/self/root/etc`
+//! is `/etc` and a link pointing into a protected area is judged by where
+//! it leads), `..` is applied to the resolved parent, and areas are
+//! compared component by component (`/home/u/.troupe-evil` is not inside
+//! `/home/u/.troupe`).
 //!
 //! What is refused:
-//! - for writing: system folders ([`SYSTEM_AREAS`]), the home's own
-//!   settings, plugins and database ([`Home::protected_paths`]), and the
-//!   agents' memory and skills, which only their own tools write
-//!   ([`agent_files`]);
-//! - for reading: the home files that can hold keys and tokens
-//!   (`models.toml`, `mcp.json`, `plugin-data/`) and `/proc`, which exposes
-//!   the process's environment and memory. `config.toml` stays readable: it
-//!   holds settings, and an agent often needs to see them to explain them.
+//! - for writing: troupe's whole home ([`protected::home_area`]: its
+//!   settings, approvals, database, and the agents' memory and skills,
+//!   which only their own tools write — [`agent_files`] names those), and
+//!   system folders ([`SYSTEM_AREAS`]). The user's own settings (dotfiles,
+//!   `~/.ssh`, git configuration, crontabs) are not refused here: the gate
+//!   asks about them in ask mode, as it does for a command writing them;
+//! - for reading: the home files that hold keys, tokens, the server's
+//!   credential or every conversation (`models.toml`, `mcp.json`,
+//!   `plugin-data/`, `serve.json`, `troupe.db` and its `-wal` and `-shm`)
+//!   and `/proc`, which exposes the process's environment and memory.
+//!   `config.toml` stays readable: it holds settings, and an agent often
+//!   needs to see them to explain them. A hard link to one of these files
+//!   made elsewhere is another name of the same file, and is refused too:
+//!   the opened file is compared with them by device and inode.
 //!
 //! A path could still be swapped for a symbolic link between the check and
 //! the use, so the files are opened with `O_NOFOLLOW` and the opened file's
 //! real path (`/proc/self/fd/N`) is checked again before anything is read or
-//! written ([`open_checked`], [`write_atomic`]).
+//! written ([`open_checked`], [`write_atomic`]). A file is replaced by
+//! renaming a new one over its name, so writing through a hard link
+//! replaces that name only and never the file's other names.
 
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use troupe_runtime::home::Home;
 use troupe_runtime::tool::ToolContext;
+use troupe_runtime::trust::path::{self as resolution, ResolveError};
+use troupe_runtime::trust::protected::{self, HomeArea};
 
 pub mod agent_files;
 
@@ -68,14 +80,18 @@ pub enum PathError {
         /// The system folder.
         area: String,
     },
-    /// One of the home's own settings, for writing.
-    #[error("refused: {shown} is troupe's own `{name}`, which the file tools never write; ask the user to change it")]
-    Protected {
+    /// Troupe's home, for writing: only the parts of troupe that own each
+    /// piece of it write there.
+    #[error("{}", area.refusal(shown))]
+    Home {
         /// The path as asked and as resolved.
         shown: String,
-        /// The protected file or folder's name.
-        name: String,
+        /// The part of the home and who writes it.
+        area: HomeArea,
     },
+    /// A path that depends on something only a shell would expand.
+    #[error(transparent)]
+    Unexpanded(ResolveError),
     /// An agent's memory or skills, for writing: only their tools write them.
     #[error("refused: {shown} is {what}, which the file tools never write; use {tools} instead (what those tools write is checked for injected instructions and invisible characters)")]
     AgentFile {
@@ -86,13 +102,17 @@ pub enum PathError {
         /// The tools to use instead.
         tools: &'static str,
     },
-    /// A home file that can hold keys, for reading.
-    #[error("refused: {shown} is troupe's `{name}`, which can hold keys and tokens, so the file tools do not read it")]
+    /// A home file that holds secrets, for reading.
+    #[error(
+        "refused: {shown} is troupe's `{name}`, which {holds}, so the file tools do not read it"
+    )]
     Secret {
         /// The path as asked and as resolved.
         shown: String,
         /// The file or folder's name.
         name: String,
+        /// What it holds.
+        holds: &'static str,
     },
     /// `/proc`, for reading.
     #[error("refused: {shown} is inside `/proc`, which exposes processes' environment and memory; use run_command to inspect processes")]
@@ -126,6 +146,18 @@ pub enum PathError {
     },
 }
 
+impl From<ResolveError> for PathError {
+    fn from(e: ResolveError) -> Self {
+        match e {
+            ResolveError::Empty => Self::Empty,
+            ResolveError::Nul => Self::Nul,
+            ResolveError::Dangling { path, target } => Self::Dangling { path, target },
+            ResolveError::Io { path, source } => Self::Io { path, source },
+            e @ ResolveError::Unexpanded { .. } => Self::Unexpanded(e),
+        }
+    }
+}
+
 impl PathError {
     fn io(path: &Path, source: std::io::Error) -> Self {
         Self::Io {
@@ -135,26 +167,23 @@ impl PathError {
     }
 }
 
-/// Resolves `raw` (absolute, or relative to the call's working folder) and
-/// checks it against the rules for `access`; returns the real path.
+/// Resolves `raw` (absolute, `~/…`, or relative to the call's working
+/// folder) and checks it against the rules for `access`; returns the real
+/// path.
 pub fn confine(ctx: &ToolContext, raw: &str, access: Access) -> Result<PathBuf, PathError> {
-    confine_in(&ctx.home, &ctx.cwd, raw, access)
+    confine_in(&ctx.home, &ctx.user_home, &ctx.cwd, raw, access)
 }
 
-/// [`confine`] with the home and working folder given directly.
+/// [`confine`] with the home, the user's home and the working folder given
+/// directly.
 pub fn confine_in(
     home: &Home,
+    user_home: &Path,
     cwd: &Path,
     raw: &str,
     access: Access,
 ) -> Result<PathBuf, PathError> {
-    if raw.is_empty() {
-        return Err(PathError::Empty);
-    }
-    if raw.contains('\0') {
-        return Err(PathError::Nul);
-    }
-    let real = resolve(&cwd.join(raw))?;
+    let real = resolution::resolve(raw, user_home, cwd)?;
     let shown = if Path::new(raw) == real {
         format!("`{}`", real.display())
     } else {
@@ -171,23 +200,10 @@ pub fn refusal(home: &Home, real: &Path, access: Access) -> Option<PathError> {
 }
 
 fn check(home: &Home, real: &Path, access: Access, shown: String) -> Result<(), PathError> {
-    let home_root = resolve(home.root()).unwrap_or_else(|_| home.root().to_path_buf());
-    let name_in_home = |p: &Path| {
-        p.strip_prefix(home.root())
-            .map(|rel| rel.display().to_string())
-            .unwrap_or_else(|_| p.display().to_string())
-    };
     match access {
         Access::Write => {
-            for protected in home.protected_paths() {
-                let area = resolve(&protected).unwrap_or(protected.clone());
-                if real.starts_with(&area) {
-                    return Err(PathError::Protected {
-                        shown,
-                        name: name_in_home(&protected),
-                    });
-                }
-            }
+            // The agents' own files first: the most precise message, and
+            // a bot folder linked out of the home is still theirs.
             if let Some(owner) = agent_files::owner(home, real) {
                 return Err(PathError::AgentFile {
                     shown,
@@ -195,9 +211,8 @@ fn check(home: &Home, real: &Path, access: Access, shown: String) -> Result<(), 
                     tools: owner.tools,
                 });
             }
-            // The home's other folders stay writable wherever the home lives.
-            if real.starts_with(&home_root) {
-                return Ok(());
+            if let Some(area) = protected::home_area(home, real) {
+                return Err(PathError::Home { shown, area });
             }
             for area in SYSTEM_AREAS {
                 if real.starts_with(area) {
@@ -209,12 +224,13 @@ fn check(home: &Home, real: &Path, access: Access, shown: String) -> Result<(), 
             }
         }
         Access::Read => {
-            for secret in secret_paths(home) {
+            for (secret, holds) in secret_paths(home) {
                 let area = resolve(&secret).unwrap_or(secret.clone());
                 if real.starts_with(&area) {
                     return Err(PathError::Secret {
                         shown,
-                        name: name_in_home(&secret),
+                        name: name_in_home(home, &secret),
+                        holds,
                     });
                 }
             }
@@ -227,64 +243,75 @@ fn check(home: &Home, real: &Path, access: Access, shown: String) -> Result<(), 
 }
 
 /// The resolved areas never read (so never searched): the home files that
-/// can hold keys, and `/proc`.
+/// hold secrets, and `/proc`.
 pub fn read_refused_areas(home: &Home) -> Vec<PathBuf> {
     let mut areas: Vec<PathBuf> = secret_paths(home)
         .into_iter()
-        .map(|p| resolve(&p).unwrap_or(p))
+        .map(|(p, _)| resolve(&p).unwrap_or(p))
         .collect();
     areas.push(PathBuf::from("/proc"));
     areas
 }
 
-fn secret_paths(home: &Home) -> [PathBuf; 3] {
+/// Refuses an opened file that is one of the home's secret files under
+/// another name (a hard link), compared by device and inode.
+pub fn check_not_secret(home: &Home, file: &File, shown: &str) -> Result<(), PathError> {
+    let Ok(opened) = file.metadata() else {
+        return Ok(());
+    };
+    if opened.nlink() < 2 {
+        return Ok(());
+    }
+    for (secret, holds) in secret_paths(home) {
+        if let Ok(meta) = std::fs::metadata(&secret) {
+            if meta.is_file() && meta.dev() == opened.dev() && meta.ino() == opened.ino() {
+                return Err(PathError::Secret {
+                    shown: format!("`{shown}` (another name of `{}`)", secret.display()),
+                    name: name_in_home(home, &secret),
+                    holds,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn name_in_home(home: &Home, p: &Path) -> String {
+    p.strip_prefix(home.root())
+        .map(|rel| rel.display().to_string())
+        .unwrap_or_else(|_| p.display().to_string())
+}
+
+const KEYS: &str = "can hold keys and tokens";
+
+fn secret_paths(home: &Home) -> [(PathBuf, &'static str); 7] {
+    let db = home.database();
+    let beside = |suffix: &str| {
+        let mut name = db.as_os_str().to_os_string();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    const CONVERSATIONS: &str = "holds every conversation of every house";
     [
-        home.models_file(),
-        home.mcp_file(),
-        home.root().join("plugin-data"),
+        (home.models_file(), KEYS),
+        (home.mcp_file(), KEYS),
+        (home.root().join("plugin-data"), KEYS),
+        (
+            home.root().join("serve.json"),
+            "holds the credential of troupe's server",
+        ),
+        (beside("-wal"), CONVERSATIONS),
+        (beside("-shm"), CONVERSATIONS),
+        (db, CONVERSATIONS),
     ]
 }
 
 /// Resolves an absolute path as the kernel would: every existing component
 /// is followed (links included), `..` goes to the resolved parent, and the
-/// part that does not exist yet is applied as written.
+/// part that does not exist yet is applied as written
+/// ([`resolution::real`]).
 pub fn resolve(path: &Path) -> Result<PathBuf, PathError> {
-    let mut real = PathBuf::from("/");
-    let mut missing = false;
-    for component in path.components() {
-        match component {
-            Component::Prefix(_) | Component::RootDir | Component::CurDir => {}
-            Component::ParentDir => {
-                real.pop();
-                // Back out of the part that does not exist: what follows
-                // is resolved again (`missing/../link` is `link`, followed).
-                if missing {
-                    missing = std::fs::symlink_metadata(&real).is_err();
-                }
-            }
-            Component::Normal(name) => {
-                real.push(name);
-                if missing {
-                    continue;
-                }
-                match std::fs::symlink_metadata(&real) {
-                    Ok(meta) if meta.file_type().is_symlink() => match std::fs::canonicalize(&real)
-                    {
-                        Ok(target) => real = target,
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                            let target = std::fs::read_link(&real).unwrap_or_default();
-                            return Err(PathError::Dangling { path: real, target });
-                        }
-                        Err(e) => return Err(PathError::io(&real, e)),
-                    },
-                    Ok(_) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing = true,
-                    Err(e) => return Err(PathError::io(&real, e)),
-                }
-            }
-        }
-    }
-    Ok(real)
+    resolution::real(path).map_err(PathError::from)
 }
 
 /// Opens an existing file for reading without following a final symbolic

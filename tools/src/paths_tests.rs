@@ -10,6 +10,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
     root: PathBuf,
     home: Home,
+    user_home: PathBuf,
     cwd: PathBuf,
 }
 
@@ -22,6 +23,7 @@ fn fixture() -> Fixture {
     std::fs::create_dir_all(&cwd).unwrap();
     Fixture {
         _dir: dir,
+        user_home: root.clone(),
         root,
         home,
         cwd,
@@ -29,7 +31,7 @@ fn fixture() -> Fixture {
 }
 
 fn refusal_text(f: &Fixture, raw: &str, access: Access) -> String {
-    confine_in(&f.home, &f.cwd, raw, access)
+    confine_in(&f.home, &f.user_home, &f.cwd, raw, access)
         .unwrap_err()
         .to_string()
 }
@@ -44,7 +46,7 @@ fn parent_dirs_into_a_system_folder_are_refused_for_writing() {
     );
     // Reading a system file is fine.
     assert_eq!(
-        confine_in(&f.home, &f.cwd, raw, Access::Read).unwrap(),
+        confine_in(&f.home, &f.user_home, &f.cwd, raw, Access::Read).unwrap(),
         PathBuf::from("/etc/passwd")
     );
 }
@@ -67,7 +69,7 @@ fn a_symlink_into_the_homes_settings_is_refused_for_writing() {
     assert_eq!(
         refusal_text(&f, "cfg", Access::Write),
         format!(
-            "refused: `cfg` (which resolves to `{}`) is troupe's own `config.toml`, which the file tools never write; ask the user to change it",
+            "refused: `cfg` (which resolves to `{}`) is in troupe's home, and is troupe's own `config.toml`; the file tools never write troupe's home. {USER_OWNS}",
             f.home.config_file().display()
         )
     );
@@ -80,7 +82,7 @@ fn proc_self_root_does_not_hide_a_protected_path() {
     let models = f.home.models_file().display().to_string();
     assert_eq!(
         refusal_text(&f, &raw, Access::Write),
-        format!("refused: `{raw}` (which resolves to `{models}`) is troupe's own `models.toml`, which the file tools never write; ask the user to change it")
+        format!("refused: `{raw}` (which resolves to `{models}`) is in troupe's home, and is troupe's own `models.toml`; the file tools never write troupe's home. {USER_OWNS}")
     );
     assert_eq!(
         refusal_text(&f, &raw, Access::Read),
@@ -111,7 +113,7 @@ fn a_missing_folder_and_dotdot_do_not_hide_a_link_into_the_home() {
     }
     // Still missing after `..`: applied as written.
     assert_eq!(
-        confine_in(&f.home, &f.cwd, "a/b/../c.txt", Access::Write).unwrap(),
+        confine_in(&f.home, &f.user_home, &f.cwd, "a/b/../c.txt", Access::Write).unwrap(),
         f.cwd.join("a/c.txt")
     );
 }
@@ -133,11 +135,12 @@ fn a_prefix_sibling_of_the_home_is_not_inside_it() {
     let sibling = f.root.join(".troupe-evil").join("config.toml");
     let raw = sibling.display().to_string();
     assert_eq!(
-        confine_in(&f.home, &f.cwd, &raw, Access::Write).unwrap(),
+        confine_in(&f.home, &f.user_home, &f.cwd, &raw, Access::Write).unwrap(),
         sibling
     );
     assert!(confine_in(
         &f.home,
+        &f.user_home,
         &f.cwd,
         &f.home.config_file().display().to_string(),
         Access::Write
@@ -158,49 +161,110 @@ fn nul_bytes_and_empty_paths_are_refused() {
     );
 }
 
+const USER_OWNS: &str =
+    "Only the user changes it, with an editor or troupe's own commands; ask them to.";
+
 #[test]
-fn every_protected_home_file_is_refused_for_writing() {
+fn every_file_of_the_home_is_refused_for_writing_naming_its_owner() {
     let f = fixture();
-    for (rel, name) in [
-        ("config.toml", "config.toml"),
-        ("models.toml", "models.toml"),
-        ("mcp.json", "mcp.json"),
-        ("plugins/x/plugin.toml", "plugins"),
-        ("plugin-data/x/token", "plugin-data"),
-        ("troupe.db", "troupe.db"),
-        ("troupe.db-wal", "troupe.db-wal"),
-        ("troupe.db-shm", "troupe.db-shm"),
+    for (rel, what, owner) in [
+        ("config.toml", "troupe's own `config.toml`", USER_OWNS),
+        ("models.toml", "troupe's own `models.toml`", USER_OWNS),
+        ("mcp.json", "troupe's own `mcp.json`", USER_OWNS),
+        (
+            "plugins/x/plugin.toml",
+            "troupe's plugins (`plugins/`)",
+            USER_OWNS,
+        ),
+        (
+            "plugin-data/x/token",
+            "troupe's plugins (`plugin-data/`)",
+            USER_OWNS,
+        ),
+        (
+            "troupe.db",
+            "troupe's database (`troupe.db`)",
+            "troupe's store writes it; read conversations with `conversation_search`.",
+        ),
+        (
+            "troupe.db-wal",
+            "troupe's database (`troupe.db-wal`)",
+            "troupe's store writes it; read conversations with `conversation_search`.",
+        ),
+        (
+            "approvals.json",
+            "the list of commands the user approved for always (`approvals.json`)",
+            "Only the user's own answer to an approval question adds to it.",
+        ),
+        (
+            "serve.json",
+            "`troupe serve`'s address and credential (`serve.json`)",
+            "Only `troupe serve` writes it.",
+        ),
+        (
+            "spill/result.txt",
+            "where long tool results are kept (`spill/`)",
+            "Read them with `read_file`; write your own files in the working folder.",
+        ),
+        (
+            "commands/c1.log",
+            "the background commands' output (`commands/`)",
+            "`run_command` writes it; read it with `read_file`.",
+        ),
+        (
+            "whatever-comes-next.json",
+            "troupe's own data (`whatever-comes-next.json`)",
+            "troupe writes it itself; write your own files in the working folder.",
+        ),
     ] {
         let path = f.home.root().join(rel);
         let raw = path.display().to_string();
         assert_eq!(
             refusal_text(&f, &raw, Access::Write),
-            format!("refused: `{raw}` is troupe's own `{name}`, which the file tools never write; ask the user to change it")
+            format!(
+                "refused: `{raw}` is in troupe's home, and is {what}; the file tools never write \
+                 troupe's home. {owner}"
+            )
         );
     }
-    // The home's other folders stay writable (memory and skills do not:
-    // see below), and config.toml readable.
-    let spilled = f.home.spill_dir().join("result.txt");
+    // config.toml stays readable; the files holding keys, the server's
+    // credential or every conversation do not.
+    let config = f.home.config_file();
     assert_eq!(
         confine_in(
             &f.home,
+            &f.user_home,
             &f.cwd,
-            &spilled.display().to_string(),
-            Access::Write
+            &config.display().to_string(),
+            Access::Read
         )
         .unwrap(),
-        spilled
-    );
-    let config = f.home.config_file();
-    assert_eq!(
-        confine_in(&f.home, &f.cwd, &config.display().to_string(), Access::Read).unwrap(),
         config
     );
-    let secret = f.home.mcp_file().display().to_string();
-    assert_eq!(
-        refusal_text(&f, &secret, Access::Read),
-        format!("refused: `{secret}` is troupe's `mcp.json`, which can hold keys and tokens, so the file tools do not read it")
-    );
+    for (rel, holds) in [
+        ("mcp.json", "can hold keys and tokens"),
+        ("models.toml", "can hold keys and tokens"),
+        ("serve.json", "holds the credential of troupe's server"),
+        ("troupe.db", "holds every conversation of every house"),
+        ("troupe.db-wal", "holds every conversation of every house"),
+        ("troupe.db-shm", "holds every conversation of every house"),
+    ] {
+        let secret = f.home.root().join(rel).display().to_string();
+        assert_eq!(
+            refusal_text(&f, &secret, Access::Read),
+            format!("refused: `{secret}` is troupe's `{rel}`, which {holds}, so the file tools do not read it")
+        );
+    }
+    // The spilled results and command logs stay readable.
+    let spilled = f.home.spill_dir().join("result.txt");
+    assert!(confine_in(
+        &f.home,
+        &f.user_home,
+        &f.cwd,
+        &spilled.display().to_string(),
+        Access::Read
+    )
+    .is_ok());
 }
 
 #[test]
@@ -224,7 +288,14 @@ fn parent_dirs_after_a_symlink_follow_the_kernel_not_the_string() {
     std::fs::create_dir_all(f.root.join("a/b")).unwrap();
     symlink(f.root.join("a/b"), f.cwd.join("link")).unwrap();
     assert_eq!(
-        confine_in(&f.home, &f.cwd, "link/../c/new.txt", Access::Write).unwrap(),
+        confine_in(
+            &f.home,
+            &f.user_home,
+            &f.cwd,
+            "link/../c/new.txt",
+            Access::Write
+        )
+        .unwrap(),
         f.root.join("a/c/new.txt")
     );
 }
@@ -235,7 +306,7 @@ fn a_file_swapped_for_a_symlink_after_the_check_is_refused() {
     std::fs::write(f.cwd.join("a.txt"), "mine").unwrap();
     std::fs::create_dir_all(f.root.join("elsewhere")).unwrap();
     std::fs::write(f.root.join("elsewhere/secret.txt"), "theirs").unwrap();
-    let real = confine_in(&f.home, &f.cwd, "a.txt", Access::Write).unwrap();
+    let real = confine_in(&f.home, &f.user_home, &f.cwd, "a.txt", Access::Write).unwrap();
     std::fs::remove_file(&real).unwrap();
     symlink(f.root.join("elsewhere/secret.txt"), &real).unwrap();
     assert_eq!(
@@ -253,7 +324,7 @@ fn a_folder_swapped_for_a_symlink_after_the_check_is_refused() {
     let f = fixture();
     std::fs::create_dir_all(f.cwd.join("dir")).unwrap();
     std::fs::write(f.cwd.join("dir/f.txt"), "mine").unwrap();
-    let real = confine_in(&f.home, &f.cwd, "dir/f.txt", Access::Write).unwrap();
+    let real = confine_in(&f.home, &f.user_home, &f.cwd, "dir/f.txt", Access::Write).unwrap();
     std::fs::rename(f.cwd.join("dir"), f.cwd.join("dir2")).unwrap();
     symlink(f.cwd.join("dir2"), f.cwd.join("dir")).unwrap();
     assert_eq!(
@@ -331,7 +402,7 @@ fn write_file_cannot_get_around_the_memory_filter_by_any_path() {
         "mem/MEMORY.md".to_string(),
         "mem/new.md".to_string(),
     ] {
-        let real = confine_in(&f.home, &f.cwd, &raw, Access::Read).unwrap();
+        let real = confine_in(&f.home, &f.user_home, &f.cwd, &raw, Access::Read).unwrap();
         let shown = if std::path::Path::new(&raw) == real {
             format!("`{}`", real.display())
         } else {
@@ -345,6 +416,7 @@ fn write_file_cannot_get_around_the_memory_filter_by_any_path() {
     assert!(matches!(
         confine_in(
             &f.home,
+            &f.user_home,
             &elsewhere,
             "../../.troupe/memory/USER.md",
             Access::Write
@@ -355,7 +427,7 @@ fn write_file_cannot_get_around_the_memory_filter_by_any_path() {
         })
     ));
     // Reading stays allowed.
-    assert!(confine_in(&f.home, &f.cwd, "mem/MEMORY.md", Access::Read).is_ok());
+    assert!(confine_in(&f.home, &f.user_home, &f.cwd, "mem/MEMORY.md", Access::Read).is_ok());
 }
 
 #[test]
@@ -414,6 +486,7 @@ fn write_file_cannot_create_a_skill_or_touch_a_bots_own_files() {
     assert!(matches!(
         confine_in(
             &f.home,
+            &f.user_home,
             &f.cwd,
             &outside.join("skills/s/SKILL.md").display().to_string(),
             Access::Write
@@ -423,6 +496,15 @@ fn write_file_cannot_create_a_skill_or_touch_a_bots_own_files() {
             ..
         })
     ));
-    // The home's other folders stay writable.
-    assert!(confine_in(&f.home, &f.cwd, "../.troupe/spill/x.txt", Access::Write).is_ok());
+    // The home's other folders are refused too, by the home's own rule.
+    assert!(matches!(
+        confine_in(
+            &f.home,
+            &f.user_home,
+            &f.cwd,
+            "../.troupe/spill/x.txt",
+            Access::Write
+        ),
+        Err(PathError::Home { .. })
+    ));
 }

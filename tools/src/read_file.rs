@@ -46,7 +46,7 @@ pub struct ModelTraits {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadFileParams {
-    /// The file: an absolute path, or relative to the working folder.
+    /// The file: an absolute path, `~/…` in the user's home, or relative to the working folder.
     pub path: String,
     /// The first line to read, counting from 1 (default 1).
     #[serde(default)]
@@ -130,7 +130,9 @@ impl Tool for ReadFile {
         }
         let read = {
             let real = real.clone();
-            tokio::task::spawn_blocking(move || read(&real, &shown, window, sees_images)).await
+            let home = ctx.home.clone();
+            tokio::task::spawn_blocking(move || read(&home, &real, &shown, window, sees_images))
+                .await
         };
         match read {
             Ok(Ok((result, stamp))) => {
@@ -156,7 +158,7 @@ async fn read_document(
         let cached =
             crate::documents::cached(&home, &real).map_err(|e| ToolResult::error(e.to_string()))?;
         let label = format!("{shown} (as Markdown)");
-        read(&cached.markdown_path, &label, window, false).map(|(result, _)| result)
+        read(&home, &cached.markdown_path, &label, window, false).map(|(result, _)| result)
     })
     .await;
     match done {
@@ -174,6 +176,7 @@ struct Window {
 
 /// Reads `real` (shown to the model as `shown`) and stamps what it held.
 fn read(
+    home: &troupe_runtime::home::Home,
     real: &Path,
     shown: &str,
     window: Window,
@@ -181,6 +184,7 @@ fn read(
 ) -> Result<(ToolResult, FileStamp), ToolResult> {
     let error = |e: std::io::Error| ToolResult::error(format!("cannot read `{shown}`: {e}"));
     let mut file = paths::open_checked(real).map_err(|e| ToolResult::error(e.to_string()))?;
+    paths::check_not_secret(home, &file, shown).map_err(|e| ToolResult::error(e.to_string()))?;
     let meta = file.metadata().map_err(error)?;
     if meta.is_dir() {
         return Err(ToolResult::error(format!(

@@ -212,3 +212,38 @@ fn the_spec_pages_its_own_output_and_is_read_only() {
     assert_eq!(spec.parameters["required"], json!(["path"]));
     assert_eq!(spec.parameters["additionalProperties"], false);
 }
+
+#[tokio::test]
+async fn the_servers_credential_and_the_database_are_not_read_by_any_name() {
+    use std::os::unix::fs::symlink;
+    let f = fixture();
+    let home = f.ctx.home.root().to_path_buf();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("serve.json"), "{\"token\":\"s3cret\"}").unwrap();
+    std::fs::write(home.join("troupe.db"), "SQLite format 3\0").unwrap();
+    symlink(home.join("serve.json"), f.cwd.join("soft.json")).unwrap();
+    std::fs::hard_link(home.join("serve.json"), f.cwd.join("hard.json")).unwrap();
+    std::fs::hard_link(home.join("troupe.db"), f.cwd.join("copy.db")).unwrap();
+    let abs = home.display().to_string();
+    for path in [
+        format!("{abs}/serve.json"),
+        "~/.troupe/serve.json".into(),
+        "../.troupe/./serve.json".into(),
+        "soft.json".into(),
+        "hard.json".into(),
+        format!("{abs}/troupe.db"),
+        "copy.db".into(),
+    ] {
+        let result = read(&f, json!({"path": path})).await;
+        assert!(
+            result.is_error() && result.text.contains("so the file tools do not read it"),
+            "{path}: {}",
+            result.text
+        );
+        assert!(!result.text.contains("s3cret"), "{path}");
+    }
+    // Settings stay readable.
+    std::fs::write(home.join("config.toml"), "[trust]\n").unwrap();
+    let config = read(&f, json!({"path": "~/.troupe/config.toml"})).await;
+    assert!(!config.is_error(), "{}", config.text);
+}

@@ -20,7 +20,7 @@ use crate::paths::{self, Access, PathError};
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFileParams {
-    /// The file: an absolute path, or relative to the working folder.
+    /// The file: an absolute path, `~/…` in the user's home, or relative to the working folder.
     pub path: String,
     /// The file's whole new content.
     pub content: String,
@@ -40,9 +40,10 @@ impl WriteFile {
                 "Create a file or replace all of its content, creating missing folders. An \
                  existing file must have been read with read_file in this conversation and be \
                  unchanged since. The write is atomic and keeps the file's permissions. To \
-                 change part of a file, prefer edit_file. System folders and troupe's own \
-                 settings are refused, and so are memory and skills: use the memory and \
-                 skill_manage tools for those.",
+                 change part of a file, prefer edit_file. System folders and anything in troupe's \
+                 home are refused (use the memory and skill_manage tools for memory and \
+                 skills); writing the user's dotfiles, ~/.ssh, git configuration or crontabs is \
+                 asked like a command writing them.",
                 schema_for::<WriteFileParams>(),
             )
             .gated_by(GateSubject::WritePath("path".into())),

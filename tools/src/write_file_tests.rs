@@ -129,7 +129,11 @@ async fn protected_paths_are_refused_with_the_rule() {
     assert!(result.is_error());
     assert_eq!(
         result.text,
-        format!("refused: `{config}` is troupe's own `config.toml`, which the file tools never write; ask the user to change it")
+        format!(
+            "refused: `{config}` is in troupe's home, and is troupe's own `config.toml`; the file \
+             tools never write troupe's home. Only the user changes it, with an editor or \
+             troupe's own commands; ask them to."
+        )
     );
     assert!(!f.ctx.home.config_file().exists());
 }
@@ -175,4 +179,143 @@ async fn write_file_into_memory_or_skills_is_refused_and_names_the_right_tool() 
         skill.text
     );
     assert!(!home.root().join("skills/evil").exists());
+}
+
+/// Every file under `dir`, with its content, in order.
+fn tree(dir: &std::path::Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                out.push((path, bytes));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn no_file_tool_plants_a_file_in_troupes_home_by_any_path() {
+    use std::os::unix::fs::symlink;
+    let f = fixture();
+    let root = f.cwd.parent().unwrap().to_path_buf();
+    let home = f.ctx.home.root().to_path_buf();
+    std::fs::create_dir_all(home.join("spill")).unwrap();
+    std::fs::write(home.join("approvals.json"), "[]").unwrap();
+    std::fs::write(home.join("serve.json"), "{}").unwrap();
+    symlink(&home, f.cwd.join("h")).unwrap();
+    symlink(home.join("approvals.json"), f.cwd.join("appr")).unwrap();
+    symlink(&root, f.cwd.join("parent")).unwrap();
+    let before = tree(&home);
+    let abs = home.display().to_string();
+    let from_work = [
+        format!("{abs}/approvals.json"),
+        "~/.troupe/approvals.json".into(),
+        "$HOME/.troupe/serve.json".into(),
+        "../.troupe/approvals.json".into(),
+        "./.././.troupe//serve.json".into(),
+        "h/approvals.json".into(),
+        "appr".into(),
+        "parent/.troupe/serve.json".into(),
+        "h/../.troupe/approvals.json".into(),
+        "missing/../../.troupe/approvals.json".into(),
+        "~/.troupe/new/x.json".into(),
+        "~/.troupe/spill/./y.txt".into(),
+    ];
+    let mut cases: Vec<(PathBuf, String)> =
+        from_work.into_iter().map(|p| (f.cwd.clone(), p)).collect();
+    // The home inside the working folder, and the working folder inside it.
+    cases.push((root.clone(), ".troupe/approvals.json".into()));
+    cases.push((home.join("spill"), "../approvals.json".into()));
+    cases.push((home.join("spill"), "z.txt".into()));
+    let edit = crate::edit_file::EditFile::new();
+    for (cwd, path) in &cases {
+        let ctx = ToolContext {
+            cwd: cwd.clone(),
+            ..ToolContext::standalone(f.ctx.home.clone(), cwd.clone())
+        };
+        let written = write(&ctx, path, "[\"rm -rf /\"]").await;
+        assert!(
+            written.is_error() && written.text.contains("is in troupe's home"),
+            "write_file `{path}` from {cwd:?}: {}",
+            written.text
+        );
+        let edited = edit
+            .call(
+                json!({"path": path, "old_string": "[]", "new_string": "[\"rm -rf /\"]"}),
+                &ctx,
+            )
+            .await;
+        assert!(
+            edited.is_error() && edited.text.contains("is in troupe's home"),
+            "edit_file `{path}` from {cwd:?}: {}",
+            edited.text
+        );
+    }
+    assert_eq!(tree(&home), before, "the home changed");
+    let refused = write(&f.ctx, "appr", "[]").await;
+    assert_eq!(
+        refused.text,
+        format!(
+            "refused: `appr` (which resolves to `{abs}/approvals.json`) is in troupe's home, and \
+             is the list of commands the user approved for always (`approvals.json`); the file \
+             tools never write troupe's home. Only the user's own answer to an approval question \
+             adds to it."
+        )
+    );
+}
+
+#[tokio::test]
+async fn the_file_tools_read_tilde_as_the_users_home_like_the_gate() {
+    let f = fixture();
+    let root = f.cwd.parent().unwrap().to_path_buf();
+    for (path, lands) in [
+        ("~/notes/a.txt", root.join("notes/a.txt")),
+        ("$HOME/b.txt", root.join("b.txt")),
+        ("${HOME}/notes/../c.txt", root.join("c.txt")),
+        // A folder really named `~` is written as `./~`.
+        ("./~/d.txt", f.cwd.join("~/d.txt")),
+    ] {
+        let result = write(&f.ctx, path, "x").await;
+        assert!(!result.is_error(), "{path}: {}", result.text);
+        assert_eq!(std::fs::read_to_string(&lands).unwrap(), "x", "{path}");
+    }
+    assert!(!f.cwd.join("~/notes").exists());
+    for (path, says) in [
+        ("~bob/x.txt", "another user's home"),
+        ("$PROJECT/x.txt", "the variable `$PROJECT`"),
+    ] {
+        let result = write(&f.ctx, path, "x").await;
+        assert_eq!(
+            result.text,
+            format!(
+                "refused: the path `{path}` depends on {says}, which the file tools do not \
+                 expand; write the path out in full (`~/` and `$HOME/` are understood)"
+            )
+        );
+    }
+}
+
+#[tokio::test]
+async fn writing_through_a_hard_link_replaces_that_name_only() {
+    let f = fixture();
+    let approvals = f.ctx.home.root().join("approvals.json");
+    std::fs::create_dir_all(f.ctx.home.root()).unwrap();
+    std::fs::write(&approvals, "[]").unwrap();
+    std::fs::hard_link(&approvals, f.cwd.join("ln.json")).unwrap();
+    read(&f.ctx, "ln.json").await;
+    let result = write(&f.ctx, "ln.json", "[\"rm -rf ~\"]").await;
+    assert!(!result.is_error(), "{}", result.text);
+    assert_eq!(std::fs::read_to_string(&approvals).unwrap(), "[]");
+    assert_eq!(
+        std::fs::read_to_string(f.cwd.join("ln.json")).unwrap(),
+        "[\"rm -rf ~\"]"
+    );
 }

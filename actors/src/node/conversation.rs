@@ -260,6 +260,7 @@ impl State {
         ToolContext {
             home: self.args.node.home.clone(),
             cwd: self.args.node.settings.cwd.clone(),
+            user_home: self.args.node.settings.user_home.clone(),
             agent: self.args.bot.spec.name.clone(),
             bot: self.args.bot.id,
             conversation: self.args.id,

@@ -8,6 +8,8 @@
 
 use super::hardline::is_critical_path;
 use super::inspect::{Env, Invocation};
+use super::path::real_or_given;
+use super::protected::user_setting;
 use super::rules::{written_targets, Rule, RuleError, Tier};
 
 /// The first operand and the rest of a git command, past its global options.
@@ -129,17 +131,24 @@ fn package_install(inv: &Invocation, _env: &Env) -> bool {
     }
 }
 
+/// A command writing one of the user's own settings ([`user_setting`]: the
+/// rule the file tools share), judged on the path as written and as the
+/// kernel resolves it; or installing a crontab (`crontab FILE`).
 fn dotfile_write(inv: &Invocation, env: &Env) -> bool {
-    written_targets(inv)
-        .into_iter()
-        .filter_map(|t| env.resolve(t))
-        .any(|p| {
-            p.strip_prefix(&env.home)
-                .ok()
-                .and_then(|rest| rest.components().next())
-                .and_then(|c| c.as_os_str().to_str())
-                .is_some_and(|first| first.starts_with('.'))
+    let installs_crontab = inv.program == "crontab"
+        && !inv.arg_texts().any(|a| {
+            matches!(a, "-l" | "-r" | "-e" | "--list" | "--remove" | "--edit")
+                || (a.starts_with('-') && a.len() > 2 && a.contains(['l', 'r']))
         })
+        && !inv.operands().is_empty();
+    installs_crontab
+        || written_targets(inv)
+            .into_iter()
+            .filter_map(|t| env.resolve(t))
+            .any(|p| {
+                user_setting(&env.home, &p).is_some()
+                    || user_setting(&env.home, &real_or_given(&p)).is_some()
+            })
 }
 
 fn system_write(inv: &Invocation, env: &Env) -> bool {
@@ -315,7 +324,7 @@ pub fn rules() -> Result<Vec<Rule>, RuleError> {
         Rule::invocation(
             "dotfile-write",
             t,
-            "changes the user's own settings files (dotfiles)",
+            "changes the user's own settings (dotfiles, SSH, git configuration or hooks, crontabs)",
             dotfile_write,
         )
         .matching(&[
@@ -324,9 +333,15 @@ pub fn rules() -> Result<Vec<Rule>, RuleError> {
             "sed -i s/a/b/ ~/.profile",
             "tee -a $HOME/.zshrc",
             "mv cfg /home/user/.gitconfig",
+            "cp hook .git/hooks/pre-commit",
+            "echo '[core] fsmonitor = x' >> ../.git/config",
+            "crontab jobs.txt",
+            "tee /var/spool/cron/crontabs/user",
         ])
         .passing(&[
             "cat ~/.bashrc",
+            "crontab -l",
+            "cat .git/config",
             "echo x > ./.env.example",
             "cp a ~/notes.txt",
         ]),

@@ -8,6 +8,8 @@ use super::approvals::{ApprovalAnswer, ApprovalStore, GateSession, MemoryApprova
 use super::guardian::{Flag, Guardian, GuardianAnswer, GuardianRequest};
 use super::hardline;
 use super::inspect::{analyse_partly, normalize, Analysis, Env, Limits};
+use super::path;
+use super::protected;
 use super::rules::{shorten, Hit, PatternList, RuleSet, Tier};
 use super::{GateLimits, GateMode, GatePolicy, TrustError, Verdict};
 use crate::home::Home;
@@ -237,9 +239,9 @@ impl Gate {
                 None => None,
             },
             GateSubject::WritePath(arg) => string_arg(call, arg).and_then(|text| {
-                let path = resolve_path(text, ctx)?;
-                matches!(self.write_outcome(&path, ctx), Outcome::Ask { .. })
-                    .then(|| write_key(&path))
+                let real = path::resolve(text, &ctx.user_home, &ctx.cwd).ok()?;
+                matches!(self.write_outcome(text, ctx), Outcome::Ask { .. })
+                    .then(|| write_key(&real))
             }),
         };
         let Some(key) = key else {
@@ -287,16 +289,7 @@ impl Gate {
             },
             GateSubject::WritePath(arg) => match call.arguments.get(arg) {
                 None | Some(serde_json::Value::Null) => Outcome::Allow,
-                Some(serde_json::Value::String(text)) => match resolve_path(text, ctx) {
-                    Some(path) => self.write_outcome(&path, ctx),
-                    None => Outcome::Ask {
-                        rule: "unanalysable".into(),
-                        reason: format!(
-                            "The path `{text}` depends on a variable, so the gate cannot tell \
-                             what it writes; the user decides. Give the path written out in full."
-                        ),
-                    },
-                },
+                Some(serde_json::Value::String(text)) => self.write_outcome(text, ctx),
                 Some(_) => bad_argument(spec, arg),
             },
         }
@@ -529,53 +522,66 @@ impl Gate {
         }
     }
 
-    fn write_outcome(&self, path: &Path, ctx: &GateContext) -> Outcome {
-        let real = real_path(path);
-        let paths = [path, real.as_path()];
-        let home = &ctx.home;
-        let protected = home.protected_paths();
-        let in_settings = paths.iter().any(|p| {
-            protected.iter().any(|prot| p.starts_with(prot))
-                || p.strip_prefix(home.root())
-                    .ok()
-                    .and_then(|rest| rest.to_str())
-                    .is_some_and(|rest| rest.starts_with("troupe.db"))
-        });
-        if in_settings {
+    /// Judges a file tool writing `text`, resolved the way the tool will
+    /// resolve it ([`path::resolve`]), by the rules commands' writes get
+    /// ([`protected`]).
+    fn write_outcome(&self, text: &str, ctx: &GateContext) -> Outcome {
+        let real = match path::resolve(text, &ctx.user_home, &ctx.cwd) {
+            Ok(real) => real,
+            Err(e) => {
+                return Outcome::Deny {
+                    rule: "write-path".into(),
+                    reason: format!("Blocked writing `{text}`: {e}."),
+                }
+            }
+        };
+        let shown = if Path::new(text) == real {
+            format!("`{}`", real.display())
+        } else {
+            format!("`{text}` (which resolves to `{}`)", real.display())
+        };
+        if let Some(area) = protected::home_area(&ctx.home, &real) {
             return Outcome::Deny {
-                rule: "home-settings".into(),
-                reason: format!(
-                    "Blocked writing {}: it is one of troupe's own settings, plugin or database \
-                     files, which tools never write. The user changes these themselves.",
-                    path.display()
-                ),
+                rule: "troupe-home".into(),
+                reason: area.refusal(&shown),
             };
         }
-        if paths.iter().any(|p| hardline::is_account_file(p)) {
+        let lexical = path::expand(text, &ctx.user_home, &ctx.cwd)
+            .map(|p| normalize(&p))
+            .unwrap_or_else(|_| real.clone());
+        if [&lexical, &real]
+            .iter()
+            .any(|p| hardline::is_account_file(p))
+        {
             return Outcome::Deny {
                 rule: "account-files".into(),
                 reason: format!(
-                    "Blocked writing {}: it is one of the machine's account or privilege files. \
-                     This is a hardline rule: no mode or approval lifts it.",
-                    path.display()
+                    "Blocked writing {shown}: it is one of the machine's account or privilege \
+                     files. This is a hardline rule: no mode or approval lifts it."
                 ),
             };
         }
-        let ssh = normalize(&ctx.user_home.join(".ssh"));
-        if paths.iter().any(|p| p.starts_with(&ssh)) {
-            let key = write_key(path);
-            if ctx.session.is_approved(&key) || self.always.contains(&key) {
-                return Outcome::Allow;
-            }
-            return Outcome::Ask {
-                rule: "ssh-folder".into(),
-                reason: format!(
-                    "Writing {} changes the user's SSH keys or settings, so the user approves it.",
-                    path.display()
-                ),
-            };
+        let Some(setting) = protected::user_setting(&ctx.user_home, &real) else {
+            return Outcome::Allow;
+        };
+        let key = write_key(&real);
+        if ctx.session.is_approved(&key) || self.always.contains(&key) {
+            return Outcome::Allow;
         }
-        Outcome::Allow
+        // The same rule as a command writing there (`dotfile-write`): run
+        // in auto mode, asked in ask mode; SSH's folder is asked in both.
+        let rule = match setting {
+            protected::UserSetting::Ssh => "ssh-folder",
+            _ if self.mode == GateMode::Auto => return Outcome::Allow,
+            _ => "dotfile-write",
+        };
+        Outcome::Ask {
+            rule: rule.into(),
+            reason: format!(
+                "Writing {shown} changes {}, so the user approves it.",
+                setting.describe()
+            ),
+        }
     }
 }
 

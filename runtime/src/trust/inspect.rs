@@ -59,23 +59,14 @@ impl Env {
     /// `$HOME` become the home, relative paths join the working folder.
     /// `None` when the word depends on something only known when it runs.
     pub fn resolve(&self, text: &str) -> Option<PathBuf> {
-        let expanded: PathBuf = if text == "~" || text == "$HOME" || text == "${HOME}" {
-            self.home.clone()
-        } else if let Some(rest) = text
-            .strip_prefix("~/")
-            .or_else(|| text.strip_prefix("$HOME/"))
-            .or_else(|| text.strip_prefix("${HOME}/"))
-        {
-            self.home.join(rest)
-        } else if text.starts_with('~') || text.contains('$') || text.contains('`') {
+        // The gate's one expansion of `~` and `$HOME` (shared with the file
+        // tools), then `..` applied to the text: a command word is judged
+        // as written.
+        let relative = !text.starts_with(['/', '~', '$']);
+        if relative && self.cwd.as_os_str().is_empty() {
             return None;
-        } else if text.starts_with('/') {
-            PathBuf::from(text)
-        } else if self.cwd.as_os_str().is_empty() {
-            return None;
-        } else {
-            self.cwd.join(text)
-        };
+        }
+        let expanded = super::path::expand(text, &self.home, &self.cwd).ok()?;
         Some(normalize(&expanded))
     }
 }
