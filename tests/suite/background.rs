@@ -83,7 +83,16 @@ async fn a_background_command_tells_its_conversation_when_it_ends() {
         )
     }));
     let (bus, mut events) = tokio::sync::broadcast::channel(1024);
-    let runtime = home.builder(model).event_bus(bus).build().await.unwrap();
+    // Sandboxed commands cannot see troupe's home, so they are refused a
+    // working folder inside it: they work in a folder of their own.
+    let work = tempfile::tempdir().unwrap();
+    let runtime = home
+        .builder(model)
+        .cwd(work.path())
+        .event_bus(bus)
+        .build()
+        .await
+        .unwrap();
     let bot = runtime.bot("assistant").await.unwrap();
     let conversation = bot.conversation();
     let first = support::ask(&bot, "run it in the background").await;
@@ -150,13 +159,16 @@ async fn any_conversation_stops_a_background_command_by_its_id() {
         }
         Turn::tool_call("run_command", json!({"stop": wanted.lock().clone()}))
     }));
-    let runtime = home.builder(model).build().await.unwrap();
+    // Sandboxed commands cannot see troupe's home, so they are refused a
+    // working folder inside it: they work in a folder of their own.
+    let work = tempfile::tempdir().unwrap();
+    let runtime = home.builder(model).cwd(work.path()).build().await.unwrap();
     let first = runtime.bot("assistant").await.unwrap();
     let started = support::ask(&first, "start").await;
     let at = started
         .text
         .find("cmd_")
-        .expect("the start names the command");
+        .unwrap_or_else(|| panic!("the start names the command: {}", started.text));
     let id: String = started.text[at..]
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')

@@ -14,6 +14,8 @@ use super::support::TestHome;
 /// A chat session in a pseudo-terminal, read line by line on a thread.
 struct Terminal {
     child: std::process::Child,
+    /// The working folder: outside the home, where sandboxed commands may run.
+    _work: tempfile::TempDir,
     input: std::process::ChildStdin,
     output: mpsc::Receiver<String>,
     seen: String,
@@ -28,9 +30,10 @@ impl Terminal {
             env!("CARGO_BIN_EXE_troupe"),
             home.path().display()
         );
+        let work = tempfile::tempdir().unwrap();
         let mut child = Command::new("script")
             .args(["-qfec", &command, "/dev/null"])
-            .current_dir(home.path())
+            .current_dir(work.path())
             .env_remove("TROUPE_HOME")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -54,6 +57,7 @@ impl Terminal {
         });
         Self {
             child,
+            _work: work,
             input,
             output,
             seen: String::new(),

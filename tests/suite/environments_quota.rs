@@ -91,9 +91,14 @@ async fn what_runs_the_environment_out_of_memory_dies_alone() {
             "pages",
             "python3 -c 'b = bytearray(512 * 1024 * 1024); b[::4096] = b\"x\" * len(b[::4096]); print(\"survived\")'",
         ),
+        // Empty files in the sandbox's own /tmp (memory, not the workdir):
+        // each pins an inode and a long name, the kernel's memory, charged
+        // to the environment and never reclaimed while the file is there.
+        // (In the workdir the kernel reclaims them and the command only
+        // slows down; the quota in files is what stops it there.)
         (
             "the kernel's memory for files",
-            "python3 -c 'import itertools\nfor i in itertools.count(): open(f\"k{i}\", \"w\").close()'",
+            "python3 -c 'import itertools\nfor i in itertools.count(): open(f\"/tmp/{i:0240d}\", \"w\").close()'",
         ),
     ];
     for (name, hog) in hogs {
@@ -126,7 +131,14 @@ async fn what_runs_the_environment_out_of_memory_dies_alone() {
         assert_eq!(survived.output.trim(), "alive", "{name}: {survived:?}");
         assert!(survived.success(), "{name}: {survived:?}");
         let cleaned = envs
-            .free_space(id, "rm -rf /tmp/hog-done ./*", None)
+            // One entry at a time: the hog's files still fill the
+            // environment's memory, and `rm -rf` or `find` would read a
+            // whole folder of them first.
+            .free_space(
+                id,
+                "python3 -c 'import os\nfor d in (\".\", \"/tmp\"):\n for e in os.scandir(d): os.unlink(e.path)'",
+                None,
+            )
             .await
             .unwrap();
         assert!(cleaned.success(), "{name}: {cleaned:?}");

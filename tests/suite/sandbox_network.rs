@@ -109,9 +109,12 @@ async fn a_sandboxed_command_reaches_no_service_on_the_machine_by_any_address() 
         let h = url_host(host);
         let bare = host.as_str();
         for command in [
-            // Through the proxy (curl obeys HTTP_PROXY, and not NO_PROXY
-            // for the machine's other addresses).
+            // As a command would: curl obeys HTTP_PROXY, and NO_PROXY,
+            // which keeps the loopback names on the namespace's own.
             format!("curl -sS --max-time 10 http://{h}:{port}/"),
+            // Through the proxy, whatever the address (`--noproxy ''`
+            // overrides NO_PROXY, which applies to `-x` too).
+            format!("curl -sS --max-time 10 --noproxy '' -x \"$HTTP_PROXY\" http://{h}:{port}/"),
             // Around the proxy: straight at the address.
             format!("curl -sS --max-time 10 --noproxy '*' http://{h}:{port}/"),
             format!(
@@ -132,14 +135,15 @@ async fn a_sandboxed_command_reaches_no_service_on_the_machine_by_any_address() 
     let tunnel = run(
         &tool,
         &ctx,
-        &format!("curl -sS --max-time 10 -p https://127.0.0.1:{port}/"),
+        &format!("curl -sS --max-time 10 --noproxy '' -p https://127.0.0.1:{port}/"),
     )
     .await;
     assert!(tunnel.is_error(), "{}", tunnel.text);
+    assert!(tunnel.text.contains("403"), "{}", tunnel.text);
     let plain = run(
         &tool,
         &ctx,
-        &format!("curl -s --max-time 10 -x \"$HTTP_PROXY\" http://localhost:{port}/"),
+        &format!("curl -s --max-time 10 --noproxy '' -x \"$HTTP_PROXY\" http://localhost:{port}/"),
     )
     .await;
     assert!(
@@ -171,7 +175,16 @@ async fn the_proxy_carries_a_commands_request_to_an_allowed_address() {
         ),
     )
     .await;
-    assert_eq!(through.text, "reached[exit 0]");
+    assert_eq!(through.text, "reached\n[exit 0]");
+    // As a command would, by the proxy variables alone: an allowed
+    // loopback address is not kept off the proxy by NO_PROXY.
+    let by_default = run(
+        &tool,
+        &ctx,
+        &format!("curl -sS --max-time 10 http://127.0.0.1:{}/", l.port),
+    )
+    .await;
+    assert_eq!(by_default.text, "reached\n[exit 0]");
     // The proxy is the only way: around it, the same address is not there.
     let around = run(
         &tool,
@@ -183,5 +196,5 @@ async fn the_proxy_carries_a_commands_request_to_an_allowed_address() {
     )
     .await;
     assert!(around.is_error(), "{}", around.text);
-    assert_eq!(l.accepted.load(Ordering::SeqCst), 1);
+    assert_eq!(l.accepted.load(Ordering::SeqCst), 2);
 }

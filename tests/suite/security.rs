@@ -139,6 +139,9 @@ fn an_auto_run_cannot_rewrite_the_config_from_a_command_in_the_sandbox() {
     let config = "HOME/config.toml";
     let turns = json!([
         {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo made > made.txt"}}]},
+        // The home is not there at all in the sandbox: not even to read.
+        {"tool_calls": [{"name": "run_command", "arguments": {"command":
+            format!("cat {config}")}}]},
         // Inline code: unanalysable, so auto mode runs it in the sandbox.
         {"tool_calls": [{"name": "run_command", "arguments": {"command":
             format!("python3 -c \"open('{config}', 'w').write('[trust]\\nmode = 1')\"")}}]},
@@ -155,7 +158,7 @@ fn an_auto_run_cannot_rewrite_the_config_from_a_command_in_the_sandbox() {
     .unwrap();
     let script = work.join("turns.json");
     std::fs::write(&script, json!({ "turns": turns }).to_string()).unwrap();
-    let before = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    let before = std::fs::read(home.join("config.toml")).unwrap();
     let out = run_auto(
         &home,
         &work,
@@ -168,11 +171,25 @@ fn an_auto_run_cannot_rewrite_the_config_from_a_command_in_the_sandbox() {
         std::fs::read_to_string(work.join("made.txt")).unwrap(),
         "made\n"
     );
-    assert_eq!(
-        std::fs::read_to_string(home.join("config.toml")).unwrap(),
-        before
+    // The config is unchanged, byte for byte.
+    assert_eq!(std::fs::read(home.join("config.toml")).unwrap(), before);
+    // The home is not visible in the sandbox: reading, rewriting in place
+    // and replacing the config each failed (nothing of it is there), and
+    // only the command in the working folder succeeded.
+    let config = home.join("config.toml");
+    let config = config.display();
+    assert!(
+        err.contains(&format!("cat: {config}: No such file or directory")),
+        "{err}"
     );
-    assert!(err.contains("Read-only file system"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "sed: can't read {config}: No such file or directory"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches("✓ run_command").count(), 1, "{err}");
+    assert_eq!(err.matches("✗ run_command").count(), 3, "{err}");
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use troupe_runtime::home::Home;
-use troupe_runtime::house::Seat;
+use troupe_runtime::house::{HouseScope, Seat};
 use troupe_runtime::id::{HouseId, ThreadId};
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::store::house_files::FileLimits;
@@ -43,11 +43,15 @@ async fn fixture() -> Fixture {
             max_file_bytes: 8192,
             house_quota_bytes: 64 * 1024,
         }));
+        // As the node opens a seated conversation: its seat, and the
+        // scope of the house it works for (neither is the home's own).
         if let Some(house) = h {
             ctx.services.insert(Arc::new(Seat {
                 house,
                 thread: ThreadId::new(),
             }));
+            ctx.services
+                .insert(Arc::new(HouseScope { house, home: false }));
         }
         ctx
     };
@@ -140,7 +144,7 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
     assert!(middle.text.contains("offset=2244"), "{}", middle.text);
     // Indexed after the write: what a search would wait for.
     let store = f.acme.services.get::<Store>().unwrap();
-    files::catch_up(&store, Seat::of(&f.acme).unwrap().house)
+    files::catch_up(&store, HouseScope::of(&f.acme).unwrap().house)
         .await
         .unwrap();
     let list = call(&ListFiles::new(), &f.acme, json!({"folder": "plans"})).await;
@@ -283,7 +287,7 @@ async fn search_finds_text_inside_a_docx_and_a_pdf_with_citations_read_file_open
     let docx = std::fs::read(crate::documents::tests::docx(dir.path())).unwrap();
     let pdf = crate::documents::tests::pdf(&["Cover page", "The vault code is MARIGOLD"]);
     let store = f.acme.services.get::<Store>().unwrap();
-    let house = Seat::of(&f.acme).unwrap().house;
+    let house = HouseScope::of(&f.acme).unwrap().house;
     let files = vec![
         prepare("reports/q3.docx", docx),
         prepare("memo.pdf", pdf),

@@ -266,6 +266,7 @@ impl Tool for RunCommand {
                 timeout,
                 notify,
                 sandbox,
+                allow: &self.sandbox.allow_addresses,
                 seal,
             }) {
                 Ok(started) => {
@@ -291,7 +292,16 @@ impl Tool for RunCommand {
             };
         }
         let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT);
-        let mut result = run(&command, &cwd, timeout, sandbox, self.output_cap, ctx).await;
+        let mut result = run(
+            &command,
+            &cwd,
+            timeout,
+            sandbox,
+            &self.sandbox.allow_addresses,
+            self.output_cap,
+            ctx,
+        )
+        .await;
         if let Some(report) = seal.and_then(|seal| seal.restore().report()) {
             tracing::warn!(command = %command, "{report}");
             result = ToolResult::error_with(format!("{}\n{report}", result.text), result.data);
@@ -398,6 +408,7 @@ async fn run(
     cwd: &std::path::Path,
     timeout: Duration,
     sandbox: Option<(&Sandbox, &Confinement)>,
+    allow: &[std::net::IpAddr],
     output_cap: u64,
     ctx: &ToolContext,
 ) -> ToolResult {
@@ -405,7 +416,7 @@ async fn run(
         let (sender, receiver) = tokio::net::unix::pipe::pipe()?;
         let out = sender.into_blocking_fd()?;
         let err = out.try_clone()?;
-        let mut cmd = shell(command, cwd, sandbox);
+        let mut cmd = shell(command, cwd, sandbox, allow);
         cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
         // The command holds the pipe's write end: starting it drops it here,
         // leaving only the child's, so the read ends when its tree is done.

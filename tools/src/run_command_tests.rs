@@ -447,7 +447,7 @@ fn tether_helper() {
                 None,
             ),
         };
-        let mut cmd = process::shell(&command, &dir, sandbox);
+        let mut cmd = process::shell(&command, &dir, sandbox, &[]);
         cmd.stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         let running = tether::start(cmd).unwrap();

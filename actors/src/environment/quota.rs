@@ -11,7 +11,7 @@
 //!
 //! While over, the only command the environment runs is one the house's
 //! owner runs to free space (`troupe env exec --free-space`); it is killed
-//! only if it makes the workdir grow.
+//! if it makes the workdir grow, in bytes or in files.
 
 use std::path::Path;
 
@@ -33,6 +33,9 @@ pub struct Quota {
     pub bytes: u64,
     /// Files, folders and links.
     pub files: u64,
+    /// Whether this is what a command freeing space is held to (what the
+    /// workdir held when it started), not the environment's quota.
+    pub freeing: bool,
 }
 
 const MIB: u64 = 1024 * 1024;
@@ -43,15 +46,24 @@ impl Quota {
         Quota {
             bytes: settings.disk_bytes(),
             files: settings.disk_files(),
+            freeing: false,
         }
     }
 
-    /// This quota, raised to what the workdir holds now: what a command
-    /// freeing space is held to (it may not make the workdir grow).
+    /// What a command freeing space is held to, given what the workdir
+    /// holds now: while the workdir is over this quota, what it holds now,
+    /// in bytes *and* in files — it may only shrink the workdir, not grow
+    /// it in the measure it is still under (a workdir over in bytes may
+    /// not gain files, nor one over in files bytes); within the quota,
+    /// the quota itself.
     pub fn at_least(self, now: Usage) -> Quota {
+        if self.passed(now).is_none() {
+            return self;
+        }
         Quota {
-            bytes: self.bytes.max(now.bytes),
-            files: self.files.max(now.files),
+            bytes: now.bytes,
+            files: now.files,
+            freeing: true,
         }
     }
 
@@ -76,6 +88,21 @@ impl Quota {
 
     /// The killed command's ending, naming what it passed.
     pub fn ending(&self, used: Usage) -> String {
+        if self.freeing {
+            let grew = if used.files > self.files {
+                format!("from {} to {} files", self.files, used.files)
+            } else {
+                format!(
+                    "from {} to {} KiB",
+                    self.bytes.div_ceil(1024),
+                    used.bytes.div_ceil(1024)
+                )
+            };
+            return format!(
+                "[killed: freeing space, the command made the workdir grow ({grew}); while \
+                 it is over its quota, a command may only shrink it]"
+            );
+        }
         let what = if used.files > self.files {
             format!("{} files", self.files)
         } else {
@@ -140,6 +167,7 @@ mod tests {
         let quota = Quota {
             bytes: 16 * MIB,
             files: 1024,
+            freeing: false,
         };
         let many = Usage {
             bytes: MIB,
@@ -162,5 +190,25 @@ mod tests {
                 files: 5001
             })
             .is_some());
+        // Nor may it grow in the measure still under the quota: a workdir
+        // over in files may not gain bytes, one over in bytes not files.
+        let grown = Usage {
+            bytes: MIB + 4096,
+            files: 5000,
+        };
+        assert!(freeing.passed(grown).is_some());
+        assert!(freeing.ending(grown).contains("over its quota"));
+        let big = Usage {
+            bytes: 20 * MIB,
+            files: 3,
+        };
+        let touched = Usage {
+            bytes: 20 * MIB,
+            files: 4,
+        };
+        assert!(quota.at_least(big).passed(touched).is_some());
+        assert!(quota.at_least(big).passed(big).is_none());
+        // Within the quota, a freeing command is held to the quota.
+        assert_eq!(quota.at_least(Usage::default()), quota);
     }
 }

@@ -150,7 +150,7 @@ fn documented_defaults() -> Config {
             header_timeout_secs: 10,
             max_connections: 1024,
             max_connections_per_address: 128,
-            allowed_hosts: vec!["troupe.example.org".to_owned()],
+            allowed_hosts: vec![],
         },
         environments: crate::environment::EnvironmentSettings::default(),
     }
@@ -189,6 +189,7 @@ fn key_list_matches_the_structs() {
     let mut full = documented_defaults();
     full.agent.working_dir = Some(PathBuf::from("/w"));
     full.environments.helper = Some(PathBuf::from("/troupe"));
+    full.environments.disk_files = Some(1);
     for budget in [
         &mut full.budgets.per_turn,
         &mut full.budgets.per_bot_day,

@@ -35,6 +35,7 @@ pub const KEYS: &[&str] = &[
     "trust.allow",
     "sandbox.mode",
     "sandbox.network",
+    "sandbox.allow_addresses",
     "delegation.max_depth",
     "delegation.max_children",
     "delegation.max_concurrent_per_bot",

@@ -16,7 +16,12 @@ pub const MAX_HEAD: usize = 16 * 1024;
 
 /// The variables that point commands at a proxy on `127.0.0.1:port`, and
 /// keep their own loopback (a server a command started) off it.
-pub fn environment(port: u16) -> Vec<(String, String)> {
+///
+/// An address in `through` (`[sandbox] allow_addresses`) is one the proxy
+/// reaches on the machine, so it is not kept off the proxy even when it is a
+/// loopback one: going around the proxy, it would be the namespace's own.
+/// `NO_PROXY` applies to a proxy given by hand too (`curl -x`).
+pub fn environment(port: u16, through: &[std::net::IpAddr]) -> Vec<(String, String)> {
     let url = format!("http://127.0.0.1:{port}");
     let mut vars: Vec<(String, String)> = [
         "HTTPS_PROXY",
@@ -29,8 +34,15 @@ pub fn environment(port: u16) -> Vec<(String, String)> {
     .iter()
     .map(|name| (name.to_string(), url.clone()))
     .collect();
+    let local: Vec<&str> = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .filter(|name| {
+            name.parse::<std::net::IpAddr>()
+                .map_or(true, |ip| !through.contains(&ip))
+        })
+        .collect();
     for name in ["NO_PROXY", "no_proxy"] {
-        vars.push((name.to_string(), "localhost,127.0.0.1,::1".to_string()));
+        vars.push((name.to_string(), local.join(",")));
     }
     vars
 }

@@ -83,6 +83,9 @@ pub struct Launch<'a> {
     /// The sandbox it runs in and what it may touch there; `None` runs it
     /// on the machine itself.
     pub sandbox: Option<(&'a Sandbox, &'a Confinement)>,
+    /// The addresses its network reaches through the proxy
+    /// (`[sandbox] allow_addresses`).
+    pub allow: &'a [std::net::IpAddr],
     /// Whom to tell when it ends, if anyone.
     pub notify: Option<(CommandNotifications, ConversationId)>,
     /// Unsandboxed: troupe's settings as they were, put back when it ends.
@@ -102,7 +105,7 @@ impl BackgroundCommands {
         let id = format!("cmd_{}", &suffix[suffix.len() - 12..]);
         let log = launch.dir.join(format!("{id}.log"));
         let file = std::fs::File::create(&log)?;
-        let mut cmd = shell(launch.command, launch.cwd, launch.sandbox);
+        let mut cmd = shell(launch.command, launch.cwd, launch.sandbox, launch.allow);
         cmd.stdout(Stdio::from(file.try_clone()?))
             .stderr(Stdio::from(file));
         let Running {

@@ -74,13 +74,20 @@ impl std::fmt::Display for Ending {
 
 /// A `bash -c` command in `cwd` — inside `sandbox` with its confinement
 /// when given — with standard input closed, pagers and colors off, leading
-/// a new process group. Output is set by the caller.
-pub fn shell(command: &str, cwd: &Path, sandbox: Option<(&Sandbox, &Confinement)>) -> Command {
+/// a new process group. Output is set by the caller. In a joined network,
+/// `allow` (`[sandbox] allow_addresses`) is reached through the proxy even
+/// when it is a loopback address.
+pub fn shell(
+    command: &str,
+    cwd: &Path,
+    sandbox: Option<(&Sandbox, &Confinement)>,
+    allow: &[std::net::IpAddr],
+) -> Command {
     let mut cmd = match sandbox {
         Some((sandbox, confinement)) => {
             let mut cmd = Command::from(sandbox.command("bash", ["-c", command], cwd, confinement));
             if matches!(confinement.network, Network::Joined(_)) {
-                cmd.envs(proxy::environment(network::PORT));
+                cmd.envs(proxy::environment(network::PORT, allow));
             }
             cmd
         }
