@@ -36,6 +36,7 @@ pub mod threads;
 pub mod workbench;
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,6 +69,9 @@ pub struct ServerOptions {
     /// Host names requests may name besides the loopback names and the
     /// listen address (`[server] allowed_hosts`).
     pub allowed_hosts: Vec<String>,
+    /// The owner's Unix socket (`<home>/serve.sock` under `troupe serve`):
+    /// requests over it from troupe's own user act as the home's owner.
+    pub owner_socket: Option<PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -80,6 +84,7 @@ impl Default for ServerOptions {
             request_timeout: Duration::from_secs(60),
             connections: connections::ConnectionLimits::default(),
             allowed_hosts: Vec::new(),
+            owner_socket: None,
         }
     }
 }
@@ -96,7 +101,6 @@ struct Inner {
     limiter: auth::Limiter,
     feed: feed::Feed,
     hosts: origin::AllowedHosts,
-    local_secret: Option<[u8; 32]>,
     stopping: CancellationToken,
 }
 
@@ -120,18 +124,14 @@ pub struct Server {
     addr: SocketAddr,
     stopping: CancellationToken,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    owner: Option<(PathBuf, tokio::task::JoinHandle<std::io::Result<()>>)>,
     feed: tokio::task::JoinHandle<()>,
 }
 
 impl Server {
-    /// Binds `options.listen` and serves `node` until [`Server::stop`].
-    /// `local_secret` is the hash of the token the home's own CLI presents
-    /// (see `serve.json` in `docs/api.md`).
-    pub async fn start(
-        node: Node,
-        options: ServerOptions,
-        local_secret: Option<[u8; 32]>,
-    ) -> anyhow::Result<Server> {
+    /// Binds `options.listen` (and `options.owner_socket`) and serves
+    /// `node` until [`Server::stop`].
+    pub async fn start(node: Node, options: ServerOptions) -> anyhow::Result<Server> {
         if options.auth == AuthMode::Open && !options.listen.ip().is_loopback() {
             anyhow::bail!(
                 "refusing to serve {} without tokens: only a loopback address may run with `server.auth = \"open\"`",
@@ -145,6 +145,10 @@ impl Server {
             )
         })?;
         let addr = listener.local_addr()?;
+        let owner_listener = match &options.owner_socket {
+            Some(path) => Some((path.clone(), bind_owner_socket(path)?)),
+            None => None,
+        };
         let hosts =
             origin::AllowedHosts::new(addr, &options.allowed_hosts).map_err(anyhow::Error::msg)?;
         let limits = options.connections;
@@ -157,16 +161,26 @@ impl Server {
                 options,
                 feed,
                 hosts,
-                local_secret,
                 stopping: stopping.clone(),
             }),
         };
         let app = app(state);
+        let owner = owner_listener.map(|(path, (listener, me))| {
+            let task = tokio::spawn(connections::serve_owner(
+                listener,
+                me,
+                app.clone(),
+                limits,
+                stopping.clone(),
+            ));
+            (path, task)
+        });
         let task = tokio::spawn(connections::serve(listener, app, limits, stopping.clone()));
         Ok(Server {
             addr,
             stopping,
             task,
+            owner,
             feed: feed_task,
         })
     }
@@ -182,8 +196,36 @@ impl Server {
         if let Ok(Err(e)) = self.task.await {
             tracing::warn!(error = %e, "the server stopped with an error");
         }
+        if let Some((path, task)) = self.owner {
+            let _ = task.await;
+            let _ = std::fs::remove_file(path);
+        }
         let _ = self.feed.await;
     }
+}
+
+/// Binds the owner's socket at `path`, readable and writable by troupe's
+/// user only. A socket left there by a server that died is replaced; a
+/// live server's is not (its home lock keeps a second one out first).
+/// With it, troupe's own user: the socket's owner, who made it.
+fn bind_owner_socket(path: &Path) -> anyhow::Result<(tokio::net::UnixListener, u32)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        std::fs::remove_file(path)?;
+    }
+    let listener = tokio::net::UnixListener::bind(path).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on the owner's socket {}: {e}{}",
+            path.display(),
+            if path.as_os_str().len() > 100 {
+                "; the home's path is too long for a Unix socket (about 100 bytes at most): choose a shorter --home"
+            } else {
+                ""
+            }
+        )
+    })?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok((listener, std::fs::metadata(path)?.uid()))
 }
 
 /// The whole application: the API under `/api/`, the page at `/`.
@@ -329,6 +371,7 @@ impl ServerOptions {
                 per_address: config.max_connections_per_address as usize,
             },
             allowed_hosts: config.allowed_hosts.clone(),
+            owner_socket: None,
         })
     }
 }

@@ -77,7 +77,6 @@ pub async fn server(n: usize) -> anyhow::Result<serde_json::Value> {
             },
             ..ServerOptions::default()
         },
-        None,
     )
     .await?;
     let base = format!("http://{}/api/houses/bench/threads/general", server.addr());

@@ -1,7 +1,8 @@
 //! The CLI beside a running `troupe serve`: over its API, not the database.
 //!
-//! `troupe serve` records in `<home>/serve.json` where it listens and a
-//! secret for the home's own CLI. When the home is locked by that very
+//! `troupe serve` records in `<home>/serve.json` where it listens, and
+//! serves the home's own CLI on the owner's socket `<home>/serve.sock`
+//! (troupe's user only; see `src/cli/serve.rs`). When the home is locked by that very
 //! process, the commands that would write the home (`thread post`, `ps`)
 //! ask the server instead; without a server, they open the home as before,
 //! and a home held by any other writer is refused with its name.
@@ -20,6 +21,8 @@ use super::serve::Running;
 /// A running server of this home.
 pub struct Remote {
     running: Running,
+    /// The owner's socket, where every request goes.
+    socket: std::path::PathBuf,
     http: reqwest::Client,
 }
 
@@ -33,17 +36,29 @@ impl Remote {
         if owner.pid != running.pid || owner.ended.is_some() || !alive(running.pid) {
             return None;
         }
+        let socket = running.socket.clone()?;
         troupe_runtime::net::install_crypto_provider();
-        let http = troupe_runtime::net::client_builder()
+        let http = reqwest::Client::builder()
+            .unix_socket(socket.clone())
             .timeout(Duration::from_secs(120))
             .build()
             .ok()?;
-        Some(Remote { running, http })
+        Some(Remote {
+            running,
+            socket,
+            http,
+        })
     }
 
     /// Where it listens.
     pub fn url(&self) -> &str {
         &self.running.url
+    }
+
+    /// `/api{path}` on the owner's socket (the host is only a name: the
+    /// connection goes to the socket).
+    fn api(path: &str) -> String {
+        format!("http://localhost/api{path}")
     }
 
     async fn answer(response: reqwest::Response) -> anyhow::Result<Value> {
@@ -62,8 +77,7 @@ impl Remote {
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
         let response = self
             .http
-            .get(format!("{}/api{path}", self.running.url))
-            .bearer_auth(&self.running.token)
+            .get(Self::api(path))
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;
@@ -74,8 +88,7 @@ impl Remote {
     pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
         let response = self
             .http
-            .post(format!("{}/api{path}", self.running.url))
-            .bearer_auth(&self.running.token)
+            .post(Self::api(path))
             .json(body)
             .send()
             .await
@@ -95,18 +108,16 @@ impl Remote {
     pub async fn events(
         &self,
         path: &str,
-    ) -> anyhow::Result<
-        tokio_tungstenite::WebSocketStream<
-            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-        >,
-    > {
-        let url = format!("{}/api{path}", self.running.url.replacen("http", "ws", 1));
-        let mut request = url.into_client_request()?;
-        request.headers_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.running.token).parse()?,
-        );
-        let (socket, _) = tokio_tungstenite::connect_async(request).await?;
+    ) -> anyhow::Result<tokio_tungstenite::WebSocketStream<tokio::net::UnixStream>> {
+        let request = format!("ws://localhost/api{path}").into_client_request()?;
+        let socket = &self.socket;
+        let stream = tokio::net::UnixStream::connect(socket).await.map_err(|e| {
+            anyhow::anyhow!(
+                "the home's server at {} did not answer: {e}",
+                socket.display()
+            )
+        })?;
+        let (socket, _) = tokio_tungstenite::client_async(request, stream).await?;
         Ok(socket)
     }
 
@@ -223,12 +234,7 @@ impl Remote {
         }
         let response = self
             .http
-            .post(format!(
-                "{}/api/bots/{}/turns",
-                self.running.url,
-                encode(bot)
-            ))
-            .bearer_auth(&self.running.token)
+            .post(Self::api(&format!("/bots/{}/turns", encode(bot))))
             .timeout(Duration::from_secs(24 * 3600))
             .json(&body)
             .send()

@@ -3,15 +3,16 @@
 //! SIGTERM; then it stops accepting, closes the sockets, and stops the node
 //! (turns in flight stay open, to resume at the next start).
 //!
-//! While it runs, `<home>/serve.json` (readable by the home's owner only)
-//! says where it listens and holds a secret for the home's own CLI, which
-//! talks to the running server instead of opening the database beside it.
+//! While it runs, `<home>/serve.json` says where it listens, and the
+//! owner's socket `<home>/serve.sock` (mode 0600, troupe's own user only,
+//! checked by the kernel's peer credentials) is where the home's own CLI
+//! talks to it instead of opening the database beside it. No secret is
+//! written: a command that could read the home would find none.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::store::tokens;
 
 use super::Builder;
 use crate::server::auth::AuthMode;
@@ -24,8 +25,9 @@ pub struct Running {
     pub pid: u32,
     /// Its base URL (`http://127.0.0.1:7878`).
     pub url: String,
-    /// The secret the home's CLI presents.
-    pub token: String,
+    /// The owner's socket, where the home's CLI talks to it.
+    #[serde(default)]
+    pub socket: Option<PathBuf>,
 }
 
 impl Running {
@@ -38,6 +40,11 @@ impl Running {
 
 fn file(home: &Path) -> PathBuf {
     home.join("serve.json")
+}
+
+/// The owner's socket of `home`.
+pub fn socket(home: &Path) -> PathBuf {
+    home.join("serve.sock")
 }
 
 fn write(home: &Path, running: &Running) -> std::io::Result<()> {
@@ -60,14 +67,13 @@ fn write(home: &Path, running: &Running) -> std::io::Result<()> {
 pub async fn serve(builder: Builder, listen: Option<String>) -> anyhow::Result<ExitCode> {
     let runtime = builder.build().await?;
     let started = async {
-        let options = ServerOptions::from_config(&runtime.config().server, listen.as_deref())?;
-        let local = tokens::mint();
-        let server =
-            Server::start(runtime.node().clone(), options.clone(), Some(local.hash)).await?;
-        anyhow::Ok((server, options, local.secret))
+        let mut options = ServerOptions::from_config(&runtime.config().server, listen.as_deref())?;
+        options.owner_socket = Some(socket(runtime.node().home().root()));
+        let server = Server::start(runtime.node().clone(), options.clone()).await?;
+        anyhow::Ok((server, options))
     }
     .await;
-    let (server, options, secret) = match started {
+    let (server, options) = match started {
         Ok(s) => s,
         Err(e) => {
             runtime.shutdown().await;
@@ -79,7 +85,7 @@ pub async fn serve(builder: Builder, listen: Option<String>) -> anyhow::Result<E
     let running = Running {
         pid: std::process::id(),
         url: url.clone(),
-        token: secret,
+        socket: options.owner_socket.clone(),
     };
     if let Err(e) = write(&home, &running) {
         eprintln!(

@@ -5,12 +5,19 @@
 //! `?access_token=…`; anywhere else a query token is refused).
 //! The token speaks for one person of one house: that house is all the
 //! request sees, and any other house answers 404, exactly as a house that
-//! does not exist. Two callers see every house: the home's own CLI, with
-//! the secret `troupe serve` writes to `serve.json` in the home (readable
-//! by whoever can read the home anyway), and anyone at all when the server
-//! runs with `server.auth = "open"`, which only a loopback address allows.
-//! People of the house `home` — the machine's owner — manage the node:
-//! bots, routines, usage, the actor tree.
+//! does not exist.
+//!
+//! The home's owner is whoever the kernel says is troupe's own user on the
+//! owner's Unix socket (`<home>/serve.sock`, mode 0600, see
+//! [`super::connections::serve_owner`]): the home's CLI talks there, sees
+//! every house and manages the node. No secret is written anywhere a
+//! command could read it, and no address is trusted for being loopback.
+//! People of the house `home` manage the node with their tokens too.
+//!
+//! With `server.auth = "open"` (a loopback address only) a request without
+//! a token reads and posts in every house as the home's first person, but
+//! does not manage the node nor answer the approvals of conversations
+//! outside any house: those stay with the owner.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,7 +39,8 @@ use super::AppState;
 pub enum AuthMode {
     /// Every request but health presents a member's token.
     Tokens,
-    /// No token needed: every request acts as the home's owner. Loopback only.
+    /// No token needed: a request reads and posts in every house as the
+    /// home's first person, but manages nothing. Loopback only.
     Open,
 }
 
@@ -48,6 +56,9 @@ pub struct Caller {
     pub house: HouseRef,
     /// Sees every house (the home's CLI, or an open server).
     pub everywhere: bool,
+    /// Manages the node: the owner's socket, or a person of house `home`
+    /// with their token.
+    pub manages: bool,
     /// The token's id, when a token was presented.
     pub token: Option<String>,
 }
@@ -69,7 +80,7 @@ impl Caller {
 
     /// Whether this caller manages the node (bots, routines, usage, tree).
     pub fn manages_node(&self) -> bool {
-        self.everywhere || self.house.house.name == HOME_HOUSE
+        self.manages
     }
 
     /// Refuses a caller who does not manage the node.
@@ -77,10 +88,17 @@ impl Caller {
         if self.manages_node() {
             Ok(())
         } else {
-            Err(ApiError::Forbidden(format!(
-                "only people of the house `{HOME_HOUSE}` manage the node's bots, routines, usage and actors; `{}` is a person of `{}`",
-                self.member.handle, self.house.house.name
-            )))
+            Err(ApiError::Forbidden(if self.token.is_none() {
+                format!(
+                    "an open server (`server.auth = \"open\"`) does not let a request without a token manage the node's bots, routines, usage and actors; \
+                     use the CLI on this machine, or a token of a person of the house `{HOME_HOUSE}`"
+                )
+            } else {
+                format!(
+                    "only people of the house `{HOME_HOUSE}` manage the node's bots, routines, usage and actors; `{}` is a person of `{}`",
+                    self.member.handle, self.house.house.name
+                )
+            }))
         }
     }
 }
@@ -168,6 +186,20 @@ pub async fn require(State(state): State<AppState>, mut request: Request, next: 
         )
         .into_response();
     }
+    if request
+        .extensions()
+        .get::<super::connections::OwnerSocket>()
+        .is_some()
+    {
+        // The owner's own socket: no token, no rate limit.
+        return match owner(&state, true).await {
+            Ok(caller) => {
+                request.extensions_mut().insert(caller);
+                next.run(request).await
+            }
+            Err(e) => e.into_response(),
+        };
+    }
     let secret = presented(&request);
     let caller = match identify(&state, secret.as_deref()).await {
         Ok(c) => c,
@@ -191,17 +223,11 @@ pub async fn require(State(state): State<AppState>, mut request: Request, next: 
 }
 
 async fn identify(state: &AppState, secret: Option<&str>) -> Result<Caller, ApiError> {
-    let local = |secret: &str| {
-        state
-            .inner
-            .local_secret
-            .is_some_and(|h| h == troupe_runtime::store::tokens::hash(secret))
-    };
     match secret {
-        Some(s) if local(s) => owner(state).await,
         Some(s) => match state.node().authenticate(s).await? {
             Some(found) => Ok(Caller {
                 member: found.member,
+                manages: found.house.house.name == HOME_HOUSE,
                 house: found.house,
                 everywhere: false,
                 token: Some(found.token),
@@ -210,15 +236,16 @@ async fn identify(state: &AppState, secret: Option<&str>) -> Result<Caller, ApiE
                 "this token is unknown or revoked; ask the house's owner for a new one (`troupe token issue HOUSE HANDLE`)".into(),
             )),
         },
-        None if state.inner.options.auth == AuthMode::Open => owner(state).await,
+        None if state.inner.options.auth == AuthMode::Open => owner(state, false).await,
         None => Err(ApiError::Unauthorized(
             "send a member's token as `Authorization: Bearer <token>`; `troupe house add HOUSE --human HANDLE` prints one".into(),
         )),
     }
 }
 
-/// The home's owner: the first person of the house `home`.
-async fn owner(state: &AppState) -> Result<Caller, ApiError> {
+/// The first person of the house `home`, seeing every house; managing the
+/// node when `manages` (the owner's socket, not an open server).
+async fn owner(state: &AppState, manages: bool) -> Result<Caller, ApiError> {
     let house = state.node().house(HOME_HOUSE).await?;
     let member = house
         .members()
@@ -236,6 +263,7 @@ async fn owner(state: &AppState) -> Result<Caller, ApiError> {
         member,
         house,
         everywhere: true,
+        manages,
         token: None,
     })
 }

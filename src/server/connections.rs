@@ -14,6 +14,13 @@
 //!
 //! A WebSocket, once upgraded, is its route's to keep (it pings and closes
 //! on stop); the slot it held is given back when its HTTP connection ends.
+//!
+//! The owner's socket ([`serve_owner`]) is the home's own Unix socket: a
+//! connection there is accepted only from a process of the user troupe
+//! runs as (the kernel's peer credentials, not anything the client says),
+//! and each of its requests carries [`OwnerSocket`], which the
+//! authentication takes for the home's owner. It holds no slot: the
+//! socket's file mode already keeps everyone else out.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -26,7 +33,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -51,6 +59,11 @@ impl Default for ConnectionLimits {
         }
     }
 }
+
+/// Marks a request that came over the owner's socket from a process of
+/// troupe's own user.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnerSocket;
 
 /// The connections open now, by address.
 #[derive(Debug, Default)]
@@ -128,7 +141,7 @@ pub async fn serve(
         };
         match take(&open, limits, peer.ip()) {
             Ok(slot) => {
-                tasks.spawn(connection(
+                tasks.spawn(connection_with_slot(
                     stream,
                     peer,
                     app.clone(),
@@ -147,8 +160,55 @@ pub async fn serve(
     Ok(())
 }
 
+/// Serves `app` on the owner's socket until `stopping`: connections from
+/// the user `me` (troupe's own, who made the socket) only, each request
+/// marked [`OwnerSocket`].
+pub async fn serve_owner(
+    listener: UnixListener,
+    me: u32,
+    app: Router,
+    limits: ConnectionLimits,
+    stopping: CancellationToken,
+) -> std::io::Result<()> {
+    let local = SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut tasks = JoinSet::new();
+    loop {
+        let stream = tokio::select! {
+            () = stopping.cancelled() => break,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a connection on the owner's socket failed");
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+            },
+        };
+        match stream.peer_cred().map(|c| c.uid()) {
+            Ok(uid) if uid == me => {
+                tasks.spawn(connection(
+                    stream,
+                    local,
+                    Some(OwnerSocket),
+                    app.clone(),
+                    limits,
+                    stopping.clone(),
+                ));
+            }
+            other => tracing::warn!(
+                peer = ?other,
+                "refused a connection on the owner's socket from another user"
+            ),
+        }
+    }
+    drop(listener);
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
 /// Serves one connection with its slot held.
-async fn connection(
+async fn connection_with_slot(
     stream: TcpStream,
     peer: SocketAddr,
     app: Router,
@@ -157,9 +217,28 @@ async fn connection(
     stopping: CancellationToken,
 ) {
     let _ = stream.set_nodelay(true);
+    connection(stream, peer, None, app, limits, stopping).await;
+    drop(slot);
+}
+
+/// Serves one connection: its requests carry `peer` (and `owner`, on the
+/// owner's socket).
+async fn connection<S>(
+    stream: S,
+    peer: SocketAddr,
+    owner: Option<OwnerSocket>,
+    app: Router,
+    limits: ConnectionLimits,
+    stopping: CancellationToken,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let service = app.map_request(
         move |mut request: axum::http::Request<hyper::body::Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
+            if let Some(owner) = owner {
+                request.extensions_mut().insert(owner);
+            }
             request.map(axum::body::Body::new)
         },
     );
@@ -182,7 +261,6 @@ async fn connection(
             let _ = conn.as_mut().await;
         }
     }
-    drop(slot);
 }
 
 /// Answers a connection past a limit with a 503 naming it, and closes it.

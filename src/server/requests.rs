@@ -18,8 +18,7 @@ use super::AppState;
 
 fn visible(caller: &Caller, request: &PendingRequest) -> bool {
     match request.house {
-        _ if caller.everywhere => true,
-        Some(house) => house == caller.house.house.id,
+        Some(house) => caller.everywhere || house == caller.house.house.id,
         None => caller.manages_node(),
     }
 }

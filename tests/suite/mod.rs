@@ -21,6 +21,7 @@ mod house_tenancy;
 mod layering;
 mod limits;
 mod mcp;
+mod owner_socket;
 mod review;
 mod routines;
 mod run;

@@ -84,6 +84,19 @@ fn the_cli_goes_through_a_running_server_and_sigterm_stops_it() {
 
     let (mut server, url) = serve(&home, &model);
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    // Its record says where it is and holds no credential: the CLI talks
+    // over the owner's socket, troupe's user only.
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.path().join("serve.json")).unwrap())
+            .unwrap();
+    let mut keys: Vec<_> = record.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    assert_eq!(keys, ["pid", "socket", "url"], "{record}");
+    let socket = home.path().join("serve.sock");
+    assert_eq!(record["socket"], socket.display().to_string());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
 
     // A post through the server, the bot's answer printed from its stream.
     let out = troupe(
@@ -174,6 +187,7 @@ fn the_cli_goes_through_a_running_server_and_sigterm_stops_it() {
     let status = server.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(!home.path().join("serve.json").exists());
+    assert!(!home.path().join("serve.sock").exists());
     // And the CLI works on the home directly again.
     let out = troupe(&home, &["house", "create", "beta"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

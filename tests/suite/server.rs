@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message as Ws;
 use troupe::runtime::house::ListenMode;
 use troupe::runtime::model::{ScriptedProvider, Turn};
-use troupe::server::auth::{AuthMode, RateLimit};
+use troupe::server::auth::RateLimit;
 use troupe::server::{Server, ServerOptions};
 use troupe::{BotSpec, Runtime};
 
@@ -21,6 +21,10 @@ use super::support::{TestHome, WAIT};
 
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Stands for the owner in [`Served`]'s calls: the request goes over the
+/// owner's Unix socket, with no token.
+pub(super) const OWNER: &str = "<over the owner's socket>";
 
 /// A served runtime: house `acme` (person `ada`, bot `alice` listening to
 /// all, thread `general`) and house `beta` (person `bob`, thread `plans`).
@@ -30,8 +34,12 @@ pub(super) struct Served {
     pub(super) base: String,
     pub(super) ada: String,
     bob: String,
+    /// [`OWNER`]: requests go over the owner's socket.
     pub(super) owner: String,
     http: reqwest::Client,
+    owner_http: reqwest::Client,
+    /// The owner's socket.
+    pub(super) socket: std::path::PathBuf,
     /// The bots' working folder (commands run there).
     pub(super) work: tempfile::TempDir,
     _home: TestHome,
@@ -77,15 +85,14 @@ impl Served {
             .unwrap();
         let ada = acme.issue_token("ada").await.unwrap().secret;
         let bob = beta.issue_token("bob").await.unwrap().secret;
-        let local = troupe::runtime::store::tokens::mint();
+        let socket = work.path().join("serve.sock");
         let mut opts = ServerOptions {
             listen: "127.0.0.1:0".parse().unwrap(),
+            owner_socket: Some(socket.clone()),
             ..ServerOptions::default()
         };
         options(&mut opts);
-        let server = Server::start(runtime.node().clone(), opts, Some(local.hash))
-            .await
-            .unwrap();
+        let server = Server::start(runtime.node().clone(), opts).await.unwrap();
         let base = format!("http://{}", server.addr());
         Served {
             runtime,
@@ -93,24 +100,33 @@ impl Served {
             base,
             ada,
             bob,
-            owner: local.secret,
+            owner: OWNER.into(),
             http: troupe::runtime::net::client_builder().build().unwrap(),
+            owner_http: reqwest::Client::builder()
+                .unix_socket(socket.clone())
+                .build()
+                .unwrap(),
+            socket,
             work,
             _home: home,
         }
     }
 
-    async fn call(
+    pub(super) async fn call(
         &self,
         method: Method,
         path: &str,
         token: Option<&str>,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let mut request = self
-            .http
-            .request(method, format!("{}/api{path}", self.base));
-        if let Some(t) = token {
+        let mut request = if token == Some(OWNER) {
+            self.owner_http
+                .request(method, format!("http://localhost/api{path}"))
+        } else {
+            self.http
+                .request(method, format!("{}/api{path}", self.base))
+        };
+        if let Some(t) = token.filter(|t| *t != OWNER) {
             request = request.bearer_auth(t);
         }
         if let Some(b) = body {
@@ -720,9 +736,8 @@ async fn the_homes_owner_manages_bots_routines_usage_and_the_tree() {
     assert!(houses["houses"].as_array().unwrap().len() >= 3, "{houses}");
     // A turn, streamed as NDJSON: events, then the report.
     let response = s
-        .http
-        .post(format!("{}/api/bots/alice/turns", s.base))
-        .bearer_auth(&s.owner)
+        .owner_http
+        .post("http://localhost/api/bots/alice/turns")
         .json(&json!({"text": "hi", "new_conversation": true}))
         .send()
         .await
@@ -785,7 +800,17 @@ async fn limits_refuse_a_flood_and_an_oversized_body_and_stop_closes_the_sockets
         )
         .await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    let mut socket = s.watch(&format!("{GENERAL}/events"), &s.owner).await;
+    // Ada's bucket is empty: a second token of hers has its own.
+    let again = s
+        .runtime
+        .house("acme")
+        .await
+        .unwrap()
+        .issue_token("ada")
+        .await
+        .unwrap()
+        .secret;
+    let mut socket = s.watch(&format!("{GENERAL}/events"), &again).await;
     assert_eq!(frame(&mut socket).await["type"], "ready");
     let Served {
         server, runtime, ..
@@ -794,32 +819,5 @@ async fn limits_refuse_a_flood_and_an_oversized_body_and_stop_closes_the_sockets
     let closed = tokio::time::timeout(WAIT, socket.next()).await.unwrap();
     assert!(matches!(closed, Some(Ok(Ws::Close(Some(_))))), "{closed:?}");
     let _ = socket.send(Ws::Close(None)).await;
-    runtime.shutdown().await;
-}
-
-#[tokio::test]
-async fn an_open_server_needs_no_token_but_only_on_loopback() {
-    let s = Served::start_with(vec![], |o| o.auth = AuthMode::Open).await;
-    let (status, me) = s.call(Method::GET, "/me", None, None).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(me["every_house"], true);
-    s.stop().await;
-    let home = TestHome::new();
-    let runtime = home
-        .builder(Arc::new(ScriptedProvider::new(vec![])))
-        .build()
-        .await
-        .unwrap();
-    let refused = Server::start(
-        runtime.node().clone(),
-        ServerOptions {
-            listen: "0.0.0.0:0".parse().unwrap(),
-            auth: AuthMode::Open,
-            ..ServerOptions::default()
-        },
-        None,
-    )
-    .await;
-    assert!(refused.err().unwrap().to_string().contains("loopback"));
     runtime.shutdown().await;
 }

@@ -17,9 +17,10 @@
 //!   system folders ([`SYSTEM_AREAS`]). The user's own settings (dotfiles,
 //!   `~/.ssh`, git configuration, crontabs) are not refused here: the gate
 //!   asks about them in ask mode, as it does for a command writing them;
-//! - for reading: the home files that hold keys, tokens, the server's
-//!   credential or every conversation (`models.toml`, `mcp.json`,
-//!   `plugin-data/`, `serve.json`, `troupe.db` and its `-wal` and `-shm`)
+//! - for reading: the home files that hold keys, tokens or every
+//!   conversation, and the server's owner socket (`models.toml`,
+//!   `mcp.json`, `plugin-data/`, `serve.sock`, `troupe.db` and its `-wal`
+//!   and `-shm`)
 //!   and `/proc`, which exposes the process's environment and memory.
 //!   `config.toml` stays readable: it holds settings, and an agent often
 //!   needs to see them to explain them. A hard link to one of these files
@@ -297,8 +298,8 @@ fn secret_paths(home: &Home) -> [(PathBuf, &'static str); 7] {
         (home.mcp_file(), KEYS),
         (home.root().join("plugin-data"), KEYS),
         (
-            home.root().join("serve.json"),
-            "holds the credential of troupe's server",
+            home.root().join("serve.sock"),
+            "is the owner's door to troupe's server",
         ),
         (beside("-wal"), CONVERSATIONS),
         (beside("-shm"), CONVERSATIONS),

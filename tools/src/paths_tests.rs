@@ -198,7 +198,7 @@ fn every_file_of_the_home_is_refused_for_writing_naming_its_owner() {
         ),
         (
             "serve.json",
-            "`troupe serve`'s address and credential (`serve.json`)",
+            "`troupe serve`'s address (`serve.json`)",
             "Only `troupe serve` writes it.",
         ),
         (
@@ -244,7 +244,7 @@ fn every_file_of_the_home_is_refused_for_writing_naming_its_owner() {
     for (rel, holds) in [
         ("mcp.json", "can hold keys and tokens"),
         ("models.toml", "can hold keys and tokens"),
-        ("serve.json", "holds the credential of troupe's server"),
+        ("serve.sock", "is the owner's door to troupe's server"),
         ("troupe.db", "holds every conversation of every house"),
         ("troupe.db-wal", "holds every conversation of every house"),
         ("troupe.db-shm", "holds every conversation of every house"),

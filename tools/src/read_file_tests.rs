@@ -214,21 +214,21 @@ fn the_spec_pages_its_own_output_and_is_read_only() {
 }
 
 #[tokio::test]
-async fn the_servers_credential_and_the_database_are_not_read_by_any_name() {
+async fn the_model_keys_and_the_database_are_not_read_by_any_name() {
     use std::os::unix::fs::symlink;
     let f = fixture();
     let home = f.ctx.home.root().to_path_buf();
     std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(home.join("serve.json"), "{\"token\":\"s3cret\"}").unwrap();
+    std::fs::write(home.join("models.toml"), "api_key = \"s3cret\"").unwrap();
     std::fs::write(home.join("troupe.db"), "SQLite format 3\0").unwrap();
-    symlink(home.join("serve.json"), f.cwd.join("soft.json")).unwrap();
-    std::fs::hard_link(home.join("serve.json"), f.cwd.join("hard.json")).unwrap();
+    symlink(home.join("models.toml"), f.cwd.join("soft.json")).unwrap();
+    std::fs::hard_link(home.join("models.toml"), f.cwd.join("hard.json")).unwrap();
     std::fs::hard_link(home.join("troupe.db"), f.cwd.join("copy.db")).unwrap();
     let abs = home.display().to_string();
     for path in [
-        format!("{abs}/serve.json"),
-        "~/.troupe/serve.json".into(),
-        "../.troupe/./serve.json".into(),
+        format!("{abs}/models.toml"),
+        "~/.troupe/models.toml".into(),
+        "../.troupe/./models.toml".into(),
         "soft.json".into(),
         "hard.json".into(),
         format!("{abs}/troupe.db"),

@@ -91,8 +91,12 @@ fn area_of(name: &str) -> (&'static str, &'static str) {
             "Only the user's own answer to an approval question adds to it.",
         ),
         "serve.json" => (
-            "`troupe serve`'s address and credential (`serve.json`)",
+            "`troupe serve`'s address (`serve.json`)",
             "Only `troupe serve` writes it.",
+        ),
+        "serve.sock" => (
+            "`troupe serve`'s owner socket (`serve.sock`)",
+            "Only `troupe serve` makes it; the home's CLI talks to the server there.",
         ),
         n if n.starts_with("troupe.db") || n == "troupe.lock" => (
             "troupe's database (`{name}`)",

@@ -46,7 +46,7 @@ fn everything_in_troupes_home_has_an_owner_named() {
         ),
         (
             "/nonexistent/h/.troupe/serve.json",
-            "`troupe serve`'s address and credential (`serve.json`)",
+            "`troupe serve`'s address (`serve.json`)",
             "Only `troupe serve` writes it.",
         ),
         (
