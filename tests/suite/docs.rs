@@ -177,8 +177,9 @@ fn render_tools_reference() -> String {
          summary from the binary you run.\n\n\
          - **always-on** tools are in every model call; **deferred** ones are listed by name in\n  \
          `tool_search`'s description and loaded with it, so they cost no prompt until used.\n\
-         - Flags: **read-only** calls all run at once, wherever they stand in the step, before its\n  \
-         other calls, which run one at a time in order; results keep the calls' order (and\n  \
+         - Flags: a step's calls run in the order the model made them, so each call's result\n  \
+         reflects every call before it; only adjacent **read-only** calls run at once, never before\n  \
+         an earlier writing call; results keep the calls' order (and\n  \
          read-only calls run again after a crash); **failure-tolerant** tools may fail repeatedly without the guard halting\n  \
          the turn; **carried** tools' state comes back after a compaction; **pages-own-output**\n  \
          results are never spilled to a file.\n\

@@ -32,6 +32,7 @@ mod serve_cli;
 mod server;
 mod server_edges;
 mod smoke;
+mod step_order;
 mod supervision;
 mod support;
 mod turn_loop;

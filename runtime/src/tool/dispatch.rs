@@ -4,8 +4,9 @@
 //! is looked up among those the conversation can see, its arguments are
 //! checked against the depth limit ([`depth`]) and its schema, the gate admits or refuses it, and it runs in
 //! its own task under a timeout, so a panicking tool becomes an error result
-//! and the actor lives on. Read-only calls of one model step run together;
-//! the others run one after another, in the order the model made them.
+//! and the actor lives on. A step's calls run in the order the model made
+//! them, so each sees what every call before it did; only adjacent
+//! read-only calls run together.
 //! Oversized results are spilled whole to a file and the model gets their
 //! head, their size and the path.
 
@@ -122,10 +123,10 @@ impl Dispatcher {
 
     /// Runs one model step's calls. `visible` names the tools the model was
     /// offered (always-on plus loaded deferred ones); `on_start` and
-    /// `on_finish` see each call begin and end. Every read-only call of the
-    /// step runs at once, wherever it stands in the step; the others run
-    /// after them, one at a time in the order given, so a read-only call
-    /// sees what the step began with. Results come back in the calls' order.
+    /// `on_finish` see each call begin and end. The calls run in the order
+    /// given, so a call's result reflects every call placed before it; a
+    /// run of adjacent read-only calls runs at once, never before an
+    /// earlier writing call. Results come back in the calls' order.
     pub async fn run_step(
         &self,
         calls: &[ToolCall],
@@ -134,25 +135,33 @@ impl Dispatcher {
         on_start: &(dyn Fn(&ToolCall) + Send + Sync),
         on_finish: &(dyn Fn(&CallOutcome) + Send + Sync),
     ) -> Vec<CallOutcome> {
-        let (reads, others): (Vec<usize>, Vec<usize>) = (0..calls.len())
-            .partition(|&i| self.is_read_only(&calls[i].name) && visible.contains(&calls[i].name));
-        let mut outcomes: Vec<Option<CallOutcome>> = vec![None; calls.len()];
-        let read_outcomes = join_all(
-            reads
-                .iter()
-                .map(|&i| self.run_reported(&calls[i], visible, ctx, on_start, on_finish)),
-        )
-        .await;
-        for (i, outcome) in reads.into_iter().zip(read_outcomes) {
-            outcomes[i] = Some(outcome);
-        }
-        for i in others {
-            outcomes[i] = Some(
-                self.run_reported(&calls[i], visible, ctx, on_start, on_finish)
+        let reads = |call: &ToolCall| self.is_read_only(&call.name) && visible.contains(&call.name);
+        let mut outcomes = Vec::with_capacity(calls.len());
+        let mut rest = calls;
+        while let Some(first) = rest.first() {
+            let together = if reads(first) {
+                rest.iter().take_while(|c| reads(c)).count()
+            } else {
+                1
+            };
+            let (now, later) = rest.split_at(together);
+            if let [one] = now {
+                outcomes.push(
+                    self.run_reported(one, visible, ctx, on_start, on_finish)
+                        .await,
+                );
+            } else {
+                outcomes.extend(
+                    join_all(
+                        now.iter()
+                            .map(|c| self.run_reported(c, visible, ctx, on_start, on_finish)),
+                    )
                     .await,
-            );
+                );
+            }
+            rest = later;
         }
-        outcomes.into_iter().flatten().collect()
+        outcomes
     }
 
     async fn run_reported(

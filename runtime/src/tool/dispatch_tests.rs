@@ -220,21 +220,24 @@ async fn read_only_calls_of_one_step_run_together() {
 }
 
 #[tokio::test]
-async fn read_only_calls_run_together_across_other_calls_and_results_keep_call_order() {
-    // `a` and `c` meet at a barrier though `w` stands between them: grouped
-    // only when adjacent, `a` would wait for `c` forever and time out.
-    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+async fn a_read_only_call_never_runs_before_an_earlier_writing_call() {
+    // `r1` and `r2` stand after `w`: they start only once `w` has ended
+    // (a listing after a delete sees the delete), and `r0` before `w` ends
+    // before `w` starts. Results keep the calls' order.
     let f = fixture(
         vec![
             (
-                ToolSpec::new("a", "a", params()).read_only(),
-                Behaviour::Barrier(Arc::clone(&barrier)),
+                ToolSpec::new("r0", "r", params()).read_only(),
+                Behaviour::Echo,
             ),
             (ToolSpec::new("w", "w", params()), Behaviour::Echo),
-            (ToolSpec::new("w2", "w", params()), Behaviour::Echo),
             (
-                ToolSpec::new("c", "c", params()).read_only(),
-                Behaviour::Barrier(barrier),
+                ToolSpec::new("r1", "r", params()).read_only(),
+                Behaviour::Echo,
+            ),
+            (
+                ToolSpec::new("r2", "r", params()).read_only(),
+                Behaviour::Echo,
             ),
         ],
         Arc::new(OpenGate),
@@ -242,25 +245,23 @@ async fn read_only_calls_run_together_across_other_calls_and_results_keep_call_o
     let results = run(
         &f,
         &[
-            call("a", json!({})),
-            call("w2", json!({"x": 2})),
+            call("r0", json!({"x": 0})),
             call("w", json!({"x": 1})),
-            call("c", json!({})),
+            call("r1", json!({"x": 2})),
+            call("r2", json!({"x": 3})),
         ],
     )
     .await;
+    let texts: Vec<&str> = results.iter().map(|r| r.text.as_str()).collect();
     assert_eq!(
-        results,
-        vec![
-            ToolResult::ok("met"),
-            ToolResult::ok(r#"{"x":2}"#),
-            ToolResult::ok(r#"{"x":1}"#),
-            ToolResult::ok("met"),
-        ]
+        texts,
+        [r#"{"x":0}"#, r#"{"x":1}"#, r#"{"x":2}"#, r#"{"x":3}"#]
     );
     let log = f.log.lock().clone();
-    let others: Vec<&String> = log.iter().filter(|l| l.contains(" w")).collect();
-    assert_eq!(others, vec!["start w2", "end w2", "start w", "end w"]);
+    let at = |entry: &str| log.iter().position(|l| l == entry).unwrap();
+    assert!(at("end r0") < at("start w"), "{log:?}");
+    assert!(at("end w") < at("start r1"), "{log:?}");
+    assert!(at("end w") < at("start r2"), "{log:?}");
 }
 
 #[tokio::test]
