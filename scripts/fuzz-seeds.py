@@ -416,6 +416,38 @@ def pdf(pages):
     return bytes(out)
 
 
+# --- tools: OpenDocument spreadsheets. calamine reads them whole, copying a
+# cell per repeated column and laying every repeated row out densely.
+def ods(body):
+    return package([
+        ("mimetype", "application/vnd.oasis.opendocument.spreadsheet"),
+        ("META-INF/manifest.xml", '<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0">'
+         '<manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.spreadsheet"/>'
+         '<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/></manifest:manifest>'),
+        ("content.xml", f"""<office:document-content {ODF}><office:body><office:spreadsheet>
+{body}
+</office:spreadsheet></office:body></office:document-content>"""),
+    ])
+
+
+put("tools", "ods", "budget.ods", ods("""<table:table table:name="Budget">
+<table:table-row><table:table-cell office:value-type="string"><text:p>Item</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>Cost</text:p></table:table-cell></table:table-row>
+<table:table-row><table:table-cell office:value-type="string"><text:p>Rent</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="1200"><text:p>1200</text:p></table:table-cell></table:table-row>
+<table:table-row table:number-rows-repeated="1000"><table:table-cell table:number-columns-repeated="64"/></table:table-row>
+</table:table>
+<table:table table:name="Notes"><table:table-row><table:table-cell office:value-type="string"><text:p>ok</text:p></table:table-cell></table:table-row></table:table>"""))
+# One used cell repeated across every column of a million rows: 17 billion
+# cells laid out.
+put("tools", "ods", "forged_repeats.ods", ods("""<table:table table:name="A">
+<table:table-row table:number-rows-repeated="1048576"><table:table-cell office:value-type="string" table:number-columns-repeated="16384"><text:p>x</text:p></table:table-cell></table:table-row>
+</table:table>"""))
+# Two used cells far apart: a dense range between them.
+put("tools", "ods", "forged_far_apart.ods", ods("""<table:table table:name="A">
+<table:table-row><table:table-cell office:value-type="string"><text:p>a</text:p></table:table-cell></table:table-row>
+<table:table-row table:number-rows-repeated="1000000"><table:table-cell/></table:table-row>
+<table:table-row><table:table-cell table:number-columns-repeated="16000"/><table:table-cell office:value-type="string"><text:p>b</text:p></table:table-cell></table:table-row>
+</table:table>"""))
+
 put("tools", "pdf", "two_pages.pdf", pdf(["Hello from page one", "Second page text"]))
 
 # --- actors: routine schedules

@@ -813,3 +813,32 @@ fn cache_reuses_the_conversion_until_the_file_changes() {
     let entries = std::fs::read_dir(home.documents_dir()).unwrap().count();
     assert_eq!(entries, 2, "one .md and one .json");
 }
+
+fn ods_corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/__fuzz__/ods/corpus")
+        .join(name)
+}
+
+#[test]
+fn ods_has_one_table_per_sheet_and_skips_the_unused_rest() {
+    let md = to_markdown(&ods_corpus("budget.ods")).unwrap();
+    assert!(md.contains("## Budget"), "{md}");
+    assert!(md.contains("Rent") && md.contains("1200"), "{md}");
+    assert!(md.contains("## Notes"), "{md}");
+}
+
+#[test]
+fn ods_with_forged_repeats_is_refused_as_too_large_not_an_abort() {
+    for name in ["forged_repeats.ods", "forged_far_apart.ods"] {
+        let err = to_markdown(&ods_corpus(name)).unwrap_err();
+        assert!(
+            matches!(&err, DocumentError::Oversized { reason, .. } if reason.contains("cells")),
+            "{name}: {err}"
+        );
+        assert!(
+            err.to_string().contains("export the part you need"),
+            "{err}"
+        );
+    }
+}

@@ -70,6 +70,13 @@ fn xlsx(data: &[u8]) {
     let _ = documents::convert_bytes(Path::new("fuzz.xlsx"), Format::Spreadsheet, data);
 }
 
+/// An `.ods`: measured by troupe (unguarded: that part is ours), then
+/// through `read_file`'s guard, as calamine parses it.
+fn ods(data: &[u8]) {
+    documents::measure_ods(data);
+    let _ = documents::convert_bytes(Path::new("fuzz.ods"), Format::Spreadsheet, data);
+}
+
 /// An `.xls`: laid out again by troupe (unguarded: that part is ours), then
 /// through `read_file`'s guard, as calamine parses the result.
 fn xls(data: &[u8]) {
@@ -379,6 +386,17 @@ fn fuzz_xls() {
 fn fuzz_xls_edits() {
     let seeds = seeds("xls", XLS_TOKENS);
     check!(name = "xls_edits").for_each(|script| xls(&seeds.edited(script)));
+}
+
+#[test]
+fn fuzz_ods() {
+    check!(name = "ods").for_each(ods);
+}
+
+#[test]
+fn fuzz_ods_edits() {
+    let seeds = seeds("ods", XML_TOKENS);
+    check!(name = "ods_edits").for_each(|script| ods(&seeds.edited(script)));
 }
 
 #[test]

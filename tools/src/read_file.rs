@@ -69,8 +69,9 @@ impl ReadFile {
                 "read_file",
                 "Read a text file, its lines numbered like `cat -n`: up to 2000 lines and about \
                  100,000 characters per call, lines over 2000 characters cut. A longer file ends \
-                 with a note giving the offset to continue from. Reads PNG, JPEG, GIF and WebP \
-                 images up to 5 MB. A file must be read before write_file or edit_file may \
+                 with a note giving the offset to continue from. Reads documents as Markdown \
+                 (PDF, DOCX, PPTX, XLSX, XLS, ODS, ODT, ODP, RTF, EPUB), and PNG, JPEG, GIF and \
+                 WebP images up to 5 MB. A file must be read before write_file or edit_file may \
                  change it.",
                 schema_for::<ReadFileParams>(),
             )

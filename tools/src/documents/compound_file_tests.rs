@@ -26,7 +26,7 @@ fn fat_entry(id: u32) -> usize {
 
 fn reason(failure: Failure) -> String {
     match failure {
-        Failure::Corrupt(reason) => reason,
+        Failure::Corrupt(reason) | Failure::Oversized(reason) => reason,
         Failure::Encrypted => "encrypted".to_string(),
     }
 }

@@ -11,7 +11,9 @@
 //! ask for more memory than there is, and that failed allocation aborts the
 //! process past any panic guard. XLSX and XLSB sheets are read through
 //! calamine's cell reader instead; an `.xls`, which calamine parses whole
-//! when it opens it, is first laid out again by `xls_guard`.
+//! when it opens it, is first laid out again by `xls_guard`, and an `.ods`,
+//! also parsed whole, is first measured by `ods_guard` and refused when it
+//! would build too much.
 
 use std::io::Cursor;
 use std::path::Path;
@@ -21,7 +23,7 @@ use calamine::{
 };
 
 use super::markdown::Markdown;
-use super::{xls_guard, Failure};
+use super::{ods_guard, xls_guard, Failure};
 
 /// Converts a spreadsheet file's bytes; `path` picks the reader.
 pub(crate) fn convert(path: &Path, bytes: &[u8], md: &mut Markdown) -> Result<(), Failure> {
@@ -34,7 +36,10 @@ pub(crate) fn convert(path: &Path, bytes: &[u8], md: &mut Markdown) -> Result<()
     match ext.as_str() {
         "xls" => write_xls(&xls_guard::rebuild(bytes)?, md),
         "xlsb" => write_xlsb(open::<Xlsb<_>>(cursor)?, md),
-        "ods" => write_book(open::<Ods<_>>(cursor)?, md, |_| None),
+        "ods" => {
+            ods_guard::check(bytes)?;
+            write_book(open::<Ods<_>>(cursor)?, md, |_| None)
+        }
         _ => {
             if bytes.starts_with(&[0xD0, 0xCF, 0x11, 0xE0]) {
                 // An OOXML workbook inside an OLE file is an encrypted one.

@@ -131,7 +131,7 @@ fn markdown(rebuilt: &Rebuilt) -> String {
 
 fn reason(failure: Failure) -> String {
     match failure {
-        Failure::Corrupt(reason) => reason,
+        Failure::Corrupt(reason) | Failure::Oversized(reason) => reason,
         Failure::Encrypted => "encrypted".to_string(),
     }
 }
