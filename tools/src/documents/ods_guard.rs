@@ -37,7 +37,7 @@ pub(super) fn check(bytes: &[u8]) -> Result<(), Failure> {
     let Some(content) = package.bytes("content.xml")? else {
         return Ok(());
     };
-    let cost = measure(&content);
+    let cost = measure(&content).map_err(Failure::Corrupt)?;
     if cost.cells > MAX_CELLS {
         return Err(Failure::Oversized(format!(
             "its sheets lay out {} cells (repeated rows and columns included), more than the {MAX_CELLS} troupe reads",
@@ -106,31 +106,54 @@ struct Cell {
     text: u64,
 }
 
-/// Walks `content.xml` and counts what calamine would build. Broken XML
-/// ends the count where it breaks (calamine then says what is wrong).
-pub(super) fn measure(content: &[u8]) -> Cost {
+/// Walks `content.xml` and counts what calamine would build.
+///
+/// XML that breaks, or ends inside a sheet, is refused: calamine reads a
+/// sheet until its end tag, and at the end of the file it would wait for
+/// that tag forever.
+pub(super) fn measure(content: &[u8]) -> Result<Cost, String> {
     let mut reader = Reader::from_reader(content);
     let mut buf = Vec::new();
     let mut walk = Walk::default();
+    let mut open_tables = 0u64;
     loop {
         match reader.read_event_into(&mut buf) {
-            Ok(Event::Eof) | Err(_) => break,
-            Ok(Event::Start(e)) => walk.open(&e),
+            Ok(Event::Eof) => break,
+            Err(e) => {
+                return Err(format!(
+                    "content.xml is not well-formed at byte {} ({e})",
+                    reader.buffer_position()
+                ))
+            }
+            Ok(Event::Start(e)) => {
+                if e.local_name().into_inner() == "table" {
+                    open_tables += 1;
+                }
+                walk.open(&e);
+            }
             Ok(Event::Empty(e)) => {
                 walk.open(&e);
                 walk.close(e.local_name().into_inner());
             }
-            Ok(Event::End(e)) => walk.close(e.local_name().into_inner()),
+            Ok(Event::End(e)) => {
+                if e.local_name().into_inner() == "table" {
+                    open_tables = open_tables.saturating_sub(1);
+                }
+                walk.close(e.local_name().into_inner());
+            }
             Ok(Event::Text(t)) => walk.text(t.len(), !t.trim().is_empty()),
             Ok(Event::CData(t)) => walk.text(t.len(), true),
             Ok(_) => {}
         }
         buf.clear();
     }
+    if open_tables > 0 || walk.row.is_some() {
+        return Err("content.xml ends inside a sheet".into());
+    }
     walk.finish_sheet();
     let mut cost = walk.cost;
     cost.cells = cost.cells.max(walk.stored);
-    cost
+    Ok(cost)
 }
 
 /// Where the walk is: the sheet, row and cell open, and the counts so far.
