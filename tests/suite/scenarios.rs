@@ -31,3 +31,29 @@ fn is_turn(request: &ModelRequest) -> bool {
             .first()
             .is_some_and(|m| m.text().starts_with("Summarize this part"))
 }
+
+/// `docs/scenarios.md` names its tests as "`FILE` `function`": each file
+/// must exist and define that function, so a rename cannot leave the page
+/// naming a test that no longer holds anything.
+#[test]
+fn every_test_this_page_names_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/scenarios.md")).unwrap();
+    let spans: Vec<&str> = page.split('`').collect();
+    let mut named = 0;
+    let mut missing = Vec::new();
+    // Code spans are the odd pieces; a file's span, one space, a name's span.
+    for i in (1..spans.len().saturating_sub(2)).step_by(2) {
+        let (file, between, function) = (spans[i], spans[i + 1], spans[i + 2]);
+        if !file.ends_with(".rs") || !matches!(between, " " | "\n") {
+            continue;
+        }
+        named += 1;
+        let source = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+        if !source.contains(&format!("fn {function}(")) {
+            missing.push(format!("{file} {function}"));
+        }
+    }
+    assert!(named >= 30, "only {named} tests found on the page");
+    assert_eq!(missing, Vec::<String>::new(), "named in docs/scenarios.md");
+}

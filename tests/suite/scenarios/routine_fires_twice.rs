@@ -49,7 +49,7 @@ async fn restarts_at_the_fire_time_and_clock_jumps_run_each_occurrence_once() {
     drop(second);
 
     // And again at the same instant, after it ran: nothing runs.
-    let (third, _) = build(&home, responder(), &clock, "run_once").await;
+    let (third, mut bus) = build(&home, responder(), &clock, "run_once").await;
     let recovered = third.scheduler().unwrap().recovered().clone();
     assert_eq!(
         (recovered.claims.len(), recovered.missed.len()),
@@ -73,11 +73,22 @@ async fn restarts_at_the_fire_time_and_clock_jumps_run_each_occurrence_once() {
     clock.set(nine + TimeDelta::hours(1));
     assert_eq!(scheduler.tick().await.unwrap().claims.len(), 1);
     crate::suite::routines::next_end(&mut ends).await;
-    // Forward past four more: one catch-up run, the others reported missed.
+    // Forward past four more: the latest runs, the three before it are
+    // reported missed.
     clock.set(nine + TimeDelta::hours(5) + TimeDelta::minutes(30));
     let due = scheduler.tick().await.unwrap();
     assert_eq!(due.claims.len(), 1, "{due:?}");
+    assert_eq!(due.missed.len(), 1, "{due:?}");
+    assert_eq!(due.missed[0].count, 3, "{due:?}");
     crate::suite::routines::next_end(&mut ends).await;
+    // The owner is told of the missed ones (and of the run).
+    let mut told = Vec::new();
+    while !told
+        .iter()
+        .any(|t: &String| t.contains("missed 3 occurrence(s)"))
+    {
+        told.push(routine_notice(&mut bus).await.1);
+    }
     assert_eq!(scheduler.tick().await.unwrap().claims, vec![]);
 
     let runs = runs_of(&third, id).await;
