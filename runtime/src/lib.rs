@@ -24,6 +24,7 @@ pub mod sandbox;
 pub mod store;
 pub mod supervise;
 pub mod telemetry;
+pub mod tether;
 pub mod tool;
 pub mod trust;
 

@@ -27,6 +27,7 @@ mod routines;
 mod run;
 mod sandbox_escape;
 mod sandbox_network;
+mod scenarios;
 mod security;
 mod serve_cli;
 mod server;

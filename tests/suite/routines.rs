@@ -22,14 +22,14 @@ use troupe::{AgentEvent, BotSpec, Runtime};
 use super::support::*;
 
 /// Monday 2 March 2026, 08:00 UTC (09:00 in Paris).
-fn start() -> DateTime<Utc> {
+pub(super) fn start() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 3, 2, 8, 0, 0).unwrap()
 }
 
 /// Answers from the latest message: a routine run says what its prompt
 /// asks after `say: ` (or searches the tools when told), a notice is
 /// acknowledged.
-fn responder() -> Arc<ScriptedProvider> {
+pub(super) fn responder() -> Arc<ScriptedProvider> {
     Arc::new(ScriptedProvider::from_fn(|request: &ModelRequest| {
         let latest = request.messages.last().map(Message::text).unwrap_or("");
         if let Some(Message::Tool { name, .. }) = request.messages.last() {
@@ -59,7 +59,7 @@ struct Setup {
     bus: broadcast::Receiver<NodeEvent>,
 }
 
-async fn build(
+pub(super) async fn build(
     home: &TestHome,
     model: Arc<ScriptedProvider>,
     clock: &Arc<VirtualClock>,
@@ -92,7 +92,7 @@ async fn setup(model: Arc<ScriptedProvider>) -> Setup {
 }
 
 /// A tool context of `agent`'s conversation, with the node's services.
-fn context(runtime: &Runtime, agent: &str) -> ToolContext {
+pub(super) fn context(runtime: &Runtime, agent: &str) -> ToolContext {
     let node = runtime.node();
     let bot = node.bot(agent).unwrap();
     ToolContext {
@@ -105,17 +105,17 @@ fn context(runtime: &Runtime, agent: &str) -> ToolContext {
 }
 
 /// Calls the `cronjob_manage` tool itself.
-async fn tool(ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
+pub(super) async fn tool(ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
     troupe::tools::cronjob_manage::CronjobManage::new()
         .call(args, ctx)
         .await
 }
 
-fn create(name: &str, schedule: &str, prompt: &str) -> serde_json::Value {
+pub(super) fn create(name: &str, schedule: &str, prompt: &str) -> serde_json::Value {
     json!({"action": "create", "name": name, "schedule": schedule, "prompt": prompt})
 }
 
-async fn next_end(ends: &mut broadcast::Receiver<RunEnd>) -> RunEnd {
+pub(super) async fn next_end(ends: &mut broadcast::Receiver<RunEnd>) -> RunEnd {
     tokio::time::timeout(WAIT, ends.recv())
         .await
         .expect("timed out waiting for a run to end")
@@ -123,7 +123,7 @@ async fn next_end(ends: &mut broadcast::Receiver<RunEnd>) -> RunEnd {
 }
 
 /// Waits for a `routine` notice on the bus; returns its conversation and text.
-async fn routine_notice(
+pub(super) async fn routine_notice(
     bus: &mut broadcast::Receiver<NodeEvent>,
 ) -> (troupe::runtime::id::ConversationId, String) {
     tokio::time::timeout(WAIT, async {
@@ -140,11 +140,14 @@ async fn routine_notice(
     .expect("timed out waiting for a routine notice")
 }
 
-fn routine_id(result: &ToolResult) -> troupe::runtime::id::RoutineId {
+pub(super) fn routine_id(result: &ToolResult) -> troupe::runtime::id::RoutineId {
     result.data["id"].as_str().unwrap().parse().unwrap()
 }
 
-async fn runs_of(runtime: &Runtime, id: troupe::runtime::id::RoutineId) -> Vec<table::Run> {
+pub(super) async fn runs_of(
+    runtime: &Runtime,
+    id: troupe::runtime::id::RoutineId,
+) -> Vec<table::Run> {
     runtime
         .node()
         .store()

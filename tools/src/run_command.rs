@@ -26,7 +26,7 @@ pub mod background;
 pub mod egress;
 pub mod output;
 pub mod process;
-pub mod tether;
+pub use troupe_runtime::tether;
 
 use std::process::Stdio;
 use std::sync::Arc;

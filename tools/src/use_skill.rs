@@ -263,8 +263,38 @@ impl Tool for UseSkillTool {
         carried_text(&state.list())
     }
 
+    /// The skills in use outlive a compaction as a call in the kept
+    /// history, not only as text in the summary: a summary is a user
+    /// message nothing restores from, so after a restart the next
+    /// compaction would have dropped them.
+    fn carried_call(&self, ctx: &ToolContext) -> Option<(serde_json::Value, ToolResult)> {
+        let skills = ctx.services.get::<SkillsInUse>()?.list();
+        let text = carried_text(&skills)?;
+        let last = skills.last().map(|s| s.name.clone()).unwrap_or_default();
+        let carried: Vec<serde_json::Value> = skills
+            .iter()
+            .map(|s| serde_json::json!({"name": s.name, "instructions": s.instructions}))
+            .collect();
+        Some((
+            serde_json::json!({ "name": last }),
+            ToolResult::ok_with(text, serde_json::json!({ "carried": carried })),
+        ))
+    }
+
     fn restore(&self, ctx: &ToolContext, args: &serde_json::Value, result: &ToolResult) {
         if result.is_error() {
+            return;
+        }
+        // A compaction's carried call: every skill that was in use, in order.
+        if let Some(carried) = result.data["carried"].as_array() {
+            let in_use = ctx.services.get_or_insert_with(SkillsInUse::default);
+            for skill in carried {
+                if let (Some(name), Some(instructions)) =
+                    (skill["name"].as_str(), skill["instructions"].as_str())
+                {
+                    in_use.add(name, instructions);
+                }
+            }
             return;
         }
         let name = result.data["name"]

@@ -151,6 +151,24 @@ async fn restore_re_adds_a_past_call() {
     assert_eq!(tool.carried(&other), None);
 }
 
+#[tokio::test]
+async fn the_skills_in_use_are_carried_as_a_call_a_new_process_restores() {
+    let (_d, ctx) = setup();
+    add_skill(&ctx, "tea", "Makes tea", "boil");
+    add_skill(&ctx, "cake", "Bakes", "bake");
+    let tool = UseSkillTool::new();
+    assert_eq!(tool.carried_call(&ctx), None);
+    tool.call(json!({"name": "tea"}), &ctx).await;
+    tool.call(json!({"name": "cake"}), &ctx).await;
+    let (args, result) = tool.carried_call(&ctx).unwrap();
+    assert_eq!(args, json!({"name": "cake"}));
+    assert_eq!(Some(result.text.clone()), tool.carried(&ctx));
+    // Only the carried call is left in the history: both come back, in order.
+    let fresh = ToolContext::standalone(ctx.home.clone(), ctx.cwd.clone());
+    tool.restore(&fresh, &args, &result);
+    assert_eq!(tool.carried(&fresh), tool.carried(&ctx));
+}
+
 /// A bot's context in the same home as `main` (the main agent's).
 fn bot_ctx(main: &ToolContext, library: &[&str]) -> ToolContext {
     let mut ctx = main.clone();

@@ -72,9 +72,11 @@ impl ClientHandler for Handler {
     }
 }
 
-/// A child process group, killed when dropped.
+/// A child process group, killed when dropped, and by its watchdog when
+/// troupe dies without dropping it ([`crate::tether`]).
 struct ProcessGroup {
     child: tokio::process::Child,
+    _watchdog: Option<crate::tether::Watchdog>,
 }
 
 impl ProcessGroup {
@@ -240,7 +242,13 @@ pub async fn connect(
                 .stderr(std::process::Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true);
-            let mut child = cmd.spawn().map_err(|e| {
+            // Started tethered: the server and whatever it starts die with
+            // troupe, SIGKILL included, not only when it is dropped.
+            let crate::tether::Running {
+                mut child,
+                watchdog,
+                ..
+            } = crate::tether::start(cmd).map_err(|e| {
                 McpError(format!(
                     "could not start the MCP server `{name}` (`{command}`): {e}; check that the \
                      program is installed and on PATH"
@@ -253,7 +261,10 @@ pub async fn connect(
                     "the MCP server `{name}` started without its pipes"
                 )));
             };
-            let process = ProcessGroup { child };
+            let process = ProcessGroup {
+                child,
+                _watchdog: watchdog,
+            };
             drain_stderr(name.clone(), stderr, tail.clone());
             let started = tokio::time::timeout(
                 timeout,

@@ -412,6 +412,9 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     tokio::spawn(step.run(actor));
 }
 
+/// How the id of a call a compaction appended for a carried tool begins.
+const CARRIED_PREFIX: &str = "carried_";
+
 fn needs_compaction(state: &mut State) -> Option<Compaction> {
     let settings = &state.args.node.settings;
     let window = state.args.model.context_window as f64;
@@ -427,9 +430,19 @@ fn needs_compaction(state: &mut State) -> Option<Compaction> {
         if !tool.spec().flags.carried {
             continue;
         }
+        // A carried call the last compaction appended, still in the kept
+        // tail, rebuilds the state with the calls after it: carrying it
+        // again would only repeat it (and crowd the tail the next time).
+        let still_carried = state.history[split..].iter().any(|m| {
+            matches!(m, Message::Tool { call_id, name, .. }
+                if call_id.starts_with(CARRIED_PREFIX) && *name == tool.spec().name)
+        });
+        if still_carried {
+            continue;
+        }
         if let Some((arguments, result)) = tool.carried_call(&ctx) {
             let call = troupe_runtime::protocol::ToolCall {
-                id: format!("carried_{}", troupe_runtime::id::MsgId::new()),
+                id: format!("{CARRIED_PREFIX}{}", troupe_runtime::id::MsgId::new()),
                 name: tool.spec().name.clone(),
                 arguments,
             };

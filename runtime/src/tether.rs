@@ -1,8 +1,10 @@
-//! Tying a command's life to troupe's: when troupe dies, its commands die.
+//! Tying a child's life to troupe's: when troupe dies, what it started dies.
 //!
 //! A command left running after troupe is killed still has its effect, and
 //! the restarted conversation can only answer "outcome unknown" about a call
-//! that in fact ran on. So a command's whole process group dies with troupe,
+//! that in fact ran on; an MCP server's helpers would run on with no one to
+//! stop them. So a started process group — a command of `run_command`, a
+//! stdio MCP server — dies with troupe,
 //! by two means, because each covers what the other cannot:
 //!
 //! - **the parent-death signal.** The shell is started with
@@ -21,7 +23,7 @@
 //!   the watchdog alone, so what the command deliberately left running
 //!   (`nohup server &`) behaves as before.
 //!
-//! The group is killed on a timeout or a stop as before ([`super::process`]).
+//! Its owner still kills the group on a timeout or a stop as before.
 
 use std::io;
 use std::process::Stdio;
@@ -63,8 +65,8 @@ struct Request {
     reply: mpsc::SyncSender<io::Result<Child>>,
 }
 
-/// Starts `command` (a [`super::process::shell`]) so that it dies with
-/// troupe: forked from the long-lived spawning thread with the parent-death
+/// Starts `command`, the leader of a process group of its own
+/// (`process_group(0)`), so that it dies with troupe: forked from the long-lived spawning thread with the parent-death
 /// signal set, then watched from inside its group. Must be called within a
 /// tokio runtime.
 pub fn start(mut command: Command) -> io::Result<Running> {

@@ -1,0 +1,141 @@
+//! **A killed process leaves work behind.** `troupe run`, the real binary,
+//! has started a background command, is waiting on a foreground command
+//! that left a child of its own running, and holds an MCP server that
+//! started a helper of its own. It is killed with SIGKILL, so none of its
+//! clean-up code runs. Every one of those processes is gone afterwards:
+//! nothing troupe started is orphaned. (The same for a command alone, at
+//! the tool's level: `troupe-tools`' `a_command_and_its_children_die_when_troupe_is_sigkilled`
+//! and its sandboxed twin; an executor's harness:
+//! `executors::troupe_killed_mid_instance_reports_it_interrupted_once_and_never_runs_it_again`.)
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::suite::cli::write_script;
+use crate::suite::support::{TestHome, WAIT};
+
+/// The processes whose command line holds `marker` as one argument.
+fn processes_with(marker: &str) -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let zombie = stat.rsplit(") ").next().unwrap_or("").starts_with('Z');
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            (!zombie && args.contains(&marker.as_bytes()))
+                .then(|| (pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+        })
+        .collect()
+}
+
+#[test]
+fn sigkill_of_troupe_leaves_no_command_or_mcp_server_running() {
+    let home = TestHome::new();
+    let work = tempfile::tempdir().unwrap();
+    // Unique to this test run: durations nobody else sleeps for.
+    let n = std::process::id() % 1000;
+    let background = format!("971.{n}");
+    let foreground = format!("972.{n}");
+    let server_helper = format!("973.{n}");
+    let server_mark = format!("scenario-mcp-{n}");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/fixture.mjs");
+    std::fs::write(
+        home.path().join("mcp.json"),
+        json!({"mcpServers": {"fx": {
+            "command": "sh",
+            "args": ["-c", format!(
+                "sleep {server_helper} & exec node '{}' {server_mark}",
+                fixture.display()
+            )],
+            "alwaysLoad": true
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let fifo = work.path().join("ready.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let model = write_script(
+        &home,
+        "turns.json",
+        json!([
+            {"tool_calls": [{"name": "run_command", "arguments": {
+                "command": format!("sleep {background}"), "background": true}}]},
+            {"tool_calls": [{"name": "run_command", "arguments": {
+                "command": format!("sleep {foreground} & echo go > ready.fifo; wait")}}]},
+            {"text": "never reached"}
+        ]),
+    );
+    let mut troupe = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["run", "--auto", "--model", &model, "start the work"])
+        .current_dir(work.path())
+        .env_remove("TROUPE_HOME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // The foreground command says it runs (its child started first).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = fifo.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let read = std::fs::File::open(&reader).and_then(|mut f| f.read_to_string(&mut line));
+        let _ = tx.send(read.map(|_| line));
+    });
+    let said = rx.recv_timeout(WAIT);
+    if !matches!(said, Ok(Ok(ref line)) if line.trim() == "go") {
+        let _ = troupe.kill();
+        let out = troupe.wait_with_output().unwrap();
+        panic!(
+            "the command never said it runs ({said:?}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let markers = [
+        background.as_str(),
+        foreground.as_str(),
+        server_helper.as_str(),
+        server_mark.as_str(),
+    ];
+    // A child forked a moment ago may not have become `sleep` yet.
+    let deadline = Instant::now() + WAIT;
+    let missing = |markers: &[&str]| -> Vec<String> {
+        markers
+            .iter()
+            .filter(|m| processes_with(m).is_empty())
+            .map(|m| m.to_string())
+            .collect()
+    };
+    while !missing(&markers).is_empty() && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        missing(&markers),
+        Vec::<String>::new(),
+        "not running before the kill"
+    );
+
+    troupe.kill().unwrap();
+    troupe.wait().unwrap();
+    let deadline = Instant::now() + WAIT;
+    let mut left: Vec<(u32, String)> = markers.iter().flat_map(|m| processes_with(m)).collect();
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::yield_now();
+        left = markers.iter().flat_map(|m| processes_with(m)).collect();
+    }
+    for (pid, _) in &left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert_eq!(left, vec![], "left running after troupe was killed");
+}
