@@ -1,8 +1,10 @@
-//! The web page: one HTML file, one script, one style sheet, compiled into
-//! the binary and served by `troupe serve` itself — no build step, no
+//! The web page: one HTML file, one script (two sources joined: the
+//! Markdown renderer and the app), one style sheet and an icon, compiled
+//! into the binary and served by `troupe serve` itself — no build step, no
 //! framework, nothing fetched from elsewhere. It signs in with a member's
 //! token (kept in the browser's `localStorage`) and uses the same API as
-//! everyone else.
+//! everyone else. Messages are rendered as Markdown into DOM nodes, never
+//! as HTML text, and the CSP forbids inline script and style.
 
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -12,10 +14,14 @@ use axum::Router;
 use super::AppState;
 
 const INDEX: &str = include_str!("page/index.html");
-const SCRIPT: &str = include_str!("page/app.js");
+const SCRIPT: &str = concat!(
+    include_str!("page/markdown.js"),
+    include_str!("page/app.js")
+);
 const STYLE: &str = include_str!("page/app.css");
+const ICON: &str = include_str!("page/favicon.svg");
 
-/// `/`, `/app.js`, `/app.css`.
+/// `/`, `/app.js`, `/app.css`, `/favicon.svg`.
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route(
@@ -29,6 +35,10 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/app.css",
             get(|| async { page("text/css; charset=utf-8", STYLE) }),
+        )
+        .route(
+            "/favicon.svg",
+            get(|| async { page("image/svg+xml", ICON) }),
         )
 }
 
@@ -47,7 +57,7 @@ fn page(kind: &'static str, body: &'static str) -> impl IntoResponse {
     )
 }
 
-/// The page's size as first loaded (HTML, script, style), in bytes.
+/// The page's size as first loaded (HTML, script, style, icon), in bytes.
 pub fn first_load_bytes() -> usize {
-    INDEX.len() + SCRIPT.len() + STYLE.len()
+    INDEX.len() + SCRIPT.len() + STYLE.len() + ICON.len()
 }

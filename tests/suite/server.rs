@@ -31,6 +31,8 @@ pub(super) struct Served {
     pub(super) ada: String,
     bob: String,
     pub(super) owner: String,
+    /// How the server was started, to start it again ([`Served::restart`]).
+    started: (ServerOptions, [u8; 32]),
     http: reqwest::Client,
     /// The bots' working folder (commands run there).
     pub(super) work: tempfile::TempDir,
@@ -83,10 +85,11 @@ impl Served {
             ..ServerOptions::default()
         };
         options(&mut opts);
-        let server = Server::start(runtime.node().clone(), opts, Some(local.hash))
+        let server = Server::start(runtime.node().clone(), opts.clone(), Some(local.hash))
             .await
             .unwrap();
         let base = format!("http://{}", server.addr());
+        opts.listen = server.addr();
         Served {
             runtime,
             server: Some(server),
@@ -94,6 +97,7 @@ impl Served {
             ada,
             bob,
             owner: local.secret,
+            started: (opts, local.hash),
             http: troupe::runtime::net::client_builder().build().unwrap(),
             work,
             _home: home,
@@ -155,6 +159,22 @@ impl Served {
             .create(Some(general.info.id))
             .await
             .unwrap();
+    }
+
+    /// Stops the server alone; the node keeps running.
+    pub(super) async fn stop_server(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop().await;
+        }
+    }
+
+    /// Starts the server again on the same address.
+    pub(super) async fn restart(&mut self) {
+        let (opts, local) = self.started.clone();
+        let server = Server::start(self.runtime.node().clone(), opts, Some(local))
+            .await
+            .unwrap();
+        self.server = Some(server);
     }
 
     pub(super) async fn stop(mut self) {
