@@ -121,7 +121,7 @@ async fn a_person_uses_the_web_page_in_chromium() {
         serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap();
     let first_load = result["first_load_bytes"].as_u64().unwrap();
     assert!(
-        first_load <= 100 * 1024,
+        first_load <= 60 * 1024,
         "the first load took {first_load} bytes"
     );
     for shot in [
