@@ -11,7 +11,8 @@
 //!   events into each thread's stream, serialized once for every watcher,
 //!   and keeps the approvals and questions waiting for an answer;
 //! - [`houses`], [`threads`], [`events`], [`files`], [`admin`],
-//!   [`requests`] — the routes;
+//!   [`requests`] — the routes; [`history`] — a thread's messages with the
+//!   tool calls of the turns that wrote them;
 //! - [`error`] — one error type, one JSON shape, one status per kind;
 //! - [`connections`] — the accept loop: connection caps and the header
 //!   timeout; [`origin`] — the `Host` allow-list and the `Origin` check.
@@ -28,6 +29,7 @@ pub mod error;
 pub mod events;
 pub mod feed;
 pub mod files;
+pub mod history;
 pub mod houses;
 pub mod origin;
 pub mod page;

@@ -156,6 +156,7 @@ pub async fn server(n: usize) -> anyhow::Result<serde_json::Value> {
         "fan_out_posts": FAN_OUT_POSTS,
         "idle": idle,
         "page_first_load_bytes": page::first_load_bytes(),
+        "page_first_load_gzip_bytes": page::first_load_gzip_bytes(),
     }))
 }
 

@@ -35,7 +35,7 @@ const CHANNEL: usize = 2048;
 
 /// The longest tool-result text a frame carries; the rest is in the
 /// conversation's record.
-const RESULT_TEXT: usize = 2000;
+const RESULT_TEXT: usize = super::history::RESULT_TEXT;
 
 /// One event, ready to send.
 #[derive(Debug)]
@@ -335,20 +335,12 @@ fn thread_frame(bot: &str, event: &AgentEvent) -> Option<Frame> {
             result,
             elapsed_ms,
         } => {
-            let mut text = result.text.clone();
-            if text.len() > RESULT_TEXT {
-                let mut cut = RESULT_TEXT;
-                while !text.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                text.truncate(cut);
-                text.push_str(" …");
-            }
-            let data = result.data.to_string();
+            let (text, untrusted) = super::history::plain(&result.text);
+            let text = super::history::cut(text, RESULT_TEXT);
             json!({
                 "type": "tool_result", "bot": bot, "call_id": call_id, "name": name,
-                "status": result.status, "text": text, "elapsed_ms": elapsed_ms,
-                "data": if data.len() <= 4096 { result.data.clone() } else { serde_json::Value::Null },
+                "status": result.status, "text": text, "untrusted": untrusted, "elapsed_ms": elapsed_ms,
+                "data": super::history::small(&result.data),
             })
         }
         AgentEvent::ApprovalRequested {

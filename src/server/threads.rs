@@ -148,7 +148,8 @@ pub struct Page {
 
 /// `GET /api/houses/{house}/threads/{thread}/messages`: the newest page,
 /// or `?before=ID` for the page before, or `?after=ID` for what follows.
-/// Each message's `seq` is its id.
+/// Each message's `seq` is its id; a bot's message carries `tools`, the
+/// calls of the turn that wrote it (see [`super::history`]).
 pub async fn messages(
     State(state): State<AppState>,
     caller: Caller,
@@ -167,6 +168,9 @@ pub async fn messages(
         (None, Some(before)) => t.read_before(before, limit).await?,
         (None, None) => t.read(0, limit).await?,
     };
+    let messages = super::history::with_tools(state.node().store(), t.info.id, messages)
+        .await
+        .map_err(|e| ApiError::Internal(format!("the thread's tool calls: {e}")))?;
     Ok(Json(json!({ "messages": messages })))
 }
 

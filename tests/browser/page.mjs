@@ -1,12 +1,19 @@
 // Drives troupe's web page in a real Chromium, as a person would:
-// sign in, open a thread, post, watch a scripted bot's answer stream in,
-// approve its command, upload a file and see it listed. A screenshot of
-// each step goes to the artifact folder. Run by tests/suite/web_page.rs:
+// sign in, open a thread, post, watch a scripted bot's answer stream in
+// as Markdown, approve its command, reload and find the tool folds, send
+// with Enter, see a failed turn's reason, lose the server and get it back,
+// follow a deep link, look at 375 px and in dark mode, upload a file and
+// see it listed. A screenshot of each step goes to the artifact folder.
+// Run by tests/suite/web_page.rs:
 //
 //   node tests/browser/page.mjs BASE_URL TOKEN ARTIFACT_DIR
 //
-// Exits 0 when every step passed; otherwise prints the step that failed.
+// It asks the test to stop and start the server by printing
+// `ask: stop the server` / `ask: start the server` and waits for `done`
+// on its input. Exits 0 when every step passed; otherwise prints the step
+// that failed.
 import { chromium } from "playwright-core";
+import { createInterface } from "node:readline";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -21,11 +28,25 @@ const browser = await chromium.launch({
 let step = "start";
 const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
 const transferred = [];
-page.on("response", async (r) => {
-  try { transferred.push((await r.body()).length); } catch (_) { /* a socket */ }
+// What crossed the wire (compressed), not what the page decoded.
+page.on("requestfinished", async (r) => {
+  try { transferred.push((await r.sizes()).responseBodySize); } catch (_) { /* a socket */ }
 });
 const shot = (name) => page.screenshot({ path: join(artifacts, name + ".png"), fullPage: true });
 const wait = { timeout: 20000 };
+const lines = createInterface({ input: process.stdin });
+const replies = lines[Symbol.asyncIterator]();
+async function ask(what) {
+  console.log("ask: " + what);
+  const { value } = await replies.next();
+  if (value !== "done") throw new Error("the test did not " + what);
+}
+const expect = (ok, what) => { if (!ok) throw new Error(what); };
+const inView = async (locator) => {
+  const box = await locator.boundingBox();
+  const view = page.viewportSize();
+  return box && box.y >= 0 && box.y + box.height <= view.height && box.x >= 0 && box.x + box.width <= view.width;
+};
 try {
   step = "the sign-in page";
   await page.goto(base + "/");
@@ -66,11 +87,105 @@ try {
   await shot("3-approval");
   await page.getByRole("button", { name: "Approve once" }).click();
 
-  step = "the bot's answer streams in";
-  await page.locator("#messages li.bot", { hasText: "cleaned up" }).waitFor(wait);
+  step = "the bot's answer streams in, as Markdown";
+  const answer = page.locator("#messages li.bot", { hasText: "cleaned up" });
+  await answer.waitFor(wait);
   await page.locator("#messages li.bot details.tool").first().waitFor(wait);
   await page.locator("#messages li.bot a.link", { hasText: "→ thread" }).waitFor(wait);
+  await answer.getByRole("heading", { name: "Cleaned up" }).waitFor(wait);
+  await answer.locator("strong", { hasText: "gone" }).waitFor(wait);
+  await answer.locator("table td", { hasText: "done" }).waitFor(wait);
+  await answer.locator("pre code", { hasText: "rm -rf ./build" }).waitFor(wait);
+  await answer.getByRole("button", { name: "Copy code" }).waitFor(wait);
+  const docs = answer.getByRole("link", { name: "the docs" });
+  expect(await docs.getAttribute("href") === "https://example.com/docs", "the link's address");
+  expect(await docs.getAttribute("target") === "_blank", "the link opens a new tab");
+  expect((await docs.getAttribute("rel")).includes("noopener"), "the link has rel=noopener");
+  expect(await answer.locator('a[href^="javascript"]').count() === 0, "a javascript: link was made");
   await shot("4-answer");
+
+  step = "a reload keeps the thread and its tool folds";
+  expect(page.url().endsWith("#/h/acme/t/general"), "the address names the thread: " + page.url());
+  await page.reload();
+  await page.getByRole("heading", { name: "general" }).waitFor(wait);
+  const folds = page.locator("#messages li.bot", { hasText: "cleaned up" }).locator("details.tool");
+  await folds.first().waitFor(wait);
+  expect(await folds.count() === 2, "two folds after the reload, not " + await folds.count());
+  const run = folds.filter({ hasText: "run_command" });
+  await run.locator("summary").click();
+  await run.locator("pre", { hasText: "exit 0" }).waitFor(wait);
+  expect(await page.getByText("untrusted_tool_result").count() === 0, "the untrusted block shows");
+  await shot("5-reloaded");
+
+  step = "Enter sends, Shift+Enter adds a line, a <script> stays text";
+  await page.getByText("Enter to send · Shift+Enter for a new line").waitFor(wait);
+  await box.click();
+  await box.pressSequentially("first <script>window.pwned=1</script>");
+  await box.press("Shift+Enter");
+  await box.pressSequentially("second <img src=x onerror=\"window.pwned=2\">");
+  expect((await box.inputValue()).includes("\n"), "Shift+Enter did not add a line");
+  await box.press("Enter");
+  const mine = page.locator("#messages li.human", { hasText: "window.pwned=1" });
+  await mine.waitFor(wait);
+  expect(await box.inputValue() === "", "the box was not emptied");
+  expect(await mine.locator("br").count() === 1, "the two lines are not two lines");
+  expect(await mine.locator("script, img").count() === 0, "the message made elements");
+  expect(await page.evaluate(() => window.pwned) === undefined, "the message ran script");
+
+  step = "a failed turn says why";
+  await page.locator("#messages li.bot .failed", { hasText: "did not finish" }).waitFor(wait);
+  await shot("6-failed-turn");
+
+  step = "the server goes away: a banner, a post kept";
+  await ask("stop the server");
+  await page.locator("#banner", { hasText: "reconnecting" }).waitFor(wait);
+  await box.fill("sent after all");
+  await box.press("Enter");
+  await page.locator("#post-error", { hasText: "Not sent" }).waitFor(wait);
+  expect(await box.inputValue() === "sent after all", "the text was not kept");
+  expect(await inView(page.locator("#banner")), "the banner is out of view");
+  await shot("7-server-down");
+
+  step = "the server comes back: the banner clears, what was missed appears";
+  await ask("start the server");
+  await page.locator("#messages li", { hasText: "missed while away" }).waitFor(wait);
+  await page.locator("#messages li.bot", { hasText: "noted while you were away" }).waitFor(wait);
+  await page.locator("#banner", { hasText: "reconnecting" }).waitFor({ state: "hidden", ...wait });
+  await page.getByRole("button", { name: "Retry" }).click();
+  await page.locator("#messages li.human", { hasText: "sent after all" }).waitFor(wait);
+  await page.locator("#post-error").waitFor({ state: "hidden", ...wait });
+  await page.locator("#messages li.bot", { hasText: "welcome back" }).waitFor(wait);
+
+  step = "an unread mark on the other thread";
+  await page.locator('#threads button[data-thread="notes"] .unread', { hasText: "1" }).waitFor(wait);
+  await shot("8-back");
+
+  step = "a deep link opens its thread, after signing in";
+  const other = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  await other.goto(base + "/#/h/acme/t/notes");
+  await other.getByLabel("Token").fill(token);
+  await other.getByRole("button", { name: "Sign in" }).click();
+  await other.getByRole("heading", { name: "notes" }).waitFor(wait);
+  await other.locator("#messages li", { hasText: "a note to read later" }).waitFor(wait);
+  await other.close();
+
+  step = "375 px: the thread first, the composer in view";
+  await page.setViewportSize({ width: 375, height: 740 });
+  await page.locator("#messages li.bot", { hasText: "welcome back" }).scrollIntoViewIfNeeded();
+  expect(await inView(box), "the composer is out of view at 375 px");
+  expect(await inView(page.getByRole("button", { name: "Post", exact: true })), "Post is out of view at 375 px");
+  const threadTop = (await page.locator("#thread").boundingBox()).y;
+  expect(threadTop < (await page.locator("#nav").boundingBox()).y, "the thread list comes before the thread");
+  expect(threadTop < 120, "the thread starts " + threadTop + " px down");
+  await page.screenshot({ path: join(artifacts, "9-narrow.png") });
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  step = "dark mode follows the system";
+  await page.emulateMedia({ colorScheme: "dark" });
+  const dark = await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
+  expect(dark === "rgb(23, 23, 27)", "the background in dark mode is " + dark);
+  await shot("10-dark");
+  await page.emulateMedia({ colorScheme: "light" });
 
   step = "opening the thread the bot made, through its link";
   await page.locator("#messages li.bot a.link").first().click();
@@ -83,14 +198,30 @@ try {
   await page.getByLabel("File message").fill("first notes");
   await page.getByRole("button", { name: "Upload", exact: true }).click();
   await page.locator("#files li", { hasText: "notes.md" }).waitFor(wait);
-  await shot("5-files");
+  await shot("11-files");
 
-  writeFileSync(join(artifacts, "result.json"), JSON.stringify({ ok: true, first_load_bytes: firstLoad }));
-  console.log(JSON.stringify({ ok: true, first_load_bytes: firstLoad }));
+  step = "a figure: rendering 1,000 Markdown messages";
+  const render_1000_ms = await page.evaluate(() => {
+    const text = "## Note\n\nSome **bold** and `code`, a [link](https://example.com) and @ada.\n\n- one\n- two\n\n```\nx = 1\n```";
+    const list = document.createElement("ol");
+    const start = performance.now();
+    for (let i = 0; i < 1000; i++) list.append(md(text));
+    document.body.append(list);
+    list.getBoundingClientRect();
+    const took = performance.now() - start;
+    list.remove();
+    return Math.round(took);
+  });
+
+  const result = { ok: true, first_load_bytes: firstLoad, render_1000_ms };
+  writeFileSync(join(artifacts, "result.json"), JSON.stringify(result));
+  console.log(JSON.stringify(result));
   await browser.close();
+  lines.close();
 } catch (e) {
   await shot("failed").catch(() => {});
   console.error("web page: " + step + ": " + e.message);
   await browser.close();
+  lines.close();
   process.exit(1);
 }

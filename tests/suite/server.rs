@@ -36,6 +36,8 @@ pub(super) struct Served {
     bob: String,
     /// [`OWNER`]: requests go over the owner's socket.
     pub(super) owner: String,
+    /// How the server was started, to start it again ([`Served::restart`]).
+    started: ServerOptions,
     http: reqwest::Client,
     owner_http: reqwest::Client,
     /// The owner's socket.
@@ -92,8 +94,11 @@ impl Served {
             ..ServerOptions::default()
         };
         options(&mut opts);
-        let server = Server::start(runtime.node().clone(), opts).await.unwrap();
+        let server = Server::start(runtime.node().clone(), opts.clone())
+            .await
+            .unwrap();
         let base = format!("http://{}", server.addr());
+        opts.listen = server.addr();
         Served {
             runtime,
             server: Some(server),
@@ -101,6 +106,7 @@ impl Served {
             ada,
             bob,
             owner: OWNER.into(),
+            started: opts,
             http: troupe::runtime::net::client_builder().build().unwrap(),
             owner_http: reqwest::Client::builder()
                 .unix_socket(socket.clone())
@@ -171,6 +177,22 @@ impl Served {
             .create(Some(general.info.id))
             .await
             .unwrap();
+    }
+
+    /// Stops the server alone; the node keeps running.
+    pub(super) async fn stop_server(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop().await;
+        }
+    }
+
+    /// Starts the server again on the same address.
+    pub(super) async fn restart(&mut self) {
+        let opts = self.started.clone();
+        let server = Server::start(self.runtime.node().clone(), opts)
+            .await
+            .unwrap();
+        self.server = Some(server);
     }
 
     pub(super) async fn stop(mut self) {

@@ -1,5 +1,7 @@
 // troupe's web page: sign in with a member's token, then a house's threads,
-// messages streaming in, approvals and questions, files and members.
+// messages streaming in (Markdown, by md() of markdown.js), approvals and
+// questions, files and members; deep links, unread marks, the connection's
+// state at the top.
 // Plain DOM, no framework; every call goes through the same API as any
 // client (docs/api.md).
 "use strict";
@@ -14,7 +16,10 @@ const state = {
   lastId: 0,
   retry: 0,
   turns: new Map(), // bot -> its live turn's element
+  threads: [], // the house's threads, as last listed
+  target: null, // a message to show once its thread is open (#…/m/SEQ)
 };
+const seenKey = (thread) => "troupe.seen." + state.house + "." + thread;
 
 async function api(method, path, body, raw) {
   const headers = { Authorization: "Bearer " + state.token };
@@ -54,6 +59,17 @@ function el(tag, attrs, ...children) {
 }
 
 function status(text) { $("status").textContent = text || ""; }
+
+// The connection's state, at the top of the page: lost, back.
+let bannerTimer = null;
+function banner(text, ok) {
+  clearTimeout(bannerTimer);
+  const b = $("banner");
+  b.textContent = text || "";
+  b.className = ok ? "ok" : "";
+  b.hidden = !text;
+  if (ok) bannerTimer = setTimeout(() => { b.hidden = true; }, 2500);
+}
 
 // ---- signing in ----
 
@@ -95,30 +111,66 @@ async function loadHouses() {
   const { houses } = await getJson("/houses");
   const select = $("house");
   select.replaceChildren(...houses.map((h) => el("option", { value: h.name }, h.name)));
-  const mine = houses.find((h) => h.name === state.me.house.name) || houses[0];
+  const link = parseLink(location.hash) || parseLink(localStorage.getItem("troupe.last") || "");
+  const mine = (link && houses.find((h) => h.name === link.house))
+    || houses.find((h) => h.name === state.me.house.name) || houses[0];
   if (mine) {
     select.value = mine.name;
     await openHouse(mine.name);
+    if (link && link.house === mine.name && link.thread) {
+      state.target = link.message;
+      await openThread(link.thread);
+    }
   }
 }
 $("house").addEventListener("change", (event) => openHouse(event.target.value));
 
+// Deep links: #/h/HOUSE/t/THREAD, and /m/SEQ for one message.
+function parseLink(hash) {
+  const m = /^#\/h\/([^/]+)(?:\/t\/([^/]+)(?:\/m\/(\d+))?)?$/.exec(hash);
+  if (!m) return null;
+  const dec = (x) => { try { return decodeURIComponent(x); } catch (_) { return x; } };
+  return { house: dec(m[1]), thread: m[2] && dec(m[2]), message: m[3] ? Number(m[3]) : null };
+}
+const linkOf = (thread, seq) => "#/h/" + enc(state.house) + (thread ? "/t/" + enc(thread) : "") + (seq ? "/m/" + seq : "");
+window.addEventListener("hashchange", async () => {
+  const link = parseLink(location.hash);
+  if (!link || !state.me) return;
+  if (link.house !== state.house) {
+    $("house").value = link.house;
+    await openHouse(link.house);
+  }
+  if (link.thread && link.thread !== state.thread) {
+    state.target = link.message;
+    await openThread(link.thread);
+  } else if (link.message) {
+    showMessage(link.message);
+  }
+});
+
 async function openHouse(name) {
   state.house = name;
   closeThread();
+  history.replaceState(null, "", linkOf());
   await Promise.all([loadThreads(), loadMembers(), loadFiles(), loadRequests()]);
 }
 
 async function loadThreads() {
   const { threads } = await getJson(housePath() + "/threads");
+  state.threads = threads;
   $("threads").replaceChildren(...threads.map((t) => {
     const label = t.name || t.id;
-    const button = el("button", { type: "button", onclick: () => openThread(label) },
-      (t.pinned ? "pinned: " : "") + label + " ", el("span", { class: "muted" }, "(" + t.messages + ")"));
+    if (label === state.thread) localStorage.setItem(seenKey(label), String(t.messages));
+    const unread = t.messages - Number(localStorage.getItem(seenKey(label)) || 0);
+    const button = el("button", { type: "button", "data-thread": label, onclick: () => openThread(label) },
+      (t.pinned ? "pinned: " : "") + label + " ", el("span", { class: "muted" }, "(" + t.messages + ")"),
+      unread > 0 && label !== state.thread ? el("span", { class: "unread", title: unread + " unread" }, String(unread)) : null);
     if (label === state.thread) button.setAttribute("aria-current", "true");
     return el("li", {}, button);
   }));
 }
+// Other threads' new messages: the list is read again now and then.
+setInterval(() => { if (state.house && document.visibilityState === "visible") loadThreads().catch(() => {}); }, 5000);
 
 $("new-thread").addEventListener("submit", async (event) => {
   event.preventDefault();
@@ -201,15 +253,44 @@ async function openThread(name) {
   state.thread = name;
   $("thread-title").textContent = name;
   $("post").hidden = false;
+  const link = linkOf(name, state.target);
+  history.replaceState(null, "", link);
+  localStorage.setItem("troupe.last", link);
   for (const b of document.querySelectorAll("#threads button")) {
-    b.setAttribute("aria-current", String(b.textContent.startsWith(name + " ") || b.textContent.startsWith("pinned: " + name + " ")));
+    b.setAttribute("aria-current", String(b.dataset.thread === name));
+    if (b.dataset.thread === name) for (const u of b.querySelectorAll(".unread")) u.remove();
   }
-  const { messages } = await getJson(threadPath() + "/messages?limit=100");
+  let messages;
+  try {
+    ({ messages } = await getJson(threadPath() + "/messages?limit=200"));
+  } catch (e) {
+    status(e.message);
+    return;
+  }
+  if (state.thread !== name) return;
   state.lastId = 0;
   for (const m of messages) addMessage(m);
+  markSeen();
+  if (state.target) showMessage(state.target); else scrollDown();
+  state.target = null;
   connect();
   renderRequests();
 }
+
+function markSeen() {
+  const t = state.threads.find((x) => (x.name || x.id) === state.thread);
+  if (t) localStorage.setItem(seenKey(state.thread), String(Math.max(t.messages, $("messages").querySelectorAll("li[data-id]").length)));
+}
+
+function showMessage(seq) {
+  const item = document.getElementById("msg-" + seq);
+  if (!item) return;
+  for (const old of document.querySelectorAll("#messages li.target")) old.classList.remove("target");
+  item.classList.add("target");
+  item.scrollIntoView({ block: "center" });
+}
+
+function scrollDown() { const list = $("messages"); list.scrollTop = list.scrollHeight; }
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -219,11 +300,18 @@ function connect() {
   const thread = state.thread;
   state.socket = socket;
   socket.onmessage = (event) => onFrame(JSON.parse(event.data));
-  socket.onopen = () => { state.retry = 0; status(""); };
+  socket.onopen = () => {
+    if (state.retry > 0) {
+      banner("Connected again; the thread is up to date.", true);
+      loadThreads().catch(() => {});
+      loadRequests();
+    }
+    state.retry = 0;
+  };
   socket.onclose = () => {
     if (state.thread !== thread) return;
     state.retry = Math.min(state.retry + 1, 5);
-    status("connection lost; reconnecting…");
+    banner("Connection lost — reconnecting…");
     setTimeout(() => { if (state.thread === thread) connect(); }, 500 * state.retry);
   };
 }
@@ -237,19 +325,23 @@ function onFrame(frame) {
       turn.querySelector(".text").textContent += frame.text;
       break;
     }
-    case "tool_call": {
-      const turn = turnOf(frame.bot);
-      const details = el("details", { class: "tool", "data-call": frame.call.id },
-        el("summary", {}, frame.call.name),
-        el("pre", {}, JSON.stringify(frame.call.arguments, null, 2)));
-      turn.querySelector(".tools").append(details);
-      break;
-    }
+    case "tool_call": turnOf(frame.bot).querySelector(".tools").append(fold(frame.call)); break;
     case "tool_result": toolResult(frame); break;
     case "turn_finished": {
       // The answer lands as a message right after; it takes this place.
+      // A turn that did not finish posts nothing: its row says why.
       const turn = state.turns.get(frame.bot);
-      if (turn) { turn.querySelector(".typing").textContent = ""; turn.classList.add("done"); }
+      if (turn) {
+        turn.querySelector(".typing").textContent = "";
+        turn.classList.add("done");
+        const o = frame.outcome || {};
+        if (o.status && o.status !== "finished") {
+          state.turns.delete(frame.bot); // nothing will take its place
+          const why = o.error || o.reason || o.detail || "";
+          turn.querySelector(".text").after(el("p", { class: "failed", role: "alert" },
+            frame.bot + "'s turn did not finish (" + o.status.replace("_", " ") + ")" + (why ? ": " + why : "")));
+        }
+      }
       break;
     }
     case "request": loadRequests(); break;
@@ -266,11 +358,37 @@ function turnOf(bot) {
       el("span", { class: "typing" }, " is working…"),
       el("div", { class: "tools" }),
       el("div", { class: "links" }),
-      el("div", { class: "text" }));
+      el("div", { class: "text live" }));
     state.turns.set(bot, turn);
-    $("messages").append(turn);
+    append(turn);
   }
   return turn;
+}
+
+// Appends to the thread, following it down when the reader was at the end.
+function append(item) {
+  const list = $("messages");
+  const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+  list.append(item);
+  if (atEnd) scrollDown();
+}
+
+// A tool call, folded: its name, its arguments, later its result.
+function fold(call) {
+  return el("details", { class: "tool", "data-call": call.id },
+    el("summary", {}, call.name),
+    el("pre", {}, JSON.stringify(call.arguments, null, 2)));
+}
+
+// A result in its fold; text from outside is marked, never shown raw.
+function settle(details, status, text, untrusted, elapsed) {
+  if (status !== "ok") details.classList.add("error");
+  details.querySelector("summary").append(" · " + status + (elapsed !== undefined ? " · " + elapsed + " ms" : ""));
+  if (untrusted) {
+    const from = [untrusted.source, untrusted.tool].filter(Boolean).join(" · ");
+    details.append(el("span", { class: "badge", title: "Text from outside troupe: data, not instructions" }, "untrusted" + (from ? " · " + from : "")));
+  }
+  details.append(el("pre", {}, text));
 }
 
 function toolResult(frame) {
@@ -278,16 +396,17 @@ function toolResult(frame) {
   const details = turn.querySelector('details[data-call="' + CSS.escape(frame.call_id) + '"]')
     || el("details", { class: "tool" }, el("summary", {}, frame.name));
   if (!details.parentNode) turn.querySelector(".tools").append(details);
-  if (frame.status !== "ok") details.classList.add("error");
-  details.querySelector("summary").textContent += " · " + frame.status + " · " + frame.elapsed_ms + " ms";
-  details.append(el("pre", {}, frame.text));
-  // A thread a tool made is a link outside the folded details.
-  const link = frame.data && frame.data.link;
+  settle(details, frame.status, frame.text, frame.untrusted, frame.elapsed_ms);
+  threadLink(turn.querySelector(".links"), frame.data);
+}
+
+// A thread a tool made is a link outside the folded details.
+function threadLink(links, data) {
+  const link = data && data.link;
   if (typeof link === "string" && link.startsWith("troupe://thread/")) {
-    const name = frame.data.name || link.slice("troupe://thread/".length);
-    turn.querySelector(".links").append(
-      el("a", { class: "link", href: "#", onclick: (e) => { e.preventDefault(); openThread(name); } },
-        "→ thread " + name));
+    const name = data.name || link.slice("troupe://thread/".length);
+    links.append(el("a", { class: "link", href: "#", onclick: (e) => { e.preventDefault(); openThread(name); } },
+      "→ thread " + name));
   }
 }
 
@@ -295,37 +414,59 @@ function addMessage(m) {
   if (m.seq <= state.lastId) return;
   state.lastId = m.seq;
   const live = m.author_kind === "bot" && state.turns.get(m.author);
-  const item = el("li", { class: m.author_kind, "data-id": String(m.seq) },
-    el("span", { class: "author" }, m.author),
-    el("time", { class: "time", datetime: m.created_at }, new Date(m.created_at).toLocaleString()),
-    live ? live.querySelector(".tools") : null,
-    live ? live.querySelector(".links") : null,
-    withMentions(m.text));
-  if (live) { live.replaceWith(item); state.turns.delete(m.author); } else { $("messages").append(item); }
-  item.scrollIntoView({ block: "nearest" });
-}
-
-function withMentions(text) {
-  const body = el("div", { class: "text" });
-  for (const part of text.split(/(@[A-Za-z0-9._-]+)/)) {
-    body.append(part.startsWith("@") ? el("span", { class: "mention" }, part) : part);
+  let tools = live ? live.querySelector(".tools") : null;
+  let links = live ? live.querySelector(".links") : null;
+  if (!tools && Array.isArray(m.tools) && m.tools.length) {
+    // From the store: the folds of the turn that wrote it, as seen live.
+    links = el("div", { class: "links" });
+    tools = el("div", { class: "tools" }, ...m.tools.map((t) => {
+      const details = fold(t.call);
+      if (t.status) settle(details, t.status, t.text, t.untrusted);
+      threadLink(links, t.data);
+      return details;
+    }));
   }
-  return body;
+  const item = el("li", { class: m.author_kind, id: "msg-" + m.seq, "data-id": String(m.seq) },
+    el("span", { class: "author" }, m.author),
+    el("a", { class: "time", href: linkOf(state.thread, m.seq), title: "Link to this message" },
+      el("time", { datetime: m.created_at }, new Date(m.created_at).toLocaleString())),
+    tools,
+    links,
+    md(m.text, { thread: openThread }));
+  if (live) { live.replaceWith(item); state.turns.delete(m.author); } else { append(item); }
+  if (state.me && m.author === state.me.handle) scrollDown();
+  if (document.visibilityState === "visible") markSeen();
 }
 
-$("post").addEventListener("submit", async (event) => {
-  event.preventDefault();
+// A post that fails keeps its text in the box and says so, with a retry.
+async function send() {
   const text = $("text").value;
   if (!text.trim()) return;
+  const error = $("post-error");
   try {
     await api("POST", threadPath() + "/messages", { text });
-    $("text").value = "";
-    status("");
-  } catch (e) { status(e.message); }
-});
+    if ($("text").value === text) $("text").value = "";
+    localStorage.setItem("troupe.draft", text);
+    error.hidden = true;
+  } catch (e) {
+    const why = e instanceof TypeError ? "the server cannot be reached" : e.message;
+    error.querySelector("span").textContent = "Not sent: " + why + ". Your text is kept.";
+    error.hidden = false;
+  }
+}
+$("post").addEventListener("submit", (event) => { event.preventDefault(); send(); });
+$("retry").addEventListener("click", send);
 $("text").addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("post").requestSubmit();
+  if (event.key !== "Enter" || event.isComposing) return;
+  if (event.shiftKey) return; // a new line
+  event.preventDefault();
+  $("post").requestSubmit();
 });
+// ↑ in an empty box brings back the last message sent.
+$("text").addEventListener("keyup", (event) => {
+  if (event.key === "ArrowUp" && !$("text").value) $("text").value = localStorage.getItem("troupe.draft") || "";
+});
+$("to-threads").addEventListener("click", () => $("nav").scrollIntoView());
 
 // ---- approvals and questions ----
 
