@@ -17,11 +17,13 @@ mod cost;
 mod doctor;
 mod env;
 mod executors;
+pub mod exit;
 mod files;
 mod house;
 mod info;
 mod mcp;
 mod owner;
+mod preflight;
 mod proposals;
 mod ps;
 mod questions;
@@ -235,7 +237,7 @@ fn parse_overrides(raw: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         .map(|s| {
             s.split_once('=')
                 .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| anyhow::anyhow!("`--set {s}` needs the form section.key=value, e.g. --set agent.max_steps_per_turn=20"))
+                .ok_or_else(|| exit::Misconfigured(format!("`--set {s}` needs the form section.key=value, e.g. --set agent.max_steps_per_turn=20")).into())
         })
         .collect()
 }

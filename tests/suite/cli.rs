@@ -272,7 +272,8 @@ fn bad_configuration_is_one_clear_paragraph() {
     assert!(troupe(&home, &["init"]).status.success());
     std::fs::write(home.path().join("config.toml"), "[agent]\nmodle = \"x\"\n").unwrap();
     let out = troupe(&home, &["bots"]);
-    assert_eq!(out.status.code(), Some(1));
+    // Exit status 2: the configuration cannot be used (docs/getting-started.md).
+    assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(err.starts_with("error: "), "{err}");
     assert!(
@@ -282,6 +283,7 @@ fn bad_configuration_is_one_clear_paragraph() {
     assert!(!err.contains("panicked"), "{err}");
     let bad_set = troupe(&home, &["--set", "nonsense", "bots"]);
     assert!(text(&bad_set.stderr).contains("needs the form section.key=value"));
+    assert_eq!(bad_set.status.code(), Some(2));
 }
 
 #[test]

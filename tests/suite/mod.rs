@@ -5,6 +5,7 @@ mod background;
 mod carried;
 mod chat;
 mod cli;
+mod config_errors;
 mod crash;
 mod docs;
 mod environments;
