@@ -157,10 +157,9 @@ pub enum Command {
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let filter = std::env::var("TROUPE_LOG").unwrap_or_else(|_| "warn".into());
-    let _ = troupe_runtime::telemetry::init(&filter, false);
-    let home = cli.home.clone();
     let overrides = parse_overrides(&cli.overrides)?;
+    logs(cli.home.as_deref(), &overrides)?;
+    let home = cli.home.clone();
     let read_only = || View::open(cli.home.clone(), &overrides);
     let builder = || {
         let mut b = Runtime::builder();
@@ -223,6 +222,33 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
     }
+}
+
+/// Installs the log as the layered `[log]` says, `RUST_LOG` over its
+/// filter; colours only for a terminal without `NO_COLOR`. A config that
+/// does not load leaves the defaults here: the command reports it.
+fn logs(home: Option<&std::path::Path>, overrides: &[(String, String)]) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    use troupe_runtime::home::Home;
+
+    let home = home.map_or_else(Home::from_env, Home::new);
+    let env = |key: &str| std::env::var(key).ok().filter(|v| !v.trim().is_empty());
+    let log = troupe_runtime::config::Config::load(&home, &env, overrides)
+        .map(|c| c.log)
+        .unwrap_or_default();
+    let file = (!log.file.trim().is_empty()).then(|| home.root().join(log.file.trim()));
+    let options = troupe_runtime::telemetry::LogOptions {
+        filter: env("RUST_LOG").unwrap_or(log.filter),
+        json: log.json,
+        file,
+        ansi: std::io::stderr().is_terminal() && env("NO_COLOR").is_none(),
+    };
+    troupe_runtime::telemetry::install(&options).map_err(|e| match e {
+        troupe_runtime::telemetry::TelemetryError::Filter { .. } => {
+            anyhow::Error::from(exit::Misconfigured(format!("RUST_LOG: {e}")))
+        }
+        other => other.into(),
+    })
 }
 
 /// A conversation id given on the command line, with where to find one.

@@ -21,6 +21,7 @@ mod house_files;
 mod house_tenancy;
 mod layering;
 mod limits;
+mod logs;
 mod mcp;
 mod review;
 mod routines;
