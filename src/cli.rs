@@ -68,6 +68,10 @@ pub enum Command {
         force: bool,
     },
     /// Watch a small house of bots work, offline (a scripted model).
+    ///
+    /// It runs in a fresh temporary home, whatever TROUPE_HOME says (the
+    /// demo makes bots, a house and a routine: none of them lands in your
+    /// home), and says where; `--home DIR` runs it there instead.
     Demo,
     /// Run one turn and print the answer.
     Run(run::RunArgs),
@@ -175,7 +179,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Init { force } => info::init(cli.home.clone(), force).await,
         Command::Run(args) => run::run(builder(), args).await,
         Command::Demo => {
-            crate::demo::run(cli.home.clone()).await?;
+            // Only a `--home` given on this command line: TROUPE_HOME is
+            // the user's real home, which the demo must not write into.
+            let given = <Cli as clap::CommandFactory>::command()
+                .get_matches_from(std::env::args_os())
+                .value_source("home")
+                == Some(clap::parser::ValueSource::CommandLine);
+            crate::demo::run(cli.home.clone().filter(|_| given)).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Chat(args) => chat::chat(builder().scheduler(true), args).await,

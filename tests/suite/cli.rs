@@ -287,6 +287,34 @@ fn bad_configuration_is_one_clear_paragraph() {
 }
 
 #[test]
+fn the_demo_leaves_troupe_home_untouched() {
+    let real = TestHome::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("demo")
+        .current_dir(real.path())
+        .env("TROUPE_HOME", real.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the troupe binary runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed: Vec<_> = std::fs::read_dir(real.path()).unwrap().collect();
+    assert!(
+        listed.is_empty(),
+        "the demo wrote into TROUPE_HOME: {listed:?}"
+    );
+    // It said where it worked: a home of its own, removed here.
+    let stderr = text(&out.stderr);
+    let at = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("troupe demo: working in "))
+        .and_then(|l| l.split(" (").next())
+        .unwrap_or_else(|| panic!("the demo says where: {stderr}"));
+    assert!(text(&out.stdout).contains(&format!("Everything above is in {at}")));
+    assert_ne!(std::path::Path::new(at), real.path());
+    std::fs::remove_dir_all(at).unwrap();
+}
+
+#[test]
 fn the_demo_runs_offline_and_says_where_its_data_is() {
     let home = TestHome::new();
     let out = troupe(&home, &["demo"]);
