@@ -17,11 +17,13 @@ mod cost;
 mod doctor;
 mod env;
 mod executors;
+pub mod exit;
 mod files;
 mod house;
 mod info;
 mod mcp;
 mod owner;
+mod preflight;
 mod proposals;
 mod ps;
 mod questions;
@@ -66,6 +68,10 @@ pub enum Command {
         force: bool,
     },
     /// Watch a small house of bots work, offline (a scripted model).
+    ///
+    /// It runs in a fresh temporary home, whatever TROUPE_HOME says (the
+    /// demo makes bots, a house and a routine: none of them lands in your
+    /// home), and says where; `--home DIR` runs it there instead.
     Demo,
     /// Run one turn and print the answer.
     Run(run::RunArgs),
@@ -155,10 +161,9 @@ pub enum Command {
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let filter = std::env::var("TROUPE_LOG").unwrap_or_else(|_| "warn".into());
-    let _ = troupe_runtime::telemetry::init(&filter, false);
-    let home = cli.home.clone();
     let overrides = parse_overrides(&cli.overrides)?;
+    logs(cli.home.as_deref(), &overrides)?;
+    let home = cli.home.clone();
     let read_only = || View::open(cli.home.clone(), &overrides);
     let builder = || {
         let mut b = Runtime::builder();
@@ -174,7 +179,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Init { force } => info::init(cli.home.clone(), force).await,
         Command::Run(args) => run::run(builder(), args).await,
         Command::Demo => {
-            crate::demo::run(cli.home.clone()).await?;
+            // Only a `--home` given on this command line: TROUPE_HOME is
+            // the user's real home, which the demo must not write into.
+            let given = <Cli as clap::CommandFactory>::command()
+                .get_matches_from(std::env::args_os())
+                .value_source("home")
+                == Some(clap::parser::ValueSource::CommandLine);
+            crate::demo::run(cli.home.clone().filter(|_| given)).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Chat(args) => chat::chat(builder().scheduler(true), args).await,
@@ -223,6 +234,33 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Installs the log as the layered `[log]` says, `RUST_LOG` over its
+/// filter; colours only for a terminal without `NO_COLOR`. A config that
+/// does not load leaves the defaults here: the command reports it.
+fn logs(home: Option<&std::path::Path>, overrides: &[(String, String)]) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    use troupe_runtime::home::Home;
+
+    let home = home.map_or_else(Home::from_env, Home::new);
+    let env = |key: &str| std::env::var(key).ok().filter(|v| !v.trim().is_empty());
+    let log = troupe_runtime::config::Config::load(&home, &env, overrides)
+        .map(|c| c.log)
+        .unwrap_or_default();
+    let file = (!log.file.trim().is_empty()).then(|| home.root().join(log.file.trim()));
+    let options = troupe_runtime::telemetry::LogOptions {
+        filter: env("RUST_LOG").unwrap_or(log.filter),
+        json: log.json,
+        file,
+        ansi: std::io::stderr().is_terminal() && env("NO_COLOR").is_none(),
+    };
+    troupe_runtime::telemetry::install(&options).map_err(|e| match e {
+        troupe_runtime::telemetry::TelemetryError::Filter { .. } => {
+            anyhow::Error::from(exit::Misconfigured(format!("RUST_LOG: {e}")))
+        }
+        other => other.into(),
+    })
+}
+
 /// A conversation id given on the command line, with where to find one.
 fn conversation_id(text: &str) -> anyhow::Result<troupe_runtime::id::ConversationId> {
     text.parse().map_err(|e| {
@@ -235,7 +273,7 @@ fn parse_overrides(raw: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         .map(|s| {
             s.split_once('=')
                 .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| anyhow::anyhow!("`--set {s}` needs the form section.key=value, e.g. --set agent.max_steps_per_turn=20"))
+                .ok_or_else(|| exit::Misconfigured(format!("`--set {s}` needs the form section.key=value, e.g. --set agent.max_steps_per_turn=20")).into())
         })
         .collect()
 }

@@ -113,6 +113,10 @@ pub async fn run(home: Option<PathBuf>) -> anyhow::Result<()> {
         )),
     };
     std::fs::create_dir_all(&home)?;
+    eprintln!(
+        "troupe demo: working in {} (a home of its own; --home DIR chooses another)",
+        home.display()
+    );
     let (bus, mut events) = tokio::sync::broadcast::channel::<NodeEvent>(4096);
     let runtime = Runtime::builder()
         .home(&home)

@@ -80,7 +80,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {}", troupe::cli::describe(&e));
-            ExitCode::FAILURE
+            ExitCode::from(troupe::cli::exit::for_error(&e))
         }
     }
 }

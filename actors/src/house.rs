@@ -70,6 +70,19 @@ pub enum ThreadEvent {
         /// The bot.
         bot: String,
     },
+    /// A bot's turn offered in a round did not finish: it said nothing,
+    /// and `reason` says why (its model cannot be used, a model call
+    /// failed, a budget or a guard stopped it).
+    TurnFailed {
+        /// The thread.
+        thread: ThreadId,
+        /// The round.
+        round: MsgId,
+        /// The bot.
+        bot: String,
+        /// Why, in one line.
+        reason: String,
+    },
     /// Every turn offered in a round has answered.
     RoundSettled {
         /// The thread.
@@ -84,7 +97,9 @@ impl ThreadEvent {
     pub fn thread(&self) -> ThreadId {
         match self {
             Self::Posted(p) => p.thread,
-            Self::Offered { thread, .. } | Self::RoundSettled { thread, .. } => *thread,
+            Self::Offered { thread, .. }
+            | Self::TurnFailed { thread, .. }
+            | Self::RoundSettled { thread, .. } => *thread,
         }
     }
 }

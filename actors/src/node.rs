@@ -522,6 +522,23 @@ impl Node {
             .ok_or_else(|| NodeError::NoSuchBot(name.to_string()))
     }
 
+    /// Checks that `bot`'s model resolves (its spec is known, its key set,
+    /// its script readable and well-formed), so a command or a request can
+    /// refuse at once, with the reason, before anything is stored. A
+    /// conversation whose model does not resolve still runs: each of its
+    /// turns fails with that reason.
+    ///
+    /// # Errors
+    ///
+    /// [`NodeError::NoSuchBot`], or [`NodeError::Model`] with why the
+    /// model cannot be used.
+    pub fn check_model(&self, bot: &str) -> Result<(), NodeError> {
+        let record = self.bot(bot)?;
+        self.ctx
+            .resolve_model_for(&record.spec.name, &record.spec.model)?;
+        Ok(())
+    }
+
     /// Creates a bot and persists it; it joins the home's own house.
     pub async fn create_bot(&self, spec: BotSpec) -> Result<BotRecord, NodeError> {
         self.create_bot_in(spec, None).await
@@ -615,6 +632,10 @@ impl Node {
         narrowing: Narrowing,
     ) -> Result<ConversationId, NodeError> {
         let record = self.bot(bot)?;
+        // Refused before anything is stored: a conversation whose every
+        // turn would fail is not worth starting.
+        self.ctx
+            .resolve_model_for(&record.spec.name, &record.spec.model)?;
         let id = ConversationId::new();
         let bot_id = record.id;
         self.spawn(id, record, narrowing, None).await?;

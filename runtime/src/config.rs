@@ -29,7 +29,7 @@
 //! # Ok::<(), troupe_runtime::config::ConfigError>(())
 //! ```
 
-mod diagnostic;
+pub(crate) mod diagnostic;
 mod init;
 mod keys;
 mod layers;

@@ -220,6 +220,10 @@ pub struct Post {
     /// It answers an offer: the offer is settled whether or not it says something.
     #[serde(default)]
     pub answers_offer: bool,
+    /// Why the bot's turn on the offer did not finish (a failed model
+    /// call, a model that cannot be used, a budget, a guard), when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// A turn offered to a bot in a thread: the messages it has not seen, for

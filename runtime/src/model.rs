@@ -20,6 +20,7 @@ pub mod retry;
 pub mod scripted;
 pub mod spec;
 pub mod sse;
+mod unavailable;
 pub mod vision;
 
 #[cfg(test)]

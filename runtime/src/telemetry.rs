@@ -1,10 +1,13 @@
-//! Diagnostics: one `tracing` subscriber for the process, writing to stderr.
+//! Diagnostics: one `tracing` subscriber for the process, writing to stderr
+//! (or a file).
 //!
 //! stdout belongs to the program's output (answers, JSON for scripts), so logs
-//! go to stderr, as text or as one JSON object per line. The filter comes from
-//! `[log] filter` after layering, so `TROUPE_LOG` or a flag overrides it
-//! through [`Config::load`](crate::config::Config::load); this module takes
-//! the final string.
+//! go to stderr or to `[log] file`, as text or as one JSON object per line
+//! whose span fields (`actor.kind`, `actor.id`) and event fields
+//! (`conversation`, `thread`, `bot`) are fields of the object. The filter
+//! comes from `[log] filter` after layering (`TROUPE_LOG`, a flag), with
+//! `RUST_LOG` over it (the binary decides); this module takes the final
+//! [`LogOptions`]. Colours only where the caller says a terminal reads them.
 //!
 //! # Conventions
 //!
@@ -44,6 +47,14 @@ pub enum TelemetryError {
         /// What the parser said.
         message: String,
     },
+    /// The log file could not be opened.
+    #[error("cannot open the log file {}: {source}; check `[log] file`", path.display())]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// Another subscriber was installed before troupe's.
     #[error("another tracing subscriber is already installed: {0}")]
     Install(String),
@@ -67,29 +78,82 @@ pub(crate) fn env_filter(
 /// Set once the subscriber is installed.
 static INSTALLED: OnceLock<()> = OnceLock::new();
 
+/// Where and how the process's diagnostics are written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogOptions {
+    /// An `EnvFilter` directive string: `warn`, `info,troupe_runtime=debug`.
+    pub filter: String,
+    /// One JSON object per line (span fields included) instead of text.
+    pub json: bool,
+    /// Appended to this file instead of written to stderr.
+    pub file: Option<std::path::PathBuf>,
+    /// Colours (ANSI escapes) in text lines; never in a file or JSON.
+    pub ansi: bool,
+}
+
 /// Installs the process's subscriber: `filter` (an `EnvFilter` directive
 /// string such as `info` or `info,troupe_runtime=debug`), JSON lines when
-/// `json`, written to stderr. A second call does nothing.
+/// `json`, written to stderr without colours. A second call does nothing.
 ///
 /// # Errors
 ///
-/// [`TelemetryError::Filter`] if `filter` does not parse (checked on every
-/// call); [`TelemetryError::Install`] if another subscriber was installed
-/// first by someone else.
+/// As [`install`].
 pub fn init(filter: &str, json: bool) -> Result<(), TelemetryError> {
-    let env_filter = env_filter(filter).map_err(|error| TelemetryError::Filter {
+    install(&LogOptions {
         filter: filter.to_owned(),
+        json,
+        file: None,
+        ansi: false,
+    })
+}
+
+/// Installs the process's subscriber as `options` say. A second call does
+/// nothing.
+///
+/// # Errors
+///
+/// [`TelemetryError::Filter`] if the filter does not parse (checked on
+/// every call); [`TelemetryError::File`] if the log file cannot be opened;
+/// [`TelemetryError::Install`] if another subscriber was installed first by
+/// someone else.
+pub fn install(options: &LogOptions) -> Result<(), TelemetryError> {
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+
+    let env_filter = env_filter(&options.filter).map_err(|error| TelemetryError::Filter {
+        filter: options.filter.clone(),
         message: error.to_string(),
     })?;
+    if INSTALLED.get().is_some() {
+        return Ok(());
+    }
+    let (writer, ansi) = match &options.file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| TelemetryError::File {
+                    path: path.clone(),
+                    source,
+                })?;
+            (BoxMakeWriter::new(std::sync::Mutex::new(file)), false)
+        }
+        None => (BoxMakeWriter::new(std::io::stderr), options.ansi),
+    };
     let mut result = Ok(());
     INSTALLED.get_or_init(|| {
         let builder = tracing_subscriber::fmt()
             .with_env_filter(env_filter)
-            .with_writer(std::io::stderr);
-        let installed = if json {
-            builder.json().try_init()
+            .with_writer(writer);
+        let installed = if options.json {
+            builder
+                .json()
+                .flatten_event(true)
+                .with_current_span(true)
+                .with_span_list(false)
+                .try_init()
         } else {
-            builder.try_init()
+            builder.with_ansi(ansi).try_init()
         };
         if let Err(error) = installed {
             result = Err(TelemetryError::Install(error.to_string()));

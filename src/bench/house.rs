@@ -96,6 +96,7 @@ pub async fn house(messages: usize) -> anyhow::Result<serde_json::Value> {
                 depth: 1,
                 via: Some(round_thread.info.id),
                 answers_offer: false,
+                failed: None,
             }),
             sent_at: chrono::Utc::now(),
         };

@@ -87,6 +87,11 @@ pub async fn chat(mut builder: Builder, args: ChatArgs) -> anyhow::Result<ExitCo
             (bot, conversation)
         }
     };
+    // A model that cannot be used is said at once, not at the first turn.
+    if let Err(e) = super::preflight::bots(node, [bot.as_str()]) {
+        runtime.shutdown().await;
+        return Err(e);
+    }
     eprintln!(
         "troupe chat with `{bot}` ({conversation}). Ctrl-C stops a turn; Ctrl-D or /quit leaves."
     );

@@ -483,7 +483,7 @@ where
             json,
         } => {
             if let Some(remote) = super::remote::Remote::find(builder.home_dir()) {
-                remote
+                let code = remote
                     .post_in_thread(
                         &house,
                         &thread,
@@ -494,7 +494,7 @@ where
                         json,
                     )
                     .await?;
-                return Ok(ExitCode::SUCCESS);
+                return Ok(ExitCode::from(code));
             }
             let runtime = builder.recover(false).build().await?;
             let result = post(
@@ -568,12 +568,22 @@ async fn post(
         return Ok(ExitCode::SUCCESS);
     }
     let thread_id = t.info.id;
+    let mut failed = false;
     let both = async {
         let wait = async {
             loop {
                 match events.recv().await {
                     Ok(ThreadEvent::Posted(p)) if p.round == round && p.message.id != round => {
                         print_message(&p.message, json)?;
+                    }
+                    Ok(ThreadEvent::TurnFailed {
+                        round: r,
+                        bot,
+                        reason,
+                        ..
+                    }) if r == round => {
+                        failed = true;
+                        print_failure(&bot, &reason, json);
                     }
                     Ok(ThreadEvent::RoundSettled { round: r, .. }) if r == round => {
                         return anyhow::Ok(())
@@ -614,9 +624,28 @@ async fn post(
         }
     };
     match tokio::time::timeout(Duration::from_secs(timeout), both).await {
-        Ok(r) => r.map(|()| ExitCode::SUCCESS),
+        Ok(r) => r.map(|()| {
+            if failed {
+                ExitCode::from(super::exit::FAILED)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }),
         Err(_) => anyhow::bail!(
             "the bots did not finish within {timeout} s; what they say later lands in the thread (`troupe thread read {house} {thread}`)"
         ),
+    }
+}
+
+/// Says that `bot`'s turn in the round did not finish, and why: a line on
+/// stderr, or with `--json` an object on stdout beside the messages.
+pub(super) fn print_failure(bot: &str, reason: &str, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"type": "turn_failed", "bot": bot, "reason": reason})
+        );
+    } else {
+        eprintln!("troupe: `{bot}` did not answer: {reason}");
     }
 }

@@ -122,7 +122,8 @@ impl Remote {
     }
 
     /// Posts in a thread and, unless `no_wait`, prints the bots' answers
-    /// of the round as they land, until it settles or `timeout`.
+    /// of the round as they land, until it settles or `timeout`, and why a
+    /// bot's turn failed. The exit status: 1 when a bot's turn failed.
     #[allow(clippy::too_many_arguments)]
     pub async fn post_in_thread(
         &self,
@@ -133,7 +134,7 @@ impl Remote {
         no_wait: bool,
         timeout: Duration,
         json_out: bool,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<u8> {
         let base = format!("/houses/{}/threads/{}", encode(house), encode(thread));
         let mut socket = if no_wait {
             None
@@ -152,8 +153,9 @@ impl Remote {
             eprintln!("posted {round} through the server at {}", self.url());
         }
         let Some(socket) = socket.as_mut() else {
-            return Ok(());
+            return Ok(super::exit::FINISHED);
         };
+        let mut failed = false;
         let wait = async {
             while let Some(frame) = socket.next().await {
                 let Message::Text(text) = frame? else {
@@ -176,6 +178,14 @@ impl Remote {
                             );
                         }
                     }
+                    Some("turn_failed") if event["round"] == round.as_str() => {
+                        failed = true;
+                        super::house::print_failure(
+                            event["bot"].as_str().unwrap_or("?"),
+                            event["reason"].as_str().unwrap_or_default(),
+                            json_out,
+                        );
+                    }
                     Some("settled") if event["round"] == round.as_str() => return anyhow::Ok(()),
                     _ => {}
                 }
@@ -185,7 +195,13 @@ impl Remote {
         let result = tokio::time::timeout(timeout, wait).await;
         let _ = socket.close(None).await;
         match result {
-            Ok(r) => r,
+            Ok(r) => r.map(|()| {
+                if failed {
+                    super::exit::FAILED
+                } else {
+                    super::exit::FINISHED
+                }
+            }),
             Err(_) => anyhow::bail!(
                 "the round did not settle within {} s; the answers will still land in the thread",
                 timeout.as_secs()
@@ -241,8 +257,15 @@ impl Remote {
             .await
             .map_err(|e| self.unreachable(e))?;
         if !response.status().is_success() {
-            Self::answer(response).await?;
-            anyhow::bail!("the server refused the turn");
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            let message = body["error"]["message"]
+                .as_str()
+                .unwrap_or("the server refused the turn")
+                .to_string();
+            if body["error"]["code"] == "model_unavailable" {
+                return Err(super::exit::Misconfigured(message).into());
+            }
+            anyhow::bail!("{message}");
         }
         eprintln!(
             "troupe: the home is served at {}; this turn runs there",

@@ -64,7 +64,8 @@ pub const NEEDS_ANSWER: u8 = 7;
 /// The exit status of a turn's outcome: 0 finished, 1 failed, 3 stopped by
 /// a guard, 4 by a budget, 5 refused by the model, 6 crashed past its
 /// restart limit, 130 stopped; and [`NEEDS_ANSWER`] (7) when the run could
-/// not ask its question. `docs/getting-started.md` lists the same.
+/// not ask its question, 2 when nothing ran because the configuration
+/// cannot be used ([`super::exit`]). `docs/getting-started.md` lists the same.
 pub fn exit_code(outcome: &TurnOutcome) -> u8 {
     match outcome {
         TurnOutcome::Finished => 0,
@@ -180,6 +181,15 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
     if let Err(e) = node.settings().check_user_message(&prompt) {
         runtime.shutdown().await;
         return Err(e.into());
+    }
+    let bot = match &args.conversation {
+        Some(id) => super::preflight::bot_of(node, super::conversation_id(id)?).await,
+        None => Ok(args.bot.as_deref().unwrap_or(MAIN_AGENT).to_owned()),
+    };
+    // A model that cannot be used is said at once, before anything is stored.
+    if let Err(e) = bot.and_then(|bot| super::preflight::bots(node, [bot.as_str()]).map(|()| bot)) {
+        runtime.shutdown().await;
+        return Err(e);
     }
     let bot = args.bot.as_deref().unwrap_or(MAIN_AGENT);
     let narrowing = Narrowing {

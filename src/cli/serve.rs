@@ -66,6 +66,11 @@ fn write(home: &Path, running: &Running) -> std::io::Result<()> {
 /// Runs `troupe serve`.
 pub async fn serve(builder: Builder, listen: Option<String>) -> anyhow::Result<ExitCode> {
     let runtime = builder.build().await?;
+    // Every bot's model, at start: a bot that could not answer is said now.
+    if let Err(e) = super::preflight::every_bot(runtime.node()) {
+        runtime.shutdown().await;
+        return Err(e);
+    }
     let started = async {
         let mut options = ServerOptions::from_config(&runtime.config().server, listen.as_deref())?;
         options.owner_socket = Some(socket(runtime.node().home().root()));

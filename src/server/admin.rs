@@ -63,7 +63,8 @@ pub async fn turn(
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
     let node = state.node();
-    node.bot(&bot)?;
+    // Refused at once, with the reason, when the bot's model cannot be used.
+    node.check_model(&bot)?;
     let conversation = match (body.conversation, body.new_conversation) {
         (Some(_), true) => {
             return Err(ApiError::BadRequest(

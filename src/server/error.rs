@@ -35,6 +35,11 @@ pub enum ApiError {
     /// The request took longer than the server allows (503).
     #[error("the request took too long and was stopped; what it committed stays committed")]
     Timeout,
+    /// The bot's model cannot be used: the server's configuration (an
+    /// unknown model, a key not set, a bad script) must be fixed (503,
+    /// `model_unavailable`).
+    #[error("{0}")]
+    ModelUnavailable(String),
     /// Something broke on our side (500).
     #[error("{0}")]
     Internal(String),
@@ -52,6 +57,7 @@ impl ApiError {
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
+            Self::ModelUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -64,6 +70,7 @@ impl From<NodeError> for ApiError {
                 Self::NotFound(e.to_string())
             }
             NodeError::BotExists(_) => Self::Conflict(e.to_string()),
+            NodeError::Model(_) => Self::ModelUnavailable(e.to_string()),
             NodeError::House(text)
                 if text.contains("already") || text.contains("changed since") =>
             {

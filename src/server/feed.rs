@@ -204,6 +204,16 @@ impl Feed {
                 seq: None,
                 json: json!({"type": "offered", "bot": bot, "round": round}).to_string(),
             }),
+            ThreadEvent::TurnFailed {
+                thread,
+                round,
+                bot,
+                reason,
+            } => self.publish_thread(thread, || Frame {
+                seq: None,
+                json: json!({"type": "turn_failed", "bot": bot, "round": round, "reason": reason})
+                    .to_string(),
+            }),
             ThreadEvent::RoundSettled { thread, round } => self.publish_thread(thread, || Frame {
                 seq: None,
                 json: json!({"type": "settled", "round": round}).to_string(),

@@ -272,7 +272,8 @@ fn bad_configuration_is_one_clear_paragraph() {
     assert!(troupe(&home, &["init"]).status.success());
     std::fs::write(home.path().join("config.toml"), "[agent]\nmodle = \"x\"\n").unwrap();
     let out = troupe(&home, &["bots"]);
-    assert_eq!(out.status.code(), Some(1));
+    // Exit status 2: the configuration cannot be used (docs/getting-started.md).
+    assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(err.starts_with("error: "), "{err}");
     assert!(
@@ -282,6 +283,35 @@ fn bad_configuration_is_one_clear_paragraph() {
     assert!(!err.contains("panicked"), "{err}");
     let bad_set = troupe(&home, &["--set", "nonsense", "bots"]);
     assert!(text(&bad_set.stderr).contains("needs the form section.key=value"));
+    assert_eq!(bad_set.status.code(), Some(2));
+}
+
+#[test]
+fn the_demo_leaves_troupe_home_untouched() {
+    let real = TestHome::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("demo")
+        .current_dir(real.path())
+        .env("TROUPE_HOME", real.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the troupe binary runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed: Vec<_> = std::fs::read_dir(real.path()).unwrap().collect();
+    assert!(
+        listed.is_empty(),
+        "the demo wrote into TROUPE_HOME: {listed:?}"
+    );
+    // It said where it worked: a home of its own, removed here.
+    let stderr = text(&out.stderr);
+    let at = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("troupe demo: working in "))
+        .and_then(|l| l.split(" (").next())
+        .unwrap_or_else(|| panic!("the demo says where: {stderr}"));
+    assert!(text(&out.stdout).contains(&format!("Everything above is in {at}")));
+    assert_ne!(std::path::Path::new(at), real.path());
+    std::fs::remove_dir_all(at).unwrap();
 }
 
 #[test]

@@ -38,12 +38,15 @@ fn run_once(home: &TestHome, answer: &str) -> Output {
 #[test]
 fn a_second_writer_is_refused_naming_the_owner_until_a_sigkill_frees_the_home() {
     let home = TestHome::new();
+    // `serve` checks every bot's model as it starts: a script needs no key.
+    let model = write_script(&home, "idle.json", json!([]));
     let mut serve = Command::new(env!("CARGO_BIN_EXE_troupe"))
         .arg("--home")
         .arg(home.path())
         .args(["serve", "--listen", "127.0.0.1:0"])
         .current_dir(home.path())
         .env_remove("TROUPE_HOME")
+        .env("TROUPE_MODEL", model)
         .env("TROUPE_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

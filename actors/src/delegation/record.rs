@@ -610,6 +610,7 @@ fn thread_report(
             depth: 1,
             via: None,
             answers_offer: false,
+            failed: None,
         }),
         sent_at: chrono::Utc::now(),
     }

@@ -354,6 +354,7 @@ impl ThreadRef {
                 depth: 0,
                 via: None,
                 answers_offer: false,
+                failed: None,
             }),
             sent_at: chrono::Utc::now(),
         };

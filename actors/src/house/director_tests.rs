@@ -33,6 +33,7 @@ fn post(author: &str, kind: MemberKind, text: &str, depth: u32) -> Post {
         depth,
         via: None,
         answers_offer: false,
+        failed: None,
     }
 }
 

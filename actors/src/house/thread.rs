@@ -105,6 +105,9 @@ struct Applied {
     round: MsgId,
     settled: bool,
     declined: Vec<(String, String)>,
+    /// Who posted, and why their turn failed when it did.
+    author: String,
+    failed: Option<String>,
 }
 
 async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
@@ -153,6 +156,15 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
         tracing::debug!(thread = %thread, bot = %handle, why = %why, "not offered a turn");
     }
     let hub = node.context().houses();
+    if let Some(reason) = applied.failed {
+        tracing::info!(thread = %thread, bot = %applied.author, %reason, "a bot's turn in a thread did not finish");
+        hub.publish(ThreadEvent::TurnFailed {
+            thread,
+            round: applied.round,
+            bot: applied.author,
+            reason,
+        });
+    }
     if let Some(message) = applied.message {
         hub.publish(ThreadEvent::Posted(ThreadMessageEvent {
             house,
@@ -309,6 +321,8 @@ fn apply(
         round,
         settled: answered >= offered,
         declined,
+        author: post.author.clone(),
+        failed: post.failed.clone(),
     }))
 }
 

@@ -405,6 +405,7 @@ impl HouseServices for NodeHouses {
                 depth: 1,
                 via: Some(seat.thread),
                 answers_offer: false,
+                failed: None,
             }),
             sent_at: chrono::Utc::now(),
         };

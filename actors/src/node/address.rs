@@ -93,9 +93,16 @@ impl Node {
             None => self.stored_opening(id).await?,
         };
         self.ctx.conversations.settle_opening(&id);
+        // A model that does not resolve fails each turn with the reason,
+        // once; failing the start instead would have the router restart the
+        // conversation until it gave up, and a thread redeliver its offer.
         let model = self
             .ctx
-            .resolve_model_for(&opening.bot.spec.name, &opening.bot.spec.model)?;
+            .resolve_model_for(&opening.bot.spec.name, &opening.bot.spec.model)
+            .unwrap_or_else(|error| {
+                tracing::debug!(conversation = %id, bot = %opening.bot.spec.name, %error, "its model is unavailable");
+                troupe_runtime::model::ResolvedModel::unavailable(&opening.bot.spec.model, error)
+            });
         let delegation = opening.delegation();
         let budget = opening.budget.unwrap_or_else(|| {
             Scope::root(

@@ -57,19 +57,17 @@ pub fn reply(
 }
 
 /// The post a bot's turn on a thread's offer sends back to the thread:
-/// its answer, or nothing (the offer is settled either way).
+/// its answer, or nothing and why its turn did not finish (the offer is
+/// settled either way; the thread tells who waits on the round).
 fn thread_answer(
     offer: &troupe_runtime::house::Offer,
     from: troupe_runtime::id::ConversationId,
     outcome: &TurnOutcome,
     text: &str,
 ) -> Envelope {
-    let text = match outcome {
-        TurnOutcome::Finished => text.trim().to_string(),
-        other => {
-            tracing::warn!(bot = %offer.bot, thread = %offer.thread, outcome = %describe(other), "a bot's turn in a thread did not finish");
-            String::new()
-        }
+    let (text, failed) = match outcome {
+        TurnOutcome::Finished => (text.trim().to_string(), None),
+        other => (String::new(), Some(describe(other))),
     };
     Envelope {
         id: MsgId::new(),
@@ -83,6 +81,7 @@ fn thread_answer(
             depth: offer.depth + 1,
             via: None,
             answers_offer: true,
+            failed,
         }),
         sent_at: chrono::Utc::now(),
     }

@@ -116,8 +116,9 @@ fn documented_defaults() -> Config {
             synchronous: Synchronous::Normal,
         },
         log: Log {
-            filter: "info".to_owned(),
+            filter: "warn".to_owned(),
             json: false,
+            file: String::new(),
         },
         router: Router { idle_secs: 600 },
         limits: Limits {

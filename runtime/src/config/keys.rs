@@ -57,6 +57,7 @@ pub const KEYS: &[&str] = &[
     "store.synchronous",
     "log.filter",
     "log.json",
+    "log.file",
     "router.idle_secs",
     "limits.max_user_message_bytes",
     "tools.command_output_cap",

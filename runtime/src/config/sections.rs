@@ -314,13 +314,17 @@ pub struct Log {
     pub filter: String,
     /// One JSON object per line instead of text.
     pub json: bool,
+    /// Append the log to this file instead of stderr (relative to the
+    /// home); empty: stderr.
+    pub file: String,
 }
 
 impl Default for Log {
     fn default() -> Self {
         Self {
-            filter: "info".to_owned(),
+            filter: "warn".to_owned(),
             json: false,
+            file: String::new(),
         }
     }
 }

@@ -56,7 +56,15 @@ pub struct ModelsConfig {
 impl ModelsConfig {
     /// Parses `text`, the contents of `path` (named in errors).
     pub fn parse(text: &str, path: &Path) -> Result<Self, ModelError> {
-        toml::from_str(text).map_err(|err| ModelError::Config(format!("{}: {err}", path.display())))
+        // One line, `path:line:column: what is wrong`, as config.toml's errors.
+        toml::from_str(text).map_err(|err| {
+            let found = crate::config::diagnostic::describe(&err, Some(text));
+            let at = found
+                .position
+                .map(|(line, column)| format!(":{line}:{column}"))
+                .unwrap_or_default();
+            ModelError::Config(format!("{}{at}: {}", path.display(), found.message))
+        })
     }
 
     /// Reads `path`; a missing file defines no models.

@@ -200,6 +200,7 @@ async fn post(node: &Node, thread: ThreadId, bot: &str, text: String) {
             depth: 1,
             via: None,
             answers_offer: false,
+            failed: None,
         }),
         sent_at: chrono::Utc::now(),
     };
