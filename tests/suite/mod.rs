@@ -31,6 +31,7 @@ mod serve_cli;
 mod server;
 mod server_edges;
 mod smoke;
+mod supervised_work;
 mod supervision;
 mod support;
 mod turn_loop;
