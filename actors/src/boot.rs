@@ -81,15 +81,19 @@ impl Node {
             .insert(Arc::new(troupe_tools::ledger::ReadLedger::default()));
         // One registry of background commands for the process: any
         // conversation stops one by id, and shutdown ends them all.
-        ctx.services.insert(Arc::new(
-            troupe_tools::run_command::background::BackgroundCommands::default(),
-        ));
+        let commands =
+            Arc::new(troupe_tools::run_command::background::BackgroundCommands::default());
+        node.supervise(commands.child()).await?;
+        ctx.add_branch(Arc::new(crate::commands::CommandsBranch(Arc::clone(
+            &commands,
+        ))));
+        ctx.services.insert(commands);
         ctx.add_hook(delegations.clone());
         if ctx.settings.review_every_n_turns > 0 {
-            ctx.add_hook(crate::review::ReviewHook::new(
-                &node,
-                ctx.settings.review_every_n_turns,
-            ));
+            let every = ctx.settings.review_every_n_turns;
+            let reviews = crate::review::Reviews::start(&node, every).await?;
+            ctx.add_branch(reviews.clone());
+            ctx.add_hook(crate::review::ReviewHook::new(&node, every, reviews));
         }
         node.load_bots().await?;
         if recover {

@@ -448,18 +448,17 @@ pub(crate) async fn start(
     .await?;
     // The exit handling every exit gets, a crash included: what the
     // actor's processes left in its control group is killed.
-    let mut events = router.subscribe();
+    // A lossless watch: every exit is seen, so every group is emptied.
+    let mut events = router.watch();
     let weak = Arc::downgrade(node);
     tokio::spawn(async move {
-        loop {
-            match events.recv().await {
-                Ok(RouterEvent::Exited { key, .. }) | Ok(RouterEvent::GaveUp { key, .. }) => {
+        while let Some(event) = events.recv().await {
+            match event {
+                RouterEvent::Exited { key, .. } | RouterEvent::GaveUp { key, .. } => {
                     let Some(ctx) = weak.upgrade() else { return };
                     ctx.sandboxes().empty_group(key);
                 }
-                Ok(RouterEvent::Activated { .. }) | Ok(RouterEvent::Passivated { .. }) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                RouterEvent::Activated { .. } | RouterEvent::Passivated { .. } => {}
             }
         }
     });

@@ -19,11 +19,13 @@
 //! that needs approval does not run. An interrupted review is not resumed:
 //! the next one comes `every_n_turns` turns later. A runtime that keeps nothing
 //! (`durable = false`) does not review.
+//!
+//! Each review is an actor under the node's `reviewer` supervisor
+//! ([`Reviews`]), which owns the set of conversations being reviewed and
+//! frees a conversation whatever ends its review, a panic included.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use dashmap::DashSet;
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::protocol::{ActorKind, Message, ToolCall};
 use troupe_runtime::rusqlite::{params, Connection};
@@ -36,6 +38,10 @@ use crate::node::conversation::history::as_text;
 use crate::node::conversation::journal::Journal;
 use crate::node::conversation::{Input, TurnReport};
 use crate::node::{FinishedTurn, Node, NodeError, Opening, TurnHook};
+
+mod reviewer;
+
+pub use reviewer::{Reviewer, ReviewerMsg, Reviews, FAULT};
 
 /// What a review's conversation is stored as.
 pub use crate::node::opening::REVIEW_LABEL as LABEL;
@@ -92,21 +98,20 @@ impl CallGate for ReviewGate {
     }
 }
 
-/// Starts reviews as conversations' turns end.
+/// Hands the turns of user-facing conversations to the reviewer.
 pub struct ReviewHook {
     node: Node,
     every: u32,
-    /// Conversations with a review running or being decided.
-    busy: Arc<DashSet<ConversationId>>,
+    reviews: Arc<Reviews>,
 }
 
 impl ReviewHook {
-    /// A hook reviewing every `every` turns (never when 0).
-    pub fn new(node: &Node, every: u32) -> Arc<Self> {
+    /// A hook reviewing every `every` turns (never when 0) through `reviews`.
+    pub fn new(node: &Node, every: u32, reviews: Arc<Reviews>) -> Arc<Self> {
         Arc::new(Self {
             node: node.clone(),
             every,
-            busy: Arc::default(),
+            reviews,
         })
     }
 }
@@ -117,33 +122,9 @@ impl TurnHook for ReviewHook {
             && turn.parent.is_none()
             && self.every > 0
             && self.node.context().settings.durable;
-        let background = &self.node.context().background;
-        if !reviewed || background.is_closed() || !self.busy.insert(turn.conversation) {
-            return;
+        if reviewed {
+            self.reviews.offer(turn);
         }
-        let node = self.node.clone();
-        let turn = turn.clone();
-        let every = self.every;
-        let busy = Arc::clone(&self.busy);
-        background.spawn(async move {
-            let id = turn.conversation;
-            let due = node.store().read(move |c| since_last_review(c, id)).await;
-            match due {
-                Ok(since) if since.turns >= every => {
-                    let running = &node.context().reviews_running;
-                    running.fetch_add(1, Ordering::Relaxed);
-                    if let Err(e) = review(&node, &turn, !since.memory_saved).await {
-                        tracing::warn!(conversation = %id, error = %e, "background review failed");
-                    }
-                    running.fetch_sub(1, Ordering::Relaxed);
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(conversation = %id, error = %e, "review cadence unreadable")
-                }
-            }
-            busy.remove(&id);
-        });
     }
 }
 

@@ -12,6 +12,7 @@ pub mod config;
 pub mod environment;
 pub mod error;
 pub mod executors;
+pub mod fault;
 pub mod home;
 pub mod house;
 pub mod id;

@@ -31,7 +31,7 @@ use std::time::Duration;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 use crate::supervise::{Backoff, ExitReason, Intensity, Restart};
 use actor::{RouterActor, RouterArgs, RouterMsg};
@@ -173,10 +173,18 @@ pub(crate) struct Shared<K, M> {
     pub(crate) activator: Arc<dyn Activator<K, M>>,
     pub(crate) epoch: AtomicU64,
     pub(crate) events: broadcast::Sender<RouterEvent<K>>,
+    /// The lossless watchers ([`Router::watch`]).
+    pub(crate) watchers: parking_lot::Mutex<Vec<mpsc::UnboundedSender<RouterEvent<K>>>>,
 }
 
 impl<K: RouteKey, M> Shared<K, M> {
     pub(crate) fn emit(&self, event: RouterEvent<K>) {
+        {
+            let mut watchers = self.watchers.lock();
+            if !watchers.is_empty() {
+                watchers.retain(|w| w.send(event.clone()).is_ok());
+            }
+        }
         let _ = self.events.send(event);
     }
 }
@@ -226,6 +234,7 @@ impl<K: RouteKey, M: ractor::Message> Router<K, M> {
             activator: Arc::clone(&activator),
             epoch: AtomicU64::new(0),
             events,
+            watchers: parking_lot::Mutex::new(Vec::new()),
         });
         let args = RouterArgs {
             shared: shared.clone(),
@@ -367,7 +376,20 @@ impl<K: RouteKey, M: ractor::Message> Router<K, M> {
             .collect()
     }
 
-    /// Events about activations, exits, passivations and give-ups.
+    /// Every event from now on, none dropped: for whoever acts on them (a
+    /// waiter to answer, a control group to empty). Unlike
+    /// [`Router::subscribe`], a slow reader never misses one: what it has
+    /// not read yet waits in memory.
+    pub fn watch(&self) -> mpsc::UnboundedReceiver<RouterEvent<K>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.shared.watchers.lock().push(tx);
+        rx
+    }
+
+    /// Events about activations, exits, passivations and give-ups, for
+    /// onlookers: a reader that falls more than the configured number of
+    /// events behind misses the oldest (`Lagged`). What must not be missed
+    /// goes through [`Router::watch`].
     pub fn subscribe(&self) -> broadcast::Receiver<RouterEvent<K>> {
         self.shared.events.subscribe()
     }

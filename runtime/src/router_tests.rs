@@ -353,6 +353,69 @@ async fn restarts_past_the_intensity_give_up_on_the_key() {
     router.stop().await;
 }
 
+/// The watch a node acts on (a waiter to answer, a control group to
+/// empty) misses nothing, however far behind it is: here a flood of
+/// activations overflows a one-event broadcast, and the watch still gets
+/// every event, the give-up last.
+#[tokio::test]
+async fn a_lagging_watch_still_sees_the_give_up_after_a_flood() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("accounts.db");
+    create_accounts(&path, 0..200);
+    let config = RouterConfig {
+        idle_after: None,
+        intensity: crate::supervise::Intensity::new(0, Duration::from_secs(60)),
+        events: 1,
+        ..RouterConfig::default()
+    };
+    let router = Router::start(
+        Accounts::new(&path, Arc::new(Semaphore::new(Semaphore::MAX_PERMITS))),
+        config,
+    )
+    .await
+    .expect("router starts");
+    let mut onlooker = router.subscribe();
+    let mut watch = router.watch();
+    for key in 1..200 {
+        add(&router, key, 1).await;
+    }
+    router.send(0, AccountMsg::Panic).expect("sent");
+    let crashed = ExitReason::Failed("account 0 crashed".into());
+    let mut seen = Vec::new();
+    while !matches!(seen.last(), Some(RouterEvent::GaveUp { .. })) {
+        match tokio::time::timeout(WAIT, watch.recv()).await {
+            Ok(Some(event)) => seen.push(event),
+            other => panic!("the watch ended or stalled: {other:?}"),
+        }
+    }
+    // 199 activations, then account 0's activation, exit and give-up.
+    assert_eq!(seen.len(), 202);
+    assert_eq!(
+        seen[199..],
+        [
+            RouterEvent::Activated {
+                key: 0,
+                restarted: false
+            },
+            RouterEvent::Exited {
+                key: 0,
+                reason: crashed.clone()
+            },
+            RouterEvent::GaveUp {
+                key: 0,
+                reason: crashed,
+                dropped: 0
+            },
+        ]
+    );
+    // The broadcast onlooker lagged meanwhile.
+    assert!(matches!(
+        onlooker.try_recv(),
+        Err(broadcast::error::TryRecvError::Lagged(_))
+    ));
+    router.stop().await;
+}
+
 #[tokio::test]
 async fn message_sent_while_passivating_reaches_the_next_incarnation() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -36,6 +36,7 @@ mod server;
 mod server_edges;
 mod smoke;
 mod step_order;
+mod supervised_work;
 mod supervision;
 mod support;
 mod turn_loop;

@@ -589,7 +589,9 @@ fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
             "threads",
             "sandboxes",
             "post_office",
-            "delegations"
+            "delegations",
+            "commands",
+            "reviewer"
         ],
         "{actors:?}"
     );

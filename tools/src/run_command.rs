@@ -259,16 +259,18 @@ impl Tool for RunCommand {
             };
             let missing_notifier = params.notify_on_complete && notify.is_none();
             let dir = ctx.home.commands_dir();
-            return match registry.start(Launch {
+            let launch = Launch {
                 command: &command,
                 cwd: &cwd,
                 dir: &dir,
                 timeout,
                 notify,
+                conversation: ctx.conversation,
                 sandbox,
                 allow: &self.sandbox.allow_addresses,
                 seal,
-            }) {
+            };
+            return match registry.start(launch).await {
                 Ok(started) => {
                     let mut text = format!(
                         "Started background command {id}. Its output goes to {log}, whose last \

@@ -14,7 +14,6 @@ use std::sync::{Arc, Weak};
 
 use dashmap::DashMap;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
-use tokio::sync::broadcast;
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::protocol::{AgentEvent, TurnOutcome, Usage};
 use troupe_runtime::router::{Activator, Router, RouterConfig, RouterError, RouterEvent};
@@ -223,7 +222,7 @@ pub(crate) async fn start(
     };
     let router = Router::start_linked(activator, config, supervisor).await?;
     let cell = router.cell();
-    let events = router.subscribe();
+    let events = router.watch();
     *node.conversations.router.write() = Some(router);
     tokio::spawn(watch(Arc::downgrade(node), events));
     Ok(cell)
@@ -233,17 +232,11 @@ pub(crate) async fn start(
 /// restarts, and fails the waiters of a conversation the router gave up on.
 async fn watch(
     node: Weak<NodeContext>,
-    mut events: broadcast::Receiver<RouterEvent<ConversationId>>,
+    mut events: tokio::sync::mpsc::UnboundedReceiver<RouterEvent<ConversationId>>,
 ) {
-    loop {
-        let event = match events.recv().await {
-            Ok(event) => event,
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                tracing::warn!(missed = n, "actor events were dropped: the bus lagged");
-                continue;
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        };
+    // A lossless watch: a give-up is never missed, so its waiters always
+    // get their answer.
+    while let Some(event) = events.recv().await {
         let Some(ctx) = node.upgrade() else { return };
         on_event(&ctx, event).await;
     }

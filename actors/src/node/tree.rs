@@ -14,7 +14,10 @@
 //! ├─ delegations  the router of delegations by id
 //! │  └─ deleg_…   collects its subagents' ends (its subagents, conversations
 //! │               of the conversations' router, hang under it here)
+//! ├─ commands     background commands (each listed under its conversation)
+//! ├─ reviewer     background reviews, one `review:conv_…` each
 //! └─ scheduler    routine timers, when this node fires routines
+//!    └─ run_…     a routine run
 //! ```
 
 use std::sync::Arc;

@@ -316,7 +316,7 @@ impl Manager<'_> {
             "run_id": claim.run_id.to_string(),
             "name": claim.name,
         });
-        run::spawn(self.node.clone(), Arc::clone(&self.service), claim);
+        run::start(self.node, &self.service, claim).await;
         Ok(ToolResult::ok_with(text, data))
     }
 }

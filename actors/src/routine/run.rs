@@ -66,12 +66,117 @@ pub(crate) fn to_store(e: RoutineError) -> StoreError {
     }
 }
 
-/// Starts `claim`'s run in a task; its end is announced on the service.
-pub fn spawn(node: Node, service: Arc<RoutineService>, claim: Claim) {
-    tokio::spawn(async move {
-        let end = execute(&node, &service, claim).await;
-        service.announce(end);
-    });
+/// The fault point a test arms (with a routine's id) to make its run's actor panic
+/// as it starts.
+pub const FAULT: &str = "routine_run";
+
+/// One run as an actor, a temporary child of the scheduler: its one
+/// message runs the routine to its end ([`execute`]), announces the end on
+/// the service and stops. If it fails instead, the scheduler's exit
+/// handling settles the run as failed and reports it ([`crashed`]).
+pub(super) struct RoutineRun;
+
+/// What a run actor is told: only to run.
+pub(super) enum RunMsg {
+    Run,
+}
+
+pub(super) struct RunState {
+    node: Node,
+    service: Arc<RoutineService>,
+    claim: Claim,
+}
+
+impl ractor::Actor for RoutineRun {
+    type Msg = RunMsg;
+    type State = RunState;
+    type Arguments = (Node, Arc<RoutineService>, Claim);
+
+    async fn pre_start(
+        &self,
+        myself: ractor::ActorRef<Self::Msg>,
+        (node, service, claim): Self::Arguments,
+    ) -> Result<Self::State, ractor::ActorProcessingErr> {
+        myself.send_message(RunMsg::Run)?;
+        Ok(RunState {
+            node,
+            service,
+            claim,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ractor::ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        match message {
+            RunMsg::Run => {
+                troupe_runtime::fault::check(FAULT, &state.claim.routine_id.to_string());
+                let end = execute(&state.node, &state.service, state.claim.clone()).await;
+                state.service.announce(end);
+                myself.stop(None);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Starts `claim`'s run (a run made by hand, `cronjob_manage` run): under
+/// the scheduler when one fires routines in this process; else as an actor
+/// of its own, whose failure leaves the run claimed until its lease runs
+/// out and a scheduler reports it interrupted.
+pub async fn start(node: &Node, service: &Arc<RoutineService>, claim: Claim) {
+    let scheduler = service.actor.read().clone();
+    if let Some(scheduler) = scheduler {
+        let run = super::service::SchedulerMsg::Run(Box::new(claim.clone()));
+        if scheduler.send_message(run).is_ok() {
+            return;
+        }
+    }
+    start_alone(node, service, claim).await
+}
+
+async fn start_alone(node: &Node, service: &Arc<RoutineService>, claim: Claim) {
+    let args = (node.clone(), Arc::clone(service), claim.clone());
+    if let Err(e) = ractor::Actor::spawn(None, RoutineRun, args).await {
+        crashed(
+            node,
+            service,
+            &claim,
+            &format!("its actor did not start: {e}"),
+        )
+        .await;
+    }
+}
+
+/// The run of `claim` failed (its actor panicked): it is recorded as
+/// failed and its owner is told, in one commit, and its end announced. A
+/// run another scheduler settled meanwhile is left as it is.
+pub(super) async fn crashed(node: &Node, service: &RoutineService, claim: &Claim, why: &str) {
+    let end = RunEnd {
+        run_id: claim.run_id,
+        routine_id: claim.routine_id,
+        name: claim.name.clone(),
+        owner_bot: claim.owner_bot.clone(),
+        conversation: None,
+        status: RunStatus::Failed,
+        summary: format!("the run crashed: {why}"),
+        notified: false,
+    };
+    let options = service.options();
+    let notified = settle(
+        node,
+        service,
+        claim,
+        &end,
+        None,
+        options.clock.as_ref(),
+        user_tz(node),
+    )
+    .await;
+    service.announce(RunEnd { notified, ..end });
 }
 
 /// Runs `claim` to its end: opens its conversation, waits for the turn,

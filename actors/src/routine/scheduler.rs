@@ -4,7 +4,10 @@
 //! when to look. It asks the table for the earliest next fire, sleeps until
 //! then (never more than [`MAX_NAP`], so routines made by another process
 //! and jumps of the wall clock are noticed), claims what is due in one
-//! write transaction and starts each claimed run in its own task. Claims
+//! write transaction and starts each claimed run as an actor of its own,
+//! linked to it: a temporary child, never restarted (it may already have
+//! acted); one that fails is settled as failed and reported to its owner
+//! by the scheduler's exit handling. Claims
 //! carry this scheduler's holder id and a lease, so two processes sharing a
 //! home fire each occurrence once, and a process that dies mid-run is found
 //! out when its lease runs out.
@@ -21,12 +24,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use troupe_runtime::supervise::{ChildSpec, Restart};
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use std::collections::HashMap;
+
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
+use troupe_runtime::supervise::ExitReason;
 
 use super::run::{self, show, to_store, user_tz, RunEnd};
-use super::table::{self, Due, Interrupted, Missed};
+use super::table::{self, Claim, Due, Interrupted, Missed};
 use crate::node::Node;
 
 /// The longest the scheduler sleeps without looking at the table.
@@ -55,6 +61,8 @@ pub struct SchedulerState {
     service: Arc<RoutineService>,
     timer: Option<JoinHandle<()>>,
     generation: u64,
+    /// The runs in progress, each a child actor: their claims by actor.
+    runs: HashMap<ActorId, (ActorCell, Claim)>,
 }
 
 impl Actor for Scheduler {
@@ -72,6 +80,7 @@ impl Actor for Scheduler {
             service,
             timer: None,
             generation: 0,
+            runs: HashMap::new(),
         })
     }
 
@@ -83,7 +92,7 @@ impl Actor for Scheduler {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             SchedulerMsg::Tick(reply) => {
-                let due = pass(state, false).await;
+                let due = pass(&myself, state, false).await;
                 arm(&myself, state).await;
                 if let Some(reply) = reply {
                     let _ = reply.send(due);
@@ -91,15 +100,16 @@ impl Actor for Scheduler {
             }
             SchedulerMsg::Wake(generation) => {
                 if generation == state.generation {
-                    if let Err(e) = pass(state, false).await {
+                    if let Err(e) = pass(&myself, state, false).await {
                         tracing::error!(error = %e, "the routine scheduler could not look for due routines");
                     }
                     arm(&myself, state).await;
                 }
             }
             SchedulerMsg::Rearm => arm(&myself, state).await,
+            SchedulerMsg::Run(claim) => start_run(&myself, state, *claim).await,
             SchedulerMsg::Recover(reply) => {
-                let due = pass(state, true).await;
+                let due = pass(&myself, state, true).await;
                 arm(&myself, state).await;
                 let _ = reply.send(due);
             }
@@ -115,6 +125,35 @@ impl Actor for Scheduler {
         if let Some(timer) = state.timer.take() {
             timer.abort();
         }
+        // Stopped on purpose (`SchedulerHandle::stop`): the runs in
+        // progress go on until the node stops, then settle themselves.
+        for (cell, claim) in state.runs.values() {
+            cell.unlink(_myself.get_cell());
+            state.service.runs.remove(&claim.run_id);
+        }
+        state.runs.clear();
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut SchedulerState,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some((cell, reason)) = ExitReason::from_event(&event) else {
+            return Ok(());
+        };
+        let Some((_, claim)) = state.runs.remove(&cell.get_id()) else {
+            return Ok(());
+        };
+        state.service.runs.remove(&claim.run_id);
+        if reason.is_abnormal() {
+            // Not restarted: it may already have acted. Settled as failed
+            // and reported, in one commit.
+            tracing::error!(run = %claim.run_id, %reason, "a routine run failed; it is reported as failed");
+            run::crashed(&state.node, &state.service, &claim, &reason.to_string()).await;
+        }
         Ok(())
     }
 }
@@ -123,7 +162,11 @@ impl Actor for Scheduler {
 /// missed and interrupted runs, and starts the claimed ones. The reports are
 /// enqueued in the transaction that records them, so a crash right after
 /// it cannot lose one.
-async fn pass(state: &SchedulerState, recovering: bool) -> Result<Due, String> {
+async fn pass(
+    myself: &ActorRef<SchedulerMsg>,
+    state: &mut SchedulerState,
+    recovering: bool,
+) -> Result<Due, String> {
     let options = state.service.options();
     let now = options.clock.now();
     let (holder, lease) = (options.holder.clone(), options.lease);
@@ -167,13 +210,29 @@ async fn pass(state: &SchedulerState, recovering: bool) -> Result<Due, String> {
         }
     }
     for claim in &due.claims {
-        run::spawn(
-            state.node.clone(),
-            Arc::clone(&state.service),
-            claim.clone(),
-        );
+        start_run(myself, state, claim.clone()).await;
     }
     Ok(due)
+}
+
+/// Starts `claim`'s run as a child of the scheduler.
+async fn start_run(myself: &ActorRef<SchedulerMsg>, state: &mut SchedulerState, claim: Claim) {
+    let args = (
+        state.node.clone(),
+        Arc::clone(&state.service),
+        claim.clone(),
+    );
+    match Actor::spawn_linked(None, run::RoutineRun, args, myself.get_cell()).await {
+        Ok((actor, _)) => {
+            let cell = actor.get_cell();
+            state.service.runs.insert(claim.run_id, claim.name.clone());
+            state.runs.insert(cell.get_id(), (cell, claim));
+        }
+        Err(e) => {
+            let why = format!("its actor did not start: {e}");
+            run::crashed(&state.node, &state.service, &claim, &why).await;
+        }
+    }
 }
 
 fn missed_notice(m: &Missed, tz: chrono_tz::Tz) -> (String, serde_json::Value) {
@@ -285,6 +344,8 @@ impl SchedulerHandle {
     /// it is started again and looks for due routines at once.
     pub async fn start(node: &Node, options: SchedulerOptions) -> Result<Self, SchedulerError> {
         let service = RoutineService::configure(node, options);
+        node.context()
+            .add_branch(Arc::new(super::service::Runs(Arc::clone(&service))));
         let (owner, shared) = (node.clone(), Arc::clone(&service));
         let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let child = ChildSpec::new("scheduler", move |supervisor| {

@@ -80,6 +80,9 @@ pub struct RoutineService {
     pub(super) actor: RwLock<Option<ActorRef<SchedulerMsg>>>,
     stopping: AtomicBool,
     ended: broadcast::Sender<RunEnd>,
+    /// The runs in progress in this process (routine names by run), as
+    /// the actor tree shows them.
+    pub(super) runs: dashmap::DashMap<RunId, String>,
 }
 
 impl std::fmt::Debug for RoutineService {
@@ -98,6 +101,7 @@ impl RoutineService {
             actor: RwLock::new(None),
             stopping: AtomicBool::new(false),
             ended: broadcast::channel(256).0,
+            runs: dashmap::DashMap::new(),
         }
     }
 
@@ -165,6 +169,8 @@ pub enum SchedulerMsg {
     Rearm,
     /// Start-up: settle what was missed while nothing ran.
     Recover(RpcReplyPort<Result<Due, String>>),
+    /// Start this claimed run (one made by hand) as a child.
+    Run(Box<super::table::Claim>),
 }
 
 /// How a run ended, as the scheduler announces it.
@@ -186,4 +192,23 @@ pub struct RunEnd {
     pub summary: String,
     /// Whether the owner was sent a notice.
     pub notified: bool,
+}
+
+/// The runs in progress in the actor tree, under the scheduler.
+pub(crate) struct Runs(pub(crate) Arc<RoutineService>);
+
+impl crate::node::Branch for Runs {
+    fn live(&self) -> Vec<crate::node::ActorInfo> {
+        self.0
+            .runs
+            .iter()
+            .map(|run| crate::node::ActorInfo {
+                kind: "routine_run".into(),
+                id: run.key().to_string(),
+                parent: Some("scheduler".into()),
+                state: "running".into(),
+                restarts: 0,
+            })
+            .collect()
+    }
 }

@@ -1,0 +1,54 @@
+//! Fault points: places in the runtime where a test can make the code
+//! panic, to check that its supervisor does what docs/runtime-semantics.md
+//! says (a review, a routine run or a background command that panics).
+//!
+//! A point is a name and a key (a conversation, a run, a command): a test
+//! [`arm`]s it, and the next [`check`] of that point with that key panics
+//! once. Nothing is armed in a program that never calls [`arm`], and then a
+//! check is one relaxed atomic load.
+//!
+//! ```
+//! use troupe_runtime::fault;
+//!
+//! fault::arm("example", "key-1");
+//! fault::check("example", "key-2"); // another key: nothing happens
+//! let hit = std::panic::catch_unwind(|| fault::check("example", "key-1"));
+//! assert!(hit.is_err());
+//! fault::check("example", "key-1"); // it fired once, and is gone
+//! ```
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+
+static ARMED: AtomicBool = AtomicBool::new(false);
+static POINTS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// Makes the next [`check`] of `point` with `key` panic (once).
+pub fn arm(point: &str, key: impl Into<String>) {
+    POINTS.lock().push((point.to_string(), key.into()));
+    ARMED.store(true, Ordering::SeqCst);
+}
+
+/// Whether any fault is armed for `point`, whatever its key.
+pub fn armed(point: &str) -> bool {
+    ARMED.load(Ordering::Relaxed) && POINTS.lock().iter().any(|(p, _)| p == point)
+}
+
+/// Panics if `point` was armed for `key`, disarming it.
+pub fn check(point: &str, key: &str) {
+    if !ARMED.load(Ordering::Relaxed) {
+        return;
+    }
+    let hit = {
+        let mut points = POINTS.lock();
+        let found = points.iter().position(|(p, k)| p == point && k == key);
+        found.map(|at| points.swap_remove(at))
+    };
+    if hit.is_some() {
+        #[allow(clippy::panic)]
+        {
+            panic!("fault injected at `{point}` for {key}");
+        }
+    }
+}
