@@ -29,6 +29,7 @@ pub use troupe_runtime::tool::{FnTool, IntoToolResult, Json, Tool, ToolContext, 
 /// `NAME::tool()` returns the tool; the attribute's arguments are
 /// [`FnTool`]'s builder methods (`read_only`, `failure_tolerant`,
 /// `deferred`, `offered = …`). Built-in tools are written the same way.
+/// The function must be at module level (not inside another function).
 ///
 /// # Examples
 ///
@@ -50,11 +51,13 @@ pub use troupe_runtime::tool::{FnTool, IntoToolResult, Json, Tool, ToolContext, 
 ///     Ok(Json(p.text.split_whitespace().count()))
 /// }
 ///
-/// let tool = word_count::tool();
-/// assert_eq!(tool.spec().description, "Count the words of a text.");
-/// assert!(tool.spec().flags.read_only);
-/// // Register it with `Runtime::builder().tool(Arc::new(tool))`.
-/// let _: Arc<dyn troupe::Tool> = Arc::new(tool);
+/// fn main() {
+///     let tool = word_count::tool();
+///     assert_eq!(tool.spec().description, "Count the words of a text.");
+///     assert!(tool.spec().flags.read_only);
+///     // Register it with `Runtime::builder().tool(Arc::new(tool))`.
+///     let _: Arc<dyn troupe::Tool> = Arc::new(tool);
+/// }
 /// ```
 pub use troupe_macros::tool;
 pub use troupe_tools as tools;

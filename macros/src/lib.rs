@@ -14,7 +14,7 @@ use syn::spanned::Spanned;
 use syn::{parse_macro_input, Expr, FnArg, ItemFn, Lit, Meta, Token};
 
 /// Makes `async fn NAME(params: P, ctx: &ToolContext) -> R` a tool named
-/// `NAME`; `NAME::tool()` returns it (a `FnTool`, to register with
+/// `NAME`, at module level; `NAME::tool()` returns it (a `FnTool`, to register with
 /// `Arc::new`), and the function stays callable as it was.
 ///
 /// - `P` derives `Deserialize` and `JsonSchema`: the tool's JSON schema is
