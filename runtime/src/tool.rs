@@ -2,7 +2,9 @@
 //!
 //! A tool is one file in `troupe-tools`: its params type (from which its JSON
 //! schema is derived with [`schema_for`]), its description, its flags, whether
-//! it is always on or deferred, and its handler. The registry
+//! it is always on or deferred, and its handler: an async function made a
+//! tool by `#[troupe::tool]` or [`FnTool::from_fn`] ([`func`]), the way a
+//! Rust program writes its own. The registry
 //! ([`registry`]) keeps tools in one stable order, because a provider's
 //! prompt cache holds only while the tool list's bytes do not change; the
 //! dispatch point ([`dispatch`]) is the one place calls are validated, timed,
@@ -11,6 +13,7 @@
 pub mod catalog;
 pub mod depth;
 pub mod dispatch;
+pub mod func;
 pub mod registry;
 pub mod services;
 pub mod spill;
@@ -28,6 +31,7 @@ use crate::home::Home;
 use crate::id::{BotId, ConversationId};
 use crate::protocol::{ActorKind, ToolResult};
 
+pub use func::{FnTool, IntoToolResult, Json};
 pub use services::Services;
 
 /// What a tool is, as the registry and the model see it.

@@ -179,9 +179,9 @@ pub async fn house(messages: usize) -> anyhow::Result<serde_json::Value> {
         house: house_id,
         thread: threads[0],
     }));
-    let list = troupe_tools::house::ListThreads::new();
-    let read = troupe_tools::house::ReadThread::new();
-    let search = troupe_tools::house::SearchThreads::new();
+    let list = troupe_tools::house::list_threads::list_threads::tool();
+    let read = troupe_tools::house::read_thread::read_thread::tool();
+    let search = troupe_tools::house::search_threads::search_threads::tool();
     let mut listing = Vec::with_capacity(SAMPLES);
     let mut reading = Vec::with_capacity(SAMPLES);
     let mut searching = Vec::with_capacity(SAMPLES);

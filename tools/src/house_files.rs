@@ -10,8 +10,10 @@
 //! Every call is scoped to that house through the store
 //! ([`troupe_runtime::store::house_files`]).
 
+pub mod delete_file;
+pub mod list_files;
 mod prepare;
-mod tools;
+pub mod search_files;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -23,18 +25,11 @@ use troupe_runtime::store::{Store, StoreError};
 use troupe_runtime::tool::{parse_args, schema_for, ToolContext, ToolSpec};
 
 pub use prepare::{prepare, strip_html};
-pub use tools::{DeleteFile, ListFiles, SearchFiles};
 
 /// Characters `read_file` returns by default.
 pub const DEFAULT_READ_CHARS: usize = 20_000;
 /// The most characters one `read_file` call returns.
 pub const MAX_READ_CHARS: usize = 100_000;
-
-/// Whether this conversation is offered the house's files: it works for a
-/// house (a seat in a thread, or what a seated conversation started).
-pub fn seated(ctx: &ToolContext) -> bool {
-    HouseScope::of(ctx).is_some()
-}
 
 /// The house scope and the store of `ctx`, or the error result to return.
 fn scope(ctx: &ToolContext) -> Result<(HouseScope, Store), ToolResult> {

@@ -87,9 +87,9 @@ async fn read_and_write_mean_the_house_files_only_in_a_house() {
         .to_string()
         .contains("files"));
     for tool in [
-        &SearchFiles::new() as &dyn Tool,
-        &ListFiles::new(),
-        &DeleteFile::new(),
+        &search_files::search_files::tool() as &dyn Tool,
+        &list_files::list_files::tool(),
+        &delete_file::delete_file::tool(),
     ] {
         assert!(tool.available(&f.outside).is_none());
         assert!(tool.available(&f.acme).is_some());
@@ -147,7 +147,12 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
     files::catch_up(&store, HouseScope::of(&f.acme).unwrap().house)
         .await
         .unwrap();
-    let list = call(&ListFiles::new(), &f.acme, json!({"folder": "plans"})).await;
+    let list = call(
+        &list_files::list_files::tool(),
+        &f.acme,
+        json!({"folder": "plans"}),
+    )
+    .await;
     assert!(
         list.text.contains("plans/a.md — version 2") && list.text.contains("indexed"),
         "{}",
@@ -160,18 +165,20 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
         "{}",
         none.text
     );
-    assert!(call(&ListFiles::new(), &f.beta, json!({}))
+    assert!(call(&list_files::list_files::tool(), &f.beta, json!({}))
         .await
         .text
         .contains("no files"));
-    assert!(
-        call(&SearchFiles::new(), &f.beta, json!({"query": "ledger"}))
-            .await
-            .text
-            .starts_with("No house file")
-    );
+    assert!(call(
+        &search_files::search_files::tool(),
+        &f.beta,
+        json!({"query": "ledger"})
+    )
+    .await
+    .text
+    .starts_with("No house file"));
     let gone = call(
-        &DeleteFile::new(),
+        &delete_file::delete_file::tool(),
         &f.beta,
         json!({"files": [{"path": "plans/a.md", "version": 2}]}),
     )
@@ -200,7 +207,7 @@ async fn a_stale_delete_is_refused_whole() {
     )
     .await;
     let refused = call(
-        &DeleteFile::new(),
+        &delete_file::delete_file::tool(),
         &f.acme,
         json!({"files": [{"path": "a.md", "version": 1}, {"path": "b.md", "version": 1}]}),
     )
@@ -210,15 +217,15 @@ async fn a_stale_delete_is_refused_whole() {
         "{}",
         refused.text
     );
-    let list = call(&ListFiles::new(), &f.acme, json!({})).await;
+    let list = call(&list_files::list_files::tool(), &f.acme, json!({})).await;
     assert!(
         list.text.contains("a.md") && list.text.contains("b.md"),
         "{}",
         list.text
     );
-    let ok = call(&DeleteFile::new(), &f.acme, json!({"files": [{"path": "a.md", "version": 2}, {"path": "b.md", "version": 1}], "message": "tidy"})).await;
+    let ok = call(&delete_file::delete_file::tool(), &f.acme, json!({"files": [{"path": "a.md", "version": 2}, {"path": "b.md", "version": 1}], "message": "tidy"})).await;
     assert!(!ok.is_error(), "{}", ok.text);
-    assert!(call(&ListFiles::new(), &f.acme, json!({}))
+    assert!(call(&list_files::list_files::tool(), &f.acme, json!({}))
         .await
         .text
         .contains("no files"));
@@ -272,7 +279,7 @@ async fn limits_and_bad_paths_are_refused_whole_with_what_to_do() {
         "{}",
         over.text
     );
-    let list = call(&ListFiles::new(), &f.acme, json!({})).await;
+    let list = call(&list_files::list_files::tool(), &f.acme, json!({})).await;
     assert!(
         !list.text.contains("ok.md") && !list.text.contains("g1"),
         "{}",
@@ -303,7 +310,7 @@ async fn search_finds_text_inside_a_docx_and_a_pdf_with_citations_read_file_open
     )
     .await
     .unwrap();
-    let search = SearchFiles::new();
+    let search = search_files::search_files::tool();
     let hit = call(&search, &f.acme, json!({"query": "engineers"})).await;
     assert!(
         hit.text.starts_with("[1] reports/q3.docx#1, version 1"),
@@ -322,7 +329,7 @@ async fn search_finds_text_inside_a_docx_and_a_pdf_with_citations_read_file_open
         "{}",
         opened.text
     );
-    let list = call(&ListFiles::new(), &f.acme, json!({})).await;
+    let list = call(&list_files::list_files::tool(), &f.acme, json!({})).await;
     assert!(
         list.text
             .contains("logo.bin — version 1, 4 bytes, binary, not indexable"),

@@ -96,9 +96,10 @@ pub fn builtin_configured(
         .chain(house::all())
         .chain(environment::all())
         .chain([
-            Arc::new(house_files::SearchFiles::new()) as Arc<dyn troupe_runtime::tool::Tool>,
-            Arc::new(house_files::ListFiles::new()),
-            Arc::new(house_files::DeleteFile::new()),
+            Arc::new(house_files::search_files::search_files::tool())
+                as Arc<dyn troupe_runtime::tool::Tool>,
+            Arc::new(house_files::list_files::list_files::tool()),
+            Arc::new(house_files::delete_file::delete_file::tool()),
             Arc::new(troupe_docs::TroupeDocs::new()),
             Arc::new(tool_search::ToolSearch::new()),
         ]);

@@ -95,7 +95,7 @@ impl Tool for ReadFile {
 
     /// In a house turn, `read_file` means the house's files.
     fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        Some(if crate::house_files::seated(ctx) {
+        Some(if crate::host::in_house(ctx) {
             crate::house_files::read_spec()
         } else {
             self.spec.clone()
@@ -103,7 +103,7 @@ impl Tool for ReadFile {
     }
 
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        if crate::house_files::seated(ctx) {
+        if crate::host::in_house(ctx) {
             return crate::house_files::read(args, ctx).await;
         }
         let params: ReadFileParams = match parse_args("read_file", args) {

@@ -65,7 +65,7 @@ impl Tool for WriteFile {
 
     /// In a house turn, `write_file` means the house's files.
     fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        Some(if crate::house_files::seated(ctx) {
+        Some(if crate::host::in_house(ctx) {
             crate::house_files::write_spec()
         } else {
             self.spec.clone()
@@ -73,7 +73,7 @@ impl Tool for WriteFile {
     }
 
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        if crate::house_files::seated(ctx) {
+        if crate::host::in_house(ctx) {
             return crate::house_files::write(args, ctx).await;
         }
         let params: WriteFileParams = match parse_args("write_file", args) {

@@ -1,0 +1,21 @@
+//! `add_thread_participant`: adds a member to a thread.
+
+use troupe_macros::tool;
+use troupe_runtime::house::Houses;
+use troupe_runtime::protocol::ToolResult;
+use troupe_runtime::tool::ToolContext;
+
+use super::{in_thread, ParticipantParams};
+
+/// Add a member of this house to a thread's participants, so it can be offered turns there.
+/// `thread`: an id, name or link (this thread when left out); `agent`: the member's handle.
+#[tool(offered = in_thread)]
+pub async fn add_thread_participant(
+    p: ParticipantParams,
+    ctx: &ToolContext,
+) -> Result<ToolResult, ToolResult> {
+    Ok(Houses::of(ctx)?
+        .0
+        .set_participant(ctx, p.thread.as_deref(), &p.agent, true)
+        .await)
+}
