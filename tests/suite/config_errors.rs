@@ -222,18 +222,23 @@ async fn the_api_and_the_rust_api_refuse_a_bot_whose_model_cannot_be_used() {
     );
 
     // The HTTP API: 503 `model_unavailable` with the reason, at once.
-    let local = troupe::runtime::store::tokens::mint();
+    let sockets = tempfile::tempdir().unwrap();
+    let socket = sockets.path().join("serve.sock");
     let options = troupe::server::ServerOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
+        owner_socket: Some(socket.clone()),
         ..troupe::server::ServerOptions::default()
     };
-    let server = troupe::server::Server::start(runtime.node().clone(), options, Some(local.hash))
+    let server = troupe::server::Server::start(runtime.node().clone(), options)
         .await
         .unwrap();
-    let http = troupe::runtime::net::client_builder().build().unwrap();
+    // The owner, over the owner's socket.
+    let http = reqwest::Client::builder()
+        .unix_socket(socket)
+        .build()
+        .unwrap();
     let response = http
-        .post(format!("http://{}/api/bots/broken/turns", server.addr()))
-        .bearer_auth(&local.secret)
+        .post("http://localhost/api/bots/broken/turns")
         .json(&json!({"text": "hello"}))
         .send()
         .await
@@ -245,8 +250,7 @@ async fn the_api_and_the_rust_api_refuse_a_bot_whose_model_cannot_be_used() {
     assert!(message.contains("unknown model spec"), "{body}");
     // The main agent's model is fine: its turns run.
     let response = http
-        .post(format!("http://{}/api/bots/assistant/turns", server.addr()))
-        .bearer_auth(&local.secret)
+        .post("http://localhost/api/bots/assistant/turns")
         .json(&json!({"text": "hello"}))
         .send()
         .await
