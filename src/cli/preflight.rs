@@ -3,9 +3,10 @@
 //! script readable and well-formed, their `models.toml` entry whole).
 //!
 //! A model that does not resolve would otherwise be found at the first
-//! model call of a turn; these checks let `run`, `chat` and `serve` refuse
-//! at once, with one line saying why and exit status 2
-//! ([`super::exit::CONFIGURATION`]).
+//! model call of a turn; these checks let `run` and `chat` refuse at once,
+//! with one line saying why and exit status 2
+//! ([`super::exit::CONFIGURATION`]), and `serve` warn in one line as it
+//! starts.
 
 use troupe_actors::node::{Node, NodeError};
 use troupe_runtime::id::ConversationId;

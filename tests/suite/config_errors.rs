@@ -107,15 +107,32 @@ fn run_and_chat_say_why_a_model_cannot_be_used_at_once() {
 }
 
 #[test]
-fn serve_names_each_bot_whose_model_cannot_be_used_and_does_not_start() {
+fn serve_names_each_bot_whose_model_cannot_be_used_at_start_and_serves() {
+    use std::io::BufRead;
     let home = TestHome::new();
-    let out = troupe(
-        &home,
-        &["serve", "--listen", "127.0.0.1:0"],
-        Some("nosuch:model"),
-    );
-    one_line(&out, 2, &["bot `assistant`", "unknown model spec"]);
-    assert!(!home.path().join("serve.json").exists());
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(home.path())
+        .env_remove("TROUPE_HOME")
+        .env_remove("RUST_LOG")
+        .env_remove("TROUPE_LOG")
+        .env("TROUPE_MODEL", "nosuch:model")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(serve.stderr.take().unwrap()).lines();
+    let warning = lines.next().unwrap().unwrap();
+    let serving = lines.next().unwrap().unwrap();
+    let _ = serve.kill();
+    let _ = serve.wait();
+    for said in ["warning", "bot `assistant`", "unknown model spec"] {
+        assert!(warning.contains(said), "`{said}` in {warning}");
+    }
+    assert!(serving.starts_with("troupe serving"), "{serving}");
 }
 
 /// House `acme` with person `ada`, bot `assistant` listening to all, and
