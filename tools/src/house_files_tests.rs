@@ -125,6 +125,15 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
         "{}",
         old.text
     );
+    // A version past the newest is an error naming the newest, not the newest.
+    let future = call(&read, &f.acme, json!({"path": "plans/a.md", "version": 7})).await;
+    assert!(
+        future.is_error()
+            && future.text.contains("no version 7")
+            && future.text.contains("the newest is 2"),
+        "{}",
+        future.text
+    );
     let middle = call(
         &read,
         &f.acme,

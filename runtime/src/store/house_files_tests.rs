@@ -83,6 +83,16 @@ async fn a_multi_file_write_is_one_version_and_older_versions_stay_readable() {
         .unwrap()
         .unwrap();
     assert_eq!(now.text.as_deref(), Some("alpha v2"));
+    // A version past the newest is refused, naming the newest.
+    let future = store
+        .read(move |c| read(c, acme, "plans/a.md", Some(3)))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        future.contains("no version 3") && future.contains("the newest is 2"),
+        "{future}"
+    );
     let versions = store.read(move |c| log(c, acme, None, 10)).await.unwrap();
     assert_eq!(versions.len(), 2);
     assert_eq!(versions[1].changes.len(), 2, "both files in version 1");

@@ -103,12 +103,24 @@ pub fn file(conn: &Connection, house: HouseId, raw: &str) -> Result<Option<FileI
 
 /// The file at `path` as it was at house version `at` (the current one
 /// when `None`); `None` when it does not exist (or did not then).
+///
+/// # Errors
+///
+/// [`StoreError::Invalid`] for a version past the house's newest, naming it.
 pub fn read(
     conn: &Connection,
     house: HouseId,
     raw: &str,
     at: Option<i64>,
 ) -> Result<Option<FileRead>, StoreError> {
+    if let Some(asked) = at {
+        let newest = super::latest_version(conn, house)?;
+        if asked > newest {
+            return Err(invalid(format!(
+                "there is no version {asked} of the house's files yet: the newest is {newest}"
+            )));
+        }
+    }
     let Some(current) = file(conn, house, raw)? else {
         return Ok(None);
     };
