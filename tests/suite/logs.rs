@@ -30,6 +30,13 @@ fn troupe(home: &TestHome, args: &[&str], env: &[(&str, &str)]) -> Output {
 #[test]
 fn rust_log_and_the_log_section_each_change_what_is_logged() {
     let home = TestHome::new();
+    // No background review: whether one is still running when the process
+    // ends (and says so) is a race, not what is tested here.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[review]\nenabled = false\n",
+    )
+    .unwrap();
     let model = write_script(&home, "hi.json", json!([{"text": "hello"}]));
     let run = ["run", "--model", model.as_str(), "hi"];
     let debug_lines = |out: &Output| {
@@ -52,7 +59,7 @@ fn rust_log_and_the_log_section_each_change_what_is_logged() {
     assert!(debug_lines(&troupe(&home, &run, &[("TROUPE_LOG", "debug")])) > 0);
     std::fs::write(
         home.path().join("config.toml"),
-        "[log]\nfilter = \"debug\"\n",
+        "[review]\nenabled = false\n[log]\nfilter = \"debug\"\n",
     )
     .unwrap();
     assert!(debug_lines(&troupe(&home, &run, &[])) > 0);
