@@ -157,6 +157,17 @@ pub enum Command {
     Executors(executors::ExecutorsCommand),
     /// Outside executors' instances (pi): list, show, log; start one of your own.
     Workbench(workbench::WorkbenchArgs),
+    /// Print the completion script of a shell.
+    ///
+    /// Examples:
+    ///   troupe completions bash > ~/.local/share/bash-completion/completions/troupe
+    ///   troupe completions zsh > "${fpath[1]}/_troupe"
+    ///   troupe completions fish > ~/.config/fish/completions/troupe.fish
+    #[command(verbatim_doc_comment)]
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Runs a parsed command line.
@@ -177,6 +188,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     match cli.command {
         Command::Init { force } => info::init(cli.home.clone(), force).await,
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "troupe", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Run(args) => run::run(builder(), args).await,
         Command::Demo => {
             // Only a `--home` given on this command line: TROUPE_HOME is

@@ -480,3 +480,38 @@ async fn tools_cost_estimates_each_always_on_definition_per_kind_and_per_bot() {
         "{shown}"
     );
 }
+
+#[test]
+fn completions_are_printed_for_a_shell_and_complete_in_bash() {
+    let home = TestHome::new();
+    let out = troupe(&home, &["completions", "bash"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let script = home.path().join("troupe.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    // bash itself completes `troupe thr` from the script.
+    let completed = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {}; COMP_WORDS=(troupe thr); COMP_CWORD=1; _troupe troupe thr troupe; echo \"${{COMPREPLY[@]}}\"",
+            script.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&completed.stdout).trim(),
+        "thread",
+        "{}",
+        text(&completed.stderr)
+    );
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let out = troupe(&home, &["completions", shell]);
+        assert!(out.status.success() && !out.stdout.is_empty(), "{shell}");
+    }
+    let out = troupe(&home, &["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("possible values: bash"),
+        "{}",
+        text(&out.stderr)
+    );
+}
