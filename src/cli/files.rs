@@ -85,9 +85,11 @@ enum FilesCommand {
         house: String,
         /// The file's path in the house.
         path: String,
-        /// The version you saw (`troupe files ls` shows it).
+        /// The version you saw (`troupe files ls` shows it). Without it: the
+        /// file's only version, or, when it has several, its newest once you
+        /// say yes on a terminal.
         #[arg(long)]
-        version: i64,
+        version: Option<i64>,
         /// Why, kept in the log.
         #[arg(long, short, default_value = "")]
         message: String,
@@ -286,9 +288,13 @@ where
             author,
         } => {
             let runtime = builder.recover(false).build().await?;
-            let entry = vec![(path.clone(), version)];
             let result = async {
                 let h = runtime.house(&house).await?;
+                let version = match version {
+                    Some(v) => v,
+                    None => seen_version(&h, &house, &path).await?,
+                };
+                let entry = vec![(path.clone(), version)];
                 anyhow::Ok(h.delete_files(&author, &message, entry).await?)
             }
             .await;
@@ -298,4 +304,33 @@ where
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The version `files rm` removes when none is given: the file's only one;
+/// of several, the newest, once the person at the terminal says yes.
+async fn seen_version(
+    h: &troupe_actors::house::HouseRef,
+    house: &str,
+    path: &str,
+) -> anyhow::Result<i64> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let newest = h.read_file(path, None).await?.version;
+    let versions = h.file_log(Some(path), 2).await?.len();
+    if versions <= 1 {
+        return Ok(newest);
+    }
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "`{path}` has several versions; give the one you saw with --version (the newest is {newest}; `troupe files log {house} {path}` lists them)"
+        );
+    }
+    eprint!("`{path}` has several versions; remove it, as of version {newest}, with all of them? [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(newest)
+    } else {
+        anyhow::bail!("nothing was removed")
+    }
 }

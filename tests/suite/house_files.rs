@@ -164,4 +164,27 @@ fn files_are_put_listed_got_logged_and_removed_from_the_command_line() {
         !ls.contains("brief.md") && ls.contains("notes/copy.md"),
         "{ls}"
     );
+    // Without --version: a file of one version goes; one of several asks
+    // for the version (no terminal here to say yes on).
+    ok(&["files", "put", "acme", "one.md", local]);
+    ok(&["files", "rm", "acme", "one.md"]);
+    ok(&[
+        "files",
+        "put",
+        "acme",
+        "notes/copy.md",
+        local,
+        "-m",
+        "again",
+    ]);
+    let (success, _, stderr) = run(&["files", "rm", "acme", "notes/copy.md"]);
+    assert!(
+        !success && stderr.contains("give the one you saw with --version (the newest is"),
+        "{stderr}"
+    );
+    let ls = ok(&["files", "ls", "acme"]);
+    assert!(
+        !ls.contains("one.md") && ls.contains("notes/copy.md"),
+        "{ls}"
+    );
 }
