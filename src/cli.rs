@@ -78,7 +78,11 @@ pub enum Command {
     /// Talk with a bot in the terminal.
     Chat(chat::ChatArgs),
     /// List the bots.
-    Bots,
+    Bots {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the latest conversations.
     Conversations {
         /// How many.
@@ -87,6 +91,9 @@ pub enum Command {
         /// Only this bot's.
         #[arg(long)]
         bot: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
     },
     /// Print a conversation's transcript (its id from `conversations` or `search`).
     Show {
@@ -104,11 +111,22 @@ pub enum Command {
         /// How many hits.
         #[arg(long, default_value_t = 10)]
         limit: usize,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
     },
     /// Tokens and cost by bot and day.
-    Usage,
+    Usage {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the routines, with their next fire and last run.
-    Routines,
+    Routines {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Memory changes the background review proposed: list, approve, reject.
     Proposals(proposals::ProposalsArgs),
     /// Every tool, its flags, and which actor kinds have it.
@@ -205,18 +223,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Chat(args) => chat::chat(builder().scheduler(true), args).await,
-        Command::Bots => info::bots(&read_only().await?).await,
-        Command::Conversations { limit, bot } => {
-            info::conversations(&read_only().await?, limit, bot.as_deref()).await
+        Command::Bots { json } => info::bots(&read_only().await?, json).await,
+        Command::Conversations { limit, bot, json } => {
+            info::conversations(&read_only().await?, limit, bot.as_deref(), json).await
         }
         Command::Show { conversation, json } => {
             show::show(&read_only().await?, &conversation, json).await
         }
-        Command::Search { query, limit } => {
-            info::search(&read_only().await?, &query.join(" "), limit).await
+        Command::Search { query, limit, json } => {
+            info::search(&read_only().await?, &query.join(" "), limit, json).await
         }
-        Command::Usage => info::usage(&read_only().await?).await,
-        Command::Routines => info::routines(&read_only().await?).await,
+        Command::Usage { json } => info::usage(&read_only().await?, json).await,
+        Command::Routines { json } => info::routines(&read_only().await?, json).await,
         Command::Proposals(args) => proposals::proposals(cli.home.clone(), &overrides, args).await,
         Command::Tools { json, cost: true } => cost::cost(&read_only().await?, json).await,
         Command::Tools { json, cost: false } => info::tools(json),

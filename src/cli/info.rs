@@ -44,8 +44,15 @@ pub async fn init(home: Option<std::path::PathBuf>, force: bool) -> anyhow::Resu
 }
 
 /// `troupe bots`.
-pub async fn bots(view: &View) -> anyhow::Result<ExitCode> {
+pub async fn bots(view: &View, json: bool) -> anyhow::Result<ExitCode> {
     for bot in view.bots().await? {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"name": bot.spec.name, "title": bot.spec.title, "model": bot.spec.model, "description": bot.spec.description})
+            );
+            continue;
+        }
         let model = if bot.spec.model.is_empty() {
             "(default model)"
         } else {
@@ -65,6 +72,7 @@ pub async fn conversations(
     view: &View,
     limit: usize,
     bot: Option<&str>,
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
     let bot = match bot {
         Some(name) => Some(view.bot(name).await?.id),
@@ -77,10 +85,17 @@ pub async fn conversations(
     let rows = view
         .read(move |c| search::latest_conversations(c, &filter, limit))
         .await?;
-    if rows.is_empty() {
+    if rows.is_empty() && !json {
         println!("no conversations yet; `troupe run` or `troupe chat` starts one");
     }
     for row in rows {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"id": row.id.to_string(), "bot": row.bot_name, "kind": row.kind.to_string(), "updated_at": row.updated_at, "messages": row.messages, "title": row.title, "first_user_message": row.first_user_message})
+            );
+            continue;
+        }
         let about = if row.title.is_empty() {
             row.first_user_message.unwrap_or_default()
         } else {
@@ -109,7 +124,12 @@ fn one_line(text: &str, max: usize) -> String {
 }
 
 /// `troupe search QUERY`.
-pub async fn search(view: &View, query: &str, limit: usize) -> anyhow::Result<ExitCode> {
+pub async fn search(
+    view: &View,
+    query: &str,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let q = query.to_string();
     let hits = view
         .read(move |c| conversations::search_messages(c, &q, limit))
@@ -122,10 +142,17 @@ pub async fn search(view: &View, query: &str, limit: usize) -> anyhow::Result<Ex
              this home indexes them (at the latest when it stops, or at the next `troupe run`)"
         );
     }
-    if hits.is_empty() {
+    if hits.is_empty() && !json {
         println!("no message matches `{query}`");
     }
     for hit in hits {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"conversation": hit.conversation.to_string(), "role": hit.role.to_string(), "created_at": hit.created_at, "snippet": hit.snippet})
+            );
+            continue;
+        }
         println!(
             "{}  {:<9} {}  {}",
             hit.conversation,
@@ -138,7 +165,7 @@ pub async fn search(view: &View, query: &str, limit: usize) -> anyhow::Result<Ex
 }
 
 /// `troupe usage`.
-pub async fn usage(view: &View) -> anyhow::Result<ExitCode> {
+pub async fn usage(view: &View, json: bool) -> anyhow::Result<ExitCode> {
     let rows = view.read(usage::by_bot_and_day).await?;
     let names: std::collections::HashMap<_, _> = view
         .bots()
@@ -146,12 +173,21 @@ pub async fn usage(view: &View) -> anyhow::Result<ExitCode> {
         .into_iter()
         .map(|b| (b.id, b.spec.name))
         .collect();
-    println!(
-        "{:<12} {:<16} {:>6} {:>10} {:>10} {:>10}",
-        "day", "bot", "calls", "input", "output", "cost $"
-    );
+    if !json {
+        println!(
+            "{:<12} {:<16} {:>6} {:>10} {:>10} {:>10}",
+            "day", "bot", "calls", "input", "output", "cost $"
+        );
+    }
     for row in rows {
         let bot = names.get(&row.bot).map(String::as_str).unwrap_or("?");
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"day": row.day.to_string(), "bot": bot, "calls": row.total.calls, "input_tokens": row.total.usage.input_tokens, "output_tokens": row.total.usage.output_tokens, "cost_usd": row.total.cost_usd})
+            );
+            continue;
+        }
         println!(
             "{:<12} {:<16} {:>6} {:>10} {:>10} {:>10.4}",
             row.day,
@@ -166,7 +202,7 @@ pub async fn usage(view: &View) -> anyhow::Result<ExitCode> {
 }
 
 /// `troupe routines`: every routine, when it fires next and how it last ran.
-pub async fn routines(view: &View) -> anyhow::Result<ExitCode> {
+pub async fn routines(view: &View, json: bool) -> anyhow::Result<ExitCode> {
     use troupe_actors::routine::run::show;
     use troupe_actors::routine::table;
 
@@ -184,10 +220,17 @@ pub async fn routines(view: &View) -> anyhow::Result<ExitCode> {
         .await?
         .transpose()?
         .unwrap_or_default();
-    if rows.is_empty() {
+    if rows.is_empty() && !json {
         println!("no routines; a bot makes them with cronjob_manage");
     }
     for (last, r) in rows {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"id": r.id.to_string(), "name": r.name, "owner": r.owner_bot, "status": r.status.to_string(), "schedule": r.schedule.text(), "next_fire_at": r.next_fire_at, "last_run": last.map(|run| serde_json::json!({"scheduled_for": run.scheduled_for, "status": run.status.to_string()}))})
+            );
+            continue;
+        }
         let next = match r.next_fire_at {
             Some(at) => format!("next {}", show(at, tz)),
             None => "no next run".into(),

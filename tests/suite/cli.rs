@@ -515,3 +515,39 @@ fn completions_are_printed_for_a_shell_and_complete_in_bash() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn every_listing_prints_one_json_object_per_line_with_json() {
+    let home = TestHome::new();
+    let model = write_script(
+        &home,
+        "hi.json",
+        json!([{"text": "the launch is on Friday"}]),
+    );
+    let out = troupe(&home, &["run", "--model", &model, "when is the launch?"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = |args: &[&str]| -> Vec<serde_json::Value> {
+        let out = troupe(&home, args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{args:?}: {l}: {e}")))
+            .collect()
+    };
+    let bots = lines(&["bots", "--json"]);
+    assert!(bots.iter().any(|b| b["name"] == "assistant"), "{bots:?}");
+    let conversations = lines(&["conversations", "--json"]);
+    assert_eq!(conversations[0]["bot"], "assistant", "{conversations:?}");
+    assert!(conversations[0]["id"]
+        .as_str()
+        .unwrap()
+        .starts_with("conv_"));
+    let hits = lines(&["search", "launch", "--json"]);
+    assert!(
+        !hits.is_empty() && hits[0]["snippet"].is_string(),
+        "{hits:?}"
+    );
+    let usage = lines(&["usage", "--json"]);
+    assert!(usage.iter().all(|u| u["calls"].is_u64()), "{usage:?}");
+    assert!(lines(&["routines", "--json"]).is_empty());
+}
