@@ -67,20 +67,43 @@ pub fn has_glob(text: &str) -> bool {
 /// `None` when there is nothing to expand or it would make more than
 /// [`MAX_WORDS`] words.
 pub(super) fn expand_braces(text: &str) -> Option<Vec<String>> {
-    let (open, close, items) = first_brace(text)?;
-    let (prefix, suffix) = (&text[..open], &text[close + 1..]);
     let mut out = Vec::new();
+    match expand_into(text, &mut out) {
+        Expansion::Expanded => Some(out),
+        Expansion::Plain | Expansion::TooMany => None,
+    }
+}
+
+/// What [`expand_into`] made of a text.
+enum Expansion {
+    /// Nothing to expand: the text is one word as it is.
+    Plain,
+    /// Its words were added.
+    Expanded,
+    /// Past [`MAX_WORDS`]: everything stops, at every level (else each
+    /// level would go on with its next item, and nested lists of a few items
+    /// each would take exponential time before giving up).
+    TooMany,
+}
+
+/// Adds the words `text` expands to onto `out`.
+fn expand_into(text: &str, out: &mut Vec<String>) -> Expansion {
+    let Some((open, close, items)) = first_brace(text) else {
+        return Expansion::Plain;
+    };
+    let (prefix, suffix) = (&text[..open], &text[close + 1..]);
     for item in items {
         let joined = format!("{prefix}{item}{suffix}");
-        match expand_braces(&joined) {
-            Some(more) => out.extend(more),
-            None => out.push(joined),
+        match expand_into(&joined, out) {
+            Expansion::Plain => out.push(joined),
+            Expansion::Expanded => {}
+            Expansion::TooMany => return Expansion::TooMany,
         }
         if out.len() > MAX_WORDS {
-            return None;
+            return Expansion::TooMany;
         }
     }
-    Some(out)
+    Expansion::Expanded
 }
 
 /// The first `{…}` that expands: its bounds and its items.
@@ -176,25 +199,42 @@ fn single_char(text: &str) -> Option<char> {
 pub(super) fn matches(pattern: &str, name: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
-    match_from(&p, &n)
+    // What was tried and failed, by (pattern left, name left): each pair is
+    // tried once, so many `*` cost |pattern|·|name| steps, not exponential.
+    let mut failed = std::collections::HashSet::new();
+    match_from(&p, &n, &mut failed)
 }
 
-fn match_from(p: &[char], n: &[char]) -> bool {
+fn match_from(
+    p: &[char],
+    n: &[char],
+    failed: &mut std::collections::HashSet<(usize, usize)>,
+) -> bool {
+    let key = (p.len(), n.len());
+    if failed.contains(&key) {
+        return false;
+    }
     let Some((&first, rest)) = p.split_first() else {
         return n.is_empty();
     };
-    match first {
-        '*' => (0..=n.len()).any(|skip| match_from(rest, &n[skip..])),
-        '?' => !n.is_empty() && match_from(rest, &n[1..]),
+    let matched = match first {
+        '*' => (0..=n.len()).any(|skip| match_from(rest, &n[skip..], failed)),
+        '?' => !n.is_empty() && match_from(rest, &n[1..], failed),
         '[' => match class(rest) {
             Some((set, after)) => {
-                n.first().is_some_and(|c| set.contains(*c)) && match_from(after, &n[1..])
+                n.first().is_some_and(|c| set.contains(*c)) && match_from(after, &n[1..], failed)
             }
-            None => n.first() == Some(&'[') && match_from(rest, &n[1..]),
+            None => n.first() == Some(&'[') && match_from(rest, &n[1..], failed),
         },
-        '\\' if !rest.is_empty() => n.first() == rest.first() && match_from(&rest[1..], &n[1..]),
-        c => n.first() == Some(&c) && match_from(rest, &n[1..]),
+        '\\' if !rest.is_empty() => {
+            n.first() == rest.first() && match_from(&rest[1..], &n[1..], failed)
+        }
+        c => n.first() == Some(&c) && match_from(rest, &n[1..], failed),
+    };
+    if !matched {
+        failed.insert(key);
     }
+    matched
 }
 
 /// A bracket class and what follows it, the `[` already read.
@@ -302,12 +342,23 @@ mod tests {
             ("${HOME}", None),
             ("{a}", None),
             ("{1..100000}", None),
+            // Twenty nested pairs: a million words; refused at once, not
+            // after exploring them all.
+            (&"{a,b}".repeat(20), None),
         ];
         for (text, want) in cases {
             let got = expand_braces(text);
             let want = want.map(|w| w.iter().map(|s| s.to_string()).collect::<Vec<_>>());
             assert_eq!(got, want, "{text}");
         }
+    }
+
+    #[test]
+    fn many_stars_match_in_polynomial_time() {
+        // Exponential by plain backtracking: C(60, 30) tries.
+        let pattern = "*a".repeat(30) + "b";
+        assert!(!matches(&pattern, &"a".repeat(30)));
+        assert!(matches(&("*a".repeat(30) + "*"), &"a".repeat(30)));
     }
 
     #[test]
