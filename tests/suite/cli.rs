@@ -19,6 +19,28 @@ pub(super) fn troupe(home: &TestHome, args: &[&str]) -> Output {
         .expect("the troupe binary runs")
 }
 
+/// House `acme` with person `ada`, bot `assistant` listening to all, and
+/// thread `general`, made through the CLI.
+pub(super) fn house_with_assistant(home: &TestHome) {
+    for args in [
+        &["house", "create", "acme"][..],
+        &["house", "add", "acme", "--human", "ada"],
+        &[
+            "house",
+            "add",
+            "acme",
+            "--bot",
+            "assistant",
+            "--listen",
+            "all",
+        ],
+        &["thread", "create", "acme", "general"],
+    ] {
+        let out = troupe(home, args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+}
+
 pub(super) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

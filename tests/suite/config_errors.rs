@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::json;
 
-use super::cli::text;
+use super::cli::{house_with_assistant, text};
 use super::support::TestHome;
 
 /// `troupe ARGS` on `home` with no model key in its environment.
@@ -135,32 +135,10 @@ fn serve_names_each_bot_whose_model_cannot_be_used_at_start_and_serves() {
     assert!(serving.starts_with("troupe serving"), "{serving}");
 }
 
-/// House `acme` with person `ada`, bot `assistant` listening to all, and
-/// thread `general`.
-fn house(home: &TestHome) {
-    for args in [
-        &["house", "create", "acme"][..],
-        &["house", "add", "acme", "--human", "ada"],
-        &[
-            "house",
-            "add",
-            "acme",
-            "--bot",
-            "assistant",
-            "--listen",
-            "all",
-        ],
-        &["thread", "create", "acme", "general"],
-    ] {
-        let out = troupe(home, args, None);
-        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    }
-}
-
 #[test]
 fn thread_post_says_why_a_bot_did_not_answer_and_exits_1() {
     let home = TestHome::new();
-    house(&home);
+    house_with_assistant(&home);
     let post = [
         "thread",
         "post",
@@ -282,7 +260,7 @@ async fn the_api_and_the_rust_api_refuse_a_bot_whose_model_cannot_be_used() {
 fn thread_post_through_a_server_says_why_a_bot_did_not_answer() {
     use std::io::{BufRead, BufReader};
     let home = TestHome::new();
-    house(&home);
+    house_with_assistant(&home);
     let script = home.path().join("bots.json");
     std::fs::write(
         &script,

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::json;
 
-use super::cli::{text, write_script};
+use super::cli::{house_with_assistant, text, write_script};
 use super::support::TestHome;
 
 fn troupe(home: &TestHome, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -79,23 +79,7 @@ fn rust_log_and_the_log_section_each_change_what_is_logged() {
 #[test]
 fn json_logs_go_to_the_log_file_with_ids_as_fields() {
     let home = TestHome::new();
-    for args in [
-        &["house", "create", "acme"][..],
-        &["house", "add", "acme", "--human", "ada"],
-        &[
-            "house",
-            "add",
-            "acme",
-            "--bot",
-            "assistant",
-            "--listen",
-            "all",
-        ],
-        &["thread", "create", "acme", "general"],
-    ] {
-        let out = troupe(&home, args, &[]);
-        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    }
+    house_with_assistant(&home);
     std::fs::write(
         home.path().join("config.toml"),
         "[log]\nfilter = \"info\"\njson = true\nfile = \"troupe.log\"\n",
