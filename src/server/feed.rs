@@ -113,15 +113,21 @@ impl Feed {
         let me = feed.clone();
         let task = tokio::spawn(async move {
             loop {
+                // Conversations first: a bot's turn emits its last event
+                // before its answer is posted, so once the thread's post is
+                // seen every event of the turn that wrote it has been
+                // republished; a watcher never sees a turn's deltas after
+                // the message they end in.
                 tokio::select! {
+                    biased;
                     () = stop.cancelled() => break,
-                    event = threads.recv() => match event {
-                        Ok(e) => me.thread_event(e),
+                    event = conversations.recv() => match event {
+                        Ok(e) => me.conversation_event(e.conversation, e.event).await,
                         Err(RecvError::Lagged(n)) => me.lagged_everywhere(n),
                         Err(RecvError::Closed) => break,
                     },
-                    event = conversations.recv() => match event {
-                        Ok(e) => me.conversation_event(e.conversation, e.event).await,
+                    event = threads.recv() => match event {
+                        Ok(e) => me.thread_event(e),
                         Err(RecvError::Lagged(n)) => me.lagged_everywhere(n),
                         Err(RecvError::Closed) => break,
                     },

@@ -85,7 +85,15 @@ async fn what_runs_the_environment_out_of_memory_dies_alone() {
     }
     let home = TestHome::new();
     // A quota in files high enough that memory runs out first.
-    let (_rt, envs, id) = with_environment(&home, &[("environments.disk_files", "10000000")]).await;
+    let (_rt, envs, id) = with_environment(
+        &home,
+        &[
+            ("environments.disk_files", "10000000"),
+            // A smaller cap than the default GiB: the hogs reach it sooner.
+            ("environments.memory_mib", "256"),
+        ],
+    )
+    .await;
     let hogs = [
         (
             "pages",

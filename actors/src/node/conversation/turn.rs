@@ -672,16 +672,7 @@ pub(super) async fn finish(
             Err(e) => tracing::error!(error = %e, "could not close the turn in the store"),
         }
     }
-    if let Some(reply) = active.reply.take() {
-        // Committed: routing it now is only a wake-up (the next start
-        // delivers whatever is still pending).
-        let node = crate::node::Node::from_context(Arc::clone(&state.args.node));
-        tokio::spawn(async move {
-            if let Err(e) = node.route(reply).await {
-                tracing::warn!(error = %e, "a committed reply could not be routed; it waits in the mailbox");
-            }
-        });
-    }
+    let reply = active.reply.take();
     let report = TurnReport {
         conversation: state.args.id,
         outcome: outcome.clone(),
@@ -711,6 +702,18 @@ pub(super) async fn finish(
                 .services
                 .get::<troupe_runtime::house::HouseScope>()
                 .map(|s| s.house),
+        });
+    }
+    if let Some(reply) = reply {
+        // Committed: routing it now is only a wake-up (the next start
+        // delivers whatever is still pending). It goes after the turn's
+        // last event, so whoever watches both sees the turn end before
+        // its answer lands.
+        let node = crate::node::Node::from_context(Arc::clone(&state.args.node));
+        tokio::spawn(async move {
+            if let Err(e) = node.route(reply).await {
+                tracing::warn!(error = %e, "a committed reply could not be routed; it waits in the mailbox");
+            }
         });
     }
     if let Some(done) = state.args.carry.end().and_then(|w| w.done) {
