@@ -4,24 +4,24 @@
 //! `seq`) and the live events of the bots' turns there. Connect with
 //! `?after=<id>` to be sent first every message after that one, from the
 //! store, then the live stream: the subscription is taken before the store
-//! is read and messages already sent are skipped, so a reconnect misses
-//! nothing and repeats nothing. Without `after`, the stream starts now and
+//! is read, the store is read only up to the last message published before
+//! the subscription (later ones come live, after their turn's events), and
+//! messages already sent are skipped, so a reconnect misses nothing and
+//! repeats nothing. Without `after`, the stream starts now and
 //! its first frame, `{"type":"ready","after":<id>}`, names the newest
 //! message, to resume from later.
-
-use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde::Deserialize;
-use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::broadcast::error::RecvError;
 use troupe_actors::house::ThreadRef;
 use troupe_runtime::id::ConversationId;
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::feed::{Feed, Frame};
+use super::feed::{Feed, Watch};
 use super::AppState;
 
 /// A watcher sends the server next to nothing: small buffers keep an idle
@@ -56,8 +56,8 @@ pub async fn thread(
     let feed = state.feed().clone();
     let stop = state.stopping().clone();
     Ok(small(upgrade).on_upgrade(move |socket| async move {
-        let frames = feed.watch_thread(thread.info.id);
-        if let Err(e) = stream_thread(socket, thread, frames, after.after, stop).await {
+        let watch = feed.watch_thread(thread.info.id);
+        if let Err(e) = stream_thread(socket, thread, watch, after.after, stop).await {
             tracing::debug!(error = %e, "a thread stream ended");
         }
     }))
@@ -66,13 +66,18 @@ pub async fn thread(
 async fn stream_thread(
     mut socket: WebSocket,
     thread: ThreadRef,
-    mut frames: broadcast::Receiver<Arc<Frame>>,
+    watch: Watch,
     after: Option<i64>,
     stop: tokio_util::sync::CancellationToken,
 ) -> Result<(), axum::Error> {
-    let mut last = match after {
-        Some(seq) => replay(&mut socket, &thread, seq).await?,
-        None => {
+    let Watch {
+        mut frames,
+        published,
+    } = watch;
+    let mut last = match (after, published) {
+        (Some(seq), _) => replay(&mut socket, &thread, seq, published).await?,
+        (None, Some(published)) => published,
+        (None, None) => {
             let newest = thread
                 .read(0, 1)
                 .await
@@ -106,7 +111,7 @@ async fn stream_thread(
                     }
                     socket.send(Message::Text(frame.json.clone().into())).await?;
                 }
-                Err(RecvError::Lagged(_)) => last = replay(&mut socket, &thread, last).await?,
+                Err(RecvError::Lagged(_)) => last = replay(&mut socket, &thread, last, None).await?,
                 Err(RecvError::Closed) => {
                     let _ = socket.send(away()).await;
                     return Ok(());
@@ -120,11 +125,14 @@ async fn stream_thread(
     }
 }
 
-/// Sends the thread's messages after `seq` from the store; the last one sent.
+/// Sends the thread's messages after `seq` from the store, up to `until`
+/// when given (what was published before the watcher subscribed: the rest
+/// comes live); the last one sent.
 async fn replay(
     socket: &mut WebSocket,
     thread: &ThreadRef,
     mut seq: i64,
+    until: Option<i64>,
 ) -> Result<i64, axum::Error> {
     loop {
         let page = thread
@@ -132,6 +140,9 @@ async fn replay(
             .await
             .map_err(axum::Error::new)?;
         for message in &page {
+            if until.is_some_and(|until| message.seq > until) {
+                return Ok(seq);
+            }
             socket
                 .send(Message::Text(
                     Feed::message_frame(message, None).json.into(),

@@ -14,8 +14,12 @@
 //! Only a thread's messages are durable and carry an `id` (their `seq`):
 //! a watcher that reconnects with `?after=<id>` is sent what it missed
 //! from the store. Deltas and tool calls are live only; the messages they
-//! end in are not.
+//! end in are not. A new watcher learns, with its subscription, the last
+//! message published before it ([`Watch::published`]): the store is read
+//! up to there and the rest comes on the channel, each message after the
+//! live events of the turn that wrote it, so a turn is never shown twice.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -44,6 +48,24 @@ pub struct Frame {
     pub seq: Option<i64>,
     /// The JSON text sent to watchers.
     pub json: String,
+}
+
+/// A thread's channel, and the last message published on it.
+struct ThreadFeed {
+    /// `None` while nobody watches (a channel's buffer is not kept for
+    /// a thread no one reads).
+    tx: Option<broadcast::Sender<Arc<Frame>>>,
+    /// The `seq` of the last message published, once one was.
+    published: Option<i64>,
+}
+
+/// A new watcher of a thread: its frames, and where the store ends for it.
+pub struct Watch {
+    /// Frames of the thread from the subscription on.
+    pub frames: broadcast::Receiver<Arc<Frame>>,
+    /// The last message published before the subscription, when one was
+    /// since the server started: messages after it come on `frames`.
+    pub published: Option<i64>,
 }
 
 /// Where a bot's conversation speaks.
@@ -90,7 +112,9 @@ pub struct Feed {
 
 struct Inner {
     node: Node,
-    threads: DashMap<ThreadId, broadcast::Sender<Arc<Frame>>>,
+    threads: DashMap<ThreadId, ThreadFeed>,
+    /// How many threads have a channel (someone watches, or did).
+    watched: std::sync::atomic::AtomicUsize,
     conversations: DashMap<ConversationId, broadcast::Sender<Arc<Frame>>>,
     seats: DashMap<ConversationId, Option<SeatOf>>,
     pending: DashMap<String, PendingRequest>,
@@ -103,6 +127,7 @@ impl Feed {
             inner: Arc::new(Inner {
                 node: node.clone(),
                 threads: DashMap::new(),
+                watched: Default::default(),
                 conversations: DashMap::new(),
                 seats: DashMap::new(),
                 pending: DashMap::new(),
@@ -140,13 +165,25 @@ impl Feed {
         (feed, task)
     }
 
-    /// Frames of thread `id` from now on.
-    pub fn watch_thread(&self, id: ThreadId) -> broadcast::Receiver<Arc<Frame>> {
-        self.inner
-            .threads
-            .entry(id)
-            .or_insert_with(|| broadcast::channel(CHANNEL).0)
-            .subscribe()
+    /// Frames of thread `id` from now on, and the last message published
+    /// before them (read under the lock the publisher takes, so nothing
+    /// falls between the two).
+    pub fn watch_thread(&self, id: ThreadId) -> Watch {
+        let mut feed = self.inner.threads.entry(id).or_insert_with(|| ThreadFeed {
+            tx: None,
+            published: None,
+        });
+        let frames = feed
+            .tx
+            .get_or_insert_with(|| {
+                self.inner.watched.fetch_add(1, Ordering::Relaxed);
+                broadcast::channel(CHANNEL).0
+            })
+            .subscribe();
+        Watch {
+            frames,
+            published: feed.published,
+        }
     }
 
     /// Frames of conversation `id` from now on.
@@ -188,42 +225,68 @@ impl Feed {
         }
     }
 
-    fn publish_thread(&self, thread: ThreadId, frame: impl FnOnce() -> Frame) {
-        if let Some(tx) = self.inner.threads.get(&thread) {
-            if tx.receiver_count() > 0 {
-                let _ = tx.send(Arc::new(frame()));
-                return;
-            }
+    /// Sends a frame to thread `thread`'s watchers. A message's `seq` is
+    /// noted as published in the same step, watched or not.
+    fn publish_thread(&self, thread: ThreadId, seq: Option<i64>, frame: impl FnOnce() -> Frame) {
+        let feed = match seq {
+            Some(_) => Some(
+                self.inner
+                    .threads
+                    .entry(thread)
+                    .or_insert_with(|| ThreadFeed {
+                        tx: None,
+                        published: None,
+                    }),
+            ),
+            None => self.inner.threads.get_mut(&thread),
+        };
+        let Some(mut feed) = feed else { return };
+        if seq.is_some() {
+            feed.published = seq;
         }
-        // No one watches: drop the channel when its last watcher left.
-        self.inner
-            .threads
-            .remove_if(&thread, |_, tx| tx.receiver_count() == 0);
+        match &feed.tx {
+            Some(tx) if tx.receiver_count() > 0 => {
+                let _ = tx.send(Arc::new(frame()));
+            }
+            // No one watches: the channel's buffer goes with its last
+            // watcher; what was published stays known.
+            Some(_) => {
+                feed.tx = None;
+                self.inner.watched.fetch_sub(1, Ordering::Relaxed);
+            }
+            None => {}
+        }
     }
 
     fn thread_event(&self, event: ThreadEvent) {
         match event {
             ThreadEvent::Posted(p) => {
-                self.publish_thread(p.thread, || Self::message_frame(&p.message, Some(p.round)))
+                self.publish_thread(p.thread, Some(p.message.seq), || {
+                    Self::message_frame(&p.message, Some(p.round))
+                });
             }
-            ThreadEvent::Offered { thread, round, bot } => self.publish_thread(thread, || Frame {
-                seq: None,
-                json: json!({"type": "offered", "bot": bot, "round": round}).to_string(),
-            }),
+            ThreadEvent::Offered { thread, round, bot } => {
+                self.publish_thread(thread, None, || Frame {
+                    seq: None,
+                    json: json!({"type": "offered", "bot": bot, "round": round}).to_string(),
+                })
+            }
             ThreadEvent::TurnFailed {
                 thread,
                 round,
                 bot,
                 reason,
-            } => self.publish_thread(thread, || Frame {
+            } => self.publish_thread(thread, None, || Frame {
                 seq: None,
                 json: json!({"type": "turn_failed", "bot": bot, "round": round, "reason": reason})
                     .to_string(),
             }),
-            ThreadEvent::RoundSettled { thread, round } => self.publish_thread(thread, || Frame {
-                seq: None,
-                json: json!({"type": "settled", "round": round}).to_string(),
-            }),
+            ThreadEvent::RoundSettled { thread, round } => {
+                self.publish_thread(thread, None, || Frame {
+                    seq: None,
+                    json: json!({"type": "settled", "round": round}).to_string(),
+                })
+            }
         }
     }
 
@@ -235,8 +298,10 @@ impl Feed {
             seq: None,
             json: json!({"type": "lagged", "missed": missed}).to_string(),
         });
-        for tx in self.inner.threads.iter() {
-            let _ = tx.send(frame.clone());
+        for feed in self.inner.threads.iter() {
+            if let Some(tx) = &feed.tx {
+                let _ = tx.send(frame.clone());
+            }
         }
         for tx in self.inner.conversations.iter() {
             let _ = tx.send(frame.clone());
@@ -282,7 +347,7 @@ impl Feed {
         }
         // A new conversation is looked up once; thread watchers or a
         // request make it worth it.
-        let watched = !self.inner.threads.is_empty() || asks;
+        let watched = self.inner.watched.load(Ordering::Relaxed) > 0 || asks;
         let seat = if watched {
             self.seat(conversation).await
         } else {
@@ -293,7 +358,7 @@ impl Feed {
         }
         if let Some(seat) = seat {
             if let Some(frame) = thread_frame(&seat.bot, &event) {
-                self.publish_thread(seat.thread, || frame);
+                self.publish_thread(seat.thread, None, || frame);
             }
         }
     }
