@@ -190,6 +190,21 @@ async fn send_gif_posts_the_gif_as_a_message_of_the_bot_with_an_image() {
             ("alice", "there you go", &[][..]),
         ]
     );
+    // The CLI prints it as a link, with its size and attribution.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["thread", "read", "acme", "general"])
+        .env_remove("TROUPE_HOME")
+        .output()
+        .await
+        .unwrap();
+    let printed = text(&out.stdout);
+    let link = format!(
+        "[alice] 🖼 Happy Dance GIF <{}/media/happy.gif>, 480×270 · Powered by GIPHY",
+        gifs.base
+    );
+    assert!(printed.contains(&link), "{printed}{}", text(&out.stderr));
     // Another bot sees it in its transcript, as an image with its link.
     general
         .post_and_wait("ada", "@bob what did alice post?", WAIT)
