@@ -278,7 +278,7 @@ fn a_thread_pinned_from_the_cli_is_what_list_threads_pinned_only_finds() {
         troupe(&home, &all)
     };
     for args in [
-        &["thread", "create", "acme", "notes"][..],
+        &["thread", "create", "acme", "notes", "--with", "assistant"][..],
         &["thread", "pin", "acme", "general"],
     ] {
         let out = run(args);
