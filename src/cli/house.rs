@@ -429,10 +429,11 @@ where
                     println!("{}", serde_json::to_string(&t)?);
                 } else {
                     println!(
-                        "{:<28} {:>5} messages  {}{}  {}",
+                        "{:<28} {:>5} messages  {}{}{}  {}",
                         t.label(),
                         t.messages,
                         t.last_activity.format("%Y-%m-%d %H:%M"),
+                        if t.pinned { "  pinned" } else { "" },
                         if t.archived { "  archived" } else { "" },
                         t.participants.join(", ")
                     );
