@@ -138,6 +138,16 @@ pub enum Command {
         /// model call, per kind of actor and per bot.
         #[arg(long)]
         cost: bool,
+        /// With --cost: ask the real model what each always-on tool costs,
+        /// one small request per tool (spends credit; asks first on a terminal).
+        #[arg(long, requires = "cost")]
+        each: bool,
+        /// With --each: the model to ask (default `agent.model`).
+        #[arg(long, requires = "each")]
+        model: Option<String>,
+        /// With --each: do not ask before spending credit.
+        #[arg(long, requires = "each")]
+        yes: bool,
     },
     /// Host the home's bots, fire its routines, and serve the HTTP API and
     /// the web page until stopped (SIGINT/SIGTERM).
@@ -236,8 +246,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Usage { json } => info::usage(&read_only().await?, json).await,
         Command::Routines { json } => info::routines(&read_only().await?, json).await,
         Command::Proposals(args) => proposals::proposals(cli.home.clone(), &overrides, args).await,
-        Command::Tools { json, cost: true } => cost::cost(&read_only().await?, json).await,
-        Command::Tools { json, cost: false } => info::tools(json),
+        Command::Tools {
+            json,
+            cost: true,
+            each: true,
+            model,
+            yes,
+        } => cost::each::each(&read_only().await?, model, yes, json).await,
+        Command::Tools {
+            json, cost: true, ..
+        } => cost::cost(&read_only().await?, json).await,
+        Command::Tools {
+            json, cost: false, ..
+        } => info::tools(json),
         Command::Serve { listen } => serve::serve(builder().scheduler(true), listen).await,
         Command::Ps { json } => ps::ps(builder(), read_only, json).await,
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,

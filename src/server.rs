@@ -246,6 +246,7 @@ pub fn app(state: AppState) -> Router {
             "/houses/{house}/threads/{thread}/archive",
             post(threads::archive),
         )
+        .route("/houses/{house}/threads/{thread}/pin", post(threads::pin))
         .route(
             "/houses/{house}/threads/{thread}/messages",
             get(threads::messages).post(threads::post),

@@ -177,8 +177,50 @@ pub struct ThreadMessage {
     pub via: Option<ThreadId>,
     /// The text.
     pub text: String,
+    /// What it carries beside its text (a GIF a bot posted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
     /// When it was posted.
     pub created_at: DateTime<Utc>,
+}
+
+/// An image a message carries (`send_gif`'s GIF): shown by the page, given
+/// as a link by the CLI and in the bots' transcripts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// What it is: `image`.
+    pub kind: String,
+    /// The image's address.
+    pub url: String,
+    /// A smaller rendition, for previews.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+    /// Its width in pixels, when the service said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u32>,
+    /// Its height in pixels, when the service said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
+    /// Its size in bytes, when the service said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Its title or description (the image's alternative text).
+    pub title: String,
+    /// Who provides it, as they ask to be credited ("Powered by GIPHY").
+    pub attribution: String,
+    /// Its page on the service, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<String>,
+}
+
+impl Attachment {
+    /// One line for a transcript: `[image: title <url>, via …]`.
+    pub fn render(&self) -> String {
+        format!(
+            "[image: {} <{}>, {}]",
+            self.title, self.url, self.attribution
+        )
+    }
 }
 
 /// A search hit among a house's thread messages.
@@ -224,6 +266,9 @@ pub struct Post {
     /// call, a model that cannot be used, a budget, a guard), when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// What the message carries beside its text (`send_gif`'s GIF).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 /// A turn offered to a bot in a thread: the messages it has not seen, for
@@ -273,7 +318,14 @@ pub fn render_line(m: &ThreadMessage) -> String {
         .via
         .map(|t| format!(" (posted from {t})"))
         .unwrap_or_default();
-    format!("[{}{via}] {}", m.author, m.text)
+    let mut line = format!("[{}{via}] {}", m.author, m.text);
+    for a in &m.attachments {
+        if !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(&a.render());
+    }
+    line
 }
 
 /// The house and thread a bot's conversation sits in: put into the
@@ -419,6 +471,14 @@ pub trait HouseServices: Send + Sync {
     async fn list_participants(&self, ctx: &ToolContext, thread: Option<&str>) -> ToolResult;
     /// `post_to_thread`.
     async fn post_to_thread(&self, ctx: &ToolContext, thread: &str, text: &str) -> ToolResult;
+    /// Posts `attachment` as a message of the caller's bot into its own
+    /// thread (`send_gif`); `text` is what the result tells the model.
+    async fn post_attachment(
+        &self,
+        ctx: &ToolContext,
+        attachment: Attachment,
+        text: String,
+    ) -> ToolResult;
     /// `create_thread`.
     async fn create_thread(&self, ctx: &ToolContext, name: &str, tags: Vec<String>) -> ToolResult;
     /// `archive_thread` (this thread).

@@ -97,6 +97,7 @@ pub async fn house(messages: usize) -> anyhow::Result<serde_json::Value> {
                 via: Some(round_thread.info.id),
                 answers_offer: false,
                 failed: None,
+                attachments: Vec::new(),
             }),
             sent_at: chrono::Utc::now(),
         };

@@ -8,7 +8,11 @@
 //! characters a token ([`troupe_runtime::tool::estimate_tokens`]); no
 //! tokenizer is bundled, and the real count differs by model. Deferred
 //! tools cost nothing until `tool_search` loads them; their names are in
-//! `tool_search`'s description, which is counted.
+//! `tool_search`'s description, which is counted. `--each` asks the real
+//! model instead ([`each`]).
+
+#[path = "cost_each.rs"]
+pub mod each;
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
@@ -18,7 +22,7 @@ use troupe_actors::bot::BotSpec;
 use troupe_actors::toolset::{self, Narrowing};
 use troupe_runtime::home::Home;
 use troupe_runtime::protocol::ActorKind;
-use troupe_runtime::tool::{ToolContext, CHARS_PER_TOKEN};
+use troupe_runtime::tool::{ToolContext, ToolDefinition, CHARS_PER_TOKEN};
 
 use super::view::View;
 
@@ -37,6 +41,25 @@ struct Cost {
 }
 
 fn cost_of(home: &Home, spec: &BotSpec, kind: ActorKind, has_bots: bool, who: String) -> Cost {
+    let tools: Vec<(String, u64)> = always_on(home, spec, kind, has_bots)
+        .iter()
+        .map(|d| (d.name.clone(), d.estimated_tokens()))
+        .collect();
+    Cost {
+        who,
+        tokens: tools.iter().map(|(_, t)| t).sum(),
+        tools,
+    }
+}
+
+/// The always-on tool definitions `spec` is offered as `kind`, in the order
+/// the model sees them.
+pub(super) fn always_on(
+    home: &Home,
+    spec: &BotSpec,
+    kind: ActorKind,
+    has_bots: bool,
+) -> Vec<ToolDefinition> {
     let mut ctx = ToolContext::standalone(home.clone(), home.root().to_path_buf());
     ctx.kind = kind;
     ctx.agent = spec.name.clone();
@@ -54,16 +77,7 @@ fn cost_of(home: &Home, spec: &BotSpec, kind: ActorKind, has_bots: bool, who: St
         &ctx,
         &BTreeSet::new(),
     );
-    let tools: Vec<(String, u64)> = set
-        .definitions
-        .iter()
-        .map(|d| (d.name.clone(), d.estimated_tokens()))
-        .collect();
-    Cost {
-        who,
-        tokens: tools.iter().map(|(_, t)| t).sum(),
-        tools,
-    }
+    set.definitions.iter().cloned().collect()
 }
 
 /// `troupe tools --cost`.

@@ -185,6 +185,20 @@ enum ThreadCommand {
         /// The thread.
         thread: String,
     },
+    /// Pin a thread to the top of the house's lists (`list_threads pinned_only` finds it).
+    Pin {
+        /// The house.
+        house: String,
+        /// The thread: its name, id or link.
+        thread: String,
+    },
+    /// Unpin a thread.
+    Unpin {
+        /// The house.
+        house: String,
+        /// The thread: its name, id or link.
+        thread: String,
+    },
 }
 
 /// Runs `troupe house …`.
@@ -359,9 +373,29 @@ fn print_message(m: &ThreadMessage, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string(m)?);
     } else {
-        println!("[{}] {}", m.author, m.text);
+        println!("{}", message_line(m));
     }
     Ok(())
+}
+
+/// A message as the CLI prints it: `[author] text`, each image it carries
+/// as a link with its size and who provides it.
+pub fn message_line(m: &ThreadMessage) -> String {
+    let mut line = format!("[{}] {}", m.author, m.text);
+    for a in &m.attachments {
+        let size = match (a.width, a.height) {
+            (Some(w), Some(h)) => format!(", {w}×{h}"),
+            _ => String::new(),
+        };
+        if !m.text.is_empty() {
+            line.push_str("\n   ");
+        }
+        line.push_str(&format!(
+            "🖼 {} <{}>{size} · {}",
+            a.title, a.url, a.attribution
+        ));
+    }
+    line
 }
 
 /// Runs `troupe thread …`.
@@ -395,10 +429,11 @@ where
                     println!("{}", serde_json::to_string(&t)?);
                 } else {
                     println!(
-                        "{:<28} {:>5} messages  {}{}  {}",
+                        "{:<28} {:>5} messages  {}{}{}  {}",
                         t.label(),
                         t.messages,
                         t.last_activity.format("%Y-%m-%d %H:%M"),
+                        if t.pinned { "  pinned" } else { "" },
                         if t.archived { "  archived" } else { "" },
                         t.participants.join(", ")
                     );
@@ -473,6 +508,10 @@ where
         ThreadCommand::Unarchive { house, thread } => {
             return archive(builder, &house, &thread, false).await
         }
+        ThreadCommand::Pin { house, thread } => return pin(builder, &house, &thread, true).await,
+        ThreadCommand::Unpin { house, thread } => {
+            return pin(builder, &house, &thread, false).await
+        }
         ThreadCommand::Post {
             house,
             thread,
@@ -529,6 +568,27 @@ async fn archive(
     Ok(ExitCode::SUCCESS)
 }
 
+async fn pin(
+    builder: Builder,
+    house: &str,
+    thread: &str,
+    pinned: bool,
+) -> anyhow::Result<ExitCode> {
+    let runtime = builder.recover(false).build().await?;
+    let result = async {
+        let t = runtime.house(house).await?.thread(thread).await?;
+        anyhow::Ok(t.set_pinned(pinned).await?)
+    }
+    .await;
+    runtime.shutdown().await;
+    let (done, word) = (result?, if pinned { "pinned" } else { "unpinned" });
+    if !done {
+        anyhow::bail!("thread `{thread}` is {word} already");
+    }
+    println!("thread `{thread}` {word}");
+    Ok(ExitCode::SUCCESS)
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn post(
     runtime: &crate::Runtime,
@@ -574,6 +634,12 @@ async fn post(
             loop {
                 match events.recv().await {
                     Ok(ThreadEvent::Posted(p)) if p.round == round && p.message.id != round => {
+                        print_message(&p.message, json)?;
+                    }
+                    // A GIF a bot posts during its turn is a message of its own.
+                    Ok(ThreadEvent::Posted(p))
+                        if p.thread == thread_id && !p.message.attachments.is_empty() =>
+                    {
                         print_message(&p.message, json)?;
                     }
                     Ok(ThreadEvent::TurnFailed {

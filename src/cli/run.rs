@@ -110,7 +110,17 @@ pub fn progress_line(event: &AgentEvent) -> Option<String> {
             let mark = if result.is_error() { "✗" } else { "✓" };
             let first = result.text.lines().next().unwrap_or_default();
             let first: String = first.chars().take(100).collect();
-            Some(format!("{mark} {name} ({elapsed_ms} ms) {first}"))
+            let mut line = format!("{mark} {name} ({elapsed_ms} ms) {first}");
+            // An image the tool posted (`send_gif`): the user gets its link.
+            let post = &result.data["post"];
+            if let (Some(url), false) = (post["url"].as_str(), result.is_error()) {
+                line.push_str(&format!(
+                    "\n    🖼 {} <{url}> · {}",
+                    post["title"].as_str().unwrap_or_default(),
+                    post["attribution"].as_str().unwrap_or_default()
+                ));
+            }
+            Some(line)
         }
         AgentEvent::Compacted { before, after } => {
             Some(format!("… history compacted: {before} → {after} messages"))

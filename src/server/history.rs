@@ -74,7 +74,9 @@ pub async fn with_tools(
             let mut out = Vec::with_capacity(messages.len());
             for m in messages {
                 let mut value = serde_json::to_value(&m).unwrap_or(Value::Null);
-                if m.author_kind == MemberKind::Bot {
+                // A post made during a turn (a GIF) is no turn's answer.
+                let mid_turn_post = m.text.trim().is_empty() && !m.attachments.is_empty();
+                if m.author_kind == MemberKind::Bot && !mid_turn_post {
                     let key = m.author.to_lowercase();
                     if !answers.contains_key(&key) {
                         let found = match table::seat(c, thread, &m.author)? {

@@ -25,8 +25,10 @@ const SCRIPT: &str = concat!(
 const STYLE: &str = include_str!("page/app.css");
 const ICON: &str = include_str!("page/favicon.svg");
 
+/// Images may come from any https address: a bot's GIF is shown from its
+/// service (`send_gif`); scripts, styles and connections stay the page's own.
 const CSP: &str =
-    "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; frame-ancestors 'none'";
+    "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: https:; frame-ancestors 'none'";
 
 /// One file of the page, ready to send: plain, gzipped, and its tag.
 struct Asset {

@@ -135,6 +135,29 @@ pub async fn archive(
     Ok(Json(json!({ "changed": changed, "thread": info })))
 }
 
+/// Body of `POST …/pin`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pin {
+    /// `true` to pin, `false` to unpin (default `true`).
+    #[serde(default = "yes")]
+    pinned: bool,
+}
+
+/// `POST /api/houses/{house}/threads/{thread}/pin`: `{"pinned": bool}`;
+/// a pinned thread heads the house's lists.
+pub async fn pin(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((house, thread)): Path<(String, String)>,
+    Body(body): Body<Pin>,
+) -> Result<Json<Value>, ApiError> {
+    let t = find(&state, &caller, &house, &thread).await?;
+    let changed = t.set_pinned(body.pinned).await?;
+    let info = t.refresh().await?;
+    Ok(Json(json!({ "changed": changed, "thread": info })))
+}
+
 /// Query of `GET …/messages`.
 #[derive(Debug, Deserialize)]
 pub struct Page {

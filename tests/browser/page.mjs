@@ -2,8 +2,8 @@
 // sign in, open a thread, post, watch a scripted bot's answer stream in
 // as Markdown, approve its command, reload and find the tool folds, send
 // with Enter, see a failed turn's reason, lose the server and get it back,
-// follow a deep link, look at 375 px and in dark mode, upload a file and
-// see it listed. A screenshot of each step goes to the artifact folder.
+// see a bot's GIF, pin the thread, follow a deep link, look at 375 px and
+// in dark mode, upload a file and see it listed. A screenshot of each step goes to the artifact folder.
 // Run by tests/suite/web_page.rs:
 //
 //   node tests/browser/page.mjs BASE_URL TOKEN ARTIFACT_DIR
@@ -155,6 +155,26 @@ try {
   await page.locator("#messages li.human", { hasText: "sent after all" }).waitFor(wait);
   await page.locator("#post-error").waitFor({ state: "hidden", ...wait });
   await page.locator("#messages li.bot", { hasText: "welcome back" }).waitFor(wait);
+
+  step = "a bot's GIF is a message with its image and who provides it";
+  await box.fill("@alice a happy dance please");
+  await box.press("Enter");
+  const gif = page.locator("#messages li.bot figure.attachment");
+  await gif.waitFor(wait);
+  const img = gif.locator("img");
+  expect((await img.getAttribute("src")).endsWith("/media/happy.gif"), "the GIF's address: " + await img.getAttribute("src"));
+  expect(await img.getAttribute("alt") === "Happy Dance GIF", "the GIF's alternative text");
+  expect(await img.getAttribute("width") === "480" && await img.getAttribute("height") === "270", "the GIF's size");
+  const credit = gif.getByRole("link", { name: "Powered by GIPHY" });
+  expect((await credit.getAttribute("href")).startsWith("https://giphy.com/gifs/"), "the attribution links to the GIF's page");
+  await page.locator("#messages li.bot", { hasText: "there you go" }).waitFor(wait);
+  expect(await page.locator("#messages li.bot figure.attachment").count() === 1, "the GIF shows once");
+  await shot("8-gif");
+
+  step = "pinning the thread";
+  await page.getByRole("button", { name: "Pin", exact: true }).click();
+  await page.getByRole("button", { name: "Unpin", exact: true }).waitFor(wait);
+  await page.locator('#threads button[data-thread="general"]', { hasText: "pinned: general" }).waitFor(wait);
 
   step = "an unread mark on the other thread";
   await page.locator('#threads button[data-thread="notes"] .unread', { hasText: "1" }).waitFor(wait);

@@ -194,7 +194,8 @@ fn render_tools_reference() -> String {
          there, nor in what a house's conversation starts (its subagents, the conversation a\n  \
          `message_agent` opens), which works for the same house. Outside a house `read_file` and\n  \
          `write_file` are the local-file tools below. The names never change.\n\
-         - **Which `run_command` ran where.** In a house thread, `run_command` (`cmd`) runs in the\n  \
+         - **Which `run_command` ran where.** In a house thread, `run_command` takes the house's\n  \
+         parameters (`cmd`, `cwd`, `timeout`: [its house form](#run_command-in-a-house)) and runs in the\n  \
          thread's *environment*: a sandbox with its own workdir `/workspace`, no network and kernel\n  \
          limits ([security.md](security.md#house-environments-are-sandboxes-that-fail-closed)),\n  \
          never on the machine; troupe's own models are reached from there only through the\n  \
@@ -275,6 +276,28 @@ fn render_tools_reference() -> String {
         }
     }
     md.push_str(MCP_TOOLS);
+    md.push_str(
+        "\n## send_gif's post\n\n\
+         In a house thread the GIF is a message of the bot in its thread, carrying an image\n\
+         attachment (`kind: image`, `url`, `preview`, `width`, `height`, `bytes`, `title`, the\n\
+         service's `attribution` and `page`): the page shows it with its attribution, `troupe thread\n\
+         read` prints it as a link, and the other bots read `[image: title <url>, attribution]` in\n\
+         their transcripts. In a personal chat the result's data carries the same `post` and the\n\
+         chat prints its link. Without `GIPHY_API_KEY` or `KLIPY_API_KEY` it is still offered and\n\
+         answers with an error saying how to set one up.\n",
+    );
+    md.push_str("\n## run_command in a house\n");
+    let spec = troupe_tools::run_command::house::spec();
+    let _ = write!(md, "\n{}\n\n", spec.description.trim());
+    if let GateSubject::Command(arg) = &spec.gate {
+        let _ = writeln!(md, "- Trust gate: judges the shell command in `{arg}`\n");
+    }
+    let mut rows = Vec::new();
+    parameter_rows(&spec.parameters, "", &mut rows);
+    md.push_str("| parameter | type | required | description |\n|---|---|---|---|\n");
+    for [name, ty, required, description] in rows {
+        let _ = writeln!(md, "| {name} | {ty} | {required} | {description} |");
+    }
     md.push_str("\n## read_file and write_file in a house\n");
     for spec in [
         troupe_tools::house_files::read_spec(),

@@ -6,6 +6,7 @@ mod carried;
 mod chat;
 mod cli;
 mod config_errors;
+mod conformance;
 mod crash;
 mod docs;
 mod environments;

@@ -56,6 +56,15 @@ impl Served {
         alice: Vec<Turn>,
         options: impl FnOnce(&mut ServerOptions),
     ) -> Served {
+        Self::start_configured(alice, |b| b, options).await
+    }
+
+    /// [`Served::start_with`], the runtime's builder set up by `configure`.
+    pub(super) async fn start_configured(
+        alice: Vec<Turn>,
+        configure: impl FnOnce(troupe::RuntimeBuilder) -> troupe::RuntimeBuilder,
+        options: impl FnOnce(&mut ServerOptions),
+    ) -> Served {
         troupe::runtime::net::install_crypto_provider();
         let home = TestHome::new();
         let model = Arc::new(ScriptedProvider::per_bot(
@@ -63,13 +72,11 @@ impl Served {
             [("alice".to_string(), alice)].into_iter().collect(),
         ));
         let work = tempfile::tempdir().unwrap();
-        let runtime = home
+        let builder = home
             .builder(model)
             .cwd(work.path())
-            .set("environments.helper", env!("CARGO_BIN_EXE_troupe"))
-            .build()
-            .await
-            .unwrap();
+            .set("environments.helper", env!("CARGO_BIN_EXE_troupe"));
+        let runtime = configure(builder).build().await.unwrap();
         runtime
             .spawn_bot(BotSpec::new("alice", "Alice", "A member of the house."))
             .await

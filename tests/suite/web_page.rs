@@ -4,7 +4,8 @@
 //! command, reloads and finds the tool folds, posts with Enter (a
 //! `<script>` in it stays text) and sees the bot's failed turn say why,
 //! loses the server and gets it back (a banner, a post kept and retried,
-//! the missed messages, an unread mark), opens a deep link, is laid out at
+//! the missed messages, an unread mark), sees the bot's GIF as an image
+//! with its attribution, pins the thread, opens a deep link, is laid out at
 //! 375 px and in dark mode, follows the link to the thread the bot made,
 //! uploads a file and sees it listed. The screenshots of each step are
 //! kept in `target/test-artifacts/web-page/`.
@@ -51,19 +52,27 @@ async fn a_person_uses_the_web_page_in_chromium() {
         eprintln!("skipped: the browser test {why}");
         return;
     }
-    let mut s = Served::start(vec![
-        Turn::tool_call(
-            "run_command",
-            json!({"command": "rm -rf ./build && echo removed"}),
-        ),
-        Turn::tool_call("create_thread", json!({"name": "cleanup-log"})),
-        Turn::text(ANSWER),
-        // The post sent with Enter: this turn fails, and says why.
-        Turn::fault(Fault::Error),
-        // The post made while the server was down, then the kept one.
-        Turn::text("noted while you were away"),
-        Turn::text("welcome back"),
-    ])
+    let gifs = super::conformance::GifService::start().await;
+    let mut s = Served::start_configured(
+        vec![
+            Turn::tool_call(
+                "run_command",
+                json!({"command": "rm -rf ./build && echo removed"}),
+            ),
+            Turn::tool_call("create_thread", json!({"name": "cleanup-log"})),
+            Turn::text(ANSWER),
+            // The post sent with Enter: this turn fails, and says why.
+            Turn::fault(Fault::Error),
+            // The post made while the server was down, then the kept one.
+            Turn::text("noted while you were away"),
+            Turn::text("welcome back"),
+            // A GIF, from the service on loopback.
+            Turn::tool_call("send_gif", json!({"query": "happy dance"})),
+            Turn::text("there you go"),
+        ],
+        |b| gifs.configure(b),
+        |_| {},
+    )
     .await;
     s.environment().await;
     let acme = s.runtime.house("acme").await.unwrap();
@@ -132,6 +141,7 @@ async fn a_person_uses_the_web_page_in_chromium() {
         "5-reloaded",
         "6-failed-turn",
         "7-server-down",
+        "8-gif",
         "8-back",
         "9-narrow",
         "10-dark",

@@ -24,6 +24,7 @@
 
 pub mod background;
 pub mod egress;
+pub mod house;
 pub mod output;
 pub mod process;
 pub use troupe_runtime::tether;
@@ -65,9 +66,6 @@ pub struct RunCommandParams {
     /// The command, run by `bash -c`. Required unless `stop` is given.
     #[serde(default)]
     pub command: Option<String>,
-    /// The same as `command` (its name in a house thread's environment).
-    #[serde(default)]
-    pub cmd: Option<String>,
     /// The folder to run it in (default: the working folder).
     #[serde(default)]
     pub cwd: Option<String>,
@@ -126,10 +124,7 @@ impl RunCommand {
                  machine has a sandbox, commands run in it: the working folder is writable, \
                  the rest of the machine read-only, troupe's home not there at all, /tmp \
                  private, and the network only the public internet through a proxy \
-                 (HTTPS_PROXY), never this machine's own services. In a house \
-                 thread it runs instead in the thread's environment (see create_environment), \
-                 in /workspace, never on the host; `cwd` is relative to /workspace there, and \
-                 `background` is not available.",
+                 (HTTPS_PROXY), never this machine's own services.",
                 schema_for::<RunCommandParams>(),
             )
             .failure_tolerant()
@@ -163,29 +158,24 @@ impl Tool for RunCommand {
         &self.spec
     }
 
+    /// In a house turn, the house's schema: `cmd` on the thread's environment.
+    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
+        Some(if crate::host::in_house(ctx) {
+            house::spec()
+        } else {
+            self.spec.clone()
+        })
+    }
+
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let mut params: RunCommandParams = match parse_args("run_command", args) {
+        if crate::host::in_house(ctx) {
+            return house::call(args, ctx).await;
+        }
+        let params: RunCommandParams = match parse_args("run_command", args) {
             Ok(p) => p,
             Err(result) => return result,
         };
-        match (&params.command, params.cmd.take()) {
-            (Some(_), Some(_)) => {
-                return ToolResult::error("give the command once, as `cmd` or `command`, not both")
-            }
-            (None, Some(cmd)) => params.command = Some(cmd),
-            _ => {}
-        }
         let registry = BackgroundCommands::of(&ctx.services);
-        if crate::host::in_house(ctx) {
-            return match (
-                troupe_runtime::house::Seat::of(ctx),
-                ctx.services
-                    .get::<troupe_runtime::environment::Environments>(),
-            ) {
-                (Some(_), Some(envs)) => in_environment(&envs, &params, ctx).await,
-                _ => crate::host::no_environment(),
-            };
-        }
         let command = match (&params.stop, &params.command) {
             (Some(_), Some(_)) => {
                 return ToolResult::error(
@@ -378,30 +368,6 @@ impl RunCommand {
         *held = Some(started);
         Ok(namespace)
     }
-}
-
-/// A house turn's command: on the thread's environment, never the host.
-async fn in_environment(
-    envs: &troupe_runtime::environment::Environments,
-    params: &RunCommandParams,
-    ctx: &ToolContext,
-) -> ToolResult {
-    if params.background || params.stop.is_some() || params.notify_on_complete {
-        return ToolResult::error(
-            "in a house thread, run_command runs one command in the thread's environment and \
-             waits for it; `background`, `notify_on_complete` and `stop` are not available there \
-             (start a long job with `nohup … &` inside a command that waits for it instead)",
-        );
-    }
-    let Some(command) = params.command.as_deref().filter(|c| !c.trim().is_empty()) else {
-        return ToolResult::error("`cmd` is required: give the command to run");
-    };
-    let command = match params.cwd.as_deref() {
-        Some(dir) => format!("cd -- '{}' && {command}", dir.replace('\'', "'\\''")),
-        None => command.to_string(),
-    };
-    let timeout = params.timeout.map(Duration::from_secs);
-    envs.0.run_command(ctx, &command, timeout).await
 }
 
 /// Runs a command in the foreground.

@@ -611,6 +611,7 @@ fn thread_report(
             via: None,
             answers_offer: false,
             failed: None,
+            attachments: Vec::new(),
         }),
         sent_at: chrono::Utc::now(),
     }

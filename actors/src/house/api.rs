@@ -12,7 +12,7 @@ use troupe_runtime::house::{
     check_name, House, ListenMode, Member, MemberKind, Post, ThreadFilter, ThreadHit, ThreadInfo,
     ThreadMessage,
 };
-use troupe_runtime::id::MsgId;
+use troupe_runtime::id::{ConversationId, MsgId};
 use troupe_runtime::protocol::{Address, Envelope, Payload};
 use troupe_runtime::store::house as table;
 
@@ -355,6 +355,7 @@ impl ThreadRef {
                 via: None,
                 answers_offer: false,
                 failed: None,
+                attachments: Vec::new(),
             }),
             sent_at: chrono::Utc::now(),
         };
@@ -439,12 +440,49 @@ impl ThreadRef {
     }
 
     /// Archives or unarchives it; whether that changed anything.
+    ///
+    /// Archiving ends the thread's round: the turns running in it are
+    /// stopped, and an answer still on its way stays in its bot's
+    /// conversation instead of landing in the thread.
     pub async fn set_archived(&self, archived: bool) -> Result<bool, NodeError> {
+        self.set_archived_by(archived, None).await
+    }
+
+    /// [`Self::set_archived`] asked by the turn of `caller` (`archive_thread`),
+    /// which is left to finish: its answer stays in its conversation.
+    pub async fn set_archived_by(
+        &self,
+        archived: bool,
+        caller: Option<ConversationId>,
+    ) -> Result<bool, NodeError> {
+        let id = self.info.id;
+        let (changed, seats) = self
+            .node
+            .store()
+            .write(move |tx| {
+                let changed = table::set_archived(tx, id, archived)?;
+                let seats = if changed && archived {
+                    table::seats_of(tx, id)?
+                } else {
+                    Vec::new()
+                };
+                Ok((changed, seats))
+            })
+            .await?;
+        for conversation in seats.into_iter().filter(|c| Some(*c) != caller) {
+            self.node.stop(conversation).await?;
+        }
+        Ok(changed)
+    }
+
+    /// Pins it to the top of the house's lists, or unpins it; whether that
+    /// changed anything.
+    pub async fn set_pinned(&self, pinned: bool) -> Result<bool, NodeError> {
         let id = self.info.id;
         Ok(self
             .node
             .store()
-            .write(move |tx| table::set_archived(tx, id, archived))
+            .write(move |tx| table::set_pinned(tx, id, pinned))
             .await?)
     }
 

@@ -34,6 +34,7 @@ fn post(author: &str, kind: MemberKind, text: &str, depth: u32) -> Post {
         via: None,
         answers_offer: false,
         failed: None,
+        attachments: Vec::new(),
     }
 }
 

@@ -219,17 +219,20 @@ fn apply(
         table::round_answered(tx, round)?;
     }
     let text = post.text.trim();
-    let message = if text.is_empty() {
+    // An archived thread's round is over: a bot's answer still on its way
+    // stays in the bot's conversation, not in the thread.
+    let ended = info.archived && post.answers_offer;
+    let message = if ended || (text.is_empty() && post.attachments.is_empty()) {
         None
     } else {
-        table::append_message(
+        table::append_message_with(
             tx,
             t.thread,
             envelope.id,
-            &post.author,
-            post.author_kind,
+            (&post.author, post.author_kind),
             post.via,
             text,
+            &post.attachments,
         )?
     };
     let mut offers = Vec::new();

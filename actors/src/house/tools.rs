@@ -9,8 +9,8 @@ use std::sync::{Arc, Weak};
 
 use serde_json::json;
 use troupe_runtime::house::{
-    render_line, AgentDraft, HouseServices, ListenMode, MemberKind, Post, Seat, SelfUpdate,
-    ThreadFilter, ThreadInfo,
+    render_line, AgentDraft, Attachment, HouseServices, ListenMode, MemberKind, Post, Seat,
+    SelfUpdate, ThreadFilter, ThreadInfo,
 };
 use troupe_runtime::id::MsgId;
 use troupe_runtime::model::ModelRequest;
@@ -406,6 +406,7 @@ impl HouseServices for NodeHouses {
                 via: Some(seat.thread),
                 answers_offer: false,
                 failed: None,
+                attachments: Vec::new(),
             }),
             sent_at: chrono::Utc::now(),
         };
@@ -429,6 +430,57 @@ impl HouseServices for NodeHouses {
                 data,
             ),
         }
+    }
+
+    async fn post_attachment(
+        &self,
+        ctx: &ToolContext,
+        attachment: Attachment,
+        text: String,
+    ) -> ToolResult {
+        let (node, _) = match self.scope(ctx) {
+            Ok(x) => x,
+            Err(e) => return e,
+        };
+        let (_, seat, t) = match self.thread(ctx, None).await {
+            Ok(x) => x,
+            Err(e) => return e,
+        };
+        if t.info.archived {
+            return ToolResult::error(format!(
+                "thread `{}` is archived; nobody would see the post there.",
+                t.info.label()
+            ));
+        }
+        let envelope = Envelope {
+            id: MsgId::new(),
+            from: Address::Conversation(ctx.conversation),
+            to: Address::Thread(seat.thread),
+            body: Payload::Post(Post {
+                author: ctx.agent.clone(),
+                author_kind: MemberKind::Bot,
+                text: String::new(),
+                round: None,
+                depth: 1,
+                via: None,
+                answers_offer: false,
+                failed: None,
+                attachments: vec![attachment.clone()],
+            }),
+            sent_at: chrono::Utc::now(),
+        };
+        let id = match node.store().send(envelope.clone()).await {
+            Ok(id) => id,
+            Err(e) => return ToolResult::error(format!("the post could not be saved: {e}")),
+        };
+        let mut data = thread_data(&t.info);
+        data["delivery_id"] = json!(id.to_string());
+        data["post"] = json!(attachment);
+        if let Err(e) = node.route(envelope).await {
+            // Committed: it lands when the thread next runs.
+            tracing::warn!(thread = %seat.thread, error = %e, "a post waits in the mailbox");
+        }
+        ToolResult::ok_with(text, data)
     }
 
     async fn create_thread(&self, ctx: &ToolContext, name: &str, tags: Vec<String>) -> ToolResult {
@@ -508,10 +560,11 @@ impl HouseServices for NodeHouses {
             Ok(x) => x,
             Err(e) => return e,
         };
-        match t.set_archived(true).await {
+        match t.set_archived_by(true, Some(ctx.conversation)).await {
             Ok(true) => ToolResult::ok_with(
                 format!(
-                    "Archived thread `{}`: it is off the house list, its history is kept, and it can be unarchived.",
+                    "Archived thread `{}`: it is off the house list, its history is kept, and it can be unarchived. \
+                     Its round is over: your answer stays in your conversation and is not posted there.",
                     t.info.label()
                 ),
                 thread_data(&t.info),

@@ -82,6 +82,7 @@ fn thread_answer(
             via: None,
             answers_offer: true,
             failed,
+            attachments: Vec::new(),
         }),
         sent_at: chrono::Utc::now(),
     }

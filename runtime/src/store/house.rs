@@ -11,8 +11,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use super::conversations::parse_id;
 use super::error::StoreError;
 use crate::house::{
-    House, ListenMode, Member, MemberKind, ThreadFilter, ThreadHit, ThreadInfo, ThreadMessage,
-    THREAD_LINK,
+    Attachment, House, ListenMode, Member, MemberKind, ThreadFilter, ThreadHit, ThreadInfo,
+    ThreadMessage, THREAD_LINK,
 };
 use crate::id::{BotId, HouseId, MsgId, ThreadId};
 
@@ -20,7 +20,7 @@ use crate::id::{BotId, HouseId, MsgId, ThreadId};
 mod rounds;
 pub use rounds::{
     conversations_of, put_seat, round_answered, round_offered, round_state, seat, seat_of,
-    seated_elsewhere, SeatRow,
+    seated_elsewhere, seats_of, SeatRow,
 };
 
 /// Migration 5: houses, members, threads, their messages and search, the
@@ -451,6 +451,25 @@ pub fn set_archived(
     Ok(n > 0)
 }
 
+/// Migration 12: what a thread message carries beside its text (a GIF a
+/// bot posted), as a JSON array of [`Attachment`]s.
+pub const THREAD_ATTACHMENTS: &str = r#"
+ALTER TABLE thread_messages ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'
+    CHECK (json_valid(attachments));
+"#;
+
+/// Pins (or unpins) `thread`; whether that changed anything.
+pub fn set_pinned(
+    tx: &Transaction<'_>,
+    thread: ThreadId,
+    pinned: bool,
+) -> Result<bool, StoreError> {
+    let n = tx
+        .prepare_cached("UPDATE threads SET pinned = ?2 WHERE id = ?1 AND pinned != ?2")?
+        .execute(params![thread.to_string(), pinned])?;
+    Ok(n > 0)
+}
+
 /// Appends a message to `thread` (once: a message with the same id is not
 /// added again) and marks the thread active. `None` when it was there already.
 pub fn append_message(
@@ -462,12 +481,26 @@ pub fn append_message(
     via: Option<ThreadId>,
     text: &str,
 ) -> Result<Option<ThreadMessage>, StoreError> {
+    append_message_with(tx, thread, id, (author, kind), via, text, &[])
+}
+
+/// [`append_message`] of a message carrying `attachments`.
+pub fn append_message_with(
+    tx: &Transaction<'_>,
+    thread: ThreadId,
+    id: MsgId,
+    (author, kind): (&str, MemberKind),
+    via: Option<ThreadId>,
+    text: &str,
+    attachments: &[Attachment],
+) -> Result<Option<ThreadMessage>, StoreError> {
     let now = Utc::now();
     let at = super::timestamp(now);
+    let carried = serde_json::to_string(attachments)?;
     let n = tx
         .prepare_cached(
-            "INSERT OR IGNORE INTO thread_messages (id, thread_id, author, author_kind, via_thread, created_at, text)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT OR IGNORE INTO thread_messages (id, thread_id, author, author_kind, via_thread, created_at, text, attachments)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?
         .execute(params![
             id.to_string(),
@@ -476,7 +509,8 @@ pub fn append_message(
             kind.as_str(),
             via.map(|v| v.to_string()),
             at,
-            text
+            text,
+            carried
         ])?;
     if n == 0 {
         return Ok(None);
@@ -493,14 +527,24 @@ pub fn append_message(
         author_kind: kind,
         via,
         text: text.to_string(),
+        attachments: attachments.to_vec(),
         created_at: now,
     }))
 }
 
 const SELECT_MESSAGE: &str =
-    "SELECT seq, id, author, author_kind, via_thread, text, created_at FROM thread_messages";
+    "SELECT seq, id, author, author_kind, via_thread, text, created_at, attachments FROM thread_messages";
 
-type RawMessage = (i64, String, String, String, Option<String>, String, String);
+type RawMessage = (
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    String,
+    String,
+    String,
+);
 
 fn message_row(r: &Row<'_>) -> rusqlite::Result<RawMessage> {
     Ok((
@@ -511,11 +555,12 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<RawMessage> {
         r.get(4)?,
         r.get(5)?,
         r.get(6)?,
+        r.get(7)?,
     ))
 }
 
 fn parse_message(
-    (seq, id, author, kind, via, text, at): RawMessage,
+    (seq, id, author, kind, via, text, at, attachments): RawMessage,
 ) -> Result<ThreadMessage, StoreError> {
     Ok(ThreadMessage {
         seq,
@@ -524,6 +569,8 @@ fn parse_message(
         author_kind: MemberKind::parse(&kind).unwrap_or(MemberKind::Human),
         via: via.as_deref().map(parse_id).transpose()?,
         text,
+        // Written by this code as JSON; a row it cannot read shows no image.
+        attachments: serde_json::from_str(&attachments).unwrap_or_default(),
         created_at: super::parse_time(&at)?,
     })
 }

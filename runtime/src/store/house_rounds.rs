@@ -93,6 +93,14 @@ pub fn conversations_of(
     rows.map(|r| parse_id(&r?)).collect()
 }
 
+/// The conversations of the bots seated in `thread`.
+pub fn seats_of(conn: &Connection, thread: ThreadId) -> Result<Vec<ConversationId>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT conversation_id FROM thread_seats WHERE thread_id = ?1")?;
+    let rows = stmt.query_map(params![thread.to_string()], |r| r.get::<_, String>(0))?;
+    rows.map(|r| parse_id(&r?)).collect()
+}
+
 /// Counts `offered` more turns in `round` of `thread`.
 pub fn round_offered(
     tx: &Transaction<'_>,

@@ -31,6 +31,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::environments::ENVIRONMENTS],
     &[super::house_files::HOUSE_FILE_USAGE],
     &[EXECUTOR_INSTANCES],
+    &[super::house::THREAD_ATTACHMENTS],
 ];
 
 /// The newest schema version this binary knows.

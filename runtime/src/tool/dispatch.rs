@@ -228,7 +228,13 @@ impl Dispatcher {
         }
         let mut call_ctx = ctx.clone();
         call_ctx.call_id = call.id.clone();
-        if let Admission::Deny(reason) = self.gate.admit(spec, call, &call_ctx).await {
+        // The gate judges what the tool will get: an argument given by its
+        // alias (`command` for a house's `cmd`) is judged under its name.
+        let resolved = ToolCall {
+            arguments: args.clone(),
+            ..call.clone()
+        };
+        if let Admission::Deny(reason) = self.gate.admit(spec, &resolved, &call_ctx).await {
             return ToolResult::error(reason);
         }
         let timeout = spec

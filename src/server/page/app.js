@@ -168,6 +168,7 @@ async function loadThreads() {
     if (label === state.thread) button.setAttribute("aria-current", "true");
     return el("li", {}, button);
   }));
+  showPin();
 }
 // Other threads' new messages: the list is read again now and then.
 setInterval(() => { if (state.house && document.visibilityState === "visible") loadThreads().catch(() => {}); }, 5000);
@@ -245,14 +246,33 @@ function closeThread() {
   state.turns.clear();
   $("messages").replaceChildren();
   $("post").hidden = true;
+  $("pin").hidden = true;
   $("thread-title").textContent = "Choose a thread";
 }
+
+// The open thread's pin button says what it is and what a press does.
+function showPin() {
+  const t = state.threads.find((x) => (x.name || x.id) === state.thread);
+  const pinned = Boolean(t && t.pinned);
+  $("pin").hidden = !state.thread;
+  $("pin").textContent = pinned ? "Unpin" : "Pin";
+  $("pin").setAttribute("aria-pressed", String(pinned));
+}
+
+$("pin").addEventListener("click", async () => {
+  const pinned = $("pin").getAttribute("aria-pressed") !== "true";
+  try {
+    await api("POST", threadPath() + "/pin", { pinned });
+    await loadThreads();
+  } catch (e) { status(e.message); }
+});
 
 async function openThread(name) {
   closeThread();
   state.thread = name;
   $("thread-title").textContent = name;
   $("post").hidden = false;
+  showPin();
   const link = linkOf(name, state.target);
   history.replaceState(null, "", link);
   localStorage.setItem("troupe.last", link);
@@ -410,9 +430,33 @@ function threadLink(links, data) {
   }
 }
 
+// An image a message carries (a bot's GIF): shown at its size, with its
+// title as alternative text and the service's attribution linking to its page.
+function attachment(a) {
+  if (!a || a.kind !== "image" || typeof a.url !== "string" || !/^https?:\/\//.test(a.url)) return null;
+  const img = el("img", { src: a.url, alt: a.title || "image", loading: "lazy" });
+  if (a.width && a.height) { img.width = a.width; img.height = a.height; }
+  const credit = typeof a.page === "string" && /^https?:\/\//.test(a.page)
+    ? el("a", { href: a.page, target: "_blank", rel: "noopener noreferrer" }, a.attribution || a.page)
+    : el("span", {}, a.attribution || "");
+  return el("figure", { class: "attachment" }, img, el("figcaption", { class: "muted" }, a.title ? a.title + " · " : "", credit));
+}
+
 function addMessage(m) {
   if (m.seq <= state.lastId) return;
   state.lastId = m.seq;
+  const images = Array.isArray(m.attachments) ? m.attachments.map(attachment).filter(Boolean) : [];
+  // A post made during a turn (a GIF) goes above the turn, which goes on.
+  const midTurn = images.length > 0 && !m.text && m.author_kind === "bot" && state.turns.get(m.author);
+  if (midTurn) {
+    midTurn.before(el("li", { class: "bot", id: "msg-" + m.seq, "data-id": String(m.seq) },
+      el("span", { class: "author" }, m.author),
+      el("a", { class: "time", href: linkOf(state.thread, m.seq), title: "Link to this message" },
+        el("time", { datetime: m.created_at }, new Date(m.created_at).toLocaleString())),
+      ...images));
+    if (document.visibilityState === "visible") markSeen();
+    return;
+  }
   const live = m.author_kind === "bot" && state.turns.get(m.author);
   let tools = live ? live.querySelector(".tools") : null;
   let links = live ? live.querySelector(".links") : null;
@@ -432,7 +476,8 @@ function addMessage(m) {
       el("time", { datetime: m.created_at }, new Date(m.created_at).toLocaleString())),
     tools,
     links,
-    md(m.text, { thread: openThread }));
+    m.text ? md(m.text, { thread: openThread }) : null,
+    ...images);
   if (live) { live.replaceWith(item); state.turns.delete(m.author); } else { append(item); }
   if (state.me && m.author === state.me.handle) scrollDown();
   if (document.visibilityState === "visible") markSeen();

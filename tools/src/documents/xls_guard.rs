@@ -30,7 +30,10 @@
 //!
 //! All the sheets together are laid out in at most [`MAX_CELLS`] cells;
 //! rows past that are left out, and [`Rebuilt::note`] says so under the
-//! sheet. A record calamine would refuse that cannot be carried over (a
+//! sheet. calamine also copies a shared string into each LABELSST cell
+//! naming it: those cells are charged their string's size
+//! ([`xls_strings`]), all of them together at most [`MAX_TEXT`] bytes, and
+//! the cells past that are left out, the note saying so too. A record calamine would refuse that cannot be carried over (a
 //! cell record too short to name its cell, a MULRK whose length and columns
 //! disagree) makes the file refused here, with what was wrong; so do sheets
 //! that overlap in the stream, which calamine would read once per sheet
@@ -40,6 +43,8 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use super::compound_file;
+#[path = "xls_strings.rs"]
+mod xls_strings;
 use super::spreadsheet::{place_of, places};
 use super::{Failure, MAX_MARKDOWN_BYTES};
 
@@ -49,6 +54,11 @@ use super::{Failure, MAX_MARKDOWN_BYTES};
 /// holds a sheet's values as a dense range of 32-byte cells (its formulas as
 /// another), so this also bounds what it allocates: under 200 MB of values.
 pub(super) const MAX_CELLS: u64 = (MAX_MARKDOWN_BYTES / 3) as u64;
+
+/// The most bytes of shared-string text calamine is let copy into the
+/// cells of one workbook: twice what the output can show, as the XLSX
+/// reader reads cells until their text passes that.
+pub(super) const MAX_TEXT: u64 = 2 * MAX_MARKDOWN_BYTES as u64;
 
 const BOF: u16 = 0x0809;
 const EOF: u16 = 0x000A;
@@ -64,6 +74,7 @@ const RK: u16 = 0x027E;
 const LABELSST: u16 = 0x00FD;
 const MULRK: u16 = 0x00BD;
 const FORMULA: u16 = 0x0006;
+const SST: u16 = 0x00FC;
 
 /// The BOF each laid-out sheet starts with: BIFF8, a worksheet. calamine
 /// reads a sheet's BOF only to tell it from an embedded chart's.
@@ -82,38 +93,89 @@ pub(super) struct Rebuilt {
     /// For each sheet entry, in the file's order (calamine's
     /// `sheet_names`), the first row left out, if any was.
     cuts: Vec<Option<u16>>,
+    /// For each sheet entry, how many cells naming a shared string were
+    /// left out for want of text room.
+    texts_cut: Vec<u64>,
     max_cells: u64,
 }
 
 impl Rebuilt {
     /// What to write under sheet `index` (its place among the sheet
-    /// names) if rows of it were left out.
+    /// names) if rows of it, or the text of cells, were left out.
     pub(super) fn note(&self, index: usize) -> Option<String> {
-        let row = (*self.cuts.get(index)?)?;
-        Some(format!(
-            "(Rows from {} on are left out: troupe lays an .xls workbook out in at most {} \
-             cells, and this one's sheets need more.)",
-            u32::from(row) + 1,
-            self.max_cells
-        ))
+        let rows = self.cuts.get(index).copied().flatten().map(|row| {
+            format!(
+                "(Rows from {} on are left out: troupe lays an .xls workbook out in at most {} \
+                 cells, and this one's sheets need more.)",
+                u32::from(row) + 1,
+                self.max_cells
+            )
+        });
+        let texts = self
+            .texts_cut
+            .get(index)
+            .copied()
+            .filter(|&n| n > 0)
+            .map(|n| {
+                format!(
+                    "({n} cells naming the workbook's shared strings are left out: troupe reads \
+                     at most {} MiB of an .xls workbook's shared-string text, and this one's \
+                     cells name more.)",
+                    MAX_TEXT >> 20
+                )
+            });
+        match (rows, texts) {
+            (Some(r), Some(t)) => Some(format!("{r} {t}")),
+            (r, t) => r.or(t),
+        }
+    }
+}
+
+/// The shared strings' lengths and the text room left for the cells that
+/// name them.
+struct TextRoom {
+    strings: Vec<u16>,
+    room: u64,
+}
+
+impl TextRoom {
+    /// What calamine copies for a LABELSST cell whose data after its row and
+    /// column is `rest`: nothing when it names no string.
+    fn cost(&self, rest: &[u8]) -> u64 {
+        let index = u32_at(rest, 2) as usize;
+        self.strings
+            .get(index)
+            .map_or(0, |&cch| u64::from(cch) * xls_strings::BYTES_PER_CHAR)
     }
 }
 
 /// Reads the workbook stream of an `.xls` and lays it out again, in at
 /// most [`MAX_CELLS`] cells.
 pub(super) fn rebuild(file: &[u8]) -> Result<Rebuilt, Failure> {
-    rebuild_within(file, MAX_CELLS)
+    rebuild_within(file, MAX_CELLS, MAX_TEXT)
 }
 
-/// [`rebuild`] within `max_cells` cells.
-pub(super) fn rebuild_within(file: &[u8], max_cells: u64) -> Result<Rebuilt, Failure> {
+/// [`rebuild`] within `max_cells` cells and `max_text` bytes of shared
+/// strings copied into cells.
+pub(super) fn rebuild_within(
+    file: &[u8],
+    max_cells: u64,
+    max_text: u64,
+) -> Result<Rebuilt, Failure> {
     let stream = compound_file::read_stream(file, &["Workbook", "Book"])?;
-    let (mut out, entries) = globals(&stream)?;
+    let Globals(mut out, entries, strings) = globals(&stream)?;
+    let mut text = TextRoom {
+        strings,
+        room: max_text,
+    };
     let mut shapes: HashMap<usize, Shape> = HashMap::new();
-    let mut written: HashMap<(usize, usize), u32> = HashMap::new();
+    // Each sheet written: where, and the text its cells copy. calamine
+    // reads a sheet once per entry naming it, copying its text again.
+    let mut written: HashMap<(usize, usize), (u32, u64)> = HashMap::new();
     let mut walked = 0;
     let mut room = max_cells;
     let mut cuts = Vec::with_capacity(entries.len());
+    let mut texts_cut = Vec::with_capacity(entries.len());
     for (index, entry) in entries.iter().enumerate() {
         let pos = entry.pos as usize;
         if pos > stream.len() {
@@ -142,13 +204,23 @@ pub(super) fn rebuild_within(file: &[u8], max_cells: u64) -> Result<Rebuilt, Fai
         room -= cost;
         cuts.push(shape.rows.get(kept).map(|&(row, _)| row as u16));
         let at = match written.get(&(pos, kept)) {
-            Some(at) => *at,
-            None => {
+            Some(&(at, copied)) if copied <= text.room => {
+                text.room -= copied;
+                texts_cut.push(0);
+                at
+            }
+            _ => {
                 let at = u32::try_from(out.len()).map_err(|_| {
                     Failure::Corrupt("its workbook stream, laid out again, is over 4 GB".into())
                 })?;
-                write_sheet(&stream, pos, shape, kept, &mut out)?;
-                written.insert((pos, kept), at);
+                let before = text.room;
+                let left_out = write_sheet(&stream, pos, shape, kept, &mut text, &mut out)?;
+                texts_cut.push(left_out);
+                // A sheet whose text was cut is not reused: the next entry
+                // naming it may have room for other cells.
+                if left_out == 0 {
+                    written.insert((pos, kept), (at, before - text.room));
+                }
                 at
             }
         };
@@ -158,6 +230,7 @@ pub(super) fn rebuild_within(file: &[u8], max_cells: u64) -> Result<Rebuilt, Fai
     Ok(Rebuilt {
         file,
         cuts,
+        texts_cut,
         max_cells,
     })
 }
@@ -170,10 +243,12 @@ struct SheetEntry {
 }
 
 /// The globals, record for record up to their EOF (one is added if they
-/// have none), and their sheet entries.
-fn globals(stream: &[u8]) -> Result<(Vec<u8>, Vec<SheetEntry>), Failure> {
+/// have none), their sheet entries, and the lengths of their shared
+/// strings (of the last SST record, as calamine keeps the last).
+fn globals(stream: &[u8]) -> Result<Globals, Failure> {
     let mut out = Vec::new();
     let mut entries = Vec::new();
+    let mut strings = Vec::new();
     for record in Records::new(stream, 0) {
         let record = record?;
         match record.typ {
@@ -190,17 +265,22 @@ fn globals(stream: &[u8]) -> Result<(Vec<u8>, Vec<SheetEntry>), Failure> {
                 pos: u32_at(record.data, 0),
                 patch: out.len() + 4,
             }),
+            SST => strings = xls_strings::lengths(record.data, record.cont),
             _ => {}
         }
         push_record(&mut out, record.typ, &[record.data]);
         out.extend_from_slice(record.cont);
         if record.typ == EOF {
-            return Ok((out, entries));
+            return Ok(Globals(out, entries, strings));
         }
     }
     push_record(&mut out, EOF, &[]);
-    Ok((out, entries))
+    Ok(Globals(out, entries, strings))
 }
+
+/// The globals written again, their sheet entries, and their shared
+/// strings' lengths.
+struct Globals(Vec<u8>, Vec<SheetEntry>, Vec<u16>);
 
 /// Where a sheet's cells go: its used rows and columns, in order, each with
 /// its place in the laid-out grid, how many cell records each used row
@@ -266,20 +346,35 @@ impl Shape {
 }
 
 /// Writes the sheet at `pos` (its first `kept` used rows) as a BOF, its
-/// cell records moved to their places, and an EOF.
+/// cell records moved to their places, and an EOF; a LABELSST cell whose
+/// string no longer fits in `text` is left out. Returns how many were.
 fn write_sheet(
     stream: &[u8],
     pos: usize,
     shape: &Shape,
     kept: usize,
+    text: &mut TextRoom,
     out: &mut Vec<u8>,
-) -> Result<(), Failure> {
+) -> Result<u64, Failure> {
     push_record(out, BOF, &[&SHEET_BOF]);
+    let mut left_out = 0;
     let last_row = kept.checked_sub(1).and_then(|last| shape.rows.get(last));
     if let Some(&(last_row, _)) = last_row {
         walk_sheet(stream, pos, |cell| {
             if u64::from(cell.row) > last_row {
                 return;
+            }
+            if let Body::Record {
+                typ: LABELSST,
+                rest,
+            } = cell.body
+            {
+                let cost = text.cost(rest);
+                if cost > text.room {
+                    left_out += 1;
+                    return;
+                }
+                text.room -= cost;
             }
             // A place is never past its row or column (runs only shrink),
             // so it is a 16-bit number as they are.
@@ -296,7 +391,7 @@ fn write_sheet(
         })?;
     }
     push_record(out, EOF, &[]);
-    Ok(())
+    Ok(left_out)
 }
 
 /// A cell as calamine makes it from a sheet's records.

@@ -101,7 +101,7 @@ fn workbook(sheets: &[(&str, Vec<u8>)]) -> Vec<u8> {
 /// (row and column 0 for records that name no cell).
 fn sheets_of(rebuilt: &Rebuilt) -> Vec<Vec<(u16, u16, u16)>> {
     let stream = compound_file::read_stream(&rebuilt.file, &["Workbook"]).unwrap();
-    let (_, entries) = globals(&stream).unwrap();
+    let Globals(_, entries, _) = globals(&stream).unwrap();
     entries
         .iter()
         .map(|entry| {
@@ -276,7 +276,7 @@ fn rows_past_the_cell_budget_are_left_out_and_the_sheet_says_so() {
         .collect();
     let file = workbook(&[("A", sheet)]);
     // Two columns: 5 cells hold two rows of the three.
-    let rebuilt = rebuild_within(&file, 5).unwrap();
+    let rebuilt = rebuild_within(&file, 5, MAX_TEXT).unwrap();
     assert_eq!(
         sheets_of(&rebuilt),
         vec![vec![
@@ -302,7 +302,7 @@ fn the_sheets_share_the_budget_and_entries_sharing_a_sheet_each_pay_for_it() {
     // Point B's entry at A's sheet too.
     let pos_a = stream[entry_at(0)..entry_at(0) + 4].to_vec();
     stream[entry_at(1)..entry_at(1) + 4].copy_from_slice(&pos_a);
-    let rebuilt = rebuild_within(&xls(&stream), 3).unwrap();
+    let rebuilt = rebuild_within(&xls(&stream), 3, MAX_TEXT).unwrap();
     assert_eq!(
         sheets_of(&rebuilt),
         vec![
@@ -317,9 +317,41 @@ fn the_sheets_share_the_budget_and_entries_sharing_a_sheet_each_pay_for_it() {
 #[test]
 fn one_cell_written_many_times_pays_for_each_write() {
     let sheet: Vec<u8> = (0..10).flat_map(|_| number(0, 0, 1.0)).collect();
-    let rebuilt = rebuild_within(&workbook(&[("A", sheet)]), 5).unwrap();
+    let rebuilt = rebuild_within(&workbook(&[("A", sheet)]), 5, MAX_TEXT).unwrap();
     assert_eq!(sheets_of(&rebuilt), vec![vec![(BOF, 0, 0), (EOF, 0, 0)]]);
     assert!(rebuilt.note(0).unwrap().starts_with("(Rows from 1 on"));
+}
+
+#[test]
+fn cells_naming_a_long_shared_string_are_left_out_past_the_text_budget() {
+    // One shared string of 1,000 characters, named by five cells: calamine
+    // would copy it into each.
+    let mut sst = vec![0; 8];
+    sst.extend_from_slice(&[0xE8, 0x03, 0]);
+    sst.extend_from_slice(&[b'x'; 1000]);
+    let named: Vec<u8> = (0..5)
+        .flat_map(|row| cell(LABELSST, row, 0, &0_u32.to_le_bytes()))
+        .collect();
+    let file = xls(&stream_with(&record(SST, &sst), &[("A", named)]));
+    let two = 2 * 1000 * xls_strings::BYTES_PER_CHAR;
+    let rebuilt = rebuild_within(&file, MAX_CELLS, two).unwrap();
+    assert_eq!(
+        sheets_of(&rebuilt),
+        vec![vec![
+            (BOF, 0, 0),
+            (LABELSST, 0, 0),
+            (LABELSST, 1, 0),
+            (EOF, 0, 0)
+        ]]
+    );
+    let shown = markdown(&rebuilt);
+    assert_eq!(shown.matches(&"x".repeat(1000)).count(), 2, "{shown}");
+    assert!(
+        shown.contains("(3 cells naming the workbook's shared strings are left out"),
+        "{shown}"
+    );
+    // Within the default budget every cell is kept.
+    assert_eq!(rebuild(&file).unwrap().note(0), None);
 }
 
 #[test]

@@ -2,17 +2,20 @@
 //!
 //! The service is Giphy when `GIPHY_API_KEY` is set, else KLIPY's
 //! Tenor-compatible API when `KLIPY_API_KEY` is set (Tenor's own API is shut
-//! down); with neither key the tool is not offered. Both addresses are
-//! `[web]` settings.
+//! down). Both addresses are `[web]` settings. The tool is offered every
+//! turn, as the house reference offers it: without a key it answers with an
+//! error result saying how to set one up, so the model says it in words.
 //!
-//! The post is the call's result: its data carries a `post` object
-//! (`kind: "gif"`, the media `url`, a smaller `preview`, the `title`, the
-//! service's `page` and `provider`). The result is committed to the
-//! conversation's transcript like every tool result and reaches every
-//! subscriber as the `ToolCallFinished` event of `send_gif`, which is where
-//! a chat page shows the GIF as a message of the agent.
+//! In a house thread the GIF is posted as a message of the bot into its
+//! thread, carrying an image [`Attachment`] (its URL, size and the service's
+//! attribution): the page shows it, `troupe thread read` prints it as a
+//! link, and the other bots see it in their transcripts. In a personal
+//! chat (no thread) the result's data carries the same `post` object, and
+//! the chat shows it to the user as a link from the `ToolCallFinished`
+//! event of `send_gif`.
 
 use serde::Deserialize;
+use troupe_runtime::house::{Attachment, Houses, Seat};
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
 
@@ -46,7 +49,21 @@ impl Provider {
             Provider::Klipy => "KLIPY_API_KEY",
         }
     }
+
+    /// How the service asks to be credited next to its GIFs.
+    pub fn attribution(self) -> &'static str {
+        match self {
+            Provider::Giphy => "Powered by GIPHY",
+            Provider::Klipy => "Powered by KLIPY",
+        }
+    }
 }
+
+/// What `send_gif` answers when no service has a key.
+pub const NO_SERVICE: &str = "send_gif has no GIF service set up, so nothing was posted. \
+     Tell the person in words instead. To enable it, whoever runs troupe sets \
+     GIPHY_API_KEY (a key from developers.giphy.com) or KLIPY_API_KEY (from klipy.com) \
+     in troupe's environment and restarts it.";
 
 /// One GIF found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -59,6 +76,12 @@ pub struct Gif {
     pub title: String,
     /// Its page on the service.
     pub page: String,
+    /// Its width in pixels, when the service said.
+    pub width: Option<u32>,
+    /// Its height in pixels, when the service said.
+    pub height: Option<u32>,
+    /// Its size in bytes, when the service said.
+    pub bytes: Option<u64>,
 }
 
 /// The arguments of `send_gif`.
@@ -177,7 +200,8 @@ impl Tool for SendGif {
     }
 
     fn available(&self, _ctx: &ToolContext) -> Option<ToolSpec> {
-        self.provider().map(|_| self.spec.clone())
+        // Offered every turn: without a key the call says how to get one.
+        Some(self.spec.clone())
     }
 
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
@@ -185,17 +209,15 @@ impl Tool for SendGif {
             Ok(p) => p,
             Err(result) => return result,
         };
-        let Some((provider, key)) = self.provider() else {
-            return ToolResult::error(
-                "send_gif has no GIF service: set GIPHY_API_KEY or KLIPY_API_KEY",
-            );
-        };
         let query = params.query.trim();
         if query.is_empty() {
             return ToolResult::error(
                 "send_gif needs a query: say in a few words what the GIF should show",
             );
         }
+        let Some((provider, key)) = self.provider() else {
+            return ToolResult::error(NO_SERVICE);
+        };
         let index = params.index.unwrap_or(0).min(MAX_INDEX);
         let found = tokio::select! {
             found = self.search(provider, &key, query, index + 1) => found,
@@ -225,17 +247,39 @@ impl Tool for SendGif {
         } else {
             gif.title.as_str()
         };
+        let attachment = Attachment {
+            kind: "image".into(),
+            url: gif.url.clone(),
+            preview: Some(gif.preview.clone()).filter(|p| !p.is_empty() && *p != gif.url),
+            width: gif.width,
+            height: gif.height,
+            bytes: gif.bytes,
+            title: title.to_string(),
+            attribution: provider.attribution().into(),
+            page: Some(gif.page.clone()).filter(|p| !p.is_empty()),
+        };
+        if let (Some(_), Ok(houses)) = (Seat::of(ctx), Houses::of(ctx)) {
+            // In a thread: a message of the bot, which everyone there sees.
+            let text = format!(
+                "Posted a GIF into this thread: \"{title}\" ({}). People see it now; \
+                 do not describe or link it again.",
+                gif.url
+            );
+            let mut result = houses.0.post_attachment(ctx, attachment, text).await;
+            if let Some(data) = result.data.as_object_mut() {
+                data.insert("query".into(), query.into());
+                data.insert("index".into(), index.into());
+            }
+            return result;
+        }
         ToolResult::ok_with(
-            format!("Posted a GIF into the chat: \"{title}\" ({})", gif.url),
+            format!(
+                "Sent a GIF to the user: \"{title}\" ({}). They see it as a link; \
+                 do not describe or link it again.",
+                gif.url
+            ),
             serde_json::json!({
-                "post": {
-                    "kind": "gif",
-                    "url": gif.url,
-                    "preview": gif.preview,
-                    "title": title,
-                    "page": gif.page,
-                    "provider": provider.name(),
-                },
+                "post": attachment,
                 "query": query,
                 "index": index,
             }),
@@ -260,9 +304,20 @@ pub fn parse_giphy(body: &str) -> Result<Vec<Gif>, serde_json::Error> {
     }
     #[derive(Deserialize)]
     struct Images {
-        original: Rendition,
+        original: Original,
         #[serde(default)]
         fixed_height_small: Option<Rendition>,
+    }
+    // Giphy writes its numbers as strings.
+    #[derive(Deserialize)]
+    struct Original {
+        url: String,
+        #[serde(default)]
+        width: Option<String>,
+        #[serde(default)]
+        height: Option<String>,
+        #[serde(default)]
+        size: Option<String>,
     }
     #[derive(Deserialize)]
     struct Rendition {
@@ -272,14 +327,20 @@ pub fn parse_giphy(body: &str) -> Result<Vec<Gif>, serde_json::Error> {
     Ok(answer
         .data
         .into_iter()
-        .map(|item| Gif {
-            preview: item
-                .images
-                .fixed_height_small
-                .map_or_else(|| item.images.original.url.clone(), |r| r.url),
-            url: item.images.original.url,
-            title: item.title,
-            page: item.url,
+        .map(|item| {
+            let original = item.images.original;
+            Gif {
+                preview: item
+                    .images
+                    .fixed_height_small
+                    .map_or_else(|| original.url.clone(), |r| r.url),
+                width: original.width.and_then(|w| w.parse().ok()),
+                height: original.height.and_then(|h| h.parse().ok()),
+                bytes: original.size.and_then(|b| b.parse().ok()),
+                url: original.url,
+                title: item.title,
+                page: item.url,
+            }
         })
         .collect())
 }
@@ -311,6 +372,10 @@ pub fn parse_tenor(body: &str) -> Result<Vec<Gif>, serde_json::Error> {
     #[derive(Deserialize)]
     struct Rendition {
         url: String,
+        #[serde(default)]
+        dims: Option<(u32, u32)>,
+        #[serde(default)]
+        size: Option<u64>,
     }
     let answer: Answer = serde_json::from_str(body)?;
     Ok(answer
@@ -321,6 +386,9 @@ pub fn parse_tenor(body: &str) -> Result<Vec<Gif>, serde_json::Error> {
                 .media_formats
                 .tinygif
                 .map_or_else(|| item.media_formats.gif.url.clone(), |r| r.url),
+            width: item.media_formats.gif.dims.map(|d| d.0),
+            height: item.media_formats.gif.dims.map(|d| d.1),
+            bytes: item.media_formats.gif.size,
             url: item.media_formats.gif.url,
             title: if item.content_description.is_empty() {
                 item.title

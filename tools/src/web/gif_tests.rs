@@ -74,12 +74,16 @@ fn ctx(dir: &tempfile::TempDir) -> ToolContext {
 }
 
 #[tokio::test]
-async fn without_a_key_it_is_not_offered() {
+async fn without_a_key_it_is_offered_and_answers_with_guidance_as_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let tool = SendGif::new(&Default::default(), env(&[]));
-    assert!(tool.available(&ctx(&dir)).is_none());
-    let tool = SendGif::new(&Default::default(), env(&[("KLIPY_API_KEY", "k")]));
     assert!(tool.available(&ctx(&dir)).is_some());
+    let result = tool
+        .call(serde_json::json!({"query": "happy dance"}), &ctx(&dir))
+        .await;
+    assert_eq!(result.status, ToolStatus::Error);
+    assert_eq!(result.text, NO_SERVICE);
+    assert!(result.text.contains("GIPHY_API_KEY") && result.text.contains("KLIPY_API_KEY"));
 }
 
 #[tokio::test]
@@ -97,12 +101,15 @@ async fn giphy_is_asked_and_the_best_match_is_posted() {
     assert_eq!(
         result.data["post"],
         serde_json::json!({
-            "kind": "gif",
+            "kind": "image",
             "url": "https://media1.giphy.com/media/l0MYt5jPR6QX5pnqM/giphy.gif?cid=7b1d&rid=giphy.gif&ct=g",
             "preview": "https://media1.giphy.com/media/l0MYt5jPR6QX5pnqM/100.gif",
+            "width": 480,
+            "height": 270,
+            "bytes": 1536745,
             "title": "Happy Dance GIF by Originals",
+            "attribution": "Powered by GIPHY",
             "page": "https://giphy.com/gifs/happy-dance-l0MYt5jPR6QX5pnqM",
-            "provider": "Giphy",
         })
     );
     let query = server.requests()[0].query();
@@ -143,12 +150,28 @@ async fn klipy_is_asked_the_tenor_way_when_only_its_key_is_set() {
         .call(serde_json::json!({"query": "facepalm"}), &ctx(&dir))
         .await;
     assert_eq!(result.status, ToolStatus::Ok, "{}", result.text);
-    assert_eq!(result.text, "Posted a GIF into the chat: \"Cat facepalm\" (https://static.klipy.com/ii/cat-facepalm.gif)");
+    assert_eq!(
+        result.text,
+        "Sent a GIF to the user: \"Cat facepalm\" (https://static.klipy.com/ii/cat-facepalm.gif). \
+         They see it as a link; do not describe or link it again."
+    );
     assert_eq!(
         result.data["post"]["preview"],
         "https://static.klipy.com/ii/cat-facepalm-tiny.gif"
     );
-    assert_eq!(result.data["post"]["provider"], "KLIPY");
+    assert_eq!(
+        (
+            &result.data["post"]["width"],
+            &result.data["post"]["height"],
+            &result.data["post"]["bytes"],
+        ),
+        (
+            &serde_json::json!(498),
+            &serde_json::json!(280),
+            &serde_json::json!(1834021)
+        )
+    );
+    assert_eq!(result.data["post"]["attribution"], "Powered by KLIPY");
     let query = server.requests()[0].query();
     assert_eq!(query["key"], "kk");
     assert_eq!(query["q"], "facepalm");

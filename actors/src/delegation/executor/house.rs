@@ -201,6 +201,7 @@ async fn post(node: &Node, thread: ThreadId, bot: &str, text: String) {
             via: None,
             answers_offer: false,
             failed: None,
+            attachments: Vec::new(),
         }),
         sent_at: chrono::Utc::now(),
     };
