@@ -27,16 +27,26 @@ const ASSUMED_WINDOW: u64 = 128_000;
 
 /// One toolset's cost.
 #[derive(Debug, serde::Serialize)]
-struct Cost {
+pub(super) struct Cost {
     /// The kind of actor, or the bot's name.
-    who: String,
+    pub(super) who: String,
     /// Estimated tokens in all.
-    tokens: u64,
+    pub(super) tokens: u64,
     /// Each always-on tool's estimate, in the order the model sees them.
-    tools: Vec<(String, u64)>,
+    pub(super) tools: Vec<(String, u64)>,
+    /// The deferred tools `tool_search` can load.
+    #[serde(skip)]
+    pub(super) deferred: Vec<String>,
 }
 
-fn cost_of(home: &Home, spec: &BotSpec, kind: ActorKind, has_bots: bool, who: String) -> Cost {
+/// The built-in tools `spec` is offered as a `kind` actor, and their cost.
+pub(super) fn cost_of(
+    home: &Home,
+    spec: &BotSpec,
+    kind: ActorKind,
+    has_bots: bool,
+    who: String,
+) -> Cost {
     let mut ctx = ToolContext::standalone(home.clone(), home.root().to_path_buf());
     ctx.kind = kind;
     ctx.agent = spec.name.clone();
@@ -63,6 +73,7 @@ fn cost_of(home: &Home, spec: &BotSpec, kind: ActorKind, has_bots: bool, who: St
         who,
         tokens: tools.iter().map(|(_, t)| t).sum(),
         tools,
+        deferred: set.deferred.specs.iter().map(|s| s.name.clone()).collect(),
     }
 }
 
