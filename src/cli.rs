@@ -13,6 +13,7 @@
 //! read the home read-only beside it and never start a node ([`view`]).
 
 mod chat;
+mod config;
 mod cost;
 mod doctor;
 mod env;
@@ -62,6 +63,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Write a commented default home (config.toml, models.toml, folders).
+    #[command(after_help = "Examples:
+  troupe init                  a commented config.toml and models.toml in ~/.troupe
+  troupe --home ./h init       in another home
+  troupe init --force          write the defaults again")]
     Init {
         /// Rewrite files that exist.
         #[arg(long)]
@@ -72,18 +77,27 @@ pub enum Command {
     /// It runs in a fresh temporary home, whatever TROUPE_HOME says (the
     /// demo makes bots, a house and a routine: none of them lands in your
     /// home), and says where; `--home DIR` runs it there instead.
+    #[command(after_help = "Examples:
+  troupe demo                  in a fresh temporary home (it says where)
+  troupe --home ./demo demo    in ./demo, to look around afterwards")]
     Demo,
     /// Run one turn and print the answer.
     Run(run::RunArgs),
     /// Talk with a bot in the terminal.
     Chat(chat::ChatArgs),
     /// List the bots.
+    #[command(after_help = "Examples:
+  troupe bots
+  troupe bots --json | jq -r .name")]
     Bots {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
     },
     /// List the latest conversations.
+    #[command(after_help = "Examples:
+  troupe conversations
+  troupe conversations --bot researcher --limit 5 --json")]
     Conversations {
         /// How many.
         #[arg(long, default_value_t = 20)]
@@ -96,6 +110,9 @@ pub enum Command {
         json: bool,
     },
     /// Print a conversation's transcript (its id from `conversations` or `search`).
+    #[command(after_help = "Examples:
+  troupe show conv_0190f3…
+  troupe show conv_0190f3… --json")]
     Show {
         /// The conversation id (`conv_…`).
         conversation: String,
@@ -104,6 +121,9 @@ pub enum Command {
         json: bool,
     },
     /// Search past conversations (all words, accents ignored).
+    #[command(after_help = "Examples:
+  troupe search launch notes
+  troupe search \"tent\" --limit 3 --json")]
     Search {
         /// The words (quoted or not).
         #[arg(required = true, num_args = 1..)]
@@ -116,12 +136,18 @@ pub enum Command {
         json: bool,
     },
     /// Tokens and cost by bot and day.
+    #[command(after_help = "Examples:
+  troupe usage
+  troupe usage --json")]
     Usage {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
     },
     /// List the routines, with their next fire and last run.
+    #[command(after_help = "Examples:
+  troupe routines
+  troupe routines --json")]
     Routines {
         /// One JSON object per line.
         #[arg(long)]
@@ -130,6 +156,9 @@ pub enum Command {
     /// Memory changes the background review proposed: list, approve, reject.
     Proposals(proposals::ProposalsArgs),
     /// Every tool, its flags, and which actor kinds have it.
+    #[command(after_help = "Examples:
+  troupe tools
+  troupe tools --cost          what the always-on definitions cost per model call")]
     Tools {
         /// As JSON.
         #[arg(long)]
@@ -151,6 +180,10 @@ pub enum Command {
     },
     /// Host the home's bots, fire its routines, and serve the HTTP API and
     /// the web page until stopped (SIGINT/SIGTERM).
+    #[command(after_help = "Examples:
+  troupe serve                              on [server] listen (127.0.0.1:7878)
+  troupe serve --listen 0.0.0.0:8080
+  RUST_LOG=troupe=debug troupe serve")]
     Serve {
         /// The address to listen on (default `[server] listen`, 127.0.0.1:7878).
         #[arg(long)]
@@ -158,6 +191,9 @@ pub enum Command {
     },
     /// The actor tree: supervisors, live conversations, restarts; and what
     /// waits to be resumed.
+    #[command(after_help = "Examples:
+  troupe ps
+  troupe ps --json")]
     Ps {
         /// One JSON object per actor.
         #[arg(long)]
@@ -185,6 +221,9 @@ pub enum Command {
     Executors(executors::ExecutorsCommand),
     /// Outside executors' instances (pi): list, show, log; start one of your own.
     Workbench(workbench::WorkbenchArgs),
+    /// The effective configuration: `troupe config show [--json]`.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
     /// Print the completion script of a shell.
     ///
     /// Examples:
@@ -222,6 +261,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => run::run(builder(), args).await,
+        Command::Config(command) => config::config(cli.home.clone(), &overrides, command),
         Command::Demo => {
             // Only a `--home` given on this command line: TROUPE_HOME is
             // the user's real home, which the demo must not write into.
@@ -232,7 +272,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::demo::run(cli.home.clone().filter(|_| given)).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Chat(args) => chat::chat(builder().scheduler(true), args).await,
+        Command::Chat(args) => chat::chat(|| builder().scheduler(true), args).await,
         Command::Bots { json } => info::bots(&read_only().await?, json).await,
         Command::Conversations { limit, bot, json } => {
             info::conversations(&read_only().await?, limit, bot.as_deref(), json).await

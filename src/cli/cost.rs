@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use troupe_actors::bot::BotSpec;
-use troupe_actors::toolset::{self, Narrowing};
+use troupe_actors::toolset::{self, Narrowing, Toolset};
 use troupe_runtime::home::Home;
 use troupe_runtime::protocol::ActorKind;
 use troupe_runtime::tool::{ToolContext, ToolDefinition, CHARS_PER_TOKEN};
@@ -31,17 +31,29 @@ const ASSUMED_WINDOW: u64 = 128_000;
 
 /// One toolset's cost.
 #[derive(Debug, serde::Serialize)]
-struct Cost {
+pub(super) struct Cost {
     /// The kind of actor, or the bot's name.
-    who: String,
+    pub(super) who: String,
     /// Estimated tokens in all.
-    tokens: u64,
+    pub(super) tokens: u64,
     /// Each always-on tool's estimate, in the order the model sees them.
-    tools: Vec<(String, u64)>,
+    pub(super) tools: Vec<(String, u64)>,
+    /// The deferred tools `tool_search` can load.
+    #[serde(skip)]
+    pub(super) deferred: Vec<String>,
 }
 
-fn cost_of(home: &Home, spec: &BotSpec, kind: ActorKind, has_bots: bool, who: String) -> Cost {
-    let tools: Vec<(String, u64)> = always_on(home, spec, kind, has_bots)
+/// The built-in tools `spec` is offered as a `kind` actor, and their cost.
+pub(super) fn cost_of(
+    home: &Home,
+    spec: &BotSpec,
+    kind: ActorKind,
+    has_bots: bool,
+    who: String,
+) -> Cost {
+    let set = toolset_of(home, spec, kind, has_bots);
+    let tools: Vec<(String, u64)> = set
+        .definitions
         .iter()
         .map(|d| (d.name.clone(), d.estimated_tokens()))
         .collect();
@@ -49,6 +61,7 @@ fn cost_of(home: &Home, spec: &BotSpec, kind: ActorKind, has_bots: bool, who: St
         who,
         tokens: tools.iter().map(|(_, t)| t).sum(),
         tools,
+        deferred: set.deferred.specs.iter().map(|s| s.name.clone()).collect(),
     }
 }
 
@@ -60,6 +73,15 @@ pub(super) fn always_on(
     kind: ActorKind,
     has_bots: bool,
 ) -> Vec<ToolDefinition> {
+    toolset_of(home, spec, kind, has_bots)
+        .definitions
+        .iter()
+        .cloned()
+        .collect()
+}
+
+/// The toolset `spec` is offered as a `kind` actor in this home.
+fn toolset_of(home: &Home, spec: &BotSpec, kind: ActorKind, has_bots: bool) -> Toolset {
     let mut ctx = ToolContext::standalone(home.clone(), home.root().to_path_buf());
     ctx.kind = kind;
     ctx.agent = spec.name.clone();
@@ -69,15 +91,14 @@ pub(super) fn always_on(
             spec.skills.clone(),
         )));
     let registry = troupe_tools::builtin();
-    let set = toolset::compute(
+    toolset::compute(
         &registry,
         spec,
         has_bots,
         &Narrowing::default(),
         &ctx,
         &BTreeSet::new(),
-    );
-    set.definitions.iter().cloned().collect()
+    )
 }
 
 /// `troupe tools --cost`.

@@ -8,7 +8,10 @@
 //! INTO`). It holds the home's lock meanwhile, so no process writes the
 //! file under the checks; it changes nothing in the home. It also says
 //! where commands run on this machine: sandboxed by bubblewrap, or
-//! unsandboxed, and what the gate then asks.
+//! unsandboxed, and what the gate then asks; whether each model the home
+//! uses can be called ([`setup`]), and whether node and npm are there.
+
+mod setup;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,10 +21,17 @@ use troupe_runtime::store::health;
 
 /// Arguments of `troupe doctor`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  troupe doctor                        check the database, the models, the sandbox and the tools
+  troupe doctor --offline              the same without calling the models' endpoints
+  troupe doctor --recover saved.db     also copy what can be read into saved.db")]
 pub struct DoctorArgs {
     /// Also copy what can be read into a new database at FILE (`VACUUM INTO`).
     #[arg(long, value_name = "FILE")]
     pub recover: Option<PathBuf>,
+    /// Do not call the models' endpoints (their specs and keys are still checked).
+    #[arg(long)]
+    pub offline: bool,
 }
 
 /// Runs `troupe doctor`.
@@ -49,6 +59,14 @@ pub async fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<E
     };
     println!("troupe doctor: {}", path.display());
     println!("  commands:      {}", commands_line(lock.home()));
+    for finding in setup_findings(lock.home(), args.offline).await {
+        let mark = if finding.ok { "" } else { "✗ " };
+        println!(
+            "  {:<14} {mark}{}",
+            format!("{}:", finding.label),
+            finding.text
+        );
+    }
     let mut healthy = true;
     if let Err(e) = missing {
         healthy = false;
@@ -101,6 +119,49 @@ pub async fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<E
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The models' and programs' findings: the default model, each bot's
+/// own (read from the database when there is one) and models.toml's.
+async fn setup_findings(home: &troupe_runtime::home::Home, offline: bool) -> Vec<setup::Finding> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let mut out = Vec::new();
+    let (config, models) = match (
+        troupe_runtime::config::Config::load(home, &env, &[]),
+        troupe_runtime::model::ModelsConfig::load(&home.models_file()),
+    ) {
+        (Ok(c), Ok(m)) => (c, m),
+        (Err(e), _) => {
+            out.push(setup::Finding {
+                label: "config".into(),
+                text: e.to_string(),
+                ok: false,
+            });
+            return out;
+        }
+        (_, Err(e)) => {
+            out.push(setup::Finding {
+                label: "models.toml".into(),
+                text: e.to_string(),
+                ok: false,
+            });
+            return out;
+        }
+    };
+    // A damaged database is the checks' business above: no bots then.
+    let bots: Vec<String> =
+        match super::view::View::open(Some(home.root().to_path_buf()), &[]).await {
+            Ok(view) => view
+                .bots()
+                .await
+                .map(|all| all.into_iter().map(|b| b.spec.model).collect())
+                .unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+    let specs = setup::models_in_use(&config.agent.model, &bots, &models);
+    out.extend(setup::models(home, &specs, &models, &env, offline).await);
+    out.extend(setup::programs().await);
+    out
 }
 
 /// How to get a working database back, for the file at `path`.

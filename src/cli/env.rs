@@ -16,6 +16,11 @@ use super::Builder;
 
 /// `troupe env`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  troupe env create acme
+  troupe env list acme
+  troupe env exec acme ENV_ID -- ls -la
+  troupe env stop acme ENV_ID")]
 pub struct EnvArgs {
     #[command(subcommand)]
     command: EnvCommand,

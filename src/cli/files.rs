@@ -19,6 +19,11 @@ use super::Builder;
 
 /// `troupe files …`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  troupe files put acme notes/plan.md ./plan.md -m \"first draft\"
+  troupe files ls acme notes
+  troupe files get acme notes/plan.md --version 1
+  troupe files log acme notes/plan.md")]
 pub struct FilesArgs {
     #[command(subcommand)]
     command: FilesCommand,

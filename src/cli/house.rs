@@ -18,6 +18,11 @@ use super::Builder;
 
 /// `troupe house`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  troupe house create acme
+  troupe house add acme --human ada --name \"Ada L.\"
+  troupe house add acme --bot assistant --listen all
+  troupe house members acme --json")]
 pub struct HouseArgs {
     #[command(subcommand)]
     command: HouseCommand,
@@ -86,6 +91,11 @@ enum HouseCommand {
 
 /// `troupe thread`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  troupe thread create acme general
+  troupe thread post acme general \"Who can review the launch notes?\"
+  troupe thread read acme general
+  troupe thread search acme \"launch notes\"")]
 pub struct ThreadArgs {
     #[command(subcommand)]
     command: ThreadCommand,

@@ -31,10 +31,18 @@ pub enum ProposalsAction {
 
 /// Arguments of `troupe proposals`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  troupe proposals               the pending ones
+  troupe proposals --all --json  every proposal, one JSON object per line
+  troupe proposals approve 3     apply proposal #3
+  troupe proposals reject 3      drop it")]
 pub struct ProposalsArgs {
     /// List decided proposals too.
     #[arg(long)]
     pub all: bool,
+    /// List them as JSON, one object per line (with the change itself).
+    #[arg(long)]
+    pub json: bool,
     /// Approve or reject one; without it, list them.
     #[command(subcommand)]
     pub action: Option<ProposalsAction>,
@@ -60,10 +68,19 @@ pub async fn proposals(
     overrides: &[(String, String)],
     args: ProposalsArgs,
 ) -> anyhow::Result<ExitCode> {
+    if args.json && args.action.is_some() {
+        anyhow::bail!("--json lists the proposals: leave out approve/reject, or --json");
+    }
     let Some(action) = args.action else {
         let view = View::open(home, overrides).await?;
         let pending_only = !args.all;
         let list = view.read(move |c| stored::list(c, pending_only)).await?;
+        if args.json {
+            for p in &list {
+                println!("{}", serde_json::to_string(p)?);
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         if list.is_empty() {
             println!(
                 "no {}proposals; the background review makes them when it would replace or remove memory",

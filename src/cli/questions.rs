@@ -6,10 +6,34 @@
 //! answer (`troupe run` with stdin not a terminal), [`unanswerable`] says
 //! what was asked and how to let it through next time, instead of the turn
 //! waiting out the gate's timeout in silence.
+//!
+//! An answer is read through [`Input`]: plain lines (a pipe, or `troupe
+//! run`), or `troupe chat`'s line editor, which draws the prompt itself.
 
 use std::io::Write;
 
 use tokio::io::{AsyncBufRead, Lines};
+
+/// Where the answers are read from.
+#[allow(async_fn_in_trait)]
+pub trait Input {
+    /// Shows `prompt` and reads one line; `None` when input ends (or the
+    /// user cancels the question with Ctrl-C at the line editor).
+    async fn line(&mut self, prompt: &str, out: &mut impl Write)
+        -> std::io::Result<Option<String>>;
+}
+
+impl<R: AsyncBufRead + Unpin> Input for Lines<R> {
+    async fn line(
+        &mut self,
+        prompt: &str,
+        out: &mut impl Write,
+    ) -> std::io::Result<Option<String>> {
+        write!(out, "{prompt}")?;
+        out.flush()?;
+        self.next_line().await
+    }
+}
 use troupe_runtime::protocol::{AgentEvent, ToolCall};
 
 /// The choices of an approval prompt.
@@ -31,8 +55,8 @@ pub fn approval_word(typed: &str) -> Option<&'static str> {
 /// Asks the user to approve `call`, on `out`, reading the answer from
 /// `lines`; returns the answer to give `Node::answer`. The end of input
 /// denies.
-pub async fn approval<R: AsyncBufRead + Unpin>(
-    lines: &mut Lines<R>,
+pub async fn approval(
+    lines: &mut impl Input,
     out: &mut impl Write,
     indent: &str,
     call: &ToolCall,
@@ -44,9 +68,10 @@ pub async fn approval<R: AsyncBufRead + Unpin>(
         call.name, call.arguments
     )?;
     loop {
-        write!(out, "{indent}{APPROVAL_CHOICES}? ")?;
-        out.flush()?;
-        let Some(line) = lines.next_line().await? else {
+        let Some(line) = lines
+            .line(&format!("{indent}{APPROVAL_CHOICES}? "), out)
+            .await?
+        else {
             writeln!(out)?;
             return Ok(serde_json::json!("deny"));
         };
@@ -63,8 +88,8 @@ pub async fn approval<R: AsyncBufRead + Unpin>(
 
 /// Asks `ask_user`'s questions one by one; a number picks a choice,
 /// anything else is the answer itself. `None` when input ends (a cancel).
-pub async fn questions<R: AsyncBufRead + Unpin>(
-    lines: &mut Lines<R>,
+pub async fn questions(
+    lines: &mut impl Input,
     out: &mut impl Write,
     indent: &str,
     questions: &serde_json::Value,
@@ -80,9 +105,7 @@ pub async fn questions<R: AsyncBufRead + Unpin>(
         for (i, choice) in choices.iter().enumerate() {
             writeln!(out, "{indent}  {}. {choice}", i + 1)?;
         }
-        write!(out, "{indent}answer: ")?;
-        out.flush()?;
-        let Some(line) = lines.next_line().await? else {
+        let Some(line) = lines.line(&format!("{indent}answer: "), out).await? else {
             writeln!(out)?;
             return Ok(None);
         };

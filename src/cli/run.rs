@@ -26,6 +26,13 @@ use watch::Watch;
 
 /// Arguments of `troupe run`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  troupe run \"What is in this folder?\"               one turn with the main agent
+  troupe run --bot researcher \"Summarize docs/\"      with another bot
+  troupe run --model script:turns.json --json hi     offline, the events as JSON lines
+  troupe run --tools read_file,find_files \"Find TODOs\"  only these tools
+Exit status: 0 finished, 1 failed, 2 configuration, 3 guard, 4 budget, 5 refused,
+6 crashed, 7 a question nobody could answer, 130 stopped.")]
 pub struct RunArgs {
     /// The bot (default: the main agent, `assistant`).
     #[arg(long)]

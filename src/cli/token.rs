@@ -15,6 +15,10 @@ use super::Builder;
 
 /// `troupe token`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  troupe token issue acme ada      a token for the person `ada` of house `acme`
+  troupe token list --json
+  troupe token revoke TOKEN_ID")]
 pub struct TokenArgs {
     #[command(subcommand)]
     command: TokenCommand,

@@ -1,6 +1,8 @@
 //! `troupe chat` through a pseudo-terminal (util-linux `script`), as a
-//! person types: an `ask_user` question answered at the prompt, and Ctrl-C
-//! stopping a turn while the program goes on.
+//! person types: an `ask_user` question answered at the prompt, Ctrl-C
+//! stopping a turn while the program goes on, the spinner of a running
+//! tool, history recalled with ↑ in a later session, Tab completing a
+//! command.
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -121,12 +123,59 @@ fn chat_answers_questions_inline_and_ctrl_c_stops_only_the_turn() {
     term.expect("> ");
     term.send("wait a while\r");
     term.expect("→ run_command");
+    // The spinner, with the tool's name, while it runs.
+    term.expect("running run_command");
     term.send("\x03");
     term.expect("troupe: the turn was stopped");
     term.expect("> ");
     term.send("are you there?\r");
     term.expect("Still here after the stop.");
     term.send("/quit\r");
+    let status = term.child.wait().unwrap();
+    assert!(status.success(), "chat left with {status}");
+}
+
+#[test]
+fn chat_history_is_recalled_in_a_later_session_and_tab_completes_commands() {
+    let home = TestHome::new();
+    let script = |name: &str, answer: &str| {
+        let path = home.path().join(name);
+        std::fs::write(
+            &path,
+            json!({"turns": [{"text": answer, "expect": "remember the tent"}]}).to_string(),
+        )
+        .unwrap();
+        format!("script:{}", path.display())
+    };
+    let (first, second) = (
+        script("first.json", "First answer."),
+        script("second.json", "Recalled."),
+    );
+    let mut term = Terminal::start(&home, &first);
+    term.expect("> ");
+    term.send("remember the tent\r");
+    term.expect("First answer.");
+    term.expect("tokens in");
+    term.expect("> ");
+    // Tab completes `/he` to `/help`, answered here.
+    term.send("/he\t\r");
+    term.expect("Commands (answered here, never sent to the model)");
+    term.expect("> ");
+    term.send("/quit\r");
+    let status = term.child.wait().unwrap();
+    assert!(status.success(), "chat left with {status}");
+    let history = std::fs::read_to_string(home.path().join("chat_history")).unwrap();
+    assert!(history.contains("remember the tent"), "{history}");
+
+    // A new session: three ↑ go back past /quit and /help to the message.
+    let mut term = Terminal::start(&home, &second);
+    term.expect("> ");
+    term.send("\x1b[A\x1b[A\x1b[A");
+    term.expect("remember the tent");
+    term.send("\r");
+    term.expect("Recalled.");
+    term.expect("> ");
+    term.send("\x04");
     let status = term.child.wait().unwrap();
     assert!(status.success(), "chat left with {status}");
 }
