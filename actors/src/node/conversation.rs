@@ -274,7 +274,7 @@ impl State {
 
     /// Recomputes the tools (after a load by `tool_search`, a compaction).
     pub(crate) fn refresh_tools(&mut self) {
-        self.tools_generation = self.args.node.tools.generation();
+        self.tools_generation = self.args.node.tools_generation();
         let ctx = self.tool_context(CancellationToken::new());
         let loaded: BTreeSet<String> = troupe_runtime::tool::catalog::loaded_tools(&self.history);
         self.tools = crate::toolset::compute_shared(
