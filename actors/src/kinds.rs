@@ -76,6 +76,7 @@ pub trait UserActor: Send + Sync + 'static {
     /// The message a bot's text (`message_agent`) or a bot's reply stands
     /// for; by default the text parsed as the message's JSON. An error is
     /// sent back to the bot, which can retry.
+    #[allow(clippy::wrong_self_convention)] // it reads a bot's text, as the kind decides
     fn from_agent(&self, sender: &str, text: &str) -> Result<Self::Msg, String> {
         let _ = sender;
         serde_json::from_str(text).map_err(|e| {

@@ -131,12 +131,13 @@ pub async fn send(
                 .map(|b| b.spec.name)
                 .filter(|n| *n != ctx.agent)
                 .chain(
-                    members
-                        .is_none()
-                        .then(|| node.context().kinds().offered())
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(name, _)| name),
+                    if members.is_none() {
+                        node.context().kinds().offered()
+                    } else {
+                        Vec::new()
+                    }
+                    .into_iter()
+                    .map(|(name, _)| name),
                 )
                 .collect();
             let whose = if members.is_some() {

@@ -13,6 +13,7 @@ use troupe_runtime::store::{mailbox, Store};
 use super::percentiles;
 
 /// B's messages: a ping to answer.
+#[allow(clippy::large_enum_variant)] // measured as the runtime sends it: unboxed
 enum Echo {
     Ping(u64, RpcReplyPort<u64>),
     Mail(Envelope, RpcReplyPort<Result<Envelope, String>>),
