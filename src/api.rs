@@ -18,6 +18,8 @@
 //! with the owner named, instead of resuming the turns the first is
 //! running. [`Runtime::shutdown`] releases it, recording a clean end.
 
+mod kinds;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -74,6 +76,9 @@ pub enum RuntimeError {
     /// The check of the home's database stopped before it finished.
     #[error("the check of the home's database stopped before it finished ({0}); try again")]
     Check(String),
+    /// A registered actor kind refused, or one of its actors failed.
+    #[error(transparent)]
+    Actor(#[from] troupe_actors::kinds::KindError),
     /// The conversation ended before the turn reported.
     #[error("the conversation stopped before the turn ended")]
     Gone,

@@ -10,6 +10,7 @@
 //! `crash` is different: it measures nothing but checks that a process
 //! killed at random moments loses and duplicates nothing ([`crash`]).
 
+mod actors;
 pub mod crash;
 mod env;
 mod executors;
@@ -77,6 +78,9 @@ pub enum Workload {
     /// against the bare harness (a stand-in for pi; `--n` starts; needs
     /// bubblewrap and node).
     Executors,
+    /// A program's own actor kind: in-memory and durable sends, a call's
+    /// round trip, the activation of a stored actor (`--n` sends each).
+    Actors,
     /// Internal: the crash harness's worker.
     #[value(hide = true)]
     CrashWorker,
@@ -180,6 +184,7 @@ async fn in_process(
         Workload::Server => server::server(n.unwrap_or(2_000)).await,
         Workload::Env => env::env(n.unwrap_or(20)).await,
         Workload::Executors => executors::executors(n.unwrap_or(20)).await,
+        Workload::Actors => actors::actors(n.unwrap_or(100_000)).await,
         Workload::Crash | Workload::CrashWorker | Workload::ServerClients => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

@@ -14,11 +14,15 @@ pub mod gate;
 pub mod server;
 
 pub use api::{settings_from, Bot, Runtime, RuntimeBuilder, RuntimeError, Turn};
+pub use async_trait::async_trait;
 pub use troupe_actors as actors;
 pub use troupe_actors::bot::BotSpec;
 pub use troupe_actors::conversation::TurnReport;
 pub use troupe_actors::environment::EnvironmentsRef;
 pub use troupe_actors::house::{HouseRef, Rules as HouseRules, ThreadEvent, ThreadRef};
+pub use troupe_actors::kinds::{
+    ActorAddress, ActorError, Context, Kind, KindError, KindOptions, UserActor,
+};
 pub use troupe_runtime as runtime;
 pub use troupe_runtime::protocol::{AgentEvent, TurnOutcome};
 pub use troupe_runtime::tool::{FnTool, IntoToolResult, Json, Tool, ToolContext, ToolSpec};

@@ -45,6 +45,10 @@ impl Node {
         ctx.route_threads(hub.clone());
         ctx.add_branch(hub);
         ctx.add_branch(sandboxes);
+        let kinds = ctx.kinds();
+        ctx.route_actors(kinds.clone());
+        ctx.add_roster(kinds.clone());
+        ctx.add_branch(kinds);
         node.start_tree(vec![
             router_child(&ctx, "threads", |ctx, supervisor| async move {
                 crate::house::start(&ctx, supervisor).await

@@ -21,6 +21,7 @@ pub mod gate;
 pub mod guard;
 pub mod house;
 pub mod intern;
+pub mod kinds;
 pub mod mcp;
 pub mod messaging;
 pub mod node;

@@ -120,6 +120,9 @@ pub async fn send(
         .filter(|b| members.as_ref().is_none_or(|m| m.contains(&b.id)));
     let bot = match found {
         Some(bot) => bot,
+        None if members.is_none() && node.context().kinds().target(target).is_some() => {
+            return to_actor(node, guard, ctx, target, message).await;
+        }
         None => {
             let roster: Vec<String> = node
                 .bots()
@@ -127,6 +130,15 @@ pub async fn send(
                 .filter(|b| members.as_ref().is_none_or(|m| m.contains(&b.id)))
                 .map(|b| b.spec.name)
                 .filter(|n| *n != ctx.agent)
+                .chain(
+                    if members.is_none() {
+                        node.context().kinds().offered()
+                    } else {
+                        Vec::new()
+                    }
+                    .into_iter()
+                    .map(|(name, _)| name),
+                )
                 .collect();
             let whose = if members.is_some() {
                 " in this house"
@@ -157,6 +169,37 @@ pub async fn send(
             }
         },
     };
+    commit_and_hand_over(node, ctx, to, target, message).await
+}
+
+/// Sends `message` to the registered actor `target` names (an offered
+/// kind, `desk` or `desk/KEY`): durable like a message to a bot, and its
+/// answer comes back the same way.
+async fn to_actor(
+    node: &Node,
+    guard: &LoopGuard,
+    ctx: &ToolContext,
+    target: &str,
+    message: &str,
+) -> ToolResult {
+    let Some(to) = node.context().kinds().target(target) else {
+        return ToolResult::error(format!("there is no agent named `{target}`."));
+    };
+    if let Err(why) = guard.admit(&ctx.agent, target, Instant::now()) {
+        return ToolResult::error(why);
+    }
+    commit_and_hand_over(node, ctx, to, target, message).await
+}
+
+/// Commits `message` for `to`, then hands it over; the answer says how far
+/// it got.
+async fn commit_and_hand_over(
+    node: &Node,
+    ctx: &ToolContext,
+    to: Address,
+    target: &str,
+    message: &str,
+) -> ToolResult {
     let envelope = Envelope {
         id: MsgId::new(),
         from: Address::Conversation(ctx.conversation),

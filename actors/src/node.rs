@@ -97,6 +97,13 @@ pub trait Route: Send + Sync + 'static {
     async fn deliver(&self, envelope: Envelope) -> Result<(), String>;
 }
 
+/// More agents bots may message besides bots (a feature's actors): their
+/// lines in every bot's roster.
+pub trait Roster: Send + Sync + 'static {
+    /// The roster's lines, `- NAME: what it is for`.
+    fn entries(&self) -> Vec<String>;
+}
+
 /// What the node's actors share.
 pub struct NodeContext {
     /// The home.
@@ -142,6 +149,15 @@ pub struct NodeContext {
     branches: parking_lot::RwLock<Vec<Arc<dyn Branch>>>,
     /// Where envelopes addressed to a house thread go.
     thread_route: std::sync::OnceLock<Arc<dyn Route>>,
+    /// Where envelopes addressed to a registered actor kind go.
+    actor_route: std::sync::OnceLock<Arc<dyn Route>>,
+    /// Who else bots may message besides bots (registered kinds offered
+    /// to them), for their roster.
+    rosters: parking_lot::RwLock<Vec<Arc<dyn Roster>>>,
+    /// Moves when a roster gains an entry, so conversations recompute
+    /// their tools (`message_agent` is offered once there is someone to
+    /// message).
+    roster_generation: std::sync::atomic::AtomicU64,
     /// The root of the actor tree.
     root: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
     bots: DashMap<String, BotRecord>,
@@ -157,9 +173,26 @@ impl std::fmt::Debug for NodeContext {
 }
 
 impl NodeContext {
-    /// Whether the home has a bot besides the main agent.
+    /// Whether the home has a bot besides the main agent, or another
+    /// agent bots may message (a registered kind offered to them).
     pub fn has_bots(&self) -> bool {
         self.bots.iter().any(|b| b.key() != MAIN_AGENT)
+            || self.rosters.read().iter().any(|r| !r.entries().is_empty())
+    }
+
+    /// The generation of what decides a conversation's tools: the tool
+    /// registry's, moved also when a roster gains an entry.
+    pub fn tools_generation(&self) -> u64 {
+        self.tools.generation().wrapping_add(
+            self.roster_generation
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// Says a roster gained or lost an entry.
+    pub(crate) fn roster_changed(&self) {
+        self.roster_generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How the dispatcher runs calls.
@@ -178,6 +211,7 @@ impl NodeContext {
             .iter()
             .filter(|b| b.key() != &bot.name && b.key() != MAIN_AGENT)
             .map(|b| format!("- {}: {}", b.spec.name, b.spec.description))
+            .chain(self.rosters.read().iter().flat_map(|r| r.entries()))
             .collect();
         PromptParts {
             mission: bot.effective_mission(),
@@ -301,6 +335,16 @@ impl NodeContext {
         let _ = self.thread_route.set(route);
     }
 
+    /// Sets where envelopes addressed to a registered actor go (once).
+    pub(crate) fn route_actors(&self, route: Arc<dyn Route>) {
+        let _ = self.actor_route.set(route);
+    }
+
+    /// Adds entries to every bot's roster (read at each prompt).
+    pub(crate) fn add_roster(&self, roster: Arc<dyn Roster>) {
+        self.rosters.write().push(roster);
+    }
+
     /// Tells every hook that `conversation` was stopped.
     pub(crate) fn conversation_stopped(&self, conversation: ConversationId) {
         let hooks: Vec<Arc<dyn TurnHook>> = self.hooks.read().clone();
@@ -385,6 +429,9 @@ impl Node {
             extensions: Services::default(),
             branches: parking_lot::RwLock::new(Vec::new()),
             thread_route: std::sync::OnceLock::new(),
+            actor_route: std::sync::OnceLock::new(),
+            rosters: parking_lot::RwLock::new(Vec::new()),
+            roster_generation: std::sync::atomic::AtomicU64::new(0),
             root: parking_lot::RwLock::new(None),
             bots: DashMap::new(),
             hooks: parking_lot::RwLock::new(Vec::new()),

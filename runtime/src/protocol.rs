@@ -241,6 +241,13 @@ pub enum Address {
     Service(String),
     /// A house thread's mailbox: its director takes every post.
     Thread(ThreadId),
+    /// An actor of a kind a program registered, by its kind and key.
+    Actor {
+        /// The kind's name, as registered.
+        kind: String,
+        /// The actor's key within its kind.
+        key: String,
+    },
 }
 
 impl std::fmt::Display for Address {
@@ -250,6 +257,7 @@ impl std::fmt::Display for Address {
             Self::Bot(id) => write!(f, "{id}"),
             Self::Service(name) => write!(f, "service:{name}"),
             Self::Thread(id) => write!(f, "{id}"),
+            Self::Actor { kind, key } => write!(f, "actor:{kind}/{key}"),
         }
     }
 }
@@ -564,5 +572,9 @@ mod tests {
         });
         round_trip(&StopReason::Other("weird".into()));
         round_trip(&Address::Service("scheduler".into()));
+        round_trip(&Address::Actor {
+            kind: "desk".into(),
+            key: "main".into(),
+        });
     }
 }

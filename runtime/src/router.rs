@@ -411,6 +411,12 @@ impl<K: RouteKey, M: ractor::Message> Router<K, M> {
             .is_some_and(|slot| slot.is_live())
     }
 
+    /// The live incarnation of `key`, if it takes messages now (to ask
+    /// for its passivation, or to watch it).
+    pub fn live_actor(&self, key: &K) -> Option<ActorRef<M>> {
+        self.shared.slots.get(key).and_then(|slot| slot.live())
+    }
+
     /// The router actor, e.g. to link or monitor it.
     pub fn cell(&self) -> ActorCell {
         self.actor.get_cell()

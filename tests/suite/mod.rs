@@ -43,5 +43,6 @@ mod supervised_work;
 mod supervision;
 mod support;
 mod turn_loop;
+mod user_actors;
 mod vision;
 mod web_page;

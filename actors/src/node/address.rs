@@ -386,6 +386,14 @@ impl Node {
                     "no service `{name}` takes messages on this node"
                 )));
             }
+            Address::Actor { kind, .. } => {
+                let Some(route) = self.ctx.actor_route.get().cloned() else {
+                    return Err(NodeError::Actor(format!(
+                        "actor kind `{kind}`: this node has no registered kinds"
+                    )));
+                };
+                return route.deliver(envelope).await.map_err(NodeError::Actor);
+            }
             Address::Thread(thread) => {
                 let Some(route) = self.ctx.thread_route.get().cloned() else {
                     return Err(NodeError::Actor(format!(

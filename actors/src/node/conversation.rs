@@ -47,6 +47,9 @@ use crate::toolset::{Narrowing, Toolset};
 use journal::Journal;
 
 /// What starts a turn.
+// An envelope is as large as the turn request beside it; boxing it would
+// allocate once more per delivered message for no saving.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
     /// A message from the user.
@@ -274,7 +277,7 @@ impl State {
 
     /// Recomputes the tools (after a load by `tool_search`, a compaction).
     pub(crate) fn refresh_tools(&mut self) {
-        self.tools_generation = self.args.node.tools.generation();
+        self.tools_generation = self.args.node.tools_generation();
         let ctx = self.tool_context(CancellationToken::new());
         let loaded: BTreeSet<String> = troupe_runtime::tool::catalog::loaded_tools(&self.history);
         self.tools = crate::toolset::compute_shared(

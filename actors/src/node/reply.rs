@@ -28,8 +28,10 @@ pub fn reply(
     else {
         return None;
     };
-    let Address::Conversation(sender) = answered.from else {
-        return None;
+    // A registered actor that messaged a bot hears back like a conversation.
+    let sender = match &answered.from {
+        Address::Conversation(_) | Address::Actor { .. } => answered.from.clone(),
+        Address::Bot(_) | Address::Service(_) | Address::Thread(_) => return None,
     };
     let text = match outcome {
         TurnOutcome::Finished => format!("`{bot}` replied:\n{text}"),
@@ -46,7 +48,7 @@ pub fn reply(
     Some(Envelope {
         id: MsgId::new(),
         from: Address::Conversation(from),
-        to: Address::Conversation(sender),
+        to: sender,
         body: Payload::Notice {
             topic: "reply".into(),
             text,

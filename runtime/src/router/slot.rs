@@ -100,6 +100,14 @@ impl<M: ractor::Message> Slot<M> {
         }
     }
 
+    /// The incarnation that takes messages directly, if any.
+    pub(crate) fn live(&self) -> Option<ActorRef<M>> {
+        match &*self.state.lock() {
+            SlotState::Live(actor) => Some(actor.clone()),
+            SlotState::Waiting(_) | SlotState::Gone => None,
+        }
+    }
+
     /// Whether an incarnation takes messages directly.
     pub(crate) fn is_live(&self) -> bool {
         matches!(&*self.state.lock(), SlotState::Live(_))

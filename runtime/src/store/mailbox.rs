@@ -96,6 +96,34 @@ pub fn pending(conn: &Connection, to: &Address, limit: usize) -> Result<Vec<Enve
     rows.map(|r| decode(&r?)).collect()
 }
 
+/// Whether message `id` is stored and not yet consumed: a receiver that
+/// must not apply a message twice asks before it applies one, then
+/// consumes it in the transaction that records the effect.
+pub fn is_pending(conn: &Connection, id: MsgId) -> Result<bool, StoreError> {
+    let found = conn
+        .prepare_cached("SELECT 1 FROM mailbox WHERE id = ?1 AND consumed_at IS NULL")?
+        .exists([id.to_string()])?;
+    Ok(found)
+}
+
+/// Up to `limit` messages not yet consumed whose recipient's address
+/// starts with `prefix` (`actor:desk/`: every actor of a kind), in send
+/// order.
+pub fn pending_prefixed(
+    conn: &Connection,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<Envelope>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let end = format!("{prefix}\u{10FFFF}");
+    let mut stmt = conn.prepare_cached(
+        "SELECT envelope FROM mailbox WHERE to_addr >= ?1 AND to_addr < ?2 AND consumed_at IS NULL
+         ORDER BY rowid LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![prefix, end, limit], |r| r.get::<_, String>(0))?;
+    rows.map(|r| decode(&r?)).collect()
+}
+
 /// Every message not yet consumed, for every recipient, in send order: what
 /// start-up redelivers after a crash.
 pub fn pending_all(conn: &Connection) -> Result<Vec<Envelope>, StoreError> {

@@ -371,7 +371,7 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
         finish(myself, state, TurnOutcome::Guard { reason }).await;
         return;
     }
-    if state.args.node.tools.generation() != state.tools_generation {
+    if state.args.node.tools_generation() != state.tools_generation {
         // A source's tools changed (an MCP server listed them again).
         state.refresh_tools();
     }
