@@ -131,6 +131,7 @@ impl RuntimeBuilder {
     }
 
     /// The home it was given (`None`: `$TROUPE_HOME` or `~/.troupe`).
+    #[cfg(feature = "cli")]
     pub(crate) fn home_dir(&self) -> Option<&std::path::Path> {
         self.home.as_deref()
     }
@@ -529,7 +530,9 @@ impl Runtime {
     }
 
     /// Every house, by name.
-    pub async fn houses(&self) -> Result<Vec<troupe_runtime::house::House>, RuntimeError> {
+    pub async fn houses(
+        &self,
+    ) -> Result<Vec<troupe_runtime::protocol::house::House>, RuntimeError> {
         Ok(self.node.houses().await?)
     }
 

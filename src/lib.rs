@@ -1,16 +1,80 @@
 //! troupe: an actor-model runtime for LLM agents that work together.
 //!
-//! This crate is the front: the Rust API ([`Runtime`], [`Bot`], [`Turn`]),
-//! the `troupe` command's CLI, and re-exports of the crates underneath:
-//! [`runtime`] (ids, protocol, store, models, tools, trust, config),
-//! [`tools`] (one file per tool) and [`actors`] (node, conversations, turn
-//! loop).
+//! Every agent, subagent, routine, house thread and sandbox is an actor
+//! under a supervisor, with a durable mailbox in an embedded SQLite store.
+//! This crate is the Rust API — a [`Runtime`] built with
+//! [`Runtime::builder`], its [`Bot`]s, their [`Turn`]s and your own
+//! [`Tool`]s — with the crates underneath re-exported: [`runtime`] (ids,
+//! protocol, store, models, tools, trust, config), [`tools`] (one file per
+//! tool) and [`actors`] (node, conversations, turn loop).
+//!
+//! # Quickstart
+//!
+//! A runtime on a throwaway home, with a scripted model (no network, no
+//! key; a real one is `.model("openai:gpt-4o-mini")` or
+//! `.model("anthropic:claude-sonnet-4-5")`), one bot, one turn:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use troupe::runtime::model::{ScriptedProvider, Turn};
+//! use troupe::{AgentEvent, BotSpec, Runtime};
+//!
+//! #[tokio::main]
+//! async fn main() -> anyhow::Result<()> {
+//!     let home = tempfile::tempdir()?;
+//!     let model = Arc::new(ScriptedProvider::new(vec![Turn::text("Found it: README.md.")]));
+//!     let runtime = Runtime::builder()
+//!         .home(home.path())
+//!         .cwd(home.path())
+//!         .provider(model)
+//!         .build()
+//!         .await?;
+//!
+//!     let scout = runtime
+//!         .spawn_bot(BotSpec::new("scout", "Scout", "Finds files."))
+//!         .await?;
+//!     let mut turn = scout.send("Where is the README?").await?;
+//!     // Events stream while the turn runs; the last is `turn_finished`.
+//!     while let Some(event) = turn.next_event().await {
+//!         if let AgentEvent::TextDelta { text, .. } = &event {
+//!             print!("{text}");
+//!         }
+//!     }
+//!     let report = turn.result().await?;
+//!     assert_eq!(report.text, "Found it: README.md.");
+//!
+//!     runtime.shutdown().await;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! More in `examples/` (each runs offline: `cargo run --example hello_bot`)
+//! and in the docs (`docs/` of the repository).
+//!
+//! # Features
+//!
+//! The library needs none: an embedder writes
+//! `troupe = { version = "0.1", default-features = false }` and compiles
+//! no CLI or HTTP stack (clap, axum, hyper, tower). The `troupe` command
+//! turns them on, and they are on by default so that `cargo install
+//! troupe` and `cargo run` build it:
+//!
+//! - `server`: the HTTP/WebSocket server (the `server` module).
+//! - `cli` (default; includes `server`): the `troupe` command's CLI, its
+//!   benchmarks and its demo (the `cli`, `bench` and `demo` modules).
+
+#![warn(missing_docs)]
 
 mod api;
+#[cfg(feature = "cli")]
 pub mod bench;
+#[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "cli")]
 pub mod demo;
 pub mod gate;
+#[cfg(feature = "server")]
 pub mod server;
 
 pub use api::{settings_from, Bot, Runtime, RuntimeBuilder, RuntimeError, Turn};

@@ -599,7 +599,7 @@ impl Node {
         spec: BotSpec,
         house: Option<(
             troupe_runtime::id::HouseId,
-            troupe_runtime::house::ListenMode,
+            troupe_runtime::protocol::house::ListenMode,
         )>,
     ) -> Result<BotRecord, NodeError> {
         spec.validate()?;
@@ -619,9 +619,9 @@ impl Node {
                     (true, Some((house, listen))) => troupe_runtime::store::house::put_member(
                         tx,
                         house,
-                        &troupe_runtime::house::Member {
+                        &troupe_runtime::protocol::house::Member {
                             handle: r.spec.name.clone(),
-                            kind: troupe_runtime::house::MemberKind::Bot,
+                            kind: troupe_runtime::protocol::house::MemberKind::Bot,
                             display_name: r.spec.name.clone(),
                             listen: Some(listen),
                             bot: Some(r.id),

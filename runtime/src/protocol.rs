@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::id::{BotId, ConversationId, MsgId, ThreadId};
 
+pub mod depth;
+pub mod house;
+
 /// One tool call the model asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
@@ -305,9 +308,9 @@ pub enum Payload {
     },
     /// A message for a house thread: from a person, a bot's turn there, or
     /// a bot's post from another thread.
-    Post(crate::house::Post),
+    Post(house::Post),
     /// A turn a thread's director offers a bot: what it has not seen yet.
-    Offer(crate::house::Offer),
+    Offer(house::Offer),
     /// Any other structured message, decoded by the receiver.
     Custom {
         /// The message's type name.

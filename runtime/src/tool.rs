@@ -11,7 +11,6 @@
 //! isolated from panics and run concurrently when read-only.
 
 pub mod catalog;
-pub mod depth;
 pub mod dispatch;
 pub mod func;
 pub mod registry;

@@ -14,9 +14,10 @@ use std::time::Instant;
 
 use serde_json::json;
 use troupe_actors::house::tools::NodeHouses;
-use troupe_runtime::house::{Houses, ListenMode, MemberKind, Post, Seat};
+use troupe_runtime::house::{Houses, Seat};
 use troupe_runtime::id::MsgId;
 use troupe_runtime::model::{ScriptedProvider, Turn};
+use troupe_runtime::protocol::house::{ListenMode, MemberKind, Post};
 use troupe_runtime::protocol::{Address, Envelope, Payload};
 use troupe_runtime::store::house as table;
 use troupe_runtime::tool::{Tool, ToolContext};

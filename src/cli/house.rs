@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use troupe_actors::house::ThreadEvent;
-use troupe_runtime::house::{ListenMode, MemberKind, ThreadFilter, ThreadInfo, ThreadMessage};
+use troupe_runtime::protocol::house::{
+    ListenMode, MemberKind, ThreadFilter, ThreadInfo, ThreadMessage,
+};
 use troupe_runtime::store::house as table;
 
 use super::view::View;
@@ -356,7 +358,7 @@ where
 pub(crate) async fn find_house(
     view: &View,
     name: &str,
-) -> anyhow::Result<troupe_runtime::house::House> {
+) -> anyhow::Result<troupe_runtime::protocol::house::House> {
     let owned = name.to_string();
     view.read(move |c| table::house_by_name(c, &owned))
         .await?

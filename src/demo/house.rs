@@ -5,8 +5,8 @@ use std::io::Write;
 use std::time::Duration;
 
 use serde_json::json;
-use troupe_runtime::house::ListenMode;
 use troupe_runtime::model::{ModelRequest, Turn};
+use troupe_runtime::protocol::house::ListenMode;
 
 use crate::{Runtime, ThreadEvent};
 
@@ -96,7 +96,7 @@ pub async fn run(runtime: &Runtime, out: &mut impl Write) -> anyhow::Result<()> 
         }
     }
     let threads = team
-        .threads(troupe_runtime::house::ThreadFilter {
+        .threads(troupe_runtime::protocol::house::ThreadFilter {
             limit: 10,
             ..Default::default()
         })

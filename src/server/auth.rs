@@ -29,7 +29,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use dashmap::DashMap;
 use troupe_actors::house::HouseRef;
-use troupe_runtime::house::{Member, MemberKind};
+use troupe_runtime::protocol::house::{Member, MemberKind};
 
 use super::error::ApiError;
 use super::AppState;

@@ -215,7 +215,7 @@ impl Feed {
     /// Serializes a thread message's frame (also used for the replay of
     /// the store).
     pub fn message_frame(
-        message: &troupe_runtime::house::ThreadMessage,
+        message: &troupe_runtime::protocol::house::ThreadMessage,
         round: Option<troupe_runtime::id::MsgId>,
     ) -> Frame {
         Frame {

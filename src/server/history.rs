@@ -17,8 +17,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use serde_json::Value;
-use troupe_runtime::house::{MemberKind, ThreadMessage};
 use troupe_runtime::id::ThreadId;
+use troupe_runtime::protocol::house::{MemberKind, ThreadMessage};
 use troupe_runtime::protocol::{Message, ToolCall, ToolStatus};
 use troupe_runtime::store::{self, conversations, house as table};
 use troupe_runtime::tool::untrusted::UNTRUSTED_TAG;

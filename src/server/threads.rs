@@ -6,7 +6,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use troupe_actors::house::ThreadRef;
-use troupe_runtime::house::ThreadFilter;
+use troupe_runtime::protocol::house::ThreadFilter;
 
 use super::auth::Caller;
 use super::error::{ApiError, Body, Params};

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use troupe::runtime::house::{Attachment, ListenMode};
 use troupe::runtime::model::{ScriptedProvider, Turn};
+use troupe::runtime::protocol::house::{Attachment, ListenMode};
 use troupe::runtime::protocol::{Message, ToolResult};
 use troupe::runtime::store::{conversations, house as table};
 use troupe::{BotSpec, HouseRef, Runtime, RuntimeBuilder, ThreadRef};

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use troupe::runtime::environment::{EnvironmentStatus, HouseEnvironmentPolicy};
-use troupe::runtime::house::ListenMode;
 use troupe::runtime::model::{ScriptedProvider, Turn};
+use troupe::runtime::protocol::house::ListenMode;
 use troupe::runtime::protocol::{Message, ToolResult};
 use troupe::runtime::sandbox::Sandbox;
 use troupe::{BotSpec, EnvironmentsRef, HouseRef, Runtime, ThreadRef};

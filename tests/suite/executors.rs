@@ -552,7 +552,7 @@ async fn delegate_task_runs_pi_in_the_threads_environment_with_progress_in_a_chi
     assert!(texts.contains(&"pi is on it."), "{texts:?}");
     // The child thread exists and shows pi's progress.
     let threads = acme
-        .threads(troupe::runtime::house::ThreadFilter {
+        .threads(troupe::runtime::protocol::house::ThreadFilter {
             limit: 50,
             ..Default::default()
         })

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use troupe::runtime::house::{ListenMode, MemberKind, ThreadMessage};
 use troupe::runtime::model::{ScriptedProvider, Turn};
+use troupe::runtime::protocol::house::{ListenMode, MemberKind, ThreadMessage};
 use troupe::runtime::protocol::{Message, ToolResult};
 use troupe::{BotSpec, HouseRef, HouseRules, Runtime, ThreadRef};
 
@@ -403,7 +403,7 @@ async fn the_thread_tools_work_and_refuse_what_they_should() {
     assert_eq!(launch.info.tags, ["q3"]);
     assert!(general.refresh().await.unwrap().archived);
     let listed = acme
-        .threads(troupe::runtime::house::ThreadFilter {
+        .threads(troupe::runtime::protocol::house::ThreadFilter {
             limit: 10,
             ..Default::default()
         })

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use troupe::runtime::house::ListenMode;
 use troupe::runtime::model::{ScriptedProvider, Turn};
+use troupe::runtime::protocol::house::ListenMode;
 use troupe::runtime::store::house_files::NewFile;
 use troupe::BotSpec;
 

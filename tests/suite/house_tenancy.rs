@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use troupe::actors::events::NodeEvent;
-use troupe::runtime::house::ListenMode;
 use troupe::runtime::model::{ModelRequest, ScriptedProvider, Turn};
+use troupe::runtime::protocol::house::ListenMode;
 use troupe::runtime::protocol::{AgentEvent, Message, ToolResult};
 use troupe::BotSpec;
 

@@ -596,7 +596,7 @@ fn thread_report(
     bot: &str,
     text: String,
 ) -> Envelope {
-    use troupe_runtime::house::{MemberKind, Post};
+    use troupe_runtime::protocol::house::{MemberKind, Post};
     use troupe_runtime::protocol::{Address, Payload};
     Envelope {
         id: troupe_runtime::id::MsgId::new(),

@@ -8,11 +8,11 @@
 use std::time::Duration;
 
 use tokio::sync::broadcast;
-use troupe_runtime::house::{
-    check_name, House, ListenMode, Member, MemberKind, Post, ThreadFilter, ThreadHit, ThreadInfo,
-    ThreadMessage,
-};
+use troupe_runtime::house::check_name;
 use troupe_runtime::id::{ConversationId, MsgId};
+use troupe_runtime::protocol::house::{
+    House, ListenMode, Member, MemberKind, Post, ThreadFilter, ThreadHit, ThreadInfo, ThreadMessage,
+};
 use troupe_runtime::protocol::{Address, Envelope, Payload};
 use troupe_runtime::store::house as table;
 

@@ -21,7 +21,8 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::house::{mentions, ListenMode, Member, MemberKind, Post};
+use troupe_runtime::house::mentions;
+use troupe_runtime::protocol::house::{ListenMode, Member, MemberKind, Post};
 
 use crate::messaging::LoopGuard;
 

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use troupe_runtime::house::{ListenMode, Member, MemberKind, Post};
+use troupe_runtime::protocol::house::{ListenMode, Member, MemberKind, Post};
 
 use super::*;
 

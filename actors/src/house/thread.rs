@@ -15,8 +15,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use troupe_runtime::house::{MemberKind, Offer, Post, Seat};
+use troupe_runtime::house::Seat;
 use troupe_runtime::id::{BotId, ConversationId, HouseId, MsgId, ThreadId};
+use troupe_runtime::protocol::house::{MemberKind, Offer, Post};
 use troupe_runtime::protocol::{ActorKind, Address, Envelope, Payload};
 use troupe_runtime::rusqlite::Transaction;
 use troupe_runtime::store::house::{self as table, SeatRow};
@@ -100,7 +101,7 @@ impl Actor for ThreadActor {
 
 /// What applying one post did.
 struct Applied {
-    message: Option<troupe_runtime::house::ThreadMessage>,
+    message: Option<troupe_runtime::protocol::house::ThreadMessage>,
     offers: Vec<Envelope>,
     round: MsgId,
     settled: bool,
@@ -337,7 +338,7 @@ pub const SEAT_KIND: &str = "thread";
 fn open_seat(
     tx: &Transaction<'_>,
     t: &Target<'_>,
-    info: &troupe_runtime::house::ThreadInfo,
+    info: &troupe_runtime::protocol::house::ThreadInfo,
     handle: &str,
     bot: BotId,
     kind: ActorKind,

@@ -5,7 +5,7 @@
 //! a presented secret speaks for. Secrets are shown once and stored hashed
 //! (`troupe_runtime::store::tokens`).
 
-use troupe_runtime::house::{House, Member, MemberKind};
+use troupe_runtime::protocol::house::{House, Member, MemberKind};
 use troupe_runtime::store::house as table;
 use troupe_runtime::store::tokens::{self, TokenInfo};
 

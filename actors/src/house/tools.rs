@@ -8,12 +8,12 @@
 use std::sync::{Arc, Weak};
 
 use serde_json::json;
-use troupe_runtime::house::{
-    render_line, AgentDraft, Attachment, HouseServices, ListenMode, MemberKind, Post, Seat,
-    SelfUpdate, ThreadFilter, ThreadInfo,
-};
+use troupe_runtime::house::{AgentDraft, HouseServices, Seat, SelfUpdate};
 use troupe_runtime::id::MsgId;
 use troupe_runtime::model::ModelRequest;
+use troupe_runtime::protocol::house::{
+    render_line, Attachment, ListenMode, MemberKind, Post, ThreadFilter, ThreadInfo,
+};
 use troupe_runtime::protocol::{Address, Envelope, Message, Payload, ToolResult};
 use troupe_runtime::store::house as table;
 use troupe_runtime::tool::ToolContext;

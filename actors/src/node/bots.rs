@@ -96,7 +96,8 @@ pub fn update(tx: &Transaction<'_>, record: &BotRecord) -> Result<bool, StoreErr
 /// Makes `bot` a member of the home's own house (listening to mentions),
 /// if it is not one yet.
 pub fn join_home(tx: &Transaction<'_>, bot: &BotRecord) -> Result<(), StoreError> {
-    use troupe_runtime::house::{ListenMode, Member, MemberKind, DEFAULT_HOUSE};
+    use troupe_runtime::house::DEFAULT_HOUSE;
+    use troupe_runtime::protocol::house::{ListenMode, Member, MemberKind};
     use troupe_runtime::store::house as table;
     let Some(home) = table::house_by_name(tx, DEFAULT_HOUSE)? else {
         return Ok(());

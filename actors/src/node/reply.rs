@@ -62,7 +62,7 @@ pub fn reply(
 /// its answer, or nothing and why its turn did not finish (the offer is
 /// settled either way; the thread tells who waits on the round).
 fn thread_answer(
-    offer: &troupe_runtime::house::Offer,
+    offer: &troupe_runtime::protocol::house::Offer,
     from: troupe_runtime::id::ConversationId,
     outcome: &TurnOutcome,
     text: &str,
@@ -75,9 +75,9 @@ fn thread_answer(
         id: MsgId::new(),
         from: Address::Conversation(from),
         to: Address::Thread(offer.thread),
-        body: Payload::Post(troupe_runtime::house::Post {
+        body: Payload::Post(troupe_runtime::protocol::house::Post {
             author: offer.bot.clone(),
-            author_kind: troupe_runtime::house::MemberKind::Bot,
+            author_kind: troupe_runtime::protocol::house::MemberKind::Bot,
             text,
             round: Some(offer.round),
             depth: offer.depth + 1,

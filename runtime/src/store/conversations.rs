@@ -15,8 +15,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use super::error::StoreError;
 use super::{now, parse_time};
 use crate::id::{BotId, ConversationId, MsgId};
+use crate::protocol::depth;
 use crate::protocol::Message;
-use crate::tool::depth;
 
 /// What a new conversation is.
 #[derive(Debug, Clone, PartialEq, Eq)]

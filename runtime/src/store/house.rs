@@ -10,11 +10,11 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
 use super::conversations::parse_id;
 use super::error::StoreError;
-use crate::house::{
+use crate::id::{BotId, HouseId, MsgId, ThreadId};
+use crate::protocol::house::{
     Attachment, House, ListenMode, Member, MemberKind, ThreadFilter, ThreadHit, ThreadInfo,
     ThreadMessage, THREAD_LINK,
 };
-use crate::id::{BotId, HouseId, MsgId, ThreadId};
 
 #[path = "house_rounds.rs"]
 mod rounds;

@@ -2,8 +2,8 @@ use pretty_assertions::assert_eq;
 use rusqlite::{params, Connection};
 
 use super::*;
-use crate::house::{ListenMode, Member, MemberKind, ThreadFilter};
 use crate::id::{BotId, ConversationId, MsgId};
+use crate::protocol::house::{ListenMode, Member, MemberKind, ThreadFilter};
 use crate::protocol::Message;
 use crate::store::{conversations, migrations, Store};
 
@@ -167,8 +167,9 @@ fn a_thread_pages_back_from_its_newest_message_and_lists_by_activity() {
             ))
         })
         .unwrap();
-    let texts =
-        |m: &[crate::house::ThreadMessage]| m.iter().map(|m| m.text.clone()).collect::<Vec<_>>();
+    let texts = |m: &[crate::protocol::house::ThreadMessage]| {
+        m.iter().map(|m| m.text.clone()).collect::<Vec<_>>()
+    };
     assert_eq!(texts(&page), ["m3", "m4"]);
     assert_eq!(texts(&older), ["m1", "m2"]);
     assert_eq!(

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 
 use super::registry::Registry;
-use super::{depth, spill, validate, Exposure, Tool, ToolContext, ToolSpec};
-use crate::protocol::{ToolCall, ToolResult};
+use super::{spill, validate, Exposure, Tool, ToolContext, ToolSpec};
+use crate::protocol::{depth, ToolCall, ToolResult};
 
 /// Whether the gate lets a call run.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -144,7 +144,7 @@ async fn house(runtime: &Runtime) -> anyhow::Result<()> {
     house.add_human("ada", None).await?;
     for bot in ["alpha", PEER] {
         house
-            .add_bot(bot, troupe_runtime::house::ListenMode::All)
+            .add_bot(bot, troupe_runtime::protocol::house::ListenMode::All)
             .await?;
     }
     let people = ["ada".to_string(), "alpha".into(), PEER.into()];

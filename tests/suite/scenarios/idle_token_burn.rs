@@ -11,8 +11,8 @@ use chrono::{TimeDelta, TimeZone, Utc};
 use tokio::sync::broadcast;
 use troupe::actors::events::NodeEvent;
 use troupe::actors::routine::{Clock, VirtualClock};
-use troupe::runtime::house::ListenMode;
 use troupe::runtime::model::{ModelRequest, ScriptedProvider};
+use troupe::runtime::protocol::house::ListenMode;
 use troupe::runtime::protocol::Message;
 use troupe::{AgentEvent, BotSpec, Runtime};
 

@@ -3,7 +3,8 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe_macros::tool;
-use troupe_runtime::house::{Houses, ThreadFilter};
+use troupe_runtime::house::Houses;
+use troupe_runtime::protocol::house::ThreadFilter;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::tool::ToolContext;
 

@@ -15,7 +15,8 @@
 //! event of `send_gif`.
 
 use serde::Deserialize;
-use troupe_runtime::house::{Attachment, Houses, Seat};
+use troupe_runtime::house::{Houses, Seat};
+use troupe_runtime::protocol::house::Attachment;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
 

@@ -18,8 +18,9 @@ use ractor::ActorRef;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use troupe_runtime::environment::TaskRequest;
-use troupe_runtime::house::{MemberKind, Post, Seat};
+use troupe_runtime::house::Seat;
 use troupe_runtime::id::{MsgId, ThreadId};
+use troupe_runtime::protocol::house::{MemberKind, Post};
 use troupe_runtime::protocol::{Address, Envelope, Payload, ToolResult};
 use troupe_runtime::tool::ToolContext;
 
