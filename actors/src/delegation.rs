@@ -6,10 +6,10 @@
 //! context, the parent's model and at most the parent's tools, minus what the
 //! table withholds from subagents. Its budget scope is a child of the
 //! delegation's, which is a child of the parent turn's. When its turn ends —
-//! done, failed, stopped or timed out — the end is recorded; the last one to
-//! end writes the report to the parent's mailbox in the same transaction, so
-//! the parent hears exactly once, across crashes. A routine run waits for the
-//! report instead.
+//! done, failed, stopped or timed out — the end is recorded in the
+//! transaction that closes the turn; the last one to end writes the report
+//! to the parent's mailbox in that same transaction, so the parent hears
+//! exactly once, across crashes. A routine run waits for the report instead.
 //!
 //! With `executor`, each task goes to an instance of an outside coding
 //! harness instead (see [`crate::delegation::executor`]): a row like a subagent's,
@@ -38,9 +38,12 @@ use troupe_runtime::tool::ToolContext;
 use crate::budget::{Limits, Scope};
 use crate::node::conversation::Input;
 use crate::node::{
-    ActorInfo, Branch, FinishedTurn, Node, NodeContext, Opening, StoredBudget, TurnHook,
+    ActorInfo, Branch, ClosingTurn, Committed, FinishedTurn, Node, NodeContext, Opening,
+    StoredBudget, TurnHook,
 };
 use crate::toolset::Narrowing;
+use troupe_runtime::rusqlite::Transaction;
+use troupe_runtime::store::StoreError;
 
 pub use crate::budget::TurnScope;
 pub use crate::toolset::VisibleTools;
@@ -49,6 +52,8 @@ pub use crate::toolset::VisibleTools;
 /// delegation), and what outlives an actor's incarnation — the routine runs
 /// waiting for a report, the subagents stopped at their deadline.
 pub struct Delegations {
+    /// Itself, for what it does once a subagent's close committed.
+    me: Weak<Delegations>,
     node: Weak<NodeContext>,
     router: parking_lot::RwLock<Option<Router<DelegationId, DelegationMsg>>>,
     waiters: DashMap<DelegationId, oneshot::Sender<String>>,
@@ -83,7 +88,8 @@ impl std::fmt::Debug for Delegations {
 impl Delegations {
     /// The delegations of `node`.
     pub fn new(node: &Node) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             node: Arc::downgrade(node.context()),
             router: parking_lot::RwLock::new(None),
             waiters: DashMap::new(),
@@ -434,7 +440,7 @@ impl Delegations {
                 continue;
             }
             if unfinished.open {
-                // Its turn resumes and ends through the hook.
+                // Its turn resumes; its close records its end.
                 continue;
             }
             if !unfinished.started {
@@ -456,27 +462,17 @@ impl Delegations {
                 }
                 continue;
             }
-            // Its turn ended but troupe stopped before the end was recorded:
-            // its last answer is in its history.
-            let last = node
-                .store()
-                .read(move |c| troupe_runtime::store::conversations::load_messages(c, conversation))
-                .await
-                .map(|messages| {
-                    let history: Vec<_> = messages.into_iter().map(|m| m.message).collect();
-                    crate::node::conversation::history::last_assistant_text(&history)
-                })
-                .unwrap_or_default();
-            if last.trim().is_empty() {
-                self.end(
-                    delegation,
-                    conversation,
-                    "failed",
-                    "it ended without a result: troupe stopped while it was working",
-                );
-            } else {
-                self.end(delegation, conversation, "done", &last);
-            }
+            // Its turn closed but no end was recorded with it: a store
+            // written by a troupe that recorded ends apart from the close.
+            self.end(
+                delegation,
+                conversation,
+                "failed",
+                &format!(
+                    "troupe stopped after its turn ended but before its end was recorded; \
+                     its conversation {conversation} holds what it did"
+                ),
+            );
         }
     }
 }
@@ -587,42 +583,72 @@ impl TurnHook for Delegations {
     }
 
     fn turn_finished(&self, turn: &FinishedTurn) {
+        let _ = turn;
+    }
+
+    fn closes(&self, kind: ActorKind) -> bool {
+        kind == ActorKind::Subagent
+    }
+
+    /// A subagent's turn closing records its end — and, when it is the
+    /// last of its delegation, the report in the parent's mailbox — in the
+    /// transaction that closes the turn, so the parent hears exactly once
+    /// whenever the process dies. Once committed, a routine run waiting for
+    /// the report gets it and the delegation's actor is told.
+    fn closing(
+        &self,
+        tx: &Transaction<'_>,
+        turn: &ClosingTurn<'_>,
+    ) -> Result<Option<Committed>, StoreError> {
         if turn.kind != ActorKind::Subagent {
-            return;
+            return Ok(None);
         }
-        let Some(node) = self.node() else { return };
         let conversation = turn.conversation;
-        let timed_out = self.timed_out.remove(&conversation).is_some();
-        let text = turn.report.text.trim().to_string();
-        let (status, result) = match &turn.report.outcome {
-            TurnOutcome::Finished => (
-                "done",
-                if text.is_empty() {
-                    "(no summary)".to_string()
-                } else {
-                    text
-                },
-            ),
-            TurnOutcome::Stopped if timed_out => (
-                "timed_out",
-                format!("timed out; what it had so far:\n{text}"),
-            ),
-            TurnOutcome::Stopped => ("stopped", format!("stopped; what it had so far:\n{text}")),
-            TurnOutcome::Failed { error } => ("failed", error.clone()),
-            TurnOutcome::Guard { reason } => {
-                ("failed", format!("halted by a guard: {reason}\n{text}"))
-            }
-            TurnOutcome::Budget { budget, detail } => (
-                "failed",
-                format!("stopped by the `{budget}` budget ({detail})\n{text}"),
-            ),
-            TurnOutcome::Refused { detail } => ("failed", format!("the model refused: {detail}")),
-            TurnOutcome::Crashed { error, .. } => ("failed", format!("it crashed: {error}")),
+        let timed_out = self.timed_out.contains(&conversation);
+        let (status, result) = subagent_end(turn.outcome, turn.text, timed_out);
+        let Some(ended) = record::end(tx, conversation, status, &result, actor::report_notice)?
+        else {
+            return Ok(None);
         };
-        // `end` needs an Arc of self; the hook holds one through the node.
-        if let Some(this) = node.context().services.get::<DelegationsHandle>() {
-            this.0.end(turn.delegation, conversation, status, &result);
-        }
+        let enqueued = ended.notice.clone().into_iter().collect();
+        let me = self.me.clone();
+        let then = move || {
+            let Some(this) = me.upgrade() else { return };
+            this.timed_out.remove(&conversation);
+            if let Some(report) = ended.report {
+                if let Some((_, tx)) = this.waiters.remove(&ended.delegation) {
+                    let _ = tx.send(report);
+                }
+            }
+            this.send(ended.delegation, DelegationMsg::Recorded(conversation));
+        };
+        Ok(Some(Committed {
+            enqueued,
+            then: Some(Box::new(then)),
+        }))
+    }
+}
+
+/// How a subagent's turn that ended with `outcome` and `text` is recorded:
+/// its status and its result.
+fn subagent_end(outcome: &TurnOutcome, text: &str, timed_out: bool) -> (&'static str, String) {
+    let text = text.trim();
+    match outcome {
+        TurnOutcome::Finished if text.is_empty() => ("done", "(no summary)".to_string()),
+        TurnOutcome::Finished => ("done", text.to_string()),
+        TurnOutcome::Stopped if timed_out => (
+            "timed_out",
+            format!("timed out; what it had so far:\n{text}"),
+        ),
+        TurnOutcome::Stopped => ("stopped", format!("stopped; what it had so far:\n{text}")),
+        TurnOutcome::Failed { error } => ("failed", error.clone()),
+        TurnOutcome::Guard { reason } => ("failed", format!("halted by a guard: {reason}\n{text}")),
+        TurnOutcome::Budget { budget, detail } => (
+            "failed",
+            format!("stopped by the `{budget}` budget ({detail})\n{text}"),
+        ),
+        TurnOutcome::Refused { detail } => ("failed", format!("the model refused: {detail}")),
+        TurnOutcome::Crashed { error, .. } => ("failed", format!("it crashed: {error}")),
     }
 }
 

@@ -16,7 +16,8 @@ pub mod reply;
 pub mod router;
 mod tree;
 
-pub use hooks::{FinishedTurn, TurnHook};
+pub(crate) use hooks::{settle as settle_closing, Closing};
+pub use hooks::{ClosingTurn, Committed, FinishedTurn, TurnHook};
 pub use opening::{Opening, ServiceHook, StoredBudget};
 pub use router::Conversations;
 pub use tree::{ActorInfo, Branch};
@@ -161,7 +162,7 @@ pub struct NodeContext {
     /// The root of the actor tree.
     root: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
     bots: DashMap<String, BotRecord>,
-    hooks: parking_lot::RwLock<Vec<Arc<dyn TurnHook>>>,
+    hooks: parking_lot::RwLock<Arc<[Arc<dyn TurnHook>]>>,
 }
 
 impl std::fmt::Debug for NodeContext {
@@ -299,12 +300,15 @@ impl NodeContext {
 
     /// Adds a hook told of every turn's end.
     pub fn add_hook(&self, hook: Arc<dyn TurnHook>) {
-        self.hooks.write().push(hook);
+        let mut hooks = self.hooks.write();
+        let mut all: Vec<Arc<dyn TurnHook>> = hooks.iter().cloned().collect();
+        all.push(hook);
+        *hooks = all.into();
     }
 
     pub(crate) fn turn_finished(&self, turn: &FinishedTurn) {
-        let hooks: Vec<Arc<dyn TurnHook>> = self.hooks.read().clone();
-        for hook in hooks {
+        let hooks = Arc::clone(&self.hooks.read());
+        for hook in hooks.iter() {
             hook.turn_finished(turn);
         }
     }
@@ -345,10 +349,20 @@ impl NodeContext {
         self.rosters.write().push(roster);
     }
 
+    /// The hooks' share of closing a turn of `conversation`.
+    pub(crate) fn closing(&self, conversation: ConversationId, kind: ActorKind) -> Closing {
+        Closing::new(
+            Arc::clone(&self.hooks.read()),
+            self.store.clone(),
+            conversation,
+            kind,
+        )
+    }
+
     /// Tells every hook that `conversation` was stopped.
     pub(crate) fn conversation_stopped(&self, conversation: ConversationId) {
-        let hooks: Vec<Arc<dyn TurnHook>> = self.hooks.read().clone();
-        for hook in hooks {
+        let hooks = Arc::clone(&self.hooks.read());
+        for hook in hooks.iter() {
             hook.stopped(conversation);
         }
     }
@@ -401,6 +415,10 @@ impl Node {
         sources: Vec<Arc<dyn troupe_runtime::tool::registry::ToolSource>>,
     ) -> Result<Node, NodeError> {
         let store = Store::open(&options.home.database())?;
+        if options.settings.durable {
+            // Approvals and questions are kept with the turns that wait.
+            options.questions.keep_in(store.clone());
+        }
         let bus = options.bus.unwrap_or_else(|| broadcast::channel(4096).0);
         let mut tools = options.tools;
         for source in sources {
@@ -434,7 +452,7 @@ impl Node {
             roster_generation: std::sync::atomic::AtomicU64::new(0),
             root: parking_lot::RwLock::new(None),
             bots: DashMap::new(),
-            hooks: parking_lot::RwLock::new(Vec::new()),
+            hooks: parking_lot::RwLock::new(Arc::from(Vec::new())),
         });
         ctx.services.insert(Arc::new(ctx.store.clone()));
         Ok(Node { ctx })
@@ -457,6 +475,31 @@ impl Node {
     /// `false` when nothing waits under that id.
     pub fn answer(&self, request_id: &str, answer: Option<serde_json::Value>) -> bool {
         self.ctx.questions.answer(request_id, answer)
+    }
+
+    /// Answers a request waiting here, or one kept from before a restart
+    /// whose turn has not asked again yet (the answer waits for it);
+    /// `false` when no request has that id.
+    ///
+    /// # Errors
+    ///
+    /// The store's, when a kept request could not be answered.
+    pub async fn answer_request(
+        &self,
+        request_id: &str,
+        answer: Option<serde_json::Value>,
+    ) -> Result<bool, NodeError> {
+        Ok(self.ctx.questions.answer_kept(request_id, answer).await?)
+    }
+
+    /// The approvals and questions kept with the turns that wait on them,
+    /// oldest first: after a restart, what was asked before it.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub async fn kept_requests(&self) -> Result<Vec<crate::channel::StoredRequest>, NodeError> {
+        Ok(self.ctx.questions.kept().await?)
     }
 
     /// What the node's actors share (inside this crate only: others use
@@ -727,6 +770,8 @@ impl Node {
         self.ctx
             .stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        // A turn waiting on a person keeps its request for the next start.
+        self.ctx.questions.close();
         if let Some(commands) = self
             .ctx
             .services

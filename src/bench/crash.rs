@@ -14,7 +14,9 @@
 //! virtual clock, and back-to-back multi-file writes of house files
 //! ([`files`]) — with a model that is a pure function of the request, so
 //! any restart point is fine ([`model`]). The parent kills it with SIGKILL
-//! a seeded random 5–200 ms after it says it is ready, starts the next one
+//! a seeded random 5–200 ms after it says it is ready (every fourth worker
+//! kills itself instead the moment a subagent's turn ends, between the
+//! close that commits the report and the parent's taking it), starts the next one
 //! on the same home (which recovers what the last one left), `N` times;
 //! then a last worker runs until nothing is left to do and stops cleanly.
 //! [`verify`] then reads the store and the files the workers wrote, and the
@@ -122,14 +124,18 @@ pub async fn bench(
     std::fs::create_dir_all(&files.dir)?;
     let started = Instant::now();
     let mut rng = Rng::new(seed);
+    let mut at_subagent_end = 0;
     for incarnation in 0..kills {
         let delay = Duration::from_millis(5 + rng.below(196));
-        kill_after_ready(&home, &files, seed, incarnation as u64, delay).await?;
+        if kill_after_ready(&home, &files, seed, incarnation as u64, delay).await? {
+            at_subagent_end += 1;
+        }
     }
     let settled = settle(&home, &files, seed, kills as u64).await;
     let mut line = verify::check(&home, &files)?;
     if let serde_json::Value::Object(map) = &mut line {
         map.insert("kills".into(), json!(kills));
+        map.insert("subagent_end_kills".into(), json!(at_subagent_end));
         map.insert("seed".into(), json!(seed));
         map.insert(
             "quiescence_missing".into(),
@@ -231,29 +237,49 @@ async fn ready(child: &mut tokio::process::Child, files: &Files) -> anyhow::Resu
     Ok(lines)
 }
 
-/// One worker, killed with SIGKILL `delay` after it is ready.
+/// Whether worker `incarnation` kills itself the moment a subagent's turn
+/// ends (between the commit closing it and the parent's taking the
+/// report) rather than being killed at a random time: every fourth.
+pub(crate) fn dies_at_subagent_end(incarnation: u64) -> bool {
+    incarnation % 4 == 3
+}
+
+/// How long a worker that kills itself at a subagent's end has to get
+/// there before it is killed like the others.
+const SELF_KILL_WAIT: Duration = Duration::from_secs(10);
+
+/// One worker, killed with SIGKILL `delay` after it is ready (or, every
+/// fourth, killing itself at a subagent's end: `true` when it did).
 async fn kill_after_ready(
     home: &Path,
     files: &Files,
     seed: u64,
     incarnation: u64,
     delay: Duration,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     let mut child = spawn(home, files, seed, incarnation, false)?;
     // `wait` closes a stdin left in the child: keep it open here.
     let _stdin = child.stdin.take();
     let _output = ready(&mut child, files).await?;
+    let itself = dies_at_subagent_end(incarnation);
+    let wait = if itself { SELF_KILL_WAIT } else { delay };
     tokio::select! {
-        _ = tokio::time::sleep(delay) => {}
-        status = child.wait() => anyhow::bail!(
-            "worker {incarnation} exited by itself ({}); its errors are in {}",
-            status?,
-            files.log.display()
-        ),
+        _ = tokio::time::sleep(wait) => {}
+        status = child.wait() => {
+            let status = status?;
+            // SIGABRT: it killed itself, as asked, at a subagent's end.
+            if itself && std::os::unix::process::ExitStatusExt::signal(&status) == Some(6) {
+                return Ok(true);
+            }
+            anyhow::bail!(
+                "worker {incarnation} exited by itself ({status}); its errors are in {}",
+                files.log.display()
+            )
+        }
     }
     child.start_kill()?;
     child.wait().await?;
-    Ok(())
+    Ok(false)
 }
 
 /// The last worker: recovers, lets everything finish, stops cleanly.

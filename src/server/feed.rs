@@ -9,7 +9,9 @@
 //! an `Arc`.
 //!
 //! The task also keeps the approvals and questions that wait for an
-//! answer ([`PendingRequest`]), until they are answered or their turn ends.
+//! answer ([`PendingRequest`]), until they are answered or their turn ends;
+//! those the node kept from before a restart, whose turn has not asked
+//! again yet, are read from the store ([`Feed::pending_with_kept`]).
 //!
 //! Only a thread's messages are durable and carry an `id` (their `seq`):
 //! a watcher that reconnects with `?after=<id>` is sent what it missed
@@ -207,6 +209,33 @@ impl Feed {
         all
     }
 
+    /// The requests waiting now and those kept from before a restart whose
+    /// turn has not asked again yet, oldest first.
+    pub async fn pending_with_kept(&self) -> Vec<PendingRequest> {
+        let mut all = self.pending();
+        let kept = match self.inner.node.kept_requests().await {
+            Ok(kept) => kept,
+            Err(e) => {
+                tracing::warn!(error = %e, "the kept requests could not be read");
+                Vec::new()
+            }
+        };
+        for request in kept {
+            if all.iter().any(|r| r.id == request.id) || request.answer.is_some() {
+                continue;
+            }
+            let seat = self.seat(request.conversation).await;
+            if let Some(mut pending) =
+                pending_of(request.conversation, seat.as_ref(), &request.event)
+            {
+                pending.asked_at = request.asked_at;
+                all.push(pending);
+            }
+        }
+        all.sort_by_key(|r| r.asked_at);
+        all
+    }
+
     /// Forgets request `id` (answered).
     pub fn settle(&self, id: &str) -> Option<PendingRequest> {
         self.inner.pending.remove(id).map(|(_, r)| r)
@@ -364,40 +393,48 @@ impl Feed {
     }
 
     fn remember(&self, conversation: ConversationId, seat: Option<&SeatOf>, event: &AgentEvent) {
-        let (id, kind, call, reason, questions) = match event {
-            AgentEvent::ApprovalRequested {
-                request_id,
-                call,
-                reason,
-            } => (
-                request_id,
-                "approval",
-                Some(call.clone()),
-                Some(reason.clone()),
-                None,
-            ),
-            AgentEvent::QuestionAsked {
-                request_id,
-                questions,
-            } => (request_id, "question", None, None, Some(questions.clone())),
-            _ => return,
-        };
-        self.inner.pending.insert(
-            id.clone(),
-            PendingRequest {
-                id: id.clone(),
-                kind,
-                conversation,
-                house: seat.map(|s| s.house),
-                thread: seat.map(|s| s.thread),
-                bot: seat.map(|s| s.bot.clone()),
-                call,
-                reason,
-                questions,
-                asked_at: chrono::Utc::now(),
-            },
-        );
+        if let Some(request) = pending_of(conversation, seat, event) {
+            self.inner.pending.insert(request.id.clone(), request);
+        }
     }
+}
+
+/// The request `event` shows, asked now by `conversation`.
+fn pending_of(
+    conversation: ConversationId,
+    seat: Option<&SeatOf>,
+    event: &AgentEvent,
+) -> Option<PendingRequest> {
+    let (id, kind, call, reason, questions) = match event {
+        AgentEvent::ApprovalRequested {
+            request_id,
+            call,
+            reason,
+        } => (
+            request_id,
+            "approval",
+            Some(call.clone()),
+            Some(reason.clone()),
+            None,
+        ),
+        AgentEvent::QuestionAsked {
+            request_id,
+            questions,
+        } => (request_id, "question", None, None, Some(questions.clone())),
+        _ => return None,
+    };
+    Some(PendingRequest {
+        id: id.clone(),
+        kind,
+        conversation,
+        house: seat.map(|s| s.house),
+        thread: seat.map(|s| s.thread),
+        bot: seat.map(|s| s.bot.clone()),
+        call,
+        reason,
+        questions,
+        asked_at: chrono::Utc::now(),
+    })
 }
 
 /// What a thread's watchers see of a bot's turn there.

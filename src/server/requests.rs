@@ -5,6 +5,11 @@
 //! An approval is answered with `"once"`, `"session"`, `"always"` or
 //! `"deny"`; a question with the answers `ask_user` takes; `{"cancel":
 //! true}` withdraws the request (the call does not run).
+//!
+//! The requests are kept with the turns that wait on them: after a restart
+//! they are listed again, under the same ids, and an answer reaches the
+//! resumed turn (docs/runtime-semantics.md, "Requests that wait on a
+//! person").
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -27,7 +32,8 @@ fn visible(caller: &Caller, request: &PendingRequest) -> bool {
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Json<Value> {
     let requests: Vec<_> = state
         .feed()
-        .pending()
+        .pending_with_kept()
+        .await
         .into_iter()
         .filter(|r| visible(&caller, r))
         .collect();
@@ -54,12 +60,13 @@ pub async fn answer(
 ) -> Result<Json<Value>, ApiError> {
     let missing = || {
         ApiError::NotFound(format!(
-            "no request `{id}` waits for you (answered, timed out, or never asked)"
+            "no request `{id}` waits for you (answered already, timed out, its turn ended, or never asked); GET /api/requests lists those that wait"
         ))
     };
     let request = state
         .feed()
-        .pending()
+        .pending_with_kept()
+        .await
         .into_iter()
         .find(|r| r.id == id)
         .filter(|r| visible(&caller, r))
@@ -81,7 +88,12 @@ pub async fn answer(
         }
     };
     state.feed().settle(&id);
-    if !state.node().answer(&id, answer) {
+    let answered = state
+        .node()
+        .answer_request(&id, answer)
+        .await
+        .map_err(|e| ApiError::Internal(format!("the answer could not be kept: {e}")))?;
+    if !answered {
         return Err(missing());
     }
     tracing::info!(request = %id, by = %caller.member.handle, "request answered");

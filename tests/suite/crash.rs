@@ -30,6 +30,11 @@ fn thirty_kills_lose_nothing_and_do_nothing_twice() {
     assert_eq!(gated, vec![], "{line}");
     assert_eq!(line["integrity"], "ok");
     assert_eq!(line["kills"], 30);
+    // Some workers died between a subagent's close and the parent's report.
+    assert!(
+        line["subagent_end_kills"].as_u64().unwrap_or(0) > 0,
+        "{line}"
+    );
     for workload in [
         "acknowledged",
         "tool_calls",

@@ -167,7 +167,7 @@ impl Served {
         self.call(Method::POST, path, Some(token), Some(body)).await
     }
 
-    async fn watch(&self, path: &str, token: &str) -> Socket {
+    pub(super) async fn watch(&self, path: &str, token: &str) -> Socket {
         let url = format!("{}/api{path}", self.base.replacen("http", "ws", 1));
         let mut request = url.into_client_request().unwrap();
         request
@@ -202,6 +202,35 @@ impl Served {
         self.server = Some(server);
     }
 
+    /// Stops the server and the runtime as `troupe serve` stops, then
+    /// starts both again on the same home, `alice` answering from a new
+    /// script (a process restart, in this test's process).
+    pub(super) async fn restart_process(&mut self, alice: Vec<Turn>) {
+        self.stop_server().await;
+        self.runtime.shutdown().await;
+        let model = Arc::new(ScriptedProvider::per_bot(
+            "test".into(),
+            [("alice".to_string(), alice)].into_iter().collect(),
+        ));
+        self.runtime = self
+            ._home
+            .builder(model)
+            .cwd(self.work.path())
+            .set("environments.helper", env!("CARGO_BIN_EXE_troupe"))
+            .build()
+            .await
+            .unwrap();
+        let mut opts = self.started.clone();
+        opts.listen = "127.0.0.1:0".parse().unwrap();
+        let server = Server::start(self.runtime.node().clone(), opts.clone())
+            .await
+            .unwrap();
+        self.base = format!("http://{}", server.addr());
+        opts.listen = server.addr();
+        self.started = opts;
+        self.server = Some(server);
+    }
+
     pub(super) async fn stop(mut self) {
         if let Some(s) = self.server.take() {
             s.stop().await;
@@ -211,7 +240,7 @@ impl Served {
 }
 
 /// The next frame of `socket` (its JSON), within [`WAIT`].
-async fn frame(socket: &mut Socket) -> Value {
+pub(super) async fn frame(socket: &mut Socket) -> Value {
     loop {
         let next = tokio::time::timeout(WAIT, socket.next())
             .await
@@ -225,7 +254,7 @@ async fn frame(socket: &mut Socket) -> Value {
 }
 
 /// Frames until one of `kind` that `pick` accepts; that one.
-async fn until(socket: &mut Socket, kind: &str, pick: impl Fn(&Value) -> bool) -> Value {
+pub(super) async fn until(socket: &mut Socket, kind: &str, pick: impl Fn(&Value) -> bool) -> Value {
     loop {
         let f = frame(socket).await;
         if f["type"] == kind && pick(&f) {
@@ -246,7 +275,7 @@ async fn messages(socket: &mut Socket, n: usize) -> Vec<String> {
     out
 }
 
-const GENERAL: &str = "/houses/acme/threads/general";
+pub(super) const GENERAL: &str = "/houses/acme/threads/general";
 
 #[tokio::test]
 async fn health_needs_no_token_and_every_other_route_a_live_one() {

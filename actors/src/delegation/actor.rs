@@ -1,9 +1,13 @@
 //! One actor per running delegation, under the node's `delegations` router.
 //!
-//! The Delegation actor collects its subagents' ends: each end is recorded
-//! with [`record::end`] — the last one enqueues the parent's report in the
-//! same transaction — queued for the store's writer in the order they
-//! arrive (ends arriving together commit together). It arms its
+//! The Delegation actor follows its subagents' ends. A subagent's end is
+//! recorded with [`record::end`] in the transaction that closes its turn
+//! (the delegations' turn hook) — the last one enqueues the parent's report
+//! there too — and the actor is told once it committed
+//! ([`DelegationMsg::Recorded`]). Ends that close no turn (an executor
+//! instance's, a subagent that could not start) come as
+//! [`DelegationMsg::Ended`] and are recorded the same way, queued for the
+//! store's writer in the order they arrive. It arms its
 //! subagents' stored deadlines and stops a subagent still running at its
 //! deadline. When none of its subagents runs any more it stops, and the
 //! router forgets it.
@@ -45,7 +49,8 @@ pub const KIND: &str = "delegation";
 pub enum DelegationMsg {
     /// Look at what still runs; stop when nothing does (its first message).
     Check,
-    /// A subagent's turn ended: record it (the last end reports).
+    /// A subagent (an executor instance, one that could not start) ended
+    /// without closing a turn: record it (the last end reports).
     Ended {
         /// The subagent's conversation.
         conversation: ConversationId,
@@ -54,7 +59,8 @@ pub enum DelegationMsg {
         /// Its summary, or why it ended.
         result: String,
     },
-    /// A subagent's end is committed (sent by the task that waited for it).
+    /// A subagent's end is committed (by the close of its turn, or by the
+    /// task that waited for an `Ended`).
     Recorded(ConversationId),
     /// A subagent's stored deadline passed.
     Deadline(ConversationId),
@@ -307,10 +313,13 @@ impl Actor for Delegation {
     }
 }
 
-/// Queues one subagent's end for the writer (in arrival order: the last
-/// one writes the report); a task waits for its commit, then hands the
-/// report to a routine run waiting for it, or routes the notice the same
-/// commit put in the parent's mailbox, and tells the actor.
+/// Queues the end of a subagent that did not end by closing a turn (an
+/// executor instance, one that could not start) for the writer, in arrival
+/// order (the last one writes the report); a task waits for its commit,
+/// then hands the report to a routine run waiting for it, or routes the
+/// notice the same commit put in the parent's mailbox, and tells the
+/// actor. A subagent whose turn closes records its end in that close
+/// ([`super::Delegations`]'s `closing` hook).
 async fn record_end(
     myself: &ActorRef<DelegationMsg>,
     state: &DelegationState,
@@ -321,21 +330,7 @@ async fn record_end(
     let node = state.args.node.clone();
     let queued = node
         .store()
-        .submit(move |tx| {
-            record::end(tx, conversation, &status, &result, |parent, text| {
-                Envelope {
-                    id: MsgId::new(),
-                    from: Address::Service(KIND.into()),
-                    to: Address::Conversation(parent),
-                    body: Payload::Notice {
-                        topic: KIND.into(),
-                        text,
-                        data: serde_json::Value::Null,
-                    },
-                    sent_at: chrono::Utc::now(),
-                }
-            })
-        })
+        .submit(move |tx| record::end(tx, conversation, &status, &result, report_notice))
         .await;
     let delegations = Arc::clone(&state.args.delegations);
     let myself = myself.clone();
@@ -366,6 +361,21 @@ async fn record_end(
         // what still runs from the store.
         let _ = myself.send_message(DelegationMsg::Recorded(conversation));
     });
+}
+
+/// A delegation's report, as a notice to the delegating conversation.
+pub(super) fn report_notice(parent: ConversationId, text: String) -> Envelope {
+    Envelope {
+        id: MsgId::new(),
+        from: Address::Service(KIND.into()),
+        to: Address::Conversation(parent),
+        body: Payload::Notice {
+            topic: KIND.into(),
+            text,
+            data: serde_json::Value::Null,
+        },
+        sent_at: chrono::Utc::now(),
+    }
 }
 
 fn publish(node: &Node, conversation: ConversationId, event: AgentEvent) {

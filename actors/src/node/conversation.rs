@@ -215,6 +215,9 @@ pub struct State {
     pub(crate) passivated: bool,
     /// What the open turn being resumed answers (from the store).
     pub(crate) resuming: Option<Envelope>,
+    /// Calls a crash left waiting on a kept approval or question: the
+    /// resumed turn runs them (asks them again) first.
+    pub(crate) waiting: Vec<troupe_runtime::protocol::ToolCall>,
     /// Since when it has been idle (its last turn's end, or its start).
     pub(crate) idle_since: std::time::Instant,
     /// Whether an idle timer is set: one at a time, however many turns
@@ -315,7 +318,8 @@ impl Actor for Conversation {
         } else {
             state.journal.open_turn_state().await?
         };
-        if let Some(open) = open.filter(|_| history::awaits_model(&state.history)) {
+        let resumes = history::awaits_model(&state.history) || !state.waiting.is_empty();
+        if let Some(open) = open.filter(|_| resumes) {
             state.resuming = open.answers;
             // The last incarnation (or process) stopped mid-turn: go on
             // with it; whoever waited for it still does.

@@ -301,12 +301,10 @@ async fn stored_kind(
     }
 }
 
-/// The router gave up on `id`: its waiters get a typed error naming the
-/// limit, and its open turn is closed so its next message starts afresh
-/// instead of resuming what crashed.
 /// Closes the open turn of a conversation its supervisor gave up on —
-/// with the reply to what it answered, in the same commit — and tells the
-/// node's turn hooks (a delegation records its subagent as failed).
+/// with the reply to what it answered and the hooks' writes (a delegation
+/// records its subagent as failed) in the same commit — and tells the
+/// node's turn hooks.
 async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &TurnReport) {
     use crate::node::conversation::journal::Journal;
     let store = ctx.store.clone();
@@ -334,18 +332,28 @@ async fn close_crashed(ctx: &Arc<NodeContext>, id: ConversationId, report: &Turn
     let reply = answers
         .as_ref()
         .and_then(|a| crate::node::reply::reply(a, id, &bot.spec.name, &report.outcome, ""));
-    if let Err(e) = journal.close_turn(reply.clone()).await {
-        tracing::error!(conversation = %id, error = %e, "could not close the crashed turn");
-        return;
-    }
+    let kind =
+        troupe_runtime::protocol::ActorKind::parse(&row.kind).unwrap_or_else(|| bot.spec.kind());
+    let close = crate::node::conversation::journal::Close {
+        outcome: report.outcome.clone(),
+        text: String::new(),
+        reply: reply.clone(),
+        hooks: Some(ctx.closing(id, kind)),
+    };
+    let committed = match journal.close_turn(close).await {
+        Ok(committed) => committed,
+        Err(e) => {
+            tracing::error!(conversation = %id, error = %e, "could not close the crashed turn");
+            return;
+        }
+    };
     let node = Node::from_context(Arc::clone(ctx));
+    super::settle_closing(committed, &node);
     if let Some(reply) = reply {
         if let Err(e) = node.route(reply).await {
             tracing::warn!(error = %e, "a committed reply waits in the mailbox");
         }
     }
-    let kind =
-        troupe_runtime::protocol::ActorKind::parse(&row.kind).unwrap_or_else(|| bot.spec.kind());
     ctx.turn_finished(&super::FinishedTurn {
         conversation: id,
         kind,

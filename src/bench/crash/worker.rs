@@ -38,7 +38,14 @@ pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyh
     let files = Files::new(home);
     std::fs::create_dir_all(&files.dir)?;
     let clock = Arc::new(VirtualClock::new(read_clock(&files.clock)));
+    // Subscribed before the node starts: subagents resumed at recovery count.
+    let bus = tokio::sync::broadcast::channel(1 << 16).0;
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if !settle && super::dies_at_subagent_end(incarnation) {
+        tokio::spawn(die_at_subagent_end(bus.subscribe(), Arc::clone(&armed)));
+    }
     let runtime = Runtime::builder()
+        .event_bus(bus)
         .home(home)
         .cwd(&files.dir)
         .provider(Arc::new(model::provider()))
@@ -63,6 +70,7 @@ pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyh
         std::process::exit(3);
     });
     println!("ready");
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
     if settle {
         let settled = settle_down(&runtime, &files, &clock).await;
         runtime.shutdown().await;
@@ -82,6 +90,41 @@ pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyh
         super::files::drive(&runtime, &files, incarnation),
     )
     .map(drop)
+}
+
+/// Kills this worker (`abort`: no clean-up, like SIGKILL) the moment a
+/// subagent's turn ends: its close is committed, and with it the end and,
+/// for the last of a delegation, the report in the parent's mailbox; the
+/// parent has not taken it yet. The next worker must deliver it once.
+/// Only once `armed` (the worker said it is ready).
+async fn die_at_subagent_end(
+    mut events: tokio::sync::broadcast::Receiver<troupe_actors::events::NodeEvent>,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use troupe_runtime::protocol::AgentEvent;
+    let mut subagents = std::collections::HashSet::new();
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        match &event.event {
+            AgentEvent::ActorStarted { kind, .. } | AgentEvent::ActorRestarted { kind, .. }
+                if kind == "subagent" =>
+            {
+                subagents.insert(event.conversation);
+            }
+            AgentEvent::TurnFinished { .. }
+                if subagents.contains(&event.conversation)
+                    && armed.load(std::sync::atomic::Ordering::SeqCst) =>
+            {
+                eprintln!("crash worker: killing itself at a subagent's end");
+                std::process::abort();
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The bots, the conversations the workload uses, and the routine; made

@@ -14,7 +14,9 @@
 //! its turn was resumed, and never loses what its last turn committed.
 
 use troupe_runtime::id::{BotId, ConversationId, MsgId};
-use troupe_runtime::protocol::{Envelope, Message, Usage};
+use troupe_runtime::protocol::{Envelope, Message, TurnOutcome, Usage};
+
+use crate::node::{Closing, Committed};
 use troupe_runtime::rusqlite::{params, OptionalExtension, Transaction};
 use troupe_runtime::store::conversations::PreparedMessage;
 use troupe_runtime::store::{self, conversations, mailbox, usage, Store, StoreError};
@@ -208,19 +210,21 @@ impl Journal {
     }
 
     /// Appends an assistant message and the usage of the call that made
-    /// it; with `ends_turn`, closes the turn in the same commit, and
-    /// enqueues `reply` (the answer to the message the turn answers) in it.
+    /// it; with `close`, closes the turn in the same commit (see
+    /// [`Journal::close_turn`]).
     pub async fn append_assistant(
         &self,
         message: Message,
         model: String,
         usage: Usage,
         cost_usd: f64,
-        ends_turn: bool,
-        reply: Option<Envelope>,
-    ) -> Result<()> {
+        close: Option<Close>,
+    ) -> Result<Vec<Committed>> {
         let Some(store) = &self.store else {
-            return Ok(());
+            return match close {
+                Some(close) => close.alone().await,
+                None => Ok(Vec::new()),
+            };
         };
         let (conv, bot) = (self.conversation, self.bot);
         let prepared = PreparedMessage::new(conv, &message)?;
@@ -234,13 +238,10 @@ impl Journal {
             }
             prepared.append(tx)?;
             usage::add(tx, conv, bot, &model, &usage, cost_usd, chrono::Utc::now())?;
-            if ends_turn {
-                mark_turn(tx, conv, None)?;
-                if let Some(reply) = &reply {
-                    mailbox::enqueue(tx, reply)?;
-                }
+            match &close {
+                Some(close) => close.write(tx, conv),
+                None => Ok(Vec::new()),
             }
-            Ok(())
         })
         .await
     }
@@ -286,21 +287,16 @@ impl Journal {
         Ok(Some(pending))
     }
 
-    /// Closes the turn and enqueues `reply` (the answer to the message the
-    /// turn answers) in the same commit.
-    pub async fn close_turn(&self, reply: Option<Envelope>) -> Result<()> {
+    /// Closes the turn: clears its mark and the requests it waited on,
+    /// enqueues the reply to what it answered, and writes what the node's
+    /// turn hooks commit with a close (a subagent's end and its
+    /// delegation's report) — one commit, so each happens exactly once.
+    pub async fn close_turn(&self, close: Close) -> Result<Vec<Committed>> {
         let Some(store) = &self.store else {
-            return Ok(());
+            return close.alone().await;
         };
         let conv = self.conversation;
-        self.write(store, move |tx| {
-            mark_turn(tx, conv, None)?;
-            if let Some(reply) = &reply {
-                mailbox::enqueue(tx, reply)?;
-            }
-            Ok(())
-        })
-        .await
+        self.write(store, move |tx| close.write(tx, conv)).await
     }
 
     /// Marks the conversation as mid-turn (or not), so a restart resumes it.
@@ -366,6 +362,41 @@ impl Journal {
                 Ok(value.map(|v| serde_json::from_str(&v).unwrap_or_default()))
             })
             .await
+    }
+}
+
+/// What a turn's close commits with it.
+#[derive(Debug, Clone)]
+pub struct Close {
+    /// How the turn ended.
+    pub outcome: TurnOutcome,
+    /// Its last answer.
+    pub text: String,
+    /// The answer to the message it answered, if that expects one.
+    pub reply: Option<Envelope>,
+    /// What the node's hooks write with it.
+    pub hooks: Option<Closing>,
+}
+
+impl Close {
+    fn write(&self, tx: &Transaction<'_>, conv: ConversationId) -> Result<Vec<Committed>> {
+        mark_turn(tx, conv, None)?;
+        crate::channel::stored::remove_all(tx, conv)?;
+        if let Some(reply) = &self.reply {
+            mailbox::enqueue(tx, reply)?;
+        }
+        match &self.hooks {
+            Some(hooks) => hooks.write(tx, &self.outcome, &self.text),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Nothing of the conversation is kept: the hooks' writes commit alone.
+    async fn alone(self) -> Result<Vec<Committed>> {
+        match self.hooks {
+            Some(hooks) => hooks.commit_alone(self.outcome, self.text).await,
+            None => Ok(Vec::new()),
+        }
     }
 }
 
@@ -447,8 +478,12 @@ mod tests {
                 "m".into(),
                 Usage::default(),
                 0.0,
-                true,
-                None,
+                Some(Close {
+                    outcome: TurnOutcome::Finished,
+                    text: text.into(),
+                    reply: None,
+                    hooks: None,
+                }),
             )
         };
         // No opening (as when it failed): the answer is refused, not orphaned.

@@ -61,6 +61,12 @@ pub struct ModelStep {
     pub(crate) compaction: Option<Compaction>,
     /// What an answer that ends the turn replies to, if anything.
     pub(crate) replying: Option<Replying>,
+    /// The turn's last text before this step (when the answer has none).
+    pub(crate) earlier: String,
+    /// What the node's hooks write when an answer ends the turn.
+    pub(crate) closing: crate::node::Closing,
+    /// The node, to act on what they committed.
+    pub(crate) node: crate::node::Node,
 }
 
 /// The message a turn answers, and what it said so far: an answer that
@@ -69,8 +75,6 @@ pub struct Replying {
     pub(crate) answered: troupe_runtime::protocol::Envelope,
     pub(crate) conversation: troupe_runtime::id::ConversationId,
     pub(crate) bot: String,
-    /// The turn's last text before this step (when the answer has none).
-    pub(crate) earlier: String,
 }
 
 /// A compaction to run before the model call.
@@ -192,7 +196,7 @@ impl ModelStep {
                     let partial = (!text.is_empty()).then(|| Message::assistant(text.clone()));
                     if let Some(p) = &partial {
                         let cost = self.model.pricing.cost(&usage);
-                        if let Err(e) = self.journal.append_assistant(p.clone(), self.model.model.clone(), usage, cost, false, None).await {
+                        if let Err(e) = self.journal.append_assistant(p.clone(), self.model.model.clone(), usage, cost, None).await {
                             tracing::error!(error = %e, "partial answer not saved");
                         }
                     }
@@ -235,38 +239,46 @@ impl ModelStep {
             tool_calls,
         };
         let cost_usd = self.model.pricing.cost(&usage);
-        let reply = match (&self.replying, &message) {
-            (Some(r), Message::Assistant { content, .. }) if ends_turn => {
+        let close = match &message {
+            Message::Assistant { content, .. } if ends_turn => {
                 let text = if content.is_empty() {
-                    &r.earlier
+                    self.earlier.clone()
                 } else {
-                    content
+                    content.clone()
                 };
-                crate::node::reply::reply(
-                    &r.answered,
-                    r.conversation,
-                    &r.bot,
-                    &troupe_runtime::protocol::TurnOutcome::Finished,
+                let outcome = troupe_runtime::protocol::TurnOutcome::Finished;
+                let reply = self.replying.as_ref().and_then(|r| {
+                    crate::node::reply::reply(&r.answered, r.conversation, &r.bot, &outcome, &text)
+                });
+                Some(super::journal::Close {
+                    outcome,
                     text,
-                )
+                    reply,
+                    hooks: Some(self.closing.clone()),
+                })
             }
             _ => None,
         };
-        if let Err(e) = self
+        let reply = close.as_ref().and_then(|c| c.reply.clone());
+        match self
             .journal
             .append_assistant(
                 message.clone(),
                 self.model.model.clone(),
                 usage,
                 cost_usd,
-                ends_turn,
-                reply.clone(),
+                close,
             )
             .await
         {
-            return ModelOutput::Failed {
-                error: format!("the answer could not be saved: {e}"),
-            };
+            // Acted on here, not in the actor: what the close committed
+            // is handed on even if the actor is replaced before it hears.
+            Ok(committed) => crate::node::settle_closing(committed, &self.node),
+            Err(e) => {
+                return ModelOutput::Failed {
+                    error: format!("the answer could not be saved: {e}"),
+                }
+            }
         }
         ModelOutput::Answered {
             message,

@@ -61,6 +61,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         active: None,
         passivated: false,
         resuming: None,
+        waiting: Vec::new(),
         idle_since: std::time::Instant::now(),
         idle_timer: false,
         args,
@@ -116,8 +117,15 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         state.replace_history(history.clone());
         state.refresh_tools();
         let dispatcher = dispatcher(&state);
+        // A call waiting on a kept approval or question never ran: the
+        // resumed turn asks it again, under the same request id.
+        let kept = node.questions.kept_calls(state.args.id).await?;
         let mut repaired = Vec::new();
         for call in &unanswered {
+            if kept.contains(&call.id) {
+                state.waiting.push(call.clone());
+                continue;
+            }
             let result = if dispatcher.is_read_only(&call.name) {
                 dispatcher.run_one(call, &state.tools.names, &ctx).await
             } else {
@@ -129,8 +137,10 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
                 result,
             });
         }
-        state.journal.append(repaired.clone()).await?;
-        history.extend(repaired);
+        if !repaired.is_empty() {
+            state.journal.append(repaired.clone()).await?;
+            history.extend(repaired);
+        }
     }
     state.replace_history(history);
     Ok(state)
@@ -288,6 +298,12 @@ pub(super) async fn begin(
             turn: number,
         },
     );
+    if !state.waiting.is_empty() {
+        // Resumed with calls that waited on a person: asked again first.
+        let calls = std::mem::take(&mut state.waiting);
+        run_tools(myself, state, calls);
+        return;
+    }
     next_step(myself, state).await;
 }
 
@@ -393,10 +409,9 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
         answered: answered.clone(),
         conversation: state.args.id,
         bot: state.args.bot.spec.name.clone(),
-        earlier: history::last_assistant_text(
-            &state.history[active.start_len.min(state.history.len())..],
-        ),
     });
+    let earlier =
+        history::last_assistant_text(&state.history[active.start_len.min(state.history.len())..]);
     let step = ModelStep {
         turn: active.number,
         model,
@@ -406,6 +421,9 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
         cancel: active.cancel.clone(),
         compaction,
         replying,
+        earlier,
+        closing: node.closing(state.args.id, state.args.kind),
+        node: crate::node::Node::from_context(Arc::clone(&node)),
     };
     let actor = myself.clone();
     drop(node);
@@ -574,18 +592,30 @@ pub(super) async fn model_done(
                 finish(myself, state, TurnOutcome::Stopped).await;
                 return;
             }
-            let step = ToolStep {
-                turn: active.number,
-                calls,
-                visible: Arc::clone(&state.tools.names),
-                dispatcher: dispatcher(state),
-                ctx: state.tool_context(active.cancel.clone()),
-                journal: state.journal.clone(),
-                emitter: active.emitter.clone(),
-            };
-            tokio::spawn(step.run(myself.clone()));
+            run_tools(myself, state, calls);
         }
     }
+}
+
+/// Runs `calls` in a tool step of the active turn.
+fn run_tools(
+    myself: &ActorRef<ConversationMsg>,
+    state: &State,
+    calls: Vec<troupe_runtime::protocol::ToolCall>,
+) {
+    let Some(active) = state.active.as_ref() else {
+        return;
+    };
+    let step = ToolStep {
+        turn: active.number,
+        calls,
+        visible: Arc::clone(&state.tools.names),
+        dispatcher: dispatcher(state),
+        ctx: state.tool_context(active.cancel.clone()),
+        journal: state.journal.clone(),
+        emitter: active.emitter.clone(),
+    };
+    tokio::spawn(step.run(myself.clone()));
 }
 
 /// A tool step ended.
@@ -667,8 +697,18 @@ pub(super) async fn finish(
                 &text,
             )
         });
-        match state.journal.close_turn(reply.clone()).await {
-            Ok(()) => active.reply = reply,
+        let close = super::journal::Close {
+            outcome: outcome.clone(),
+            text: text.clone(),
+            reply: reply.clone(),
+            hooks: Some(state.args.node.closing(state.args.id, state.args.kind)),
+        };
+        match state.journal.close_turn(close).await {
+            Ok(committed) => {
+                active.reply = reply;
+                let node = crate::node::Node::from_context(Arc::clone(&state.args.node));
+                crate::node::settle_closing(committed, &node);
+            }
             Err(e) => tracing::error!(error = %e, "could not close the turn in the store"),
         }
     }
