@@ -163,8 +163,13 @@ impl Store {
 
     /// Opens the database at `path` with `options`, and starts checking it
     /// in the background ([`Store::verdict`]).
+    ///
+    /// A database this call creates is not checked: there is nothing in it
+    /// to have rotted yet, and the next start checks it (a cold start on a
+    /// new home does not pay for a check of its empty file).
     pub fn open_with(path: &Path, options: OpenOptions) -> Result<Store> {
-        Self::open_checked_after(path, options, || {})
+        let created = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+        Self::open_inner(path, options, (!created).then_some(|| {}))
     }
 
     /// [`Store::open_with`], its background check started after `before`
@@ -174,6 +179,16 @@ impl Store {
         path: &Path,
         options: OpenOptions,
         before: impl FnOnce() + Send + 'static,
+    ) -> Result<Store> {
+        Self::open_inner(path, options, Some(before))
+    }
+
+    /// Opens, migrates and starts the store's threads; checks the file in
+    /// the background after `check`'s hook when given, else takes it whole.
+    fn open_inner(
+        path: &Path,
+        options: OpenOptions,
+        check: Option<impl FnOnce() + Send + 'static>,
     ) -> Result<Store> {
         check_header(path)?;
         let mut conn = connect(path, &options, false)?;
@@ -187,7 +202,10 @@ impl Store {
             source,
         };
         // Opened, migrated: what is checked is the file this store writes.
-        let check = check::Check::start(path, before).map_err(io)?;
+        let check = match check {
+            Some(before) => check::Check::start(path, before).map_err(io)?,
+            None => check::Check::whole(path),
+        };
         let (writes, write_rx) = mpsc::channel(WRITE_QUEUE);
         let checkpointer = connect(path, &options, false)?;
         // It only copies WAL frames back; it needs no cache of its own.

@@ -8,7 +8,9 @@
 //! file for as long as it runs. So every store that writes checks its file
 //! once more, in the background: `PRAGMA quick_check` on a read-only
 //! connection of its own, on a thread of its own, while the store already
-//! serves — the first turn does not wait for it.
+//! serves — the first turn does not wait for it. A file the store has
+//! just created is not checked (nothing in it can have rotted yet); the
+//! next start checks it.
 //!
 //! Until the check has found the file whole, nothing is written *into the
 //! file*: commits go to the write-ahead log as ever, and the checkpointer
@@ -65,6 +67,15 @@ impl Check {
                 running.run();
             })?;
         Ok(check)
+    }
+
+    /// A check already ended whole: for a file the store just created.
+    pub(crate) fn whole(path: &Path) -> Arc<Check> {
+        Arc::new(Check {
+            path: path.to_path_buf(),
+            verdict: Mutex::new(Verdict::Whole),
+            changed: Condvar::new(),
+        })
     }
 
     fn run(&self) {
