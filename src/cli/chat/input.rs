@@ -140,6 +140,19 @@ impl LineEditor {
             .build();
         let mut editor: Editor<ChatHelper, FileHistory> = Editor::with_config(config)?;
         editor.set_helper(Some(ChatHelper));
+        // What was typed is the user's alone, as the home's other files.
+        {
+            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+            let made = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&history)
+                .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o600)));
+            if let Err(e) = made {
+                tracing::warn!(path = %history.display(), error = %e, "chat history not kept private");
+            }
+        }
         if history.exists() {
             if let Err(e) = editor.load_history(&history) {
                 tracing::warn!(path = %history.display(), error = %e, "chat history not read");
