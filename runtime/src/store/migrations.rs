@@ -384,12 +384,21 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
                 detail: format!("its schema version is {version}, below zero"),
             });
         };
-        let Some(parts) = MIGRATIONS.get(applied) else {
+        // A new database takes every version in one transaction (one
+        // commit, not one a version: a cold start on a new home pays for
+        // each); one that has some takes the rest a version at a time.
+        let upto = if applied == 0 {
+            MIGRATIONS.len()
+        } else {
+            applied + 1
+        };
+        let Some(versions) = MIGRATIONS.get(applied..upto).filter(|v| !v.is_empty()) else {
             return Ok(());
         };
-        let next = version + 1;
-        parts
+        let next = i64::try_from(upto).unwrap_or(i64::MAX);
+        versions
             .iter()
+            .flat_map(|parts| parts.iter())
             .try_for_each(|sql| tx.execute_batch(sql))
             .and_then(|()| tx.execute_batch(&format!("PRAGMA user_version = {next}")))
             .and_then(|()| tx.commit())
