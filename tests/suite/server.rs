@@ -264,6 +264,31 @@ pub(super) async fn until(socket: &mut Socket, kind: &str, pick: impl Fn(&Value)
 }
 
 /// The texts of the next `n` message frames.
+/// A scripted call the gate asks about: alice cleaning `./build`.
+pub(super) fn clean_the_build() -> Turn {
+    Turn::tool_call(
+        "run_command",
+        json!({"command": "rm -rf ./build && echo removed"}),
+    )
+}
+
+/// Ada asks, in `general`, for the build to be cleaned: a socket watching
+/// the thread (its `ready` read) and the round's id.
+pub(super) async fn ask_to_clean(s: &Served) -> (Socket, Value) {
+    s.environment().await;
+    let mut socket = s.watch(&format!("{GENERAL}/events"), &s.ada).await;
+    assert_eq!(frame(&mut socket).await["type"], "ready");
+    let (status, posted) = s
+        .post(
+            &format!("{GENERAL}/messages"),
+            &s.ada,
+            json!({"text": "please clean the build"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    (socket, posted["id"].clone())
+}
+
 async fn messages(socket: &mut Socket, n: usize) -> Vec<String> {
     let mut out = Vec::new();
     while out.len() < n {
@@ -683,25 +708,11 @@ async fn two_hundred_watchers_of_one_thread_all_see_every_message_in_order() {
 #[tokio::test]
 async fn a_bots_turn_streams_in_and_its_approval_is_answered_over_the_api() {
     let s = Served::start(vec![
-        Turn::tool_call(
-            "run_command",
-            json!({"command": "rm -rf ./build && echo removed"}),
-        ),
+        clean_the_build(),
         Turn::text("cleaned up").expecting("removed"),
     ])
     .await;
-    s.environment().await;
-    let mut socket = s.watch(&format!("{GENERAL}/events"), &s.ada).await;
-    assert_eq!(frame(&mut socket).await["type"], "ready");
-    let (status, posted) = s
-        .post(
-            &format!("{GENERAL}/messages"),
-            &s.ada,
-            json!({"text": "please clean the build"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-    let round = posted["id"].clone();
+    let (mut socket, round) = ask_to_clean(&s).await;
     let call = until(&mut socket, "tool_call", |f| f["bot"] == "alice").await;
     assert_eq!(call["call"]["name"], "run_command");
     let asked = until(&mut socket, "request", |_| true).await;

@@ -9,27 +9,12 @@ use reqwest::StatusCode;
 use serde_json::json;
 use troupe::runtime::model::Turn;
 
-use super::server::{frame, until, Served, GENERAL};
+use super::server::{ask_to_clean, clean_the_build, frame, until, Served, GENERAL};
 
 #[tokio::test]
 async fn a_restart_keeps_a_pending_approval_and_its_answer_lets_the_turn_go_on() {
-    let mut s = Served::start(vec![Turn::tool_call(
-        "run_command",
-        json!({"command": "rm -rf ./build && echo removed"}),
-    )])
-    .await;
-    s.environment().await;
-    let mut socket = s.watch(&format!("{GENERAL}/events"), &s.ada).await;
-    assert_eq!(frame(&mut socket).await["type"], "ready");
-    let (status, posted) = s
-        .post(
-            &format!("{GENERAL}/messages"),
-            &s.ada,
-            json!({"text": "please clean the build"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-    let round = posted["id"].clone();
+    let mut s = Served::start(vec![clean_the_build()]).await;
+    let (mut socket, round) = ask_to_clean(&s).await;
     let asked = until(&mut socket, "request", |_| true).await;
     let id = asked["request_id"].as_str().unwrap().to_string();
     drop(socket);
