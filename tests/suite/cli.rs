@@ -7,13 +7,29 @@ use serde_json::json;
 
 use super::support::TestHome;
 
-pub(super) fn troupe(home: &TestHome, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_troupe"))
+/// `troupe --home HOME ARGS`, run in the home, with no `TROUPE_HOME` from
+/// the test's own environment; callers add what else they need.
+pub(super) fn command(home: &TestHome, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command
         .arg("--home")
         .arg(home.path())
         .args(args)
         .current_dir(home.path())
-        .env_remove("TROUPE_HOME")
+        .env_remove("TROUPE_HOME");
+    command
+}
+
+/// Removes the model and its keys the test's environment may hold.
+pub(super) fn without_model(command: &mut Command) -> &mut Command {
+    command
+        .env_remove("TROUPE_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+}
+
+pub(super) fn troupe(home: &TestHome, args: &[&str]) -> Output {
+    command(home, args)
         .env("NO_COLOR", "1")
         .output()
         .expect("the troupe binary runs")

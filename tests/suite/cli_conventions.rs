@@ -4,23 +4,14 @@
 //! and an `Examples:` section in the help of the main commands.
 
 use std::io::{Read as _, Write as _};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use super::cli::{text, troupe};
+use super::cli::{command, text, troupe, without_model};
 use super::support::TestHome;
 
 fn troupe_with(home: &TestHome, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
-    command
-        .arg("--home")
-        .arg(home.path())
-        .args(args)
-        .current_dir(home.path())
-        .env_remove("TROUPE_HOME")
-        .env_remove("TROUPE_MODEL")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env("NO_COLOR", "1");
+    let mut command = command(home, args);
+    without_model(&mut command).env("NO_COLOR", "1");
     for (k, v) in env {
         command.env(k, v);
     }

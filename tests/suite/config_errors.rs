@@ -9,21 +9,13 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::json;
 
-use super::cli::{house_with_assistant, text};
+use super::cli::{command, house_with_assistant, text, without_model};
 use super::support::TestHome;
 
 /// `troupe ARGS` on `home` with no model key in its environment.
 fn troupe(home: &TestHome, args: &[&str], model: Option<&str>) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
-    command
-        .arg("--home")
-        .arg(home.path())
-        .args(args)
-        .current_dir(home.path())
-        .env_remove("TROUPE_HOME")
-        .env_remove("TROUPE_MODEL")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
+    let mut command = command(home, args);
+    without_model(&mut command)
         .env_remove("RUST_LOG")
         .env_remove("TROUPE_LOG")
         .env("NO_COLOR", "1")

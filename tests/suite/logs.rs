@@ -2,21 +2,16 @@
 //! `RUST_LOG` over `TROUPE_LOG` over `[log]` (file, `--set`, variables),
 //! no colours in a pipe, JSON lines with ids as fields, and `[log] file`.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use serde_json::json;
 
-use super::cli::{house_with_assistant, text, write_script};
+use super::cli::{command, house_with_assistant, text, write_script};
 use super::support::TestHome;
 
 fn troupe(home: &TestHome, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    let mut command = command(home, args);
     command
-        .arg("--home")
-        .arg(home.path())
-        .args(args)
-        .current_dir(home.path())
-        .env_remove("TROUPE_HOME")
         .env_remove("RUST_LOG")
         .env_remove("TROUPE_LOG")
         .env_remove("NO_COLOR")
