@@ -5,23 +5,26 @@
 //! `?after=<id>` to be sent first every message after that one, from the
 //! store, then the live stream: the subscription is taken before the store
 //! is read, the store is read only up to the last message published before
-//! the subscription (later ones come live, after their turn's events), and
+//! the subscription (later ones come live, after their turn's events, and
+//! those committed before the connection still come before `ready`), and
 //! messages already sent are skipped, so a reconnect misses nothing and
 //! repeats nothing. Without `after`, the stream starts now and
 //! its first frame, `{"type":"ready","after":<id>}`, names the newest
 //! message, to resume from later.
 
+use std::sync::Arc;
+
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde::Deserialize;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use troupe_actors::house::ThreadRef;
 use troupe_runtime::id::ConversationId;
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::feed::{Feed, Watch};
+use super::feed::{Feed, Frame, Watch};
 use super::AppState;
 
 /// A watcher sends the server next to nothing: small buffers keep an idle
@@ -75,16 +78,13 @@ async fn stream_thread(
         published,
     } = watch;
     let mut last = match (after, published) {
-        (Some(seq), _) => replay(&mut socket, &thread, seq, published).await?,
-        (None, Some(published)) => published,
-        (None, None) => {
-            let newest = thread
-                .read(0, 1)
-                .await
-                .ok()
-                .and_then(|m| m.last().map(|m| m.seq));
-            newest.unwrap_or(0)
+        (Some(seq), Some(published)) => {
+            let last = replay(&mut socket, &thread, seq, Some(published)).await?;
+            forward_committed(&mut socket, &thread, &mut frames, last).await?
         }
+        (Some(seq), None) => replay(&mut socket, &thread, seq, None).await?,
+        (None, Some(published)) => published,
+        (None, None) => newest(&thread).await,
     };
     let ready = serde_json::json!({"type": "ready", "after": last}).to_string();
     socket.send(Message::Text(ready.into())).await?;
@@ -123,6 +123,55 @@ async fn stream_thread(
             },
         }
     }
+}
+
+/// The newest message's `seq` in the store (0 for none).
+async fn newest(thread: &ThreadRef) -> i64 {
+    thread
+        .read(0, 1)
+        .await
+        .ok()
+        .and_then(|m| m.last().map(|m| m.seq))
+        .unwrap_or(0)
+}
+
+/// How long a new watcher waits for the feed to publish messages that were
+/// committed before it subscribed, before it reads them from the store.
+const PUBLISH_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Forwards from the channel the messages committed before the watcher
+/// subscribed but published after (each after its turn's events), so that
+/// everything committed before the connection is sent before `ready`; the
+/// last one sent. Should the feed not publish them in time, the store
+/// sends them.
+async fn forward_committed(
+    socket: &mut WebSocket,
+    thread: &ThreadRef,
+    frames: &mut broadcast::Receiver<Arc<Frame>>,
+    mut last: i64,
+) -> Result<i64, axum::Error> {
+    let committed = newest(thread).await;
+    let deadline = tokio::time::Instant::now() + PUBLISH_WAIT;
+    while last < committed {
+        match tokio::time::timeout_at(deadline, frames.recv()).await {
+            Ok(Ok(frame)) => {
+                if let Some(seq) = frame.seq {
+                    if seq <= last {
+                        continue;
+                    }
+                    last = seq;
+                }
+                socket
+                    .send(Message::Text(frame.json.clone().into()))
+                    .await?;
+            }
+            Ok(Err(RecvError::Closed)) => break,
+            Ok(Err(RecvError::Lagged(_))) | Err(_) => {
+                return replay(socket, thread, last, None).await;
+            }
+        }
+    }
+    Ok(last)
 }
 
 /// Sends the thread's messages after `seq` from the store, up to `until`
