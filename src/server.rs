@@ -272,6 +272,7 @@ pub fn app(state: AppState) -> Router {
         .route("/tree", get(admin::tree))
         .route("/workbench", get(workbench::list).post(workbench::start))
         .route("/workbench/{id}", get(workbench::show))
+        .route("/workbench/{id}/events", get(workbench::events))
         .route("/workbench/{id}/steer", post(workbench::steer))
         .route("/workbench/{id}/stop", post(workbench::stop))
         .layer(middleware::from_fn_with_state(state.clone(), auth::require))

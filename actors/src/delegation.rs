@@ -62,6 +62,10 @@ pub struct Delegations {
     parents: DashMap<DelegationId, ConversationId>,
     /// The executor instances with a live actor in this process, by key.
     instances: DashMap<ConversationId, LiveInstance>,
+    /// Counts the commits that grew an executor instance's record (an
+    /// event, or its end): watchers wake on it and read the record after
+    /// what they saw, so none of them misses anything.
+    recorded: tokio::sync::watch::Sender<u64>,
 }
 
 /// An executor instance with a live actor, as the tree shows it.
@@ -96,6 +100,7 @@ impl Delegations {
             timed_out: DashSet::new(),
             parents: DashMap::new(),
             instances: DashMap::new(),
+            recorded: tokio::sync::watch::channel(0).0,
         })
     }
 
@@ -240,6 +245,7 @@ impl Delegations {
                                 .store()
                                 .write(move |tx| record::event(tx, d, Some(s), "steer", &message))
                                 .await;
+                            self.record_grew();
                             ToolResult::ok(format!(
                                 "Sent to {subagent_id}; it reads it before its next step."
                             ))
@@ -649,6 +655,21 @@ fn subagent_end(outcome: &TurnOutcome, text: &str, timed_out: bool) -> (&'static
         ),
         TurnOutcome::Refused { detail } => ("failed", format!("the model refused: {detail}")),
         TurnOutcome::Crashed { error, .. } => ("failed", format!("it crashed: {error}")),
+    }
+}
+
+impl Delegations {
+    /// Changes whenever an executor instance's record grew (an event
+    /// committed) or an instance's end committed. A watcher reads the
+    /// record after the last event it saw each time it changes (the value
+    /// itself means nothing); it never misses a commit, however slow.
+    pub fn record_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.recorded.subscribe()
+    }
+
+    /// Tells the watchers a record grew (after its commit).
+    pub(crate) fn record_grew(&self) {
+        self.recorded.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 

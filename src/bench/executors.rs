@@ -10,8 +10,8 @@
 //!   the store. The overhead is the difference of the medians.
 //! - **event to recorded**: one instance printing an event every
 //!   millisecond, each stamped with the wall time it was written; the bench
-//!   reads the record as it grows and takes each event's age when it
-//!   appears.
+//!   watches the record as a live watcher does (woken by each commit) and
+//!   takes each event's age when it appears.
 //! - **concurrent**: 10 instances at once printing 10,000 events each as
 //!   fast as they can; every event must be recorded, in order.
 //!
@@ -296,6 +296,11 @@ async fn steps(node: &Node, sub: SubagentId) -> anyhow::Result<Vec<usize>> {
 
 /// Waits until `sub`'s record holds `n` steps.
 async fn wait_recorded(node: &Node, sub: SubagentId, n: usize) -> anyhow::Result<()> {
+    let delegations = node
+        .delegations()
+        .ok_or_else(|| anyhow::anyhow!("the node has no delegations"))?;
+    // Subscribed before the first read: no commit falls between the two.
+    let mut changes = delegations.record_changes();
     tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let found = node
@@ -308,7 +313,7 @@ async fn wait_recorded(node: &Node, sub: SubagentId, n: usize) -> anyhow::Result
             if found >= n {
                 return anyhow::Ok(());
             }
-            tokio::task::yield_now().await;
+            changes.changed().await?;
         }
     })
     .await
@@ -318,6 +323,10 @@ async fn wait_recorded(node: &Node, sub: SubagentId, n: usize) -> anyhow::Result
 /// Waits until every instance of `subs` has ended.
 async fn wait_ended(node: &Node, subs: &[SubagentId]) -> anyhow::Result<()> {
     let ids: Vec<String> = subs.iter().map(|s| s.to_string()).collect();
+    let delegations = node
+        .delegations()
+        .ok_or_else(|| anyhow::anyhow!("the node has no delegations"))?;
+    let mut changes = delegations.record_changes();
     tokio::time::timeout(Duration::from_secs(300), async {
         loop {
             let ids = ids.clone();
@@ -336,7 +345,7 @@ async fn wait_ended(node: &Node, subs: &[SubagentId]) -> anyhow::Result<()> {
             if running == 0 {
                 return anyhow::Ok(());
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            changes.changed().await?;
         }
     })
     .await
@@ -346,6 +355,10 @@ async fn wait_ended(node: &Node, subs: &[SubagentId]) -> anyhow::Result<()> {
 /// Each event's age when it appears in the record: now, less the wall
 /// time the harness wrote it with.
 async fn ages(node: &Node, sub: SubagentId, n: usize) -> anyhow::Result<Vec<Duration>> {
+    let delegations = node
+        .delegations()
+        .ok_or_else(|| anyhow::anyhow!("the node has no delegations"))?;
+    let mut changes = delegations.record_changes();
     let mut ages = Vec::with_capacity(n);
     let mut after = 0_i64;
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -367,7 +380,9 @@ async fn ages(node: &Node, sub: SubagentId, n: usize) -> anyhow::Result<Vec<Dura
                 ));
             }
         }
-        tokio::task::yield_now().await;
+        if ages.len() < n {
+            tokio::time::timeout_at(deadline.into(), changes.changed()).await??;
+        }
     }
     anyhow::ensure!(
         ages.len() == n,

@@ -7,7 +7,6 @@
 //! for its report; Ctrl-C stops it (its report says what it had so far).
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -291,7 +290,7 @@ async fn start(
     outcome
 }
 
-/// Prints the instance's record as it grows, until its report.
+/// Prints the instance's record as each event commits, until its report.
 async fn follow(
     node: &troupe_actors::node::Node,
     sub: SubagentId,
@@ -300,7 +299,7 @@ async fn follow(
 ) -> anyhow::Result<ExitCode> {
     tokio::pin!(waiter);
     let mut seen = 0_i64;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut changes = delegations.record_changes();
     let mut stopping = false;
     loop {
         tokio::select! {
@@ -316,7 +315,7 @@ async fn follow(
                     .unwrap_or_default();
                 return Ok(if status == "done" { ExitCode::SUCCESS } else { ExitCode::FAILURE });
             }
-            _ = tick.tick() => print_new(node, sub, &mut seen).await,
+            Ok(()) = changes.changed() => print_new(node, sub, &mut seen).await,
             _ = tokio::signal::ctrl_c(), if !stopping => {
                 stopping = true;
                 eprintln!("stopping {sub}…");

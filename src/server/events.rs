@@ -30,7 +30,7 @@ use super::AppState;
 /// A watcher sends the server next to nothing: small buffers keep an idle
 /// one cheap (tungstenite's defaults are 128 KiB each way), and frames go
 /// out as they are written.
-fn small(upgrade: WebSocketUpgrade) -> WebSocketUpgrade {
+pub(super) fn small(upgrade: WebSocketUpgrade) -> WebSocketUpgrade {
     upgrade
         .read_buffer_size(4 * 1024)
         .write_buffer_size(0)

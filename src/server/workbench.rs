@@ -1,9 +1,11 @@
 //! The workbench over HTTP, for the node's owner: the outside executors'
-//! instances (docs/executors.md) — list, one with its record, start one of
-//! the user's own, steer, stop.
+//! instances (docs/executors.md) — list, one with its record, its events
+//! live over a WebSocket, start one of the user's own, steer, stop.
 
+use axum::extract::ws::{Message, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -168,4 +170,93 @@ pub async fn stop(
         .ok_or_else(|| ApiError::Internal("the node's delegations are not running".into()))?;
     delegations.stop_instance(node, sub).await;
     Ok(Json(json!({ "stopping": id })))
+}
+
+/// Events of the record read at a time.
+const EVENTS_PAGE: usize = 500;
+
+/// `GET /api/workbench/{id}/events` (WebSocket): the instance's record so
+/// far, then each event as it is committed, then its end; the server
+/// closes the socket after the end frame. Frames: `{"type": "event",
+/// "seq", "kind", "text", "at"}` and `{"type": "end", "status",
+/// "result"}`.
+pub async fn events(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    caller.require_owner()?;
+    let node = state.node().clone();
+    let delegations = node
+        .delegations()
+        .ok_or_else(|| ApiError::Internal("the node runs no delegations".into()))?;
+    let key = id.clone();
+    let sub = node
+        .store()
+        .read(move |c| record::instance(c, &key))
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("no executor instance {id}")))?
+        .id;
+    // Subscribed before the first read: no commit falls between the two.
+    let mut changes = delegations.record_changes();
+    let stop = state.stopping().clone();
+    Ok(
+        super::events::small(upgrade).on_upgrade(move |mut socket| async move {
+            let mut seen = 0_i64;
+            loop {
+                let after = seen;
+                let read = node
+                    .store()
+                    .read(move |c| {
+                        let events = record::events_of(c, sub, after, EVENTS_PAGE)?;
+                        let row = record::instance(c, &sub.to_string())?;
+                        Ok((events, row))
+                    })
+                    .await;
+                let Ok((events, row)) = read else {
+                    let _ = socket.send(Message::Close(None)).await;
+                    return;
+                };
+                let full = events.len() == EVENTS_PAGE;
+                for (seq, kind, text, at) in events {
+                    seen = seq;
+                    let frame =
+                        json!({"type": "event", "seq": seq, "kind": kind, "text": text, "at": at});
+                    if socket
+                        .send(Message::Text(frame.to_string().into()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                if full {
+                    continue;
+                }
+                if let Some(row) = row.filter(|r| r.status != "running") {
+                    let end = json!({"type": "end", "status": row.status, "result": row.result});
+                    let _ = socket.send(Message::Text(end.to_string().into())).await;
+                    let _ = socket.send(Message::Close(None)).await;
+                    return;
+                }
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => {
+                        let _ = socket.send(Message::Close(None)).await;
+                        return;
+                    }
+                    changed = changes.changed() => if changed.is_err() {
+                        let _ = socket.send(Message::Close(None)).await;
+                        return;
+                    },
+                    incoming = socket.recv() => match incoming {
+                        None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                        Some(Ok(_)) => {}
+                    },
+                }
+            }
+        }),
+    )
 }

@@ -743,6 +743,8 @@ async fn the_owner_starts_steers_and_stops_an_instance_through_the_server() {
     assert_eq!(listed["id"], id.as_str());
     assert_eq!(listed["status"], "running");
     assert_eq!(listed["whose"], "user");
+    // Its record, live: what is in it, then each event as it commits.
+    let mut live = s.watch_owner(&format!("/workbench/{id}/events")).await;
     let (status, steered) = s
         .post(
             &format!("/workbench/{id}/steer"),
@@ -751,29 +753,16 @@ async fn the_owner_starts_steers_and_stops_an_instance_through_the_server() {
         )
         .await;
     assert_eq!(status, reqwest::StatusCode::OK, "{steered}");
+    let steer = super::server::until(&mut live, "event", |f| f["kind"] == "steer").await;
+    assert_eq!(steer["text"], "go on");
     let (status, _) = s
         .post(&format!("/workbench/{id}/stop"), &s.owner, json!({}))
         .await;
     assert_eq!(status, reqwest::StatusCode::OK);
-    // It ignores the abort: after its grace it is killed, and says so.
-    let key = id.clone();
-    tokio::time::timeout(WAIT, async {
-        loop {
-            let k = key.clone();
-            let row = node
-                .store()
-                .read(move |c| troupe::actors::delegation::record::instance(c, &k))
-                .await
-                .unwrap()
-                .unwrap();
-            if row.status != "running" {
-                return;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .unwrap();
+    // It ignores the abort: after its grace it is killed, and says so;
+    // the live record ends with its end.
+    let end = super::server::until(&mut live, "end", |_| true).await;
+    assert_eq!(end["status"], "stopped", "{end}");
     let (_, shown) = s.get(&format!("/workbench/{id}"), &s.owner).await;
     assert_eq!(shown["instance"]["status"], "stopped", "{shown}");
     assert!(

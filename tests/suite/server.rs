@@ -176,6 +176,21 @@ impl Served {
         tokio_tungstenite::connect_async(request).await.unwrap().0
     }
 
+    /// A WebSocket to `/api{path}` over the owner's socket.
+    pub(super) async fn watch_owner(
+        &self,
+        path: &str,
+    ) -> tokio_tungstenite::WebSocketStream<tokio::net::UnixStream> {
+        let request = format!("ws://localhost/api{path}")
+            .into_client_request()
+            .unwrap();
+        let stream = tokio::net::UnixStream::connect(&self.socket).await.unwrap();
+        tokio_tungstenite::client_async(request, stream)
+            .await
+            .unwrap()
+            .0
+    }
+
     /// Gives the thread `general` an environment, where the bots' commands run.
     pub(super) async fn environment(&self) {
         let acme = self.runtime.house("acme").await.unwrap();
@@ -240,7 +255,10 @@ impl Served {
 }
 
 /// The next frame of `socket` (its JSON), within [`WAIT`].
-pub(super) async fn frame(socket: &mut Socket) -> Value {
+pub(super) async fn frame<S>(socket: &mut tokio_tungstenite::WebSocketStream<S>) -> Value
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     loop {
         let next = tokio::time::timeout(WAIT, socket.next())
             .await
@@ -254,7 +272,14 @@ pub(super) async fn frame(socket: &mut Socket) -> Value {
 }
 
 /// Frames until one of `kind` that `pick` accepts; that one.
-pub(super) async fn until(socket: &mut Socket, kind: &str, pick: impl Fn(&Value) -> bool) -> Value {
+pub(super) async fn until<S>(
+    socket: &mut tokio_tungstenite::WebSocketStream<S>,
+    kind: &str,
+    pick: impl Fn(&Value) -> bool,
+) -> Value
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     loop {
         let f = frame(socket).await;
         if f["type"] == kind && pick(&f) {

@@ -357,6 +357,7 @@ async fn record_end(
                 tracing::error!(error = %e, %conversation, "a subagent's end could not be recorded");
             }
         }
+        delegations.record_grew();
         // Gone already (restarted, stopping): the next incarnation reads
         // what still runs from the store.
         let _ = myself.send_message(DelegationMsg::Recorded(conversation));

@@ -231,6 +231,7 @@ impl Actor for Executor {
             output,
             file,
             args.node.clone(),
+            Arc::clone(&args.delegations),
             (launch.delegation, launch.sub),
             posts,
             myself.clone(),
@@ -342,6 +343,7 @@ impl Actor for Executor {
                         .store()
                         .write(move |tx| record::event(tx, d, Some(s), "steer", &message))
                         .await;
+                    state.args.delegations.record_grew();
                 }
                 let _ = reply.send(answer);
             }
@@ -624,11 +626,13 @@ fn secret() -> String {
 }
 
 /// Reads the harness's output to its end: spilled whole, recorded in
-/// order, state changes told to the actor.
+/// order (watchers told as each commits), state changes told to the actor.
+#[allow(clippy::too_many_arguments)]
 async fn read(
     mut source: Output,
     output: PathBuf,
     node: Node,
+    delegations: Arc<Delegations>,
     (delegation, sub): (DelegationId, SubagentId),
     posts: Option<(troupe_runtime::id::ThreadId, String)>,
     actor: ActorRef<ExecutorMsg>,
@@ -637,7 +641,7 @@ async fn read(
     let mut pending: Vec<u8> = Vec::new();
     let mut chunk = vec![0_u8; 64 * 1024];
     let mut garbage = 0_usize;
-    let mut last_write = None;
+    let (committed, told) = tell_when_committed(delegations);
     let failure = loop {
         let n = match source.next(&mut chunk).await {
             Ok(0) => break None,
@@ -661,7 +665,7 @@ async fn read(
             }
             let event = pi::parse(&text);
             if let Some(write) = keep(&node, delegation, sub, &event, &text, &mut garbage).await {
-                last_write = Some(write);
+                let _ = committed.send(write);
             }
             if let Some((thread, bot)) = &posts {
                 super::house::progress(&node, *thread, bot, &event).await;
@@ -686,10 +690,33 @@ async fn read(
     if let Some(file) = spill.as_mut() {
         let _ = file.flush().await;
     }
-    if let Some(write) = last_write {
-        let _ = write.wait().await;
-    }
+    // Its end is told once everything it printed is in the record.
+    drop(committed);
+    let _ = told.await;
     let _ = actor.send_message(ExecutorMsg::OutputEnded(failure));
+}
+
+/// A task that tells the record's watchers when the writes it is handed
+/// commit: it waits for the newest one handed so far (the writer commits
+/// in order, so the earlier ones are in too), then says so once. It ends
+/// when its sender is dropped and the last write is in.
+fn tell_when_committed(
+    delegations: Arc<Delegations>,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<troupe_runtime::store::Pending<()>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<troupe_runtime::store::Pending<()>>();
+    let task = tokio::spawn(async move {
+        while let Some(mut newest) = rx.recv().await {
+            while let Ok(later) = rx.try_recv() {
+                newest = later;
+            }
+            let _ = newest.wait().await;
+            delegations.record_grew();
+        }
+    });
+    (tx, task)
 }
 
 /// Queues what the record keeps of `event` for the writer (in order).
