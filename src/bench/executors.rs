@@ -7,7 +7,10 @@
 //! - **start**: the bare process (`node fake-pi.mjs`, given its task) to
 //!   its first event printed, against troupe's instance — delegation
 //!   recorded, actor, relay, sandbox, process — to that event recorded in
-//!   the store. The overhead is the difference of the medians.
+//!   the store. The overhead is the difference of the medians. A third
+//!   leg runs the bare process in a sandbox confined as an instance's is,
+//!   so the overhead splits into the sandbox's own start (bubblewrap's
+//!   namespaces and mounts) and troupe's part.
 //! - **event to recorded**: one instance printing an event every
 //!   millisecond, each stamped with the wall time it was written; the bench
 //!   watches the record as a live watcher does (woken by each commit) and
@@ -82,12 +85,35 @@ pub async fn executors(n: usize) -> anyhow::Result<serde_json::Value> {
     // The bare process to its first event, and an instance to that event
     // recorded, alternated so the machine's drift falls on both.
     let mut bare = Vec::with_capacity(n);
+    let mut sandboxed = Vec::with_capacity(n);
     let mut through = Vec::with_capacity(n);
+    let sandbox = troupe_runtime::sandbox::Sandbox::detect().map_err(|why| anyhow::anyhow!("{why}"))?;
+    // Confined as an instance is (its folder and state writable, the
+    // installed harness read-only, the home hidden).
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state)?;
+    let confinement = troupe_runtime::sandbox::Confinement {
+        writable: vec![folder.clone(), state],
+        read_only: vec![installed.modules.clone()],
+        network: troupe_runtime::sandbox::Network::Machine,
+        hidden: vec![home.clone()],
+    };
     for _ in 0..n {
         bare.push(
             first_line(
                 &installed.entry,
                 &folder,
+                None,
+                "events 1",
+                "tool_execution_start",
+            )
+            .await?,
+        );
+        sandboxed.push(
+            first_line(
+                &installed.entry,
+                &folder,
+                Some((sandbox, &confinement)),
                 "events 1",
                 "tool_execution_start",
             )
@@ -129,12 +155,18 @@ pub async fn executors(n: usize) -> anyhow::Result<serde_json::Value> {
         v[v.len() / 2]
     };
     let overhead = median(&through).saturating_sub(median(&bare));
+    let confined = median(&sandboxed).saturating_sub(median(&bare));
+    let own = median(&through).saturating_sub(median(&sandboxed));
+    let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
     Ok(json!({
         "workload": "executors",
         "starts": n,
         "bare_start_to_first_event": percentiles(bare),
+        "bare_in_its_sandbox_to_first_event": percentiles(sandboxed),
         "troupe_start_to_first_event_recorded": percentiles(through),
-        "start_overhead_p50_ms": (overhead.as_secs_f64() * 1e4).round() / 10.0,
+        "start_overhead_p50_ms": ms(overhead),
+        "of_which_the_sandbox_p50_ms": ms(confined),
+        "of_which_troupe_p50_ms": ms(own),
         "event_to_recorded": percentiles(ages),
         "concurrent": {
             "instances": 10,
@@ -148,19 +180,35 @@ pub async fn executors(n: usize) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
-/// Spawns the harness bare, gives it `task`, and times its first line
-/// holding `marker`.
+/// Spawns the harness bare (or alone in a sandbox), gives it `task`, and
+/// times its first line holding `marker`.
 async fn first_line(
     entry: &Path,
     folder: &Path,
+    confined: Option<(
+        &troupe_runtime::sandbox::Sandbox,
+        &troupe_runtime::sandbox::Confinement,
+    )>,
     task: &str,
     marker: &str,
 ) -> anyhow::Result<Duration> {
     let t = Instant::now();
+    let args = [entry.as_os_str(), "--mode".as_ref(), "rpc".as_ref()];
+    let mut command = match confined {
+        Some((sandbox, confinement)) => tokio::process::Command::from(sandbox.command(
+            "node",
+            args,
+            folder,
+            confinement,
+        )),
+        None => {
+            let mut command = tokio::process::Command::new("node");
+            command.args(args);
+            command
+        }
+    };
     // The environment troupe gives its instances: nothing inherited.
-    let mut child = tokio::process::Command::new("node")
-        .arg(entry)
-        .args(["--mode", "rpc"])
+    let mut child = command
         .current_dir(folder)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
