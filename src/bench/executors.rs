@@ -87,7 +87,8 @@ pub async fn executors(n: usize) -> anyhow::Result<serde_json::Value> {
     let mut bare = Vec::with_capacity(n);
     let mut sandboxed = Vec::with_capacity(n);
     let mut through = Vec::with_capacity(n);
-    let sandbox = troupe_runtime::sandbox::Sandbox::detect().map_err(|why| anyhow::anyhow!("{why}"))?;
+    let sandbox =
+        troupe_runtime::sandbox::Sandbox::detect().map_err(|why| anyhow::anyhow!("{why}"))?;
     // Confined as an instance is (its folder and state writable, the
     // installed harness read-only, the home hidden).
     let state = dir.path().join("state");
@@ -195,12 +196,9 @@ async fn first_line(
     let t = Instant::now();
     let args = [entry.as_os_str(), "--mode".as_ref(), "rpc".as_ref()];
     let mut command = match confined {
-        Some((sandbox, confinement)) => tokio::process::Command::from(sandbox.command(
-            "node",
-            args,
-            folder,
-            confinement,
-        )),
+        Some((sandbox, confinement)) => {
+            tokio::process::Command::from(sandbox.command("node", args, folder, confinement))
+        }
         None => {
             let mut command = tokio::process::Command::new("node");
             command.args(args);

@@ -99,6 +99,12 @@ CREATE TABLE thread_rounds (
     offered   INTEGER NOT NULL DEFAULT 0,
     answered  INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
+"#;
+
+/// The house `home` every database has, with its owner and the bots there
+/// were when houses came (none in a new database): the rows of the
+/// migration that made houses ([`HOUSES`]).
+pub const HOME_HOUSE: &str = r#"
 INSERT INTO houses (id, name, created_at)
     VALUES ('house_' || lower(hex(randomblob(16))), 'home', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
 INSERT INTO house_members (house_id, handle, kind, display_name, joined_at)
