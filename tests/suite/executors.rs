@@ -782,3 +782,108 @@ async fn the_owner_starts_steers_and_stops_an_instance_through_the_server() {
     let (status, _) = s.get("/workbench/sub_nope", &s.owner).await;
     assert_eq!(status, reqwest::StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_bot_stops_the_users_own_instance_only_when_the_user_approves_each_time() {
+    if Sandbox::detect_or_skip("a_bot_stops_the_users_own_instance").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let folder = dir.path().join("work");
+    std::fs::create_dir_all(&folder).unwrap();
+    troupe::runtime::executors::install_from(
+        &troupe::runtime::home::Home::new(&home),
+        "pi",
+        &fake_pi(dir.path()),
+    )
+    .unwrap();
+    use troupe::actors::delegation::executor::Place;
+    use troupe::actors::delegation::executors::{Start, USER};
+    // The user's own instance, as `troupe workbench start` makes one.
+    let start = |node: troupe::actors::node::Node| async move {
+        node.delegations()
+            .unwrap()
+            .start_instances(
+                &node,
+                Start {
+                    executor: "pi".into(),
+                    owner: USER.into(),
+                    parent: troupe::runtime::id::ConversationId::new(),
+                    model: "script:none".into(),
+                    waits: true,
+                    tasks: vec![("hang".into(), String::new(), folder.clone(), Place::Host)],
+                    report_to: None,
+                    session: None,
+                },
+            )
+            .await
+            .map_err(|e| e.text)
+            .unwrap()
+    };
+    // The bot's model asks to stop whatever instance the task names.
+    let model = Arc::new(ScriptedProvider::from_fn(|req| {
+        use troupe::runtime::protocol::Message;
+        match req.messages.last() {
+            Some(Message::User { content }) => troupe::runtime::model::Turn::tool_call(
+                "delegate",
+                json!({"action": "stop", "subagent_id": content.trim()}),
+            ),
+            _ => troupe::runtime::model::Turn::text("done"),
+        }
+    }));
+    let runtime = Runtime::builder()
+        .home(&home)
+        .cwd(dir.path())
+        .provider(model)
+        // Auto mode: the user's instance is asked about all the same.
+        .set("trust.mode", "auto")
+        .build()
+        .await
+        .unwrap();
+    let node = runtime.node().clone();
+    let started = start(node.clone()).await;
+    let id = started.instances[0].to_string();
+    let status = |id: String| {
+        let node = node.clone();
+        async move {
+            node.store()
+                .read(move |c| troupe::actors::delegation::record::instance(c, &id))
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+        }
+    };
+    let bot = runtime.bot("assistant").await.unwrap();
+    for answer in ["deny", "once"] {
+        let mut turn = bot.send(&id).await.unwrap();
+        let (request, reason) = super::support::wait_for(&mut turn, |e| match e {
+            AgentEvent::ApprovalRequested {
+                request_id, reason, ..
+            } => Some((request_id.clone(), reason.clone())),
+            _ => None,
+        })
+        .await;
+        assert!(reason.contains("your own pi instance"), "{reason}");
+        assert!(runtime.node().answer(&request, Some(json!(answer))));
+        let result = super::support::wait_for(&mut turn, |e| match e {
+            AgentEvent::ToolCallFinished { result, .. } => Some(result.text.clone()),
+            _ => None,
+        })
+        .await;
+        turn.result().await.unwrap();
+        if answer == "deny" {
+            assert!(result.contains("the user refused"), "{result}");
+            assert_eq!(status(id.clone()).await, "running");
+        } else {
+            assert!(result.starts_with("Stopping"), "{result}");
+        }
+    }
+    let report = tokio::time::timeout(WAIT, started.waiter.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(report.contains("[stopped]"), "{report}");
+    runtime.shutdown().await;
+}

@@ -7,8 +7,13 @@
 //! the tool's level: `troupe-tools`' `a_command_and_its_children_die_when_troupe_is_sigkilled`
 //! and its sandboxed twin; an executor's harness:
 //! `executors::troupe_killed_mid_instance_reports_it_interrupted_once_and_never_runs_it_again`.)
+//!
+//! And `troupe serve`, the real binary, with a house thread's environment
+//! running a bot's command, one of whose children left its session to
+//! outlive it: killed with SIGKILL, the environment's sandbox and every
+//! process in it are gone.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -138,4 +143,142 @@ fn sigkill_of_troupe_leaves_no_command_or_mcp_server_running() {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
     }
     assert_eq!(left, vec![], "left running after troupe was killed");
+}
+
+/// The processes, zombies aside, whose command line holds `text`
+/// anywhere.
+fn processes_naming(text: &str) -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let zombie = stat.rsplit(") ").next().unwrap_or("").starts_with('Z');
+            let line = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (!zombie && line.contains(text)).then_some((pid, line))
+        })
+        .collect()
+}
+
+#[test]
+fn sigkill_of_troupe_serve_leaves_no_environment_running() {
+    if troupe::runtime::sandbox::Sandbox::detect_or_skip(
+        "sigkill_of_troupe_serve_leaves_no_environment_running",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let home = TestHome::new();
+    let n = std::process::id() % 1000;
+    let escaped = format!("974.{n}");
+    let waited = format!("975.{n}");
+    let script = home.path().join("bots.json");
+    let turns = json!({"bots": {"assistant": {"turns": [
+        {"tool_calls": [{"name": "run_command", "arguments": {
+            "cmd": format!("setsid sleep {escaped} >/dev/null 2>&1 < /dev/null & sleep {waited}")}}]},
+        {"text": "never reached"}
+    ]}}});
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let model = format!("script:{}", script.display());
+    let troupe = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .arg("--home")
+            .arg(home.path())
+            .args(args)
+            .env_remove("TROUPE_HOME")
+            .env("TROUPE_MODEL", &model)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    troupe(&["house", "create", "acme"]);
+    troupe(&["house", "add", "acme", "--human", "ada"]);
+    troupe(&[
+        "house",
+        "add",
+        "acme",
+        "--bot",
+        "assistant",
+        "--listen",
+        "all",
+    ]);
+    troupe(&["thread", "create", "acme", "lab"]);
+    troupe(&["env", "create", "acme", "--thread", "lab"]);
+
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env_remove("TROUPE_HOME")
+        .env("TROUPE_MODEL", &model)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(serve.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("serve says where it listens").unwrap();
+        if line.contains(" at ") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    troupe(&[
+        "thread",
+        "post",
+        "acme",
+        "lab",
+        "@assistant go",
+        "--as",
+        "ada",
+        "--no-wait",
+    ]);
+
+    // The command and its escaped child run, in the environment's sandbox.
+    let root = home.path().display().to_string();
+    let deadline = Instant::now() + WAIT;
+    let running = || {
+        !processes_with(&escaped).is_empty()
+            && !processes_with(&waited).is_empty()
+            && processes_naming(&root)
+                .iter()
+                .any(|(_, l)| l.contains("bwrap"))
+    };
+    while !running() && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    if !running() {
+        let _ = serve.kill();
+        panic!(
+            "the bot's command never ran in its environment: {} {} {:?}",
+            processes_with(&escaped).len(),
+            processes_with(&waited).len(),
+            processes_naming(&root)
+        );
+    }
+
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    let left = || {
+        let mut left = processes_with(&escaped);
+        left.extend(processes_with(&waited));
+        left.extend(processes_naming(&root));
+        left
+    };
+    let deadline = Instant::now() + WAIT;
+    while !left().is_empty() && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    let left = left();
+    for (pid, _) in &left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert_eq!(left, vec![], "left running after troupe serve was killed");
 }
