@@ -213,11 +213,11 @@ async fn the_owner_adds_a_person_whose_new_token_signs_in_while_the_server_runs(
             Method::PATCH,
             "/bots/alice",
             Some(&olga),
-            Some(json!({"model": "openai/gpt-5-mini"})),
+            Some(json!({"model": "openai:gpt-5-mini"})),
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{edited}");
-    assert_eq!(edited["bot"]["spec"]["model"], "openai/gpt-5-mini");
+    assert_eq!(edited["bot"]["spec"]["model"], "openai:gpt-5-mini");
     assert_eq!(edited["bot"]["spec"]["title"], "Alice II");
     let (status, _) = s
         .call(

@@ -18,7 +18,8 @@ use crate::node::{bots, Node, NodeError};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BotEdit {
-    /// Its model spec (`provider/model`); empty for the home's default.
+    /// Its model spec (`openai:MODEL`, `anthropic:MODEL`, a name from
+    /// `models.toml`, …); empty for the home's default.
     pub model: Option<String>,
     /// Its short title.
     pub title: Option<String>,

@@ -79,7 +79,8 @@ function houseCard(h) {
       }, { "aria-label": "New token for @" + m.handle + " of " + name }), remove);
   }));
   const tokens = h.tokens.length ? el("table", { class: "tokens" },
-    el("thead", {}, el("tr", {}, ...["Token", "Person", "Issued", "State", ""].map((c) => el("th", { scope: "col" }, c)))),
+    el("thead", {}, el("tr", {}, ...["Token", "Person", "Issued", "State"].map((c) => el("th", { scope: "col" }, c)),
+      el("th", { scope: "col" }, el("span", { class: "visually-hidden" }, "Revoke")))),
     el("tbody", {}, ...h.tokens.map((t) => el("tr", {},
       el("td", {}, el("code", {}, t.id)), el("td", {}, "@" + t.handle), el("td", {}, day(t.created_at)),
       el("td", {}, t.revoked_at ? "revoked " + day(t.revoked_at) : t.used_at ? "used " + day(t.used_at) : "never used"),
