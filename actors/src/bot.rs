@@ -11,9 +11,6 @@ use troupe_runtime::home::MAIN_AGENT;
 use troupe_runtime::id::BotId;
 use troupe_runtime::protocol::ActorKind;
 
-mod edit;
-pub use edit::BotEdit;
-
 /// What defines a bot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -89,11 +89,8 @@ pub async fn add_member(
     Body(body): Body<NewMember>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let h = managed(&state, &caller, &house).await?;
-    let known = |handle: &str| {
-        let handle = handle.to_string();
-        let h = h.clone();
-        async move { Ok::<_, ApiError>(h.members().await?.into_iter().any(|m| m.handle == handle)) }
-    };
+    let members = h.members().await?;
+    let known = |handle: &str| members.iter().any(|m| m.handle == handle.trim());
     match (body.human, body.bot) {
         (Some(handle), None) => {
             if body.listen.is_some() {
@@ -101,7 +98,7 @@ pub async fn add_member(
                     "`listen` is for a bot; a person reads and posts where they take part".into(),
                 ));
             }
-            let again = known(&handle).await?;
+            let again = known(&handle);
             let member = h.add_human(handle.trim(), body.name.as_deref()).await?;
             if again {
                 return Ok((StatusCode::OK, Json(json!({ "member": member }))));
@@ -127,7 +124,7 @@ pub async fn add_member(
                     "`listen` must be all, mentions or off, not `{listen}`"
                 ))
             })?;
-            let again = known(&bot).await?;
+            let again = known(&bot);
             let member = h.add_bot(bot.trim(), mode).await?;
             let status = if again {
                 StatusCode::OK

@@ -11,7 +11,7 @@
 
 use serde::Deserialize;
 
-use super::BotSpec;
+use crate::bot::BotSpec;
 use crate::node::{bots, Node, NodeError};
 
 /// What an owner may change in a bot's definition; what is left out stays.
