@@ -11,7 +11,7 @@
 //!   events into each thread's stream, serialized once for every watcher,
 //!   and keeps the approvals and questions waiting for an answer;
 //! - [`houses`], [`threads`], [`events`], [`files`], [`admin`],
-//!   [`requests`] — the routes; [`history`] — a thread's messages with the
+//!   [`people`], [`requests`] — the routes; [`history`] — a thread's messages with the
 //!   tool calls of the turns that wrote them;
 //! - [`error`] — one error type, one JSON shape, one status per kind;
 //! - [`connections`] — the accept loop: connection caps and the header
@@ -33,6 +33,7 @@ pub mod history;
 pub mod houses;
 pub mod origin;
 pub mod page;
+pub mod people;
 pub mod requests;
 pub mod threads;
 pub mod workbench;
@@ -45,7 +46,7 @@ use std::time::Duration;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, patch, post};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -234,9 +235,19 @@ fn bind_owner_socket(path: &Path) -> anyhow::Result<(tokio::net::UnixListener, u
 pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .route("/me", get(houses::me))
-        .route("/houses", get(houses::list))
+        .route("/houses", get(houses::list).post(people::create_house))
+        .route("/people", get(people::list))
         .route("/houses/{house}", get(houses::show))
-        .route("/houses/{house}/members", get(houses::members))
+        .route(
+            "/houses/{house}/members",
+            get(houses::members).post(people::add_member),
+        )
+        .route(
+            "/houses/{house}/members/{handle}",
+            delete(people::remove_member),
+        )
+        .route("/houses/{house}/tokens", post(people::issue_token))
+        .route("/tokens/{id}", delete(people::revoke_token))
         .route(
             "/houses/{house}/threads",
             get(threads::list).post(threads::create),
@@ -264,6 +275,7 @@ pub fn app(state: AppState) -> Router {
         .route("/requests", get(requests::list))
         .route("/requests/{id}", post(requests::answer))
         .route("/bots", get(admin::bots).post(admin::create_bot))
+        .route("/bots/{bot}", patch(admin::edit_bot))
         .route("/bots/{bot}/turns", post(admin::turn))
         .route("/conversations/{id}/events", get(events::conversation))
         .route("/routines", get(admin::routines))

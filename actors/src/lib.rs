@@ -10,6 +10,7 @@
 pub mod agents;
 mod boot;
 pub mod bot;
+pub mod bot_edit;
 pub mod budget;
 pub mod channel;
 pub mod commands;

@@ -9,6 +9,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use troupe_actors::bot::BotSpec;
+use troupe_actors::bot_edit::BotEdit;
 use troupe_actors::routine::manage::manage_as;
 use troupe_runtime::agents::RoutineRequest;
 use troupe_runtime::home::MAIN_AGENT;
@@ -36,6 +37,20 @@ pub async fn create_bot(
     caller.require_owner()?;
     let record = state.node().create_bot(spec).await?;
     Ok((StatusCode::CREATED, Json(json!({ "bot": record }))))
+}
+
+/// `PATCH /api/bots/{bot}`: changes a bot's model, title, description or
+/// mission (what the body names); the conversations it starts from now on
+/// run with them. A model that cannot be used is refused with why.
+pub async fn edit_bot(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(bot): Path<String>,
+    Body(edit): Body<BotEdit>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_owner()?;
+    let spec = state.node().edit_bot(&bot, edit).await?;
+    Ok(Json(json!({ "bot": state.node().bot(&spec.name)? })))
 }
 
 /// Body of `POST /api/bots/{bot}/turns`.

@@ -1,5 +1,5 @@
-//! The web page: one HTML file, one script (two sources joined: the
-//! Markdown renderer and the app), one style sheet and an icon, compiled
+//! The web page: one HTML file, one script (four sources joined: the
+//! Markdown renderer, the app, the owner's views and @-completion), one style sheet and an icon, compiled
 //! into the binary and served by `troupe serve` itself — no build step, no
 //! framework, nothing fetched from elsewhere. It signs in with a member's
 //! token (kept in the browser's `localStorage`) and uses the same API as
@@ -20,7 +20,9 @@ use super::AppState;
 const INDEX: &str = include_str!("page/index.html");
 const SCRIPT: &str = concat!(
     include_str!("page/markdown.js"),
-    include_str!("page/app.js")
+    include_str!("page/app.js"),
+    include_str!("page/owner.js"),
+    include_str!("page/mention.js")
 );
 const STYLE: &str = include_str!("page/app.css");
 const ICON: &str = include_str!("page/favicon.svg");

@@ -3,10 +3,15 @@
 // as Markdown, approve its command, reload and find the tool folds, send
 // with Enter, see a failed turn's reason, lose the server and get it back,
 // see a bot's GIF, pin the thread, follow a deep link, look at 375 px and
-// in dark mode, upload a file and see it listed. A screenshot of each step goes to the artifact folder.
+// in dark mode, upload a file and see it listed, complete an @mention and
+// recall the last message with ↑; the owner (a person of the house `home`)
+// adds a person whose new token signs in, while the server runs; axe-core
+// finds no serious violation on any view. A screenshot of each step goes to
+// the artifact folder; the figures (first load, rendering a thread of 1,000
+// messages, axe's findings) are printed as the last line, in JSON.
 // Run by tests/suite/web_page.rs:
 //
-//   node tests/browser/page.mjs BASE_URL TOKEN ARTIFACT_DIR
+//   node tests/browser/page.mjs BASE_URL TOKEN OWNER_TOKEN ARTIFACT_DIR
 //
 // It asks the test to stop and start the server by printing
 // `ask: stop the server` / `ask: start the server` and waits for `done`
@@ -14,10 +19,11 @@
 // that failed.
 import { chromium } from "playwright-core";
 import { createInterface } from "node:readline";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-const [base, token, artifacts] = process.argv.slice(2);
+const [base, token, ownerToken, artifacts] = process.argv.slice(2);
+const axeSource = readFileSync(new URL("./node_modules/axe-core/axe.min.js", import.meta.url), "utf8");
 mkdirSync(artifacts, { recursive: true });
 const executablePath = process.env.TROUPE_CHROMIUM || "/usr/bin/chromium";
 const browser = await chromium.launch({
@@ -42,6 +48,16 @@ async function ask(what) {
   if (value !== "done") throw new Error("the test did not " + what);
 }
 const expect = (ok, what) => { if (!ok) throw new Error(what); };
+// axe-core on what `p` shows now: no serious or critical violation.
+const axeFound = [];
+async function axe(p, what) {
+  if (!(await p.evaluate(() => Boolean(window.axe)))) await p.evaluate(axeSource + ";0");
+  const { violations } = await p.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+  axeFound.push({ what, violations: violations.map((v) => v.id + " (" + v.impact + ")") });
+  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  expect(!bad.length, what + ": axe-core finds " + bad.map((v) => v.id + " (" + v.impact + ") at "
+    + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join("; ")).join(", "));
+}
 const inView = async (locator) => {
   const box = await locator.boundingBox();
   const view = page.viewportSize();
@@ -53,6 +69,7 @@ try {
   await page.getByLabel("Token").waitFor(wait);
   const firstLoad = transferred.reduce((a, b) => a + b, 0);
   await shot("1-sign-in");
+  await axe(page, "the sign-in page");
 
   step = "a wrong token is refused";
   await page.getByLabel("Token").fill("troupe_wrong");
@@ -135,6 +152,21 @@ try {
   step = "a failed turn says why";
   await page.locator("#messages li.bot .failed", { hasText: "did not finish" }).waitFor(wait);
   await shot("6-failed-turn");
+  await axe(page, "a thread with answers, folds and a failed turn");
+
+  step = "@-completion of members, ↑ recalls the last message sent";
+  await box.fill("");
+  await box.pressSequentially("thanks @al");
+  const option = page.getByRole("option", { name: /@alice/ });
+  await option.waitFor(wait);
+  await shot("6-completion");
+  await box.press("Enter");
+  expect(await box.inputValue() === "thanks @alice ", "Enter did not take the completion: " + await box.inputValue());
+  await page.getByRole("listbox").waitFor({ state: "hidden", ...wait });
+  await box.fill("");
+  await box.press("ArrowUp");
+  expect((await box.inputValue()).startsWith("first <script>"), "↑ did not bring back the last message: " + await box.inputValue());
+  await box.fill("");
 
   step = "the server goes away: a banner, a post kept";
   await ask("stop the server");
@@ -205,6 +237,7 @@ try {
   const dark = await page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
   expect(dark === "rgb(23, 23, 27)", "the background in dark mode is " + dark);
   await shot("10-dark");
+  await axe(page, "a thread in dark mode");
   await page.emulateMedia({ colorScheme: "light" });
 
   step = "opening the thread the bot made, through its link";
@@ -220,26 +253,77 @@ try {
   await page.locator("#files li", { hasText: "notes.md" }).waitFor(wait);
   await shot("11-files");
 
-  step = "a figure: rendering 1,000 Markdown messages";
-  const render_1000_ms = await page.evaluate(() => {
+  step = "the owner adds a person, whose new token signs in while the server runs";
+  const house = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await house.goto(base + "/");
+  await house.getByLabel("Token").fill(ownerToken);
+  await house.getByRole("button", { name: "Sign in" }).click();
+  await house.getByRole("button", { name: "Manage" }).click();
+  await house.getByRole("heading", { name: "People of every house" }).waitFor(wait);
+  await house.locator('#people section[aria-label="House acme"]', { hasText: "@ada" }).waitFor(wait);
+  await house.locator("#person-house").selectOption("acme");
+  await house.getByLabel("Handle", { exact: true }).fill("carol");
+  await house.getByLabel("Display name", { exact: true }).fill("Carol");
+  await house.getByRole("button", { name: "Add and issue a token" }).click();
+  const secret = (await house.locator("#secret-value").textContent({ timeout: 20000 })).trim();
+  expect(secret.startsWith("troupe_"), "the new token: " + secret);
+  await house.locator('#people section[aria-label="House acme"] li', { hasText: "@carol" }).waitFor(wait);
+  await house.locator("#bots li", { hasText: "alice" }).waitFor(wait);
+  await house.locator("#tree li", { hasText: "conversations" }).first().waitFor(wait);
+  await house.locator("#usage svg rect, #usage .muted").first().waitFor(wait);
+  await house.getByLabel("Listen mode of @alice in acme").selectOption("mentions");
+  await house.locator("#owner-status", { hasText: "listens to mentions in acme" }).waitFor(wait);
+  await house.screenshot({ path: join(artifacts, "12-owner.png"), fullPage: true });
+  await axe(house, "the owner's views");
+  const carol = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  await carol.goto(base + "/");
+  await carol.getByLabel("Token").fill(secret);
+  await carol.getByRole("button", { name: "Sign in" }).click();
+  await carol.getByText("(@carol)").waitFor(wait);
+  await carol.getByRole("button", { name: /general/ }).click();
+  await carol.locator("#messages li", { hasText: "welcome back" }).waitFor(wait);
+  expect(await carol.getByRole("button", { name: "Manage" }).isHidden(), "a person of acme sees the owner's views");
+  await carol.screenshot({ path: join(artifacts, "13-new-person.png"), fullPage: true });
+  await carol.close();
+  await house.close();
+
+  step = "a figure: rendering a thread of 1,000 messages";
+  const render = await page.evaluate(() => {
     const text = "## Note\n\nSome **bold** and `code`, a [link](https://example.com) and @ada.\n\n- one\n- two\n\n```\nx = 1\n```";
-    const list = document.createElement("ol");
-    const start = performance.now();
-    for (let i = 0; i < 1000; i++) list.append(md(text));
-    document.body.append(list);
-    list.getBoundingClientRect();
-    const took = performance.now() - start;
-    list.remove();
-    return Math.round(took);
+    const messages = [];
+    for (let i = 1; i <= 1000; i++) {
+      messages.push({
+        seq: 1000000 + i, author: i % 2 ? "ada" : "alice", author_kind: i % 2 ? "human" : "bot",
+        created_at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(), text,
+        tools: i % 10 ? [] : [{ call: { id: "c" + i, name: "run_command", arguments: { command: "ls" } }, status: "ok", text: "a\nb" }],
+      });
+    }
+    // What opening the thread draws (its newest page), and all 1,000 at once:
+    // built, inserted and laid out.
+    const time = (n) => {
+      const start = performance.now();
+      renderHistory(messages.slice(-n), "replace");
+      void document.getElementById("messages").offsetHeight;
+      return Math.round(performance.now() - start);
+    };
+    time(PAGE); // warm
+    return { opened: time(PAGE), all: time(1000), page: PAGE };
   });
 
-  const result = { ok: true, first_load_bytes: firstLoad, render_1000_ms };
+  const result = {
+    ok: true, first_load_bytes: firstLoad,
+    render_thread_of_1000_ms: render.opened, render_all_1000_ms: render.all, rendered_on_open: render.page,
+    axe: axeFound,
+  };
   writeFileSync(join(artifacts, "result.json"), JSON.stringify(result));
   console.log(JSON.stringify(result));
   await browser.close();
   lines.close();
 } catch (e) {
   await shot("failed").catch(() => {});
+  // Every other page open when it failed (the owner's, the new person's).
+  const others = browser.contexts().flatMap((c) => c.pages()).filter((p) => p !== page);
+  for (const [i, p] of others.entries()) await p.screenshot({ path: join(artifacts, "failed-" + (i + 1) + ".png"), fullPage: true }).catch(() => {});
   console.error("web page: " + step + ": " + e.message);
   await browser.close();
   lines.close();

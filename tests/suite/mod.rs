@@ -37,6 +37,7 @@ mod security;
 mod serve_cli;
 mod server;
 mod server_edges;
+mod server_people;
 mod server_restart;
 mod smoke;
 mod step_order;

@@ -87,6 +87,7 @@ async function signIn(token) {
   localStorage.setItem("troupe.token", token);
   $("who").textContent = state.me.display_name + " (@" + state.me.handle + ")";
   $("signout").hidden = false;
+  $("manage").hidden = !state.me.manages_node;
   show("house");
   await loadHouses();
 }
@@ -94,6 +95,7 @@ async function signIn(token) {
 function show(view) {
   $("signin-view").hidden = view !== "signin";
   $("house-view").hidden = view !== "house";
+  $("owner-view").hidden = true;
 }
 
 $("signin").addEventListener("submit", (event) => {
@@ -186,6 +188,7 @@ $("new-thread").addEventListener("submit", async (event) => {
 
 async function loadMembers() {
   const { members } = await getJson(housePath() + "/members");
+  state.members = members;
   $("members").replaceChildren(...members.map((m) => {
     const mode = m.kind === "bot" ? " · bot, listens to " + (m.listen || "mentions") : " · person";
     return el("li", {},
@@ -243,6 +246,7 @@ function closeThread() {
   if (state.socket) { state.socket.onclose = null; state.socket.close(); }
   state.socket = null;
   state.thread = null;
+  $("messages").onscroll = null;
   state.turns.clear();
   $("messages").replaceChildren();
   $("post").hidden = true;
@@ -282,14 +286,14 @@ async function openThread(name) {
   }
   let messages;
   try {
-    ({ messages } = await getJson(threadPath() + "/messages?limit=200"));
+    ({ messages } = await getJson(threadPath() + "/messages?limit=" + PAGE));
   } catch (e) {
     status(e.message);
     return;
   }
   if (state.thread !== name) return;
-  state.lastId = 0;
-  for (const m of messages) addMessage(m);
+  state.lastId = messages.length ? messages[messages.length - 1].seq : 0;
+  renderHistory(messages, "replace");
   markSeen();
   if (state.target) showMessage(state.target); else scrollDown();
   state.target = null;
@@ -442,26 +446,17 @@ function attachment(a) {
   return el("figure", { class: "attachment" }, img, el("figcaption", { class: "muted" }, a.title ? a.title + " · " : "", credit));
 }
 
-function addMessage(m) {
-  if (m.seq <= state.lastId) return;
-  state.lastId = m.seq;
-  const images = Array.isArray(m.attachments) ? m.attachments.map(attachment).filter(Boolean) : [];
-  // A post made during a turn (a GIF) goes above the turn, which goes on.
-  const midTurn = images.length > 0 && !m.text && m.author_kind === "bot" && state.turns.get(m.author);
-  if (midTurn) {
-    midTurn.before(el("li", { class: "bot", id: "msg-" + m.seq, "data-id": String(m.seq) },
-      el("span", { class: "author" }, m.author),
-      el("a", { class: "time", href: linkOf(state.thread, m.seq), title: "Link to this message" },
-        el("time", { datetime: m.created_at }, new Date(m.created_at).toLocaleString())),
-      ...images));
-    if (document.visibilityState === "visible") markSeen();
-    return;
-  }
-  const live = m.author_kind === "bot" && state.turns.get(m.author);
+// One formatter for every message's time (toLocaleString makes one each call).
+const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "short", timeStyle: "medium" });
+const timeOf = (m) => el("a", { class: "time", href: linkOf(state.thread, m.seq), title: "Link to this message" },
+  el("time", { datetime: m.created_at }, timeFormat.format(new Date(m.created_at))));
+
+// A message's row: author, time, the folds of the turn that wrote it (from
+// the store, or `live`'s as they streamed), its Markdown, its images.
+function messageItem(m, live, images) {
   let tools = live ? live.querySelector(".tools") : null;
   let links = live ? live.querySelector(".links") : null;
   if (!tools && Array.isArray(m.tools) && m.tools.length) {
-    // From the store: the folds of the turn that wrote it, as seen live.
     links = el("div", { class: "links" });
     tools = el("div", { class: "tools" }, ...m.tools.map((t) => {
       const details = fold(t.call);
@@ -470,14 +465,65 @@ function addMessage(m) {
       return details;
     }));
   }
-  const item = el("li", { class: m.author_kind, id: "msg-" + m.seq, "data-id": String(m.seq) },
-    el("span", { class: "author" }, m.author),
-    el("a", { class: "time", href: linkOf(state.thread, m.seq), title: "Link to this message" },
-      el("time", { datetime: m.created_at }, new Date(m.created_at).toLocaleString())),
-    tools,
-    links,
+  return el("li", { class: m.author_kind, id: "msg-" + m.seq, "data-id": String(m.seq) },
+    el("span", { class: "author" }, m.author), timeOf(m), tools, links,
     m.text ? md(m.text, { thread: openThread }) : null,
-    ...images);
+    ...(images || imagesOf(m)));
+}
+const imagesOf = (m) => (Array.isArray(m.attachments) ? m.attachments.map(attachment).filter(Boolean) : []);
+
+// A page of history, oldest first, built off the document and put in with
+// one insertion: at the end (`replace`: instead of what is there) or before
+// the first row, keeping the reader where they were.
+const PAGE = 100;
+function renderHistory(messages, where) {
+  const list = $("messages");
+  const rows = document.createDocumentFragment();
+  for (const m of messages) rows.append(messageItem(m));
+  if (where === "replace") {
+    list.replaceChildren(rows);
+  } else {
+    const height = list.scrollHeight;
+    list.querySelector("li.earlier")?.remove();
+    list.prepend(rows);
+    list.scrollTop += list.scrollHeight - height;
+  }
+  earlierButton(messages.length === PAGE && messages[0] ? messages[0].seq : null);
+}
+
+// Older messages are read a page at a time, by the button at the top or by
+// scrolling up to it.
+function earlierButton(before) {
+  const list = $("messages");
+  list.querySelector("li.earlier")?.remove();
+  if (before === null) return;
+  const thread = state.thread;
+  const more = async () => {
+    if (more.busy || state.thread !== thread) return;
+    more.busy = true;
+    try {
+      const { messages } = await getJson(threadPath() + "/messages?limit=" + PAGE + "&before=" + before);
+      if (state.thread === thread) renderHistory(messages, "before");
+    } catch (e) { status(e.message); more.busy = false; }
+  };
+  list.prepend(el("li", { class: "earlier" }, el("button", { type: "button", class: "quiet", onclick: more }, "Earlier messages")));
+  list.onscroll = () => { if (list.scrollTop < 40) more(); };
+}
+
+function addMessage(m) {
+  if (m.seq <= state.lastId) return;
+  state.lastId = m.seq;
+  const images = imagesOf(m);
+  // A post made during a turn (a GIF) goes above the turn, which goes on.
+  const midTurn = images.length > 0 && !m.text && m.author_kind === "bot" && state.turns.get(m.author);
+  if (midTurn) {
+    midTurn.before(el("li", { class: "bot", id: "msg-" + m.seq, "data-id": String(m.seq) },
+      el("span", { class: "author" }, m.author), timeOf(m), ...images));
+    if (document.visibilityState === "visible") markSeen();
+    return;
+  }
+  const live = m.author_kind === "bot" && state.turns.get(m.author);
+  const item = messageItem(m, live, images);
   if (live) { live.replaceWith(item); state.turns.delete(m.author); } else { append(item); }
   if (state.me && m.author === state.me.handle) scrollDown();
   if (document.visibilityState === "visible") markSeen();
@@ -509,7 +555,7 @@ $("text").addEventListener("keydown", (event) => {
 });
 // ↑ in an empty box brings back the last message sent.
 $("text").addEventListener("keyup", (event) => {
-  if (event.key === "ArrowUp" && !$("text").value) $("text").value = localStorage.getItem("troupe.draft") || "";
+  if (event.key === "ArrowUp" && !$("text").value && !completion.open) $("text").value = localStorage.getItem("troupe.draft") || "";
 });
 $("to-threads").addEventListener("click", () => $("nav").scrollIntoView());
 
