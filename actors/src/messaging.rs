@@ -99,6 +99,8 @@ impl LoopGuard {
 /// Sends `message` from the conversation of `ctx` to the bot `target`:
 /// into its own conversation, or — from a conversation working for a
 /// house — into its conversation for that house, and only to a bot of it.
+/// A `target` naming an actor kind offered to bots reaches its actor (from
+/// a house, under that house's keys: `crate::kinds::houses`).
 pub async fn send(
     node: &Node,
     guard: &LoopGuard,
