@@ -91,6 +91,7 @@ async fn main() -> anyhow::Result<()> {
             let NodeEvent {
                 conversation,
                 event,
+                ..
             } = events.recv().await?;
             if conversation != bot.conversation() {
                 continue;

@@ -19,11 +19,16 @@
 //! running. [`Runtime::shutdown`] releases it, recording a clean end.
 
 mod kinds;
+mod streams;
+mod tools;
+
+pub use streams::RuntimeEvents;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
+use troupe_actors::added_tools::AddedTools;
 use troupe_actors::bot::{BotRecord, BotSpec};
 use troupe_actors::conversation::TurnReport;
 use troupe_actors::house::HouseRef;
@@ -76,6 +81,9 @@ pub enum RuntimeError {
     /// The check of the home's database stopped before it finished.
     #[error("the check of the home's database stopped before it finished ({0}); try again")]
     Check(String),
+    /// A tool could not be added to the running runtime.
+    #[error(transparent)]
+    Tool(troupe_actors::added_tools::AddToolError),
     /// A registered actor kind refused, or one of its actors failed.
     #[error(transparent)]
     Actor(#[from] troupe_actors::kinds::KindError),
@@ -233,9 +241,10 @@ impl RuntimeBuilder {
             Err(e) => Err(e),
         };
         match started {
-            Ok((node, scheduler, config)) => Ok(Runtime {
+            Ok((node, scheduler, config, added)) => Ok(Runtime {
                 node,
                 scheduler,
+                added,
                 config: Arc::new(config),
                 lock: Arc::new(Mutex::new(Some(lock))),
             }),
@@ -255,7 +264,7 @@ impl RuntimeBuilder {
     async fn start(
         mut self,
         home: Home,
-    ) -> Result<(Node, Option<SchedulerHandle>, Config), RuntimeError> {
+    ) -> Result<(Node, Option<SchedulerHandle>, Config, Arc<AddedTools>), RuntimeError> {
         let lookup: troupe_actors::node::EnvLookup = self
             .env
             .take()
@@ -302,7 +311,10 @@ impl RuntimeBuilder {
             troupe_actors::mcp::load_config(&home, &env),
             settings.cwd.clone(),
         );
+        // Tools the program adds while it runs (`Runtime::add_tool`).
+        let added = Arc::new(AddedTools::new(&tools));
         tools.add_source(Arc::new(mcp.clone()));
+        tools.add_source(Arc::clone(&added) as Arc<dyn troupe_runtime::tool::registry::ToolSource>);
         let questions = Arc::new(troupe_actors::channel::Questions::default());
         // The guardian is a call to the default model, when that is a real
         // endpoint; otherwise risky commands are asked of the user.
@@ -345,7 +357,7 @@ impl RuntimeBuilder {
             RoutineService::configure(&node, routines);
             None
         };
-        Ok((node, scheduler, config))
+        Ok((node, scheduler, config, added))
     }
 }
 
@@ -443,6 +455,8 @@ pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
 pub struct Runtime {
     node: Node,
     scheduler: Option<SchedulerHandle>,
+    /// The tools added while it runs ([`Runtime::add_tool`]).
+    added: Arc<AddedTools>,
     /// The configuration it was started with.
     config: Arc<Config>,
     /// The home's lock, until [`Runtime::shutdown`] releases it (or the
@@ -492,6 +506,7 @@ impl Runtime {
         let conversation = self.node.latest_conversation(&record.spec.name).await?;
         Ok(Bot {
             node: self.node.clone(),
+            added: Arc::clone(&self.added),
             record,
             conversation,
         })
@@ -568,6 +583,7 @@ impl Runtime {
 #[derive(Clone, Debug)]
 pub struct Bot {
     node: Node,
+    added: Arc<AddedTools>,
     record: BotRecord,
     conversation: ConversationId,
 }
@@ -613,7 +629,39 @@ impl Bot {
     }
 }
 
-/// One turn in progress.
+/// One turn in progress: a `futures::Stream` of its events (the last is
+/// `turn_finished`), then its report ([`Turn::result`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use futures::StreamExt;
+/// use troupe::runtime::model::{ScriptedProvider, Turn};
+/// use troupe::{AgentEvent, BotSpec, Runtime};
+///
+/// #[tokio::main]
+/// async fn main() -> anyhow::Result<()> {
+///     let home = tempfile::tempdir()?;
+///     let model = Arc::new(ScriptedProvider::new(vec![Turn::text("Hello there.")]));
+///     let runtime = Runtime::builder().home(home.path()).provider(model).build().await?;
+///     let bot = runtime.spawn_bot(BotSpec::new("greeter", "Greeter", "Greets.")).await?;
+///
+///     let mut turn = bot.send("Hi").await?;
+///     let mut text = String::new();
+///     while let Some(event) = turn.next().await {
+///         if let AgentEvent::TextDelta { text: delta, .. } = event {
+///             text.push_str(&delta);
+///         }
+///     }
+///     assert_eq!(text, "Hello there.");
+///     assert_eq!(turn.result().await?.text, "Hello there.");
+///
+///     runtime.shutdown().await;
+///     Ok(())
+/// }
+/// ```
 #[derive(Debug)]
 pub struct Turn {
     events: mpsc::UnboundedReceiver<AgentEvent>,

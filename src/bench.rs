@@ -11,6 +11,7 @@
 //! killed at random moments loses and duplicates nothing ([`crash`]).
 
 mod actors;
+mod actors_memory;
 pub mod crash;
 mod env;
 mod executors;
@@ -81,6 +82,9 @@ pub enum Workload {
     /// A program's own actor kind: in-memory and durable sends, a call's
     /// round trip, the activation of a stored actor (`--n` sends each).
     Actors,
+    /// A program's actor kind at scale: `--n` stored keys (1,000,000) with
+    /// `--live` of them live (100,000), and the resident memory.
+    ActorsMemory,
     /// Internal: the crash harness's worker.
     #[value(hide = true)]
     CrashWorker,
@@ -104,6 +108,9 @@ pub struct BenchArgs {
     /// Internal: run as the cold-start probe.
     #[arg(long, hide = true)]
     pub probe: bool,
+    /// `actors-memory`: how many of the stored keys to keep live.
+    #[arg(long)]
+    pub live: Option<usize>,
     /// `crash`: how many times to kill the worker.
     #[arg(long, default_value_t = 30)]
     pub kills: usize,
@@ -147,7 +154,7 @@ pub async fn run(
         // The rest from a task of the runtime, as a server's handlers or
         // another agent drive it: the `block_on` thread is not one of the
         // runtime's workers, and every wake-up across to it would count.
-        workload => tokio::spawn(in_process(workload, args.n, durable)).await??,
+        workload => tokio::spawn(in_process(workload, args.n, args.live, durable)).await??,
     };
     if let serde_json::Value::Object(map) = &mut result {
         map.insert(
@@ -164,6 +171,7 @@ pub async fn run(
 async fn in_process(
     workload: Workload,
     n: Option<usize>,
+    live: Option<usize>,
     durable: bool,
 ) -> anyhow::Result<serde_json::Value> {
     match workload {
@@ -185,6 +193,9 @@ async fn in_process(
         Workload::Env => env::env(n.unwrap_or(20)).await,
         Workload::Executors => executors::executors(n.unwrap_or(20)).await,
         Workload::Actors => actors::actors(n.unwrap_or(100_000)).await,
+        Workload::ActorsMemory => {
+            actors_memory::memory(n.unwrap_or(1_000_000), live.unwrap_or(100_000)).await
+        }
         Workload::Crash | Workload::CrashWorker | Workload::ServerClients => {
             anyhow::bail!("the crash harness runs in its own processes")
         }

@@ -77,15 +77,18 @@ pub mod gate;
 #[cfg(feature = "server")]
 pub mod server;
 
-pub use api::{settings_from, Bot, Runtime, RuntimeBuilder, RuntimeError, Turn};
+pub use api::{settings_from, Bot, Runtime, RuntimeBuilder, RuntimeError, RuntimeEvents, Turn};
 pub use async_trait::async_trait;
 pub use troupe_actors as actors;
 pub use troupe_actors::bot::BotSpec;
 pub use troupe_actors::conversation::TurnReport;
 pub use troupe_actors::environment::EnvironmentsRef;
-pub use troupe_actors::house::{HouseRef, Rules as HouseRules, ThreadEvent, ThreadRef};
+pub use troupe_actors::events::{ActorName, NodeEvent, Source as EventSource};
+pub use troupe_actors::house::{
+    HouseRef, Rules as HouseRules, ThreadEvent, ThreadEvents, ThreadMessages, ThreadRef,
+};
 pub use troupe_actors::kinds::{
-    ActorAddress, ActorError, Context, Kind, KindError, KindOptions, UserActor,
+    ActorAddress, ActorError, Context, HouseKeys, Kind, KindError, KindOptions, UserActor,
 };
 pub use troupe_runtime as runtime;
 pub use troupe_runtime::protocol::{AgentEvent, TurnOutcome};

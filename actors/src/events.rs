@@ -6,13 +6,71 @@ use tokio::sync::{broadcast, mpsc};
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::protocol::AgentEvent;
 
-/// An event with the conversation it came from.
+/// An event with where it came from: a conversation, or an actor of a
+/// kind a program registered (then `actor` names it and `conversation`
+/// is nil — [`NodeEvent::source`] tells the two apart).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NodeEvent {
-    /// The conversation.
+    /// The conversation; nil for an event of a registered actor.
     pub conversation: ConversationId,
+    /// The registered actor it came from, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<ActorName>,
     /// What happened.
     pub event: AgentEvent,
+}
+
+impl NodeEvent {
+    /// An event of `conversation`.
+    pub fn of_conversation(conversation: ConversationId, event: AgentEvent) -> Self {
+        Self {
+            conversation,
+            actor: None,
+            event,
+        }
+    }
+
+    /// An event of the registered actor `actor`.
+    pub fn of_actor(actor: ActorName, event: AgentEvent) -> Self {
+        Self {
+            conversation: ConversationId::from_uuid(uuid::Uuid::nil()),
+            actor: Some(actor),
+            event,
+        }
+    }
+
+    /// Where it came from.
+    pub fn source(&self) -> Source<'_> {
+        match &self.actor {
+            Some(actor) => Source::Actor(actor),
+            None => Source::Conversation(self.conversation),
+        }
+    }
+}
+
+/// Where a [`NodeEvent`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source<'a> {
+    /// A conversation (a bot's, a subagent's, a routine run's, …).
+    Conversation(ConversationId),
+    /// An actor of a kind a program registered.
+    Actor(&'a ActorName),
+}
+
+/// The identity of a registered actor on the node's bus: its kind and its
+/// key (printed `KIND/KEY`, as in `troupe ps`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct ActorName {
+    /// Its kind's name.
+    pub kind: String,
+    /// Its key.
+    pub key: String,
+}
+
+impl std::fmt::Display for ActorName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind, self.key)
+    }
 }
 
 /// Sends one conversation's events to the turn's caller and the node's bus.
@@ -49,10 +107,9 @@ impl Emitter {
             let _ = sink.send(event.clone());
         }
         if self.bus.receiver_count() > 0 {
-            let _ = self.bus.send(NodeEvent {
-                conversation: self.conversation,
-                event,
-            });
+            let _ = self
+                .bus
+                .send(NodeEvent::of_conversation(self.conversation, event));
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod files;
 pub mod thread;
 pub mod tokens;
 pub mod tools;
+pub mod watch;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -38,6 +39,7 @@ use troupe_runtime::supervise::{Backoff, Intensity, Restart};
 pub use api::{HouseRef, ThreadRef};
 pub use director::Rules;
 pub use thread::ThreadMsg;
+pub use watch::{ThreadEvents, ThreadMessages};
 
 use crate::node::{ActorInfo, Branch, NodeContext, Route};
 

@@ -18,8 +18,10 @@
 //!   actor consumes it in the same transaction that saves its state and
 //!   enqueues what it sent, so after a crash it is applied exactly once;
 //! - a kind offered to bots ([`KindOptions::offer`]) is in their roster
-//!   and a `message_agent` target; its answer goes back to the bot as a
-//!   durable notice, committed with the consume;
+//!   and a `message_agent` target — every house's bots' too, each house
+//!   with its own keys unless the program shares them ([`houses`]); its
+//!   answer goes back to the bot as a durable notice, committed with the
+//!   consume;
 //! - its actors are in the tree (`troupe ps`, `Runtime::tree()`) and their
 //!   starts, stops and restarts are events on the node's bus.
 //!
@@ -29,10 +31,12 @@
 
 mod context;
 mod host;
+pub mod houses;
 mod registry;
 mod state;
 
 pub use context::Context;
+pub use houses::HouseKeys;
 pub use registry::{Kind, KindOptions, Kinds};
 
 use std::fmt;

@@ -7,6 +7,7 @@
 //! steps run in tasks so it can be stopped, steered and asked for its status
 //! mid-turn.
 
+pub mod added_tools;
 pub mod agents;
 mod boot;
 pub mod bot;

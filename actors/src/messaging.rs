@@ -99,6 +99,8 @@ impl LoopGuard {
 /// Sends `message` from the conversation of `ctx` to the bot `target`:
 /// into its own conversation, or — from a conversation working for a
 /// house — into its conversation for that house, and only to a bot of it.
+/// A `target` naming an actor kind offered to bots reaches its actor (from
+/// a house, under that house's keys: `crate::kinds::houses`).
 pub async fn send(
     node: &Node,
     guard: &LoopGuard,
@@ -114,16 +116,28 @@ pub async fn send(
             Err(e) => return ToolResult::error(format!("message_agent failed: {e}")),
         },
     };
+    // A house's bots reach the kinds offered to bots too, each house its
+    // own keys unless the program shares them (`kinds::houses`).
+    let house = match scope {
+        Some(scope) if !scope.home => match house_name(node, scope.house).await {
+            Ok(name) => Some(name),
+            Err(e) => return ToolResult::error(format!("message_agent failed: {e}")),
+        },
+        Some(_) | None => None,
+    };
     let found = node
         .bot(target)
         .ok()
         .filter(|b| members.as_ref().is_none_or(|m| m.contains(&b.id)));
     let bot = match found {
         Some(bot) => bot,
-        None if members.is_none() && node.context().kinds().target(target).is_some() => {
-            return to_actor(node, guard, ctx, target, message).await;
-        }
         None => {
+            if let Some(to) = node.context().kinds().target(target, house.as_deref()) {
+                if let Err(why) = guard.admit(&ctx.agent, target, Instant::now()) {
+                    return ToolResult::error(why);
+                }
+                return commit_and_hand_over(node, ctx, to, target, message).await;
+            }
             let roster: Vec<String> = node
                 .bots()
                 .into_iter()
@@ -131,13 +145,11 @@ pub async fn send(
                 .map(|b| b.spec.name)
                 .filter(|n| *n != ctx.agent)
                 .chain(
-                    if members.is_none() {
-                        node.context().kinds().offered()
-                    } else {
-                        Vec::new()
-                    }
-                    .into_iter()
-                    .map(|(name, _)| name),
+                    node.context()
+                        .kinds()
+                        .offered()
+                        .into_iter()
+                        .map(|(name, _)| name),
                 )
                 .collect();
             let whose = if members.is_some() {
@@ -169,25 +181,6 @@ pub async fn send(
             }
         },
     };
-    commit_and_hand_over(node, ctx, to, target, message).await
-}
-
-/// Sends `message` to the registered actor `target` names (an offered
-/// kind, `desk` or `desk/KEY`): durable like a message to a bot, and its
-/// answer comes back the same way.
-async fn to_actor(
-    node: &Node,
-    guard: &LoopGuard,
-    ctx: &ToolContext,
-    target: &str,
-    message: &str,
-) -> ToolResult {
-    let Some(to) = node.context().kinds().target(target) else {
-        return ToolResult::error(format!("there is no agent named `{target}`."));
-    };
-    if let Err(why) = guard.admit(&ctx.agent, target, Instant::now()) {
-        return ToolResult::error(why);
-    }
     commit_and_hand_over(node, ctx, to, target, message).await
 }
 
@@ -244,6 +237,15 @@ async fn house_bots(node: &Node, house: HouseId) -> Result<Vec<BotId>, NodeError
         .read(move |c| troupe_runtime::store::house::members(c, house))
         .await?;
     Ok(members.into_iter().filter_map(|m| m.bot).collect())
+}
+
+/// The name of `house`.
+async fn house_name(node: &Node, house: HouseId) -> Result<String, NodeError> {
+    node.store()
+        .read(move |c| troupe_runtime::store::house::house(c, house))
+        .await?
+        .map(|h| h.name)
+        .ok_or_else(|| NodeError::House(format!("house {house} is gone")))
 }
 
 /// What the row of a bot's conversation for a house is stored as.

@@ -141,9 +141,15 @@ fn select(
     loaded: &BTreeSet<String>,
 ) -> Selection {
     let mcp = ctx.services.get::<McpOffers>();
-    let source_offered = |source: &str| match source.strip_prefix("mcp:") {
-        None => true,
-        Some(server) => mcp.as_ref().is_some_and(|m| m.0.offers(server, bot)),
+    let source_offered = |source: &str| {
+        if let Some(server) = source.strip_prefix("mcp:") {
+            return mcp.as_ref().is_some_and(|m| m.0.offers(server, bot));
+        }
+        // A tool the program added for one bot (`crate::added_tools`).
+        match source.strip_prefix(crate::added_tools::FOR_BOT) {
+            Some(owner) => owner == bot.name,
+            None => true,
+        }
     };
     let offered = |spec: &ToolSpec| {
         source_offered(&spec.source)

@@ -19,7 +19,7 @@ use super::percentiles;
 use crate::Runtime;
 
 /// A counter.
-struct Counter;
+pub(super) struct Counter;
 
 #[async_trait::async_trait]
 impl UserActor for Counter {

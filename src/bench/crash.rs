@@ -11,7 +11,8 @@
 //! on one home. A worker drives a mixed workload — user turns whose tools
 //! append to a ledger file, `message_agent` pings between two bots,
 //! delegations to three subagents, durable posts, a routine firing on a
-//! virtual clock, and back-to-back multi-file writes of house files
+//! virtual clock, durable sends to an actor kind of the program's own
+//! ([`actors`]), and back-to-back multi-file writes of house files
 //! ([`files`]) — with a model that is a pure function of the request, so
 //! any restart point is fine ([`model`]). The parent kills it with SIGKILL
 //! a seeded random 5–200 ms after it says it is ready (every fourth worker
@@ -23,6 +24,7 @@
 //! command prints one JSON line: every count whose key says `lost`, `dup`,
 //! `twice`, `missing` or `mixed` must be 0, or the command exits non-zero.
 
+mod actors;
 mod files;
 mod model;
 mod verify;

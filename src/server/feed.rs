@@ -149,6 +149,9 @@ impl Feed {
                     biased;
                     () = stop.cancelled() => break,
                     event = conversations.recv() => match event {
+                        // A registered actor's events belong to no
+                        // conversation a watcher could follow.
+                        Ok(e) if e.actor.is_some() => {}
                         Ok(e) => me.conversation_event(e.conversation, e.event).await,
                         Err(RecvError::Lagged(n)) => me.lagged_everywhere(n),
                         Err(RecvError::Closed) => break,

@@ -1,6 +1,7 @@
 //! The crash harness, short: the real binary's worker killed with SIGKILL
-//! 30 times on one home, in the middle of its turns, posts and multi-file
-//! house file writes, then checked (`troupe bench crash`; the long run and
+//! 30 times on one home, in the middle of its turns, posts, durable sends
+//! to a program's actor kind and multi-file house file writes, then
+//! checked (`troupe bench crash`; the long run and
 //! its figures are in the README).
 
 use super::cli::{text, troupe};
@@ -44,6 +45,7 @@ fn thirty_kills_lose_nothing_and_do_nothing_twice() {
         "thread_posts_acknowledged",
         "file_versions",
         "file_writes_acknowledged",
+        "actor_sends_acknowledged",
     ] {
         assert!(
             line[workload].as_u64().unwrap() > 0,

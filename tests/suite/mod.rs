@@ -1,5 +1,6 @@
 //! The integration suite's modules.
 
+mod added_tools;
 mod agents;
 mod background;
 mod carried;
@@ -46,5 +47,6 @@ mod supervision;
 mod support;
 mod turn_loop;
 mod user_actors;
+mod user_actors_reach;
 mod vision;
 mod web_page;

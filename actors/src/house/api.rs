@@ -16,6 +16,7 @@ use troupe_runtime::protocol::house::{
 use troupe_runtime::protocol::{Address, Envelope, Payload};
 use troupe_runtime::store::house as table;
 
+use super::watch::{ThreadEvents, ThreadMessages};
 use super::{Rules, ThreadEvent};
 use crate::node::{Node, NodeError};
 
@@ -526,31 +527,14 @@ impl ThreadRef {
             .ok_or_else(|| refused("the thread is gone"))
     }
 
-    /// Its events from now on.
+    /// Its events from now on, as a stream ([`ThreadEvents`]).
     pub fn events(&self) -> ThreadEvents {
-        ThreadEvents {
-            thread: self.info.id,
-            inner: self.node.thread_events(),
-        }
+        ThreadEvents::new(self.info.id, self.node.thread_events())
     }
-}
 
-/// The events of one thread.
-#[derive(Debug)]
-pub struct ThreadEvents {
-    thread: troupe_runtime::id::ThreadId,
-    inner: broadcast::Receiver<ThreadEvent>,
-}
-
-impl ThreadEvents {
-    /// The next event of the thread; `None` when the node stopped.
-    pub async fn next(&mut self) -> Option<ThreadEvent> {
-        loop {
-            match self.inner.recv().await {
-                Ok(e) if e.thread() == self.thread => return Some(e),
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
+    /// The messages posted to it from now on, as a stream
+    /// ([`ThreadMessages`]).
+    pub fn messages(&self) -> ThreadMessages {
+        ThreadMessages::new(self.events())
     }
 }

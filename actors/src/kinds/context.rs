@@ -51,6 +51,13 @@ impl<A: UserActor + ?Sized> Context<'_, A> {
         self.key
     }
 
+    /// The house whose key it is, for a key a house's bots reach under
+    /// per-house keys (`acme` for `acme:main`; see
+    /// [`HouseKeys`](super::HouseKeys)).
+    pub fn house(&self) -> Option<&str> {
+        super::houses::house_of(self.key)
+    }
+
     /// Its durable-mailbox address.
     pub fn address(&self) -> &Address {
         &self.address

@@ -11,15 +11,16 @@ use dashmap::DashMap;
 use futures::future::BoxFuture;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
-use troupe_runtime::id::{ConversationId, MsgId};
+use troupe_runtime::id::MsgId;
 use troupe_runtime::protocol::{Address, AgentEvent, Envelope, Payload};
 use troupe_runtime::router::{Activator, Router, RouterConfig, RouterError, RouterEvent};
 use troupe_runtime::store::mailbox;
 use troupe_runtime::supervise::{Backoff, ChildSpec, Intensity, Restart};
 
 use super::host::{Host, HostArgs, HostMsg};
+use super::houses::{self, HouseKeys};
 use super::{check_name, state, ActorAddress, KindError, UserActor};
-use crate::events::NodeEvent;
+use crate::events::{ActorName, NodeEvent};
 use crate::node::{ActorInfo, Branch, Node, NodeContext, Roster, Route};
 
 /// The key a bare kind name reaches (`message_agent` with target `desk`).
@@ -47,11 +48,13 @@ pub struct KindOptions {
     backoff: Backoff,
     idle_after: Option<Duration>,
     offer: Option<String>,
+    house_keys: HouseKeys,
 }
 
 impl Default for KindOptions {
     /// Restarted after a panic or an error exit, at most 3 times in 5 s
-    /// per key; passivated after 5 minutes idle; not offered to bots.
+    /// per key; passivated after 5 minutes idle; not offered to bots (and
+    /// once offered, each house with its own keys).
     fn default() -> Self {
         Self {
             restart: Restart::Transient,
@@ -59,6 +62,7 @@ impl Default for KindOptions {
             backoff: Backoff::None,
             idle_after: Some(Duration::from_secs(300)),
             offer: None,
+            house_keys: HouseKeys::PerHouse,
         }
     }
 }
@@ -94,8 +98,18 @@ impl KindOptions {
     /// Offers the kind to bots: it is in their roster with `description`
     /// and a `message_agent` target (`KIND` reaches key `main`,
     /// `KIND/KEY` another key). Say in the description what to send.
+    /// Offered, it is offered to every bot: the home's and every
+    /// house's ([`KindOptions::house_keys`] says which keys a house's
+    /// bots reach).
     pub fn offer(mut self, description: impl Into<String>) -> Self {
         self.offer = Some(description.into());
+        self
+    }
+
+    /// Whether the houses' bots share the kind's actors or each house
+    /// has its own keys (the default): see [`HouseKeys`].
+    pub fn house_keys(mut self, keys: HouseKeys) -> Self {
+        self.house_keys = keys;
         self
     }
 }
@@ -272,6 +286,7 @@ fn unreachable<A>(to: &ActorAddress<A>, detail: impl std::fmt::Display) -> KindE
 /// A kind as the node sees it, whatever its type.
 trait AnyKind: Send + Sync + 'static {
     fn offer(&self) -> Option<&str>;
+    fn house_keys(&self) -> HouseKeys;
     fn deliver(&self, key: String, envelope: Envelope) -> Result<(), String>;
     fn live(&self) -> Vec<ActorInfo>;
     fn stop(&self) -> BoxFuture<'_, ()>;
@@ -281,6 +296,10 @@ trait AnyKind: Send + Sync + 'static {
 impl<A: UserActor> AnyKind for KindInner<A> {
     fn offer(&self) -> Option<&str> {
         self.options.offer.as_deref()
+    }
+
+    fn house_keys(&self) -> HouseKeys {
+        self.options.house_keys
     }
 
     fn deliver(&self, key: String, envelope: Envelope) -> Result<(), String> {
@@ -367,13 +386,19 @@ impl Kinds {
     }
 
     /// The address a bot's `message_agent` target names, when it names an
-    /// offered kind (`desk` or `desk/KEY`).
-    pub fn target(&self, target: &str) -> Option<Address> {
+    /// offered kind (`desk` or `desk/KEY`); `house` is the bot's house
+    /// when it works for one other than the home's own, whose keys it
+    /// reaches ([`HouseKeys`]).
+    pub fn target(&self, target: &str, house: Option<&str>) -> Option<Address> {
         let (kind, key) = target.split_once('/').unwrap_or((target, DEFAULT_KEY));
-        let offered = self.kinds.get(kind).is_some_and(|k| k.offer().is_some());
-        (offered && !key.trim().is_empty()).then(|| Address::Actor {
+        let keys = self
+            .kinds
+            .get(kind)
+            .filter(|k| k.offer().is_some())
+            .map(|k| k.house_keys())?;
+        (!key.trim().is_empty()).then(|| Address::Actor {
             kind: kind.to_string(),
-            key: key.to_string(),
+            key: houses::reached(keys, house, key),
         })
     }
 }
@@ -582,11 +607,8 @@ impl<A: UserActor> Activator<Arc<str>, HostMsg<A>> for Activate<A> {
     }
 }
 
-/// The conversation field of a registered actor's events on the node's
-/// bus: they belong to no conversation.
-pub const NO_CONVERSATION: ConversationId = ConversationId::from_uuid(uuid::Uuid::nil());
-
-/// Publishes a kind's router events as the node's actor events.
+/// Publishes a kind's router events as the node's actor events, each
+/// naming its actor ([`NodeEvent::of_actor`]).
 async fn watch<A: UserActor>(
     kind: Weak<KindInner<A>>,
     mut events: mpsc::UnboundedReceiver<RouterEvent<Arc<str>>>,
@@ -596,54 +618,76 @@ async fn watch<A: UserActor>(
         let Some(ctx) = kind.node.upgrade() else {
             return;
         };
-        let id = |key: &str| format!("{}/{key}", kind.name);
-        let event = match event {
-            RouterEvent::Activated {
-                key,
-                restarted: false,
-            } => AgentEvent::ActorStarted {
+        let (key, event) = describe(&kind, event);
+        if ctx.bus.receiver_count() > 0 {
+            let actor = ActorName {
+                kind: kind.name.to_string(),
+                key: key.to_string(),
+            };
+            let _ = ctx.bus.send(NodeEvent::of_actor(actor, event));
+        }
+    }
+}
+
+/// The key a router event is about, and the actor event it stands for.
+fn describe<A: UserActor>(
+    kind: &KindInner<A>,
+    event: RouterEvent<Arc<str>>,
+) -> (Arc<str>, AgentEvent) {
+    let id = |key: &str| format!("{}/{key}", kind.name);
+    match event {
+        RouterEvent::Activated {
+            key,
+            restarted: false,
+        } => {
+            let event = AgentEvent::ActorStarted {
                 kind: kind.name.to_string(),
                 id: id(&key),
                 parent: Some(kind.name.to_string()),
-            },
-            RouterEvent::Activated {
-                key,
-                restarted: true,
-            } => {
-                let restarts = {
-                    let mut count = kind.restarts.entry(Arc::clone(&key)).or_insert(0);
-                    *count += 1;
-                    *count
-                };
-                AgentEvent::ActorRestarted {
-                    kind: kind.name.to_string(),
-                    id: id(&key),
-                    parent: Some(kind.name.to_string()),
-                    restarts,
-                    reason: "its last incarnation failed".into(),
-                }
-            }
-            RouterEvent::Exited { key, reason } => AgentEvent::ActorStopped {
+            };
+            (key, event)
+        }
+        RouterEvent::Activated {
+            key,
+            restarted: true,
+        } => {
+            let restarts = {
+                let mut count = kind.restarts.entry(Arc::clone(&key)).or_insert(0);
+                *count += 1;
+                *count
+            };
+            let event = AgentEvent::ActorRestarted {
+                kind: kind.name.to_string(),
+                id: id(&key),
+                parent: Some(kind.name.to_string()),
+                restarts,
+                reason: "its last incarnation failed".into(),
+            };
+            (key, event)
+        }
+        RouterEvent::Exited { key, reason } => {
+            let event = AgentEvent::ActorStopped {
                 kind: kind.name.to_string(),
                 id: id(&key),
                 reason: reason.to_string(),
-            },
-            RouterEvent::Passivated { key } => AgentEvent::ActorStopped {
+            };
+            (key, event)
+        }
+        RouterEvent::Passivated { key } => {
+            let event = AgentEvent::ActorStopped {
                 kind: kind.name.to_string(),
                 id: id(&key),
                 reason: "passivated".into(),
-            },
-            RouterEvent::GaveUp { key, reason, .. } => AgentEvent::ActorStopped {
+            };
+            (key, event)
+        }
+        RouterEvent::GaveUp { key, reason, .. } => {
+            let event = AgentEvent::ActorStopped {
                 kind: kind.name.to_string(),
                 id: id(&key),
                 reason: format!("given up by its supervisor: {reason}"),
-            },
-        };
-        if ctx.bus.receiver_count() > 0 {
-            let _ = ctx.bus.send(NodeEvent {
-                conversation: NO_CONVERSATION,
-                event,
-            });
+            };
+            (key, event)
         }
     }
 }

@@ -252,10 +252,7 @@ async fn on_event(ctx: &Arc<NodeContext>, event: RouterEvent<ConversationId>) {
     };
     let publish = |id: ConversationId, event: AgentEvent| {
         if ctx.bus.receiver_count() > 0 {
-            let _ = ctx.bus.send(NodeEvent {
-                conversation: id,
-                event,
-            });
+            let _ = ctx.bus.send(NodeEvent::of_conversation(id, event));
         }
     };
     match event {

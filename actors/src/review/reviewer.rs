@@ -70,14 +70,14 @@ impl ReviewerState {
             tracing::error!(%conversation, %reason, "a background review failed; the next one comes when due");
             let bus = &self.node.context().bus;
             if bus.receiver_count() > 0 {
-                let _ = bus.send(crate::events::NodeEvent {
+                let _ = bus.send(crate::events::NodeEvent::of_conversation(
                     conversation,
-                    event: troupe_runtime::protocol::AgentEvent::ActorStopped {
+                    troupe_runtime::protocol::AgentEvent::ActorStopped {
                         kind: "review".into(),
                         id: format!("review:{conversation}"),
                         reason: reason.to_string(),
                     },
-                });
+                ));
             }
         }
     }

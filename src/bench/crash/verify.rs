@@ -16,6 +16,9 @@
 //!   twice); no post sent is there twice.
 //! - Every version of the house files is whole, and every acknowledged
 //!   file write is there ([`super::files`]).
+//! - Every acknowledged durable send to the harness's actor kind is in its
+//!   actor's stored state once, and none sent is there twice
+//!   ([`super::actors`]).
 //! - `PRAGMA integrity_check` says `ok`.
 
 use std::collections::{HashMap, HashSet};
@@ -57,6 +60,7 @@ pub fn check(home: &Path, files: &Files) -> anyhow::Result<serde_json::Value> {
     routines(&db, &rows, &mut out)?;
     threads(&db, files, &mut out)?;
     super::files::check(&db, files, &mut out)?;
+    super::actors::check(&db, files, &mut out)?;
     Ok(serde_json::Value::Object(out))
 }
 

@@ -13,12 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use troupe_actors::kinds::Kind;
 use troupe_actors::routine::{table, CatchUp, Clock, NewRoutine, VirtualClock};
 use troupe_actors::toolset::Narrowing;
 use troupe_runtime::id::{ConversationId, MsgId};
 use troupe_runtime::protocol::{Address, Envelope, Payload, TurnOutcome};
 use troupe_runtime::rusqlite::Connection;
 
+use super::actors::Tally;
 use super::model::{self, append_synced, task, Ledger, PEER};
 use super::{Files, Rng};
 use crate::{BotSpec, Runtime};
@@ -62,6 +64,7 @@ pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyh
         .build()
         .await?;
     let conversations = setup(&runtime, &files, clock.now()).await?;
+    let tally = super::actors::register(&runtime).await?;
     // The parent holds our stdin: when it goes away, so do we. A thread of
     // its own, not the runtime's blocking pool, which would wait for it.
     std::thread::spawn(|| {
@@ -81,6 +84,7 @@ pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyh
     tokio::try_join!(
         drive(
             &runtime,
+            &tally,
             &files,
             &clock,
             &conversations,
@@ -200,9 +204,11 @@ pub const HOUSE: &str = "crash";
 /// Its thread.
 pub const ROOM: &str = "room";
 
-/// The workload: user tasks, durable posts, house posts and routine ticks, forever.
+/// The workload: user tasks, durable posts, house posts, durable sends to
+/// the harness's actor kind and routine ticks, forever.
 async fn drive(
     runtime: &Runtime,
+    tally: &Kind<Tally>,
     files: &Files,
     clock: &Arc<VirtualClock>,
     conversations: &[ConversationId],
@@ -221,6 +227,10 @@ async fn drive(
             65..=79 => ("post", conversations[rng.below(3) as usize]),
             80..=89 => {
                 thread_post(runtime, files, &token).await?;
+                continue;
+            }
+            90..=94 => {
+                super::actors::send(runtime, tally, files, &token, rng).await?;
                 continue;
             }
             _ => {

@@ -77,6 +77,10 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         if !scope.home {
             parts.roster.clear();
             parts.user_profile.clear();
+            // The kinds offered to bots are every house's (`kinds::houses`).
+            parts
+                .roster
+                .extend(crate::node::Roster::entries(&*node.kinds()));
         }
     }
     let mut system = prompt::system_prompt(&parts);
