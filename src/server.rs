@@ -11,7 +11,7 @@
 //!   events into each thread's stream, serialized once for every watcher,
 //!   and keeps the approvals and questions waiting for an answer;
 //! - [`houses`], [`threads`], [`events`], [`files`], [`admin`],
-//!   [`requests`] — the routes; [`history`] — a thread's messages with the
+//!   [`requests`], [`metrics`] — the routes; [`history`] — a thread's messages with the
 //!   tool calls of the turns that wrote them;
 //! - [`error`] — one error type, one JSON shape, one status per kind;
 //! - [`connections`] — the accept loop: connection caps and the header
@@ -31,6 +31,7 @@ pub mod feed;
 pub mod files;
 pub mod history;
 pub mod houses;
+pub mod metrics;
 pub mod origin;
 pub mod page;
 pub mod requests;
@@ -270,6 +271,7 @@ pub fn app(state: AppState) -> Router {
         .route("/routines/{id}/{action}", post(admin::routine_action))
         .route("/usage", get(admin::usage))
         .route("/tree", get(admin::tree))
+        .route("/metrics", get(metrics::scrape))
         .route("/workbench", get(workbench::list).post(workbench::start))
         .route("/workbench/{id}", get(workbench::show))
         .route("/workbench/{id}/steer", post(workbench::steer))

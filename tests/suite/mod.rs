@@ -43,6 +43,7 @@ mod step_order;
 mod supervised_work;
 mod supervision;
 mod support;
+mod telemetry;
 mod turn_loop;
 mod user_actors;
 mod vision;
