@@ -12,6 +12,7 @@
 //! `routines`, `proposals`, `house list|members`, `thread list|read|search`)
 //! read the home read-only beside it and never start a node ([`view`]).
 
+mod bots;
 mod chat;
 mod config;
 mod cost;
@@ -85,15 +86,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Talk with a bot in the terminal.
     Chat(chat::ChatArgs),
-    /// List the bots.
-    #[command(after_help = "Examples:
-  troupe bots
-  troupe bots --json | jq -r .name")]
-    Bots {
-        /// One JSON object per line.
-        #[arg(long)]
-        json: bool,
-    },
+    /// List the bots, or make one (`bots create`).
+    Bots(bots::BotsArgs),
     /// List the latest conversations.
     #[command(after_help = "Examples:
   troupe conversations
@@ -280,7 +274,7 @@ async fn command(cli: Cli, overrides: Vec<(String, String)>) -> anyhow::Result<E
             Ok(ExitCode::SUCCESS)
         }
         Command::Chat(args) => chat::chat(|| builder().scheduler(true), args).await,
-        Command::Bots { json } => info::bots(&read_only().await?, json).await,
+        Command::Bots(args) => bots::bots(builder(), read_only, cli.home.as_deref(), args).await,
         Command::Conversations { limit, bot, json } => {
             info::conversations(&read_only().await?, limit, bot.as_deref(), json).await
         }

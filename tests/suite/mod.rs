@@ -2,6 +2,7 @@
 
 mod agents;
 mod background;
+mod bots_cli;
 mod carried;
 mod chat;
 mod chat_prompt;

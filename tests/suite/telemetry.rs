@@ -225,7 +225,7 @@ fn a_turn_is_traced_to_an_otlp_receiver_with_gen_ai_spans() {
 }
 
 /// `troupe serve` on a free loopback port.
-fn serve(home: &TestHome, model: &str) -> (Child, String) {
+pub(super) fn serve(home: &TestHome, model: &str) -> (Child, String) {
     let mut child = command(home, &["serve", "--listen", "127.0.0.1:0"])
         .env("TROUPE_MODEL", model)
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
