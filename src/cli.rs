@@ -12,6 +12,7 @@
 //! `routines`, `proposals`, `house list|members`, `thread list|read|search`)
 //! read the home read-only beside it and never start a node ([`view`]).
 
+mod bots;
 mod chat;
 mod config;
 mod cost;
@@ -85,15 +86,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Talk with a bot in the terminal.
     Chat(chat::ChatArgs),
-    /// List the bots.
-    #[command(after_help = "Examples:
-  troupe bots
-  troupe bots --json | jq -r .name")]
-    Bots {
-        /// One JSON object per line.
-        #[arg(long)]
-        json: bool,
-    },
+    /// List the bots, or make one (`bots create`).
+    Bots(bots::BotsArgs),
     /// List the latest conversations.
     #[command(after_help = "Examples:
   troupe conversations
@@ -240,7 +234,14 @@ pub enum Command {
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let overrides = parse_overrides(&cli.overrides)?;
-    logs(cli.home.as_deref(), &overrides)?;
+    let serving = matches!(cli.command, Command::Serve { .. });
+    let telemetry = logs(cli.home.as_deref(), &overrides, serving)?;
+    let result = command(cli, overrides).await;
+    telemetry.shutdown().await;
+    result
+}
+
+async fn command(cli: Cli, overrides: Vec<(String, String)>) -> anyhow::Result<ExitCode> {
     let home = cli.home.clone();
     let read_only = || View::open(cli.home.clone(), &overrides);
     let builder = || {
@@ -273,7 +274,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Chat(args) => chat::chat(|| builder().scheduler(true), args).await,
-        Command::Bots { json } => info::bots(&read_only().await?, json).await,
+        Command::Bots(args) => bots::bots(builder(), read_only, cli.home.as_deref(), args).await,
         Command::Conversations { limit, bot, json } => {
             info::conversations(&read_only().await?, limit, bot.as_deref(), json).await
         }
@@ -330,17 +331,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Installs the log as the layered `[log]` says, `RUST_LOG` over its
-/// filter; colours only for a terminal without `NO_COLOR`. A config that
+/// filter; colours only for a terminal without `NO_COLOR`; and beside it
+/// the metrics (`serve`) and traces `[telemetry]` asks for. A config that
 /// does not load leaves the defaults here: the command reports it.
-fn logs(home: Option<&std::path::Path>, overrides: &[(String, String)]) -> anyhow::Result<()> {
+fn logs(
+    home: Option<&std::path::Path>,
+    overrides: &[(String, String)],
+    serving: bool,
+) -> anyhow::Result<crate::telemetry::Guard> {
     use std::io::IsTerminal;
     use troupe_runtime::home::Home;
 
     let home = home.map_or_else(Home::from_env, Home::new);
     let env = |key: &str| std::env::var(key).ok().filter(|v| !v.trim().is_empty());
-    let log = troupe_runtime::config::Config::load(&home, &env, overrides)
-        .map(|c| c.log)
+    let (log, telemetry) = troupe_runtime::config::Config::load(&home, &env, overrides)
+        .map(|c| (c.log, c.telemetry))
         .unwrap_or_default();
+    let (extra, guard) = crate::telemetry::layers(&telemetry, serving, &env)
+        .map_err(|e| exit::Misconfigured(format!("[telemetry]: {e:#}")))?;
     let file = (!log.file.trim().is_empty()).then(|| home.root().join(log.file.trim()));
     let options = troupe_runtime::telemetry::LogOptions {
         filter: env("RUST_LOG").unwrap_or(log.filter),
@@ -348,12 +356,13 @@ fn logs(home: Option<&std::path::Path>, overrides: &[(String, String)]) -> anyho
         file,
         ansi: std::io::stderr().is_terminal() && env("NO_COLOR").is_none(),
     };
-    troupe_runtime::telemetry::install(&options).map_err(|e| match e {
+    troupe_runtime::telemetry::install_with(&options, extra).map_err(|e| match e {
         troupe_runtime::telemetry::TelemetryError::Filter { .. } => {
             anyhow::Error::from(exit::Misconfigured(format!("RUST_LOG: {e}")))
         }
         other => other.into(),
-    })
+    })?;
+    Ok(guard)
 }
 
 /// A conversation id given on the command line, with where to find one.

@@ -76,6 +76,8 @@ pub mod demo;
 pub mod gate;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
+pub mod telemetry;
 
 pub use api::{settings_from, Bot, Runtime, RuntimeBuilder, RuntimeError, RuntimeEvents, Turn};
 pub use async_trait::async_trait;

@@ -11,8 +11,8 @@
 //!   events into each thread's stream, serialized once for every watcher,
 //!   and keeps the approvals and questions waiting for an answer;
 //! - [`houses`], [`threads`], [`events`], [`files`], [`admin`],
-//!   [`people`], [`requests`] — the routes; [`history`] — a thread's messages with the
-//!   tool calls of the turns that wrote them;
+//!   [`people`], [`requests`], [`metrics`] — the routes; [`history`] — a
+//!   thread's messages with the tool calls of the turns that wrote them;
 //! - [`error`] — one error type, one JSON shape, one status per kind;
 //! - [`connections`] — the accept loop: connection caps and the header
 //!   timeout; [`origin`] — the `Host` allow-list and the `Origin` check.
@@ -31,6 +31,7 @@ pub mod feed;
 pub mod files;
 pub mod history;
 pub mod houses;
+pub mod metrics;
 pub mod origin;
 pub mod page;
 pub mod people;
@@ -282,6 +283,7 @@ pub fn app(state: AppState) -> Router {
         .route("/routines/{id}/{action}", post(admin::routine_action))
         .route("/usage", get(admin::usage))
         .route("/tree", get(admin::tree))
+        .route("/metrics", get(metrics::scrape))
         .route("/workbench", get(workbench::list).post(workbench::start))
         .route("/workbench/{id}", get(workbench::show))
         .route("/workbench/{id}/events", get(workbench::events))

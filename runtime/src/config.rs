@@ -46,7 +46,8 @@ pub use init::{ensure_home, init_home, InitReport, DEFAULT_CONFIG, MODELS_EXAMPL
 pub use keys::{env_var, KEYS, SHORT_ENV};
 pub use sections::{
     Agent, Budget, Budgets, CatchUp, Compaction, Delegation, Files, Limits, Log, Messaging,
-    Providers, Review, Router, Routines, Server, Store, Synchronous, Tools, Trust, TrustMode,
+    Providers, Review, Router, Routines, Server, Store, Synchronous, Telemetry, Tools, Trust,
+    TrustMode,
 };
 pub use web::Web;
 
@@ -93,6 +94,8 @@ pub struct Config {
     pub server: Server,
     /// `[environments]`: the limits and lifetime of house environments.
     pub environments: crate::environment::EnvironmentSettings,
+    /// `[telemetry]`: Prometheus metrics and OpenTelemetry traces.
+    pub telemetry: Telemetry,
 }
 
 /// A configuration failure. Each message names where the bad value came

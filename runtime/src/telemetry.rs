@@ -31,6 +31,8 @@
 //! # Ok::<(), telemetry::TelemetryError>(())
 //! ```
 
+pub mod gen_ai;
+
 use std::fmt::Display;
 use std::sync::OnceLock;
 
@@ -107,6 +109,11 @@ pub fn init(filter: &str, json: bool) -> Result<(), TelemetryError> {
     })
 }
 
+/// A layer the binary adds beside the log (metrics, traces), with its own
+/// per-layer filter: the log's filter does not narrow it.
+pub type ExtraLayer =
+    Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+
 /// Installs the process's subscriber as `options` say. A second call does
 /// nothing.
 ///
@@ -117,7 +124,22 @@ pub fn init(filter: &str, json: bool) -> Result<(), TelemetryError> {
 /// [`TelemetryError::Install`] if another subscriber was installed first by
 /// someone else.
 pub fn install(options: &LogOptions) -> Result<(), TelemetryError> {
+    install_with(options, Vec::new())
+}
+
+/// [`install`], with `extra` layers beside the log (each filtering for
+/// itself, e.g. on [`gen_ai::TARGET`]). Without any, the log's filter is
+/// the subscriber's global filter, as it always was; with some, it filters
+/// the log's layer only.
+///
+/// # Errors
+///
+/// As [`install`].
+pub fn install_with(options: &LogOptions, extra: Vec<ExtraLayer>) -> Result<(), TelemetryError> {
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
 
     let env_filter = env_filter(&options.filter).map_err(|error| TelemetryError::Filter {
         filter: options.filter.clone(),
@@ -142,18 +164,36 @@ pub fn install(options: &LogOptions) -> Result<(), TelemetryError> {
     };
     let mut result = Ok(());
     INSTALLED.get_or_init(|| {
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(env_filter)
-            .with_writer(writer);
-        let installed = if options.json {
-            builder
-                .json()
-                .flatten_event(true)
-                .with_current_span(true)
-                .with_span_list(false)
-                .try_init()
+        let installed = if extra.is_empty() {
+            let builder = tracing_subscriber::fmt()
+                .with_env_filter(env_filter)
+                .with_writer(writer);
+            if options.json {
+                builder
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(true)
+                    .with_span_list(false)
+                    .try_init()
+            } else {
+                builder.with_ansi(ansi).try_init()
+            }
         } else {
-            builder.with_ansi(ansi).try_init()
+            let log = tracing_subscriber::fmt::layer().with_writer(writer);
+            let log = if options.json {
+                log.json()
+                    .flatten_event(true)
+                    .with_current_span(true)
+                    .with_span_list(false)
+                    .boxed()
+            } else {
+                log.with_ansi(ansi).boxed()
+            };
+            tracing_subscriber::registry()
+                .with(extra)
+                .with(log.with_filter(env_filter))
+                .try_init()
+                .map_err(Into::into)
         };
         if let Err(error) = installed {
             result = Err(TelemetryError::Install(error.to_string()));

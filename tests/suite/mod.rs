@@ -3,6 +3,7 @@
 mod added_tools;
 mod agents;
 mod background;
+mod bots_cli;
 mod carried;
 mod chat;
 mod chat_prompt;
@@ -45,6 +46,7 @@ mod step_order;
 mod supervised_work;
 mod supervision;
 mod support;
+mod telemetry;
 mod turn_loop;
 mod user_actors;
 mod user_actors_reach;

@@ -30,6 +30,7 @@ pub const PAGES: &[(&str, &str)] = &[
     ("providers.md", include_str!("../../docs/providers.md")),
     ("tools.md", include_str!("../../docs/tools.md")),
     ("security.md", include_str!("../../docs/security.md")),
+    ("operating.md", include_str!("../../docs/operating.md")),
     ("scenarios.md", include_str!("../../docs/scenarios.md")),
     (
         "runtime-semantics.md",

@@ -247,6 +247,9 @@ pub(crate) struct ActiveTurn {
     /// The turn's first commit, queued and not yet waited for.
     pub(crate) opening: Option<troupe_runtime::store::Pending<()>>,
     pub(crate) delivered: Option<Envelope>,
+    /// The turn's `invoke_agent` span (`troupe_runtime::telemetry::gen_ai`):
+    /// its steps' tasks carry it, so their model and tool calls nest in it.
+    pub(crate) span: tracing::Span,
 }
 
 impl State {

@@ -154,6 +154,11 @@ fn documented_defaults() -> Config {
             allowed_hosts: vec![],
         },
         environments: crate::environment::EnvironmentSettings::default(),
+        telemetry: super::Telemetry {
+            metrics: true,
+            otlp_endpoint: String::new(),
+            service_name: "troupe".to_owned(),
+        },
     }
 }
 
@@ -327,7 +332,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, files, server, environments \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, files, server, environments, telemetry \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

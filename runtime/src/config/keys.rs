@@ -94,6 +94,9 @@ pub const KEYS: &[&str] = &[
     "environments.landlock",
     "environments.helper",
     "environments.egress",
+    "telemetry.metrics",
+    "telemetry.otlp_endpoint",
+    "telemetry.service_name",
 ];
 
 /// Short environment variables and the key each one sets. The long form

@@ -504,3 +504,29 @@ impl Default for Server {
         }
     }
 }
+
+/// `[telemetry]`: metrics and traces for an operator (docs/operating.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Telemetry {
+    /// Whether `troupe serve` keeps Prometheus metrics, served at
+    /// `GET /api/metrics` to the home's owner.
+    pub metrics: bool,
+    /// Where OpenTelemetry traces go over OTLP/HTTP (protobuf): a base URL
+    /// such as `http://127.0.0.1:4318`, to which `/v1/traces` is added;
+    /// empty: no traces (unless `OTEL_EXPORTER_OTLP_ENDPOINT` or
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set, which win over it).
+    pub otlp_endpoint: String,
+    /// The `service.name` the traces carry.
+    pub service_name: String,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Self {
+            metrics: true,
+            otlp_endpoint: String::new(),
+            service_name: "troupe".to_owned(),
+        }
+    }
+}

@@ -133,6 +133,14 @@ pub fn pending_all(conn: &Connection) -> Result<Vec<Envelope>, StoreError> {
     rows.map(|r| decode(&r?)).collect()
 }
 
+/// How many messages wait to be consumed, for every recipient.
+pub fn pending_count(conn: &Connection) -> Result<u64, StoreError> {
+    let n: i64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM mailbox WHERE consumed_at IS NULL")?
+        .query_row([], |r| r.get(0))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// Marks message `id` consumed in the caller's transaction.
 ///
 /// Returns false if it was already consumed (or is unknown): the caller must

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use tracing::Instrument;
 
 use super::registry::Registry;
 use super::{spill, validate, Exposure, Tool, ToolContext, ToolSpec};
@@ -174,7 +175,12 @@ impl Dispatcher {
     ) -> CallOutcome {
         on_start(call);
         let started = Instant::now();
-        let result = self.run_one(call, visible, ctx).await;
+        let span = crate::telemetry::gen_ai::tool_span(&call.name, &call.id);
+        let result = self
+            .run_one(call, visible, ctx)
+            .instrument(span.clone())
+            .await;
+        crate::telemetry::gen_ai::tool_finished(&span, &result);
         let outcome = CallOutcome {
             call: call.clone(),
             result,

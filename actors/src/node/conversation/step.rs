@@ -8,8 +8,10 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use troupe_runtime::model::{ModelEvent, ModelRequest, ResolvedModel};
 use troupe_runtime::protocol::{AgentEvent, Message, StopReason, ToolCall, Usage};
+use troupe_runtime::telemetry::gen_ai;
 use troupe_runtime::tool::dispatch::{CallOutcome, Dispatcher};
 use troupe_runtime::tool::ToolContext;
 
@@ -118,7 +120,18 @@ impl ModelStep {
         if let Some(history) = &compacted {
             self.request.messages = Arc::new(history.clone());
         }
-        let mut output = self.call().await;
+        let span = gen_ai::model_span(gen_ai::provider_of(&self.model.spec), &self.model.model);
+        let mut output = self.call().instrument(span.clone()).await;
+        match &output {
+            ModelOutput::Answered {
+                usage,
+                stop,
+                cost_usd,
+                ..
+            } => gen_ai::model_answered(&span, usage, stop, *cost_usd),
+            ModelOutput::Failed { .. } => gen_ai::model_failed(&span, "error"),
+            ModelOutput::Stopped { .. } => gen_ai::model_failed(&span, "cancelled"),
+        }
         if let ModelOutput::Answered {
             compacted: slot, ..
         } = &mut output

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use ractor::{ActorProcessingErr, ActorRef};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use troupe_runtime::model::ModelRequest;
 use troupe_runtime::protocol::{AgentEvent, Message, Payload, StopReason, TurnOutcome, Usage};
+use troupe_runtime::telemetry::gen_ai;
 use troupe_runtime::tool::dispatch::{CallOutcome, Dispatcher};
 
 use super::carry::Waiter;
@@ -219,6 +221,7 @@ pub(super) async fn begin(
         reply: None,
         redelivered: false,
         opening: None,
+        span: gen_ai::turn_span(&state.args.bot.spec.name, &state.args.id, state.turns),
         delivered: match &request.input {
             Input::Delivered(envelope) => Some(envelope.clone()),
             // A resumed turn answers what the store says it answered.
@@ -431,7 +434,7 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     };
     let actor = myself.clone();
     drop(node);
-    tokio::spawn(step.run(actor));
+    tokio::spawn(step.run(actor).instrument(active.span.clone()));
 }
 
 /// How the id of a call a compaction appended for a carried tool begins.
@@ -619,7 +622,7 @@ fn run_tools(
         journal: state.journal.clone(),
         emitter: active.emitter.clone(),
     };
-    tokio::spawn(step.run(myself.clone()));
+    tokio::spawn(step.run(myself.clone()).instrument(active.span.clone()));
 }
 
 /// A tool step ended.
@@ -725,6 +728,7 @@ pub(super) async fn finish(
         cost_usd: active.cost_usd,
         steps: state.guard.steps(),
     };
+    gen_ai::turn_finished(&active.span, &outcome, &active.usage, active.cost_usd);
     if !active.redelivered {
         active.emitter.emit(AgentEvent::TurnFinished {
             outcome,
