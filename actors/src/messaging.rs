@@ -120,7 +120,7 @@ pub async fn send(
         .filter(|b| members.as_ref().is_none_or(|m| m.contains(&b.id)));
     let bot = match found {
         Some(bot) => bot,
-        None if members.is_none() && node.context().kinds().target(target).is_some() => {
+        None if members.is_none() && node.kinds().target(target).is_some() => {
             return to_actor(node, guard, ctx, target, message).await;
         }
         None => {
@@ -132,7 +132,7 @@ pub async fn send(
                 .filter(|n| *n != ctx.agent)
                 .chain(
                     if members.is_none() {
-                        node.context().kinds().offered()
+                        node.kinds().offered()
                     } else {
                         Vec::new()
                     }
@@ -182,7 +182,7 @@ async fn to_actor(
     target: &str,
     message: &str,
 ) -> ToolResult {
-    let Some(to) = node.context().kinds().target(target) else {
+    let Some(to) = node.kinds().target(target) else {
         return ToolResult::error(format!("there is no agent named `{target}`."));
     };
     if let Err(why) = guard.admit(&ctx.agent, target, Instant::now()) {
