@@ -10,22 +10,24 @@ use troupe_runtime::tool::ToolContext;
 
 use crate::bot::BotSpec;
 use crate::channel::Reply;
-use crate::delegation::DelegationsHandle;
+use crate::delegation::Delegations;
 use crate::messaging::LoopGuard;
 use crate::node::{Node, NodeContext};
 
 /// The node's agent services.
 pub struct NodeAgents {
     node: Weak<NodeContext>,
+    delegations: Weak<Delegations>,
     loops: LoopGuard,
 }
 
 impl NodeAgents {
-    /// The services of `node`.
-    pub fn new(node: &Node) -> Arc<Self> {
+    /// The services of `node`, delegating through `delegations`.
+    pub(crate) fn new(node: &Node, delegations: Weak<Delegations>) -> Arc<Self> {
         let s = &node.context().settings;
         Arc::new(Self {
             node: Arc::downgrade(node.context()),
+            delegations,
             loops: LoopGuard::new(s.loop_max_exchanges, s.loop_window, s.loop_cooldown),
         })
     }
@@ -52,13 +54,9 @@ impl AgentServices for NodeAgents {
     }
 
     async fn delegate(&self, ctx: &ToolContext, request: DelegateRequest) -> ToolResult {
-        let node = match self.node() {
-            Ok(n) => n,
-            Err(e) => return e,
-        };
-        match node.context().services.get::<DelegationsHandle>() {
-            Some(d) => d.0.handle(ctx, request).await,
-            None => ToolResult::error("delegation is not available on this node."),
+        match self.delegations.upgrade() {
+            Some(delegations) => delegations.handle(ctx, request).await,
+            None => ToolResult::error("the node is shutting down."),
         }
     }
 

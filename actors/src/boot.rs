@@ -16,56 +16,105 @@
 //!       └─ node (context, conversation, router, addressing, tree)
 //! ```
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, LazyLock, Weak};
 
-use ractor::ActorCell;
 use troupe_runtime::agents::Agents;
-use troupe_runtime::supervise::ChildSpec;
 
 use crate::agents::NodeAgents;
-use crate::delegation::{Delegations, DelegationsHandle};
-use crate::environment::Sandboxes;
-use crate::house::Hub;
+use crate::delegation::Delegations;
+use crate::environment::{BindingChanges, Sandboxes};
+use crate::house::Threads;
+use crate::kinds::Kinds;
+use crate::node::routed;
 use crate::node::{Node, NodeContext, NodeError, NodeOptions};
 
+/// The routed features' handles, made with the node: each feature is
+/// given its own when it is built, and the node's public accessors
+/// (`Node::kinds`, `Node::delegations`, …) read them here, typed.
+pub(crate) struct Features {
+    /// The house threads.
+    pub threads: Arc<Threads>,
+    /// The environments.
+    pub sandboxes: Arc<Sandboxes>,
+    /// The actor kinds a Rust program registers.
+    pub kinds: Arc<Kinds>,
+    /// The delegations.
+    pub delegations: Arc<Delegations>,
+}
+
+impl Features {
+    fn new(node: &Weak<NodeContext>, bindings: &BindingChanges) -> Self {
+        Self {
+            threads: Arc::new(Threads::new(node.clone())),
+            sandboxes: Arc::new(Sandboxes::new(node.clone(), bindings)),
+            kinds: Arc::new(Kinds::default()),
+            delegations: Delegations::new(node.clone()),
+        }
+    }
+}
+
+/// What a node built without its features answers with: nothing runs.
+static DETACHED: LazyLock<Features> =
+    LazyLock::new(|| Features::new(&Weak::new(), &BindingChanges::default()));
+
 impl Node {
+    /// The features' handles boot made with this node.
+    pub(crate) fn features(&self) -> &Features {
+        // Only `Node::start` builds a node, always with its `Features`.
+        self.context()
+            .features()
+            .downcast_ref::<Features>()
+            .unwrap_or(&DETACHED)
+    }
+
+    /// The node's threads: their router and their events.
+    pub(crate) fn threads(&self) -> &Arc<Threads> {
+        &self.features().threads
+    }
+
+    /// The node's environments: their router, the threads bound to them,
+    /// and their control groups.
+    pub(crate) fn sandboxes(&self) -> &Arc<Sandboxes> {
+        &self.features().sandboxes
+    }
+
+    /// The node's delegations (`delegate`, executor instances).
+    pub fn delegations(&self) -> Option<Arc<Delegations>> {
+        Some(Arc::clone(&self.features().delegations))
+    }
+
     /// Opens the store and starts the node: the actor tree with every
     /// feature's router, the tools' services, the bots; then, when
     /// `options.recover` says so, undelivered messages are redelivered and
     /// interrupted turns resumed.
     pub async fn start(options: NodeOptions) -> Result<Node, NodeError> {
         let recover = options.recover;
-        let sandboxes = Arc::new(Sandboxes::default());
-        let node = Node::build(options, vec![sandboxes.tool_source()])?;
+        // Moves when a thread's environment changes: its tools are recomputed.
+        let bindings = BindingChanges::default();
+        let node = Node::build(options, vec![bindings.source()], |node| {
+            Features::new(node, &bindings)
+        })?;
         let ctx = Arc::clone(node.context());
-        let hub = Arc::new(Hub::default());
-        ctx.set_extension(Arc::clone(&hub));
-        ctx.set_extension(Arc::clone(&sandboxes));
-        ctx.route_threads(hub.clone());
-        ctx.add_branch(hub);
-        ctx.add_branch(sandboxes);
-        let kinds = ctx.kinds();
+        let Features {
+            threads,
+            sandboxes,
+            kinds,
+            delegations,
+        } = node.features();
+        ctx.route_threads(threads.clone());
+        ctx.add_branch(threads.clone());
+        ctx.add_branch(sandboxes.clone());
         ctx.route_actors(kinds.clone());
         ctx.add_roster(kinds.clone());
-        ctx.add_branch(kinds);
-        node.start_tree(vec![
-            router_child(&ctx, "threads", |ctx, supervisor| async move {
-                crate::house::start(&ctx, supervisor).await
-            }),
-            router_child(&ctx, "sandboxes", |ctx, supervisor| async move {
-                crate::environment::start(&ctx, supervisor).await
-            }),
-        ])
-        .await?;
-
-        let delegations = Delegations::new(&node);
-        ctx.services
-            .insert(Arc::new(DelegationsHandle(Arc::clone(&delegations))));
+        ctx.add_branch(kinds.clone());
+        node.start_tree(vec![routed::child(threads), routed::child(sandboxes)])
+            .await?;
         ctx.add_branch(delegations.clone());
-        delegations.start(&node).await?;
-        ctx.services
-            .insert(Arc::new(Agents(NodeAgents::new(&node))));
+        node.supervise(routed::child(delegations)).await?;
+        ctx.services.insert(Arc::new(Agents(NodeAgents::new(
+            &node,
+            Arc::downgrade(delegations),
+        ))));
         ctx.services.insert(Arc::new(troupe_runtime::house::Houses(
             crate::house::tools::NodeHouses::new(&node),
         )));
@@ -106,26 +155,4 @@ impl Node {
         }
         Ok(node)
     }
-}
-
-/// A feature's router as a child of the root, started by `start` with the
-/// node's context (given up when the node is stopping).
-fn router_child<F, Fut>(ctx: &Arc<NodeContext>, name: &str, start: F) -> ChildSpec
-where
-    F: Fn(Arc<NodeContext>, ActorCell) -> Fut + Send + Sync + Clone + 'static,
-    Fut: std::future::Future<Output = Result<ActorCell, ractor::ActorProcessingErr>>
-        + Send
-        + 'static,
-{
-    let ctx = Arc::downgrade(ctx);
-    ChildSpec::new(name, move |supervisor: ActorCell| {
-        let ctx = ctx.clone();
-        let start = start.clone();
-        async move {
-            let ctx = ctx.upgrade().ok_or("the node is stopping")?;
-            start(ctx, supervisor).await
-        }
-    })
-    // The router stops each of its actors within its own deadline, all at once.
-    .shutdown(Duration::from_secs(10))
 }

@@ -25,14 +25,12 @@ pub use actor::{Delegation, DelegationMsg, KIND};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
 
+use crate::node::routed::Routed;
 use dashmap::{DashMap, DashSet};
-use ractor::ActorCell;
 use tokio::sync::oneshot;
 use troupe_runtime::agents::{DelegateRequest, Task};
 use troupe_runtime::id::{ConversationId, DelegationId, SubagentId};
 use troupe_runtime::protocol::{ActorKind, ToolResult, TurnOutcome};
-use troupe_runtime::router::Router;
-use troupe_runtime::supervise::ChildSpec;
 use troupe_runtime::tool::ToolContext;
 
 use crate::budget::{Limits, Scope};
@@ -55,7 +53,7 @@ pub struct Delegations {
     /// Itself, for what it does once a subagent's close committed.
     me: Weak<Delegations>,
     node: Weak<NodeContext>,
-    router: parking_lot::RwLock<Option<Router<DelegationId, DelegationMsg>>>,
+    pub(crate) routed: Routed<DelegationId, DelegationMsg>,
     waiters: DashMap<DelegationId, oneshot::Sender<String>>,
     timed_out: DashSet<ConversationId>,
     /// Each live delegation's delegating conversation (its events go there).
@@ -90,12 +88,13 @@ impl std::fmt::Debug for Delegations {
 }
 
 impl Delegations {
-    /// The delegations of `node`.
-    pub fn new(node: &Node) -> Arc<Self> {
+    /// The delegations of the node `node` (not running until the root
+    /// starts their router).
+    pub(crate) fn new(node: Weak<NodeContext>) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             me: me.clone(),
-            node: Arc::downgrade(node.context()),
-            router: parking_lot::RwLock::new(None),
+            node,
+            routed: Routed::new("delegations", KIND),
             waiters: DashMap::new(),
             timed_out: DashSet::new(),
             parents: DashMap::new(),
@@ -108,42 +107,17 @@ impl Delegations {
         self.node.upgrade().map(Node::from_context)
     }
 
-    /// Starts the router of delegation actors under the node's root
-    /// supervisor (`delegations` in the tree), which restarts it if it fails.
-    pub async fn start(self: &Arc<Self>, node: &Node) -> Result<ActorCell, crate::node::NodeError> {
-        let (ctx, this) = (Arc::downgrade(node.context()), Arc::downgrade(self));
-        let child = ChildSpec::new("delegations", move |supervisor: ActorCell| {
-            let (ctx, this) = (ctx.clone(), this.clone());
-            async move {
-                let node = Node::from_context(ctx.upgrade().ok_or("the node is stopping")?);
-                let this = this.upgrade().ok_or("the node is stopping")?;
-                actor::start(&node, &this, supervisor).await
-            }
-        })
-        .shutdown(std::time::Duration::from_secs(10));
-        node.supervise(child).await
-    }
-
     /// Sends `msg` to delegation `id`'s actor, starting it if needed (it
     /// rebuilds itself from the store).
     fn send(&self, id: DelegationId, msg: DelegationMsg) {
-        let router = self.router.read().clone();
-        let sent = match router {
-            Some(router) => router.send(id, msg).map_err(|e| e.to_string()),
-            None => Err("the node's delegations are not running".into()),
-        };
-        if let Err(e) = sent {
+        if let Err(e) = self.routed.send(id, msg) {
             tracing::error!(delegation = %id, error = %e, "a delegation could not be reached; the next start recovers it");
         }
     }
 
     /// The delegations with a live actor.
     pub fn live(&self) -> Vec<DelegationId> {
-        self.router
-            .read()
-            .as_ref()
-            .map(|router| router.live_keys())
-            .unwrap_or_default()
+        self.routed.live()
     }
 
     /// Notes an executor instance whose actor is starting.
@@ -665,15 +639,7 @@ async fn list(node: &Node, ctx: &ToolContext) -> ToolResult {
 
 impl Branch for Delegations {
     fn live(&self) -> Vec<ActorInfo> {
-        let delegations = Delegations::live(self)
-            .into_iter()
-            .map(|delegation| ActorInfo {
-                kind: KIND.into(),
-                id: delegation.to_string(),
-                parent: Some("delegations".into()),
-                state: "running".into(),
-                restarts: 0,
-            });
+        let delegations = self.routed.actors().into_iter();
         let instances = self.live_instances().into_iter().map(|i| ActorInfo {
             kind: crate::delegation::executor::KIND.into(),
             id: i.sub.to_string(),
@@ -772,20 +738,5 @@ impl Delegations {
     /// Tells the watchers a record grew (after its commit).
     pub(crate) fn record_grew(&self) {
         self.recorded.send_modify(|n| *n = n.wrapping_add(1));
-    }
-}
-
-/// The node's delegations as kept in its services.
-#[derive(Clone, Debug)]
-pub struct DelegationsHandle(pub Arc<Delegations>);
-
-impl Node {
-    /// The node's delegations (`delegate`, executor instances), once it
-    /// started them.
-    pub fn delegations(&self) -> Option<Arc<Delegations>> {
-        self.context()
-            .services
-            .get::<DelegationsHandle>()
-            .map(|h| Arc::clone(&h.0))
     }
 }

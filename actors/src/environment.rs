@@ -44,7 +44,7 @@ use ractor::{ActorCell, ActorProcessingErr, ActorRef};
 use troupe_runtime::environment::EnvironmentSettings;
 use troupe_runtime::home::Home;
 use troupe_runtime::id::{SandboxId, ThreadId};
-use troupe_runtime::router::{Activator, Router, RouterConfig, RouterEvent};
+use troupe_runtime::router::{Router, RouterConfig, RouterEvent};
 use troupe_runtime::sandbox::cgroup::Cgroup;
 use troupe_runtime::sandbox::jail::{Jail, Rlimits};
 use troupe_runtime::sandbox::zygote::{Exit, Zygote};
@@ -55,6 +55,7 @@ use troupe_runtime::supervise::{Backoff, Intensity, Restart};
 pub use api::EnvironmentsRef;
 pub use sandbox::SandboxMsg;
 
+use crate::node::routed::{Routed, RoutedKind};
 use crate::node::{ActorInfo, Branch, NodeContext};
 
 /// The folder of an environment: `<home>/environments/<id>`.
@@ -129,26 +130,9 @@ pub fn helper_program(settings: &EnvironmentSettings) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("troupe"))
 }
 
-impl NodeContext {
-    /// The node's environments: their router, the threads bound to them,
-    /// and their control groups.
-    pub fn sandboxes(&self) -> Arc<Sandboxes> {
-        self.extension::<Sandboxes>()
-    }
-}
-
 impl Branch for Sandboxes {
     fn live(&self) -> Vec<ActorInfo> {
-        Sandboxes::live(self)
-            .into_iter()
-            .map(|sandbox| ActorInfo {
-                kind: "sandbox".into(),
-                id: sandbox.to_string(),
-                parent: Some("sandboxes".into()),
-                state: "running".into(),
-                restarts: 0,
-            })
-            .collect()
+        self.routed.actors()
     }
 
     fn stop(&self) -> futures::future::BoxFuture<'_, ()> {
@@ -159,7 +143,8 @@ impl Branch for Sandboxes {
 /// The node's environments: their router, the threads bound to them, and
 /// their control groups.
 pub struct Sandboxes {
-    router: parking_lot::RwLock<Option<Router<SandboxId, SandboxMsg>>>,
+    node: Weak<NodeContext>,
+    routed: Routed<SandboxId, SandboxMsg>,
     bindings: DashMap<ThreadId, SandboxId>,
     groups: DashMap<SandboxId, Option<Cgroup>>,
     readiness: tokio::sync::OnceCell<Result<(), String>>,
@@ -170,7 +155,16 @@ pub struct Sandboxes {
 /// bound or unbound: conversations recompute their tools before their
 /// next model call (`create_environment` is offered only to a thread
 /// without an environment).
-struct BindingChanges(Arc<AtomicU64>);
+#[derive(Default, Clone)]
+pub(crate) struct BindingChanges(Arc<AtomicU64>);
+
+impl BindingChanges {
+    /// The tool source whose generation moves with the bindings (added to
+    /// the node's registry when it starts).
+    pub(crate) fn source(&self) -> Arc<dyn troupe_runtime::tool::registry::ToolSource> {
+        Arc::new(self.clone())
+    }
+}
 
 impl troupe_runtime::tool::registry::ToolSource for BindingChanges {
     fn tools(&self) -> Vec<Arc<dyn troupe_runtime::tool::Tool>> {
@@ -186,14 +180,17 @@ impl troupe_runtime::tool::registry::ToolSource for BindingChanges {
     }
 }
 
-impl Default for Sandboxes {
-    fn default() -> Self {
+impl Sandboxes {
+    /// The environments of the node `node` (not running until the root
+    /// starts their router).
+    pub(crate) fn new(node: Weak<NodeContext>, changes: &BindingChanges) -> Self {
         Self {
-            router: parking_lot::RwLock::new(None),
+            node,
+            routed: Routed::new("sandboxes", "sandbox"),
             bindings: DashMap::new(),
             groups: DashMap::new(),
             readiness: tokio::sync::OnceCell::new(),
-            changes: Arc::new(AtomicU64::new(0)),
+            changes: Arc::clone(&changes.0),
         }
     }
 }
@@ -231,26 +228,15 @@ impl Sandboxes {
         self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The tool source whose generation moves with the bindings (added to
-    /// the node's registry when it starts).
-    pub(crate) fn tool_source(&self) -> Arc<dyn troupe_runtime::tool::registry::ToolSource> {
-        Arc::new(BindingChanges(Arc::clone(&self.changes)))
-    }
-
     /// Environments whose actor is live now.
     pub fn live(&self) -> Vec<SandboxId> {
-        self.router
-            .read()
-            .as_ref()
-            .map(Router::live_keys)
-            .unwrap_or_default()
+        self.routed.live()
     }
 
     pub(crate) fn router(&self) -> Result<Router<SandboxId, SandboxMsg>, String> {
-        self.router
-            .read()
-            .clone()
-            .ok_or_else(|| "the node's sandboxes have stopped".to_string())
+        self.routed
+            .router()
+            .map_err(|_| "the node's sandboxes have stopped".to_string())
     }
 
     /// The control group of `id`, made by `make` the first time.
@@ -310,10 +296,7 @@ impl Sandboxes {
     }
 
     pub(crate) async fn stop(&self) {
-        let router = self.router.write().take();
-        if let Some(router) = router {
-            router.stop().await;
-        }
+        self.routed.stop().await;
         for entry in self.groups.iter() {
             if let Some(group) = entry.value() {
                 group.remove();
@@ -388,22 +371,33 @@ async fn probe(sandbox: &Sandbox, jail: &Jail) -> Result<(), String> {
     }
 }
 
-struct Activate {
-    node: Weak<NodeContext>,
-}
-
+/// Environments are activated by their first message and passivate
+/// themselves when idle; every exit, a crash included, empties the
+/// control group of what the actor's processes left.
 #[async_trait::async_trait]
-impl Activator<SandboxId, SandboxMsg> for Activate {
-    async fn activate(
-        &self,
-        id: SandboxId,
-        supervisor: ActorCell,
-    ) -> Result<ActorRef<SandboxMsg>, ActorProcessingErr> {
-        self.activate_as(id, supervisor, false).await
+impl RoutedKind for Sandboxes {
+    type Key = SandboxId;
+    type Msg = SandboxMsg;
+
+    fn routed(&self) -> &Routed<SandboxId, SandboxMsg> {
+        &self.routed
     }
 
-    async fn activate_as(
-        &self,
+    fn config(&self) -> RouterConfig {
+        RouterConfig {
+            // Each actor knows when it is idle (no command running) and asks.
+            idle_after: None,
+            restart: Restart::Transient,
+            intensity: Intensity::new(5, Duration::from_secs(60)),
+            backoff: Backoff::None,
+            shutdown: Duration::from_secs(5),
+            events: 256,
+            report_activations: false,
+        }
+    }
+
+    async fn activate(
+        self: Arc<Self>,
         id: SandboxId,
         supervisor: ActorCell,
         restarted: bool,
@@ -413,6 +407,7 @@ impl Activator<SandboxId, SandboxMsg> for Activate {
             sandbox::SandboxActor,
             sandbox::SandboxArgs {
                 node: self.node.clone(),
+                sandboxes: Arc::downgrade(&self),
                 id,
                 restarted,
             },
@@ -421,52 +416,22 @@ impl Activator<SandboxId, SandboxMsg> for Activate {
         .await?;
         Ok(actor)
     }
-}
 
-/// Starts the router of `node`'s sandboxes linked to `supervisor`.
-pub(crate) async fn start(
-    node: &Arc<NodeContext>,
-    supervisor: ActorCell,
-) -> Result<ActorCell, ActorProcessingErr> {
-    let config = RouterConfig {
-        // Each actor knows when it is idle (no command running) and asks.
-        idle_after: None,
-        restart: Restart::Transient,
-        intensity: Intensity::new(5, Duration::from_secs(60)),
-        backoff: Backoff::None,
-        shutdown: Duration::from_secs(5),
-        events: 256,
-        report_activations: false,
-    };
-    let router = Router::start_linked(
-        Activate {
-            node: Arc::downgrade(node),
-        },
-        config,
-        supervisor,
-    )
-    .await?;
-    // The exit handling every exit gets, a crash included: what the
-    // actor's processes left in its control group is killed.
-    // A lossless watch: every exit is seen, so every group is emptied.
-    let mut events = router.watch();
-    let weak = Arc::downgrade(node);
-    tokio::spawn(async move {
-        while let Some(event) = events.recv().await {
-            match event {
-                RouterEvent::Exited { key, .. } | RouterEvent::GaveUp { key, .. } => {
-                    let Some(ctx) = weak.upgrade() else { return };
-                    ctx.sandboxes().empty_group(key);
-                }
-                RouterEvent::Activated { .. } | RouterEvent::Passivated { .. } => {}
-            }
+    /// Loads which thread each environment is bound to.
+    async fn prepare(&self) -> Result<(), ActorProcessingErr> {
+        let ctx = self.node.upgrade().ok_or("the node is stopping")?;
+        for (thread, env) in ctx.store.read(table::bindings).await? {
+            self.bind(thread, env);
         }
-    });
-    let bindings = node.store.read(table::bindings).await?;
-    for (thread, env) in bindings {
-        node.sandboxes().bind(thread, env);
+        Ok(())
     }
-    let cell = router.cell();
-    *node.sandboxes().router.write() = Some(router);
-    Ok(cell)
+
+    async fn on_event(&self, event: RouterEvent<SandboxId>) {
+        match event {
+            RouterEvent::Exited { key, .. } | RouterEvent::GaveUp { key, .. } => {
+                self.empty_group(key);
+            }
+            RouterEvent::Activated { .. } | RouterEvent::Passivated { .. } => {}
+        }
+    }
 }

@@ -31,7 +31,7 @@ use tokio::sync::broadcast;
 use troupe_runtime::id::{HouseId, MsgId, ThreadId};
 use troupe_runtime::protocol::house::ThreadMessage;
 use troupe_runtime::protocol::{Address, Envelope};
-use troupe_runtime::router::{Activator, Router, RouterConfig};
+use troupe_runtime::router::RouterConfig;
 use troupe_runtime::rusqlite::{params, Connection, OptionalExtension};
 use troupe_runtime::store::StoreError;
 use troupe_runtime::supervise::{Backoff, Intensity, Restart};
@@ -41,6 +41,7 @@ pub use director::Rules;
 pub use thread::ThreadMsg;
 pub use watch::{ThreadEvents, ThreadMessages};
 
+use crate::node::routed::{Routed, RoutedKind};
 use crate::node::{ActorInfo, Branch, NodeContext, Route};
 
 /// A message that landed in a thread.
@@ -107,27 +108,29 @@ impl ThreadEvent {
 }
 
 /// The node's threads: their router and their events.
-pub struct Hub {
-    router: parking_lot::RwLock<Option<Router<ThreadId, ThreadMsg>>>,
+pub struct Threads {
+    node: Weak<NodeContext>,
+    routed: Routed<ThreadId, ThreadMsg>,
     events: broadcast::Sender<ThreadEvent>,
 }
 
-impl Default for Hub {
-    fn default() -> Self {
+impl std::fmt::Debug for Threads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Threads").finish_non_exhaustive()
+    }
+}
+
+impl Threads {
+    /// The threads of the node `node` (not running until the root starts
+    /// their router).
+    pub(crate) fn new(node: Weak<NodeContext>) -> Self {
         Self {
-            router: parking_lot::RwLock::new(None),
+            node,
+            routed: Routed::new("threads", "thread"),
             events: broadcast::channel(4096).0,
         }
     }
-}
 
-impl std::fmt::Debug for Hub {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hub").finish_non_exhaustive()
-    }
-}
-
-impl Hub {
     /// Events of every thread of the node.
     pub fn subscribe(&self) -> broadcast::Receiver<ThreadEvent> {
         self.events.subscribe()
@@ -139,61 +142,62 @@ impl Hub {
 
     /// Hands `msg` to thread `id`'s actor, activating it.
     pub(crate) async fn send(&self, id: ThreadId, msg: ThreadMsg) -> Result<(), String> {
-        let router = self.router.read().clone();
-        match router {
-            Some(router) => router
-                .send_activating(id, msg)
-                .await
-                .map_err(|e| format!("thread {id} did not take the message: {e}")),
-            None => Err("the node's threads have stopped".into()),
-        }
+        self.routed
+            .send_activating(id, msg)
+            .await
+            .map_err(|e| format!("thread {id} did not take the message: {e}"))
     }
 
     /// Threads live now.
     pub fn live(&self) -> Vec<ThreadId> {
-        self.router
-            .read()
-            .as_ref()
-            .map(Router::live_keys)
-            .unwrap_or_default()
+        self.routed.live()
+    }
+}
+
+/// Threads are activated on their first post and passivated when idle.
+#[async_trait::async_trait]
+impl RoutedKind for Threads {
+    type Key = ThreadId;
+    type Msg = ThreadMsg;
+
+    fn routed(&self) -> &Routed<ThreadId, ThreadMsg> {
+        &self.routed
     }
 
-    pub(crate) async fn stop(&self) {
-        let router = self.router.write().take();
-        if let Some(router) = router {
-            router.stop().await;
+    fn config(&self) -> RouterConfig {
+        RouterConfig {
+            idle_after: Some(Duration::from_secs(120)),
+            restart: Restart::Transient,
+            intensity: Intensity::new(3, Duration::from_secs(60)),
+            backoff: Backoff::None,
+            shutdown: Duration::from_secs(5),
+            events: 256,
+            report_activations: false,
         }
     }
-}
 
-impl NodeContext {
-    /// The node's threads: their router and their events.
-    pub fn houses(&self) -> Arc<Hub> {
-        self.extension::<Hub>()
+    async fn activate(
+        self: Arc<Self>,
+        id: ThreadId,
+        supervisor: ActorCell,
+        _restarted: bool,
+    ) -> Result<ActorRef<ThreadMsg>, ActorProcessingErr> {
+        thread::spawn(self.node.clone(), Arc::downgrade(&self), id, supervisor).await
     }
 }
 
-impl Branch for Hub {
+impl Branch for Threads {
     fn live(&self) -> Vec<ActorInfo> {
-        Hub::live(self)
-            .into_iter()
-            .map(|thread| ActorInfo {
-                kind: "thread".into(),
-                id: thread.to_string(),
-                parent: Some("threads".into()),
-                state: "running".into(),
-                restarts: 0,
-            })
-            .collect()
+        self.routed.actors()
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(Hub::stop(self))
+        Box::pin(self.routed.stop())
     }
 }
 
 #[async_trait::async_trait]
-impl Route for Hub {
+impl Route for Threads {
     async fn deliver(&self, envelope: Envelope) -> Result<(), String> {
         let Address::Thread(thread) = envelope.to else {
             return Err(format!("{} is not a thread", envelope.to));
@@ -201,48 +205,6 @@ impl Route for Hub {
         self.send(thread, ThreadMsg::Deliver(Box::new(envelope)))
             .await
     }
-}
-
-struct Activate {
-    node: Weak<NodeContext>,
-}
-
-#[async_trait::async_trait]
-impl Activator<ThreadId, ThreadMsg> for Activate {
-    async fn activate(
-        &self,
-        id: ThreadId,
-        supervisor: ActorCell,
-    ) -> Result<ActorRef<ThreadMsg>, ActorProcessingErr> {
-        thread::spawn(self.node.clone(), id, supervisor).await
-    }
-}
-
-/// Starts the router of `node`'s threads linked to `supervisor`.
-pub(crate) async fn start(
-    node: &Arc<NodeContext>,
-    supervisor: ActorCell,
-) -> Result<ActorCell, ActorProcessingErr> {
-    let config = RouterConfig {
-        idle_after: Some(Duration::from_secs(120)),
-        restart: Restart::Transient,
-        intensity: Intensity::new(3, Duration::from_secs(60)),
-        backoff: Backoff::None,
-        shutdown: Duration::from_secs(5),
-        events: 256,
-        report_activations: false,
-    };
-    let router = Router::start_linked(
-        Activate {
-            node: Arc::downgrade(node),
-        },
-        config,
-        supervisor,
-    )
-    .await?;
-    let cell = router.cell();
-    *node.houses().router.write() = Some(router);
-    Ok(cell)
 }
 
 /// The turn-taking rules of `house` (the defaults where it sets none).

@@ -132,7 +132,7 @@ pub async fn send(
     let bot = match found {
         Some(bot) => bot,
         None => {
-            if let Some(to) = node.context().kinds().target(target, house.as_deref()) {
+            if let Some(to) = node.kinds().target(target, house.as_deref()) {
                 if let Err(why) = guard.admit(&ctx.agent, target, Instant::now()) {
                     return ToolResult::error(why);
                 }
@@ -144,13 +144,7 @@ pub async fn send(
                 .filter(|b| members.as_ref().is_none_or(|m| m.contains(&b.id)))
                 .map(|b| b.spec.name)
                 .filter(|n| *n != ctx.agent)
-                .chain(
-                    node.context()
-                        .kinds()
-                        .offered()
-                        .into_iter()
-                        .map(|(name, _)| name),
-                )
+                .chain(node.kinds().offered().into_iter().map(|(name, _)| name))
                 .collect();
             let whose = if members.is_some() {
                 " in this house"
@@ -245,7 +239,7 @@ async fn house_name(node: &Node, house: HouseId) -> Result<String, NodeError> {
         .read(move |c| troupe_runtime::store::house::house(c, house))
         .await?
         .map(|h| h.name)
-        .ok_or_else(|| NodeError::House(format!("house {house} is gone")))
+        .ok_or_else(|| NodeError::Refused(format!("house {house} is gone")))
 }
 
 /// What the row of a bot's conversation for a house is stored as.

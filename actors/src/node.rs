@@ -10,9 +10,11 @@ mod address;
 pub mod bots;
 pub mod conversation;
 mod hooks;
+mod models;
 pub mod opening;
 pub mod post_office;
 pub mod reply;
+pub mod routed;
 pub mod router;
 mod tree;
 
@@ -31,9 +33,7 @@ use ractor::ActorRef;
 use tokio::sync::broadcast;
 use troupe_runtime::home::{Home, MAIN_AGENT};
 use troupe_runtime::id::{BotId, ConversationId};
-use troupe_runtime::model::{
-    ModelEndpoint, ModelError, ModelsConfig, ResolveOptions, ResolvedModel,
-};
+use troupe_runtime::model::{ModelError, ModelsConfig, ResolvedModel};
 use troupe_runtime::protocol::{ActorKind, Envelope};
 use troupe_runtime::store::{conversations, mailbox, Store, StoreError};
 use troupe_runtime::supervise::SupervisorMsg;
@@ -76,9 +76,14 @@ pub enum NodeError {
     /// A user message was over the size limit; nothing was stored.
     #[error(transparent)]
     TooLarge(#[from] crate::settings::MessageTooLarge),
-    /// A house, member or thread request was refused; the text says why and what to do.
+    /// A request was refused (a bad name, a missing member, a setting
+    /// that forbids it); the text says why and what to do.
     #[error("{0}")]
-    House(String),
+    Refused(String),
+    /// A request conflicts with what is there now (a name taken, a
+    /// version that changed since it was read); the text says what to do.
+    #[error("{0}")]
+    Conflict(String),
     /// The conversation was a background review, which is never resumed.
     #[error("conversation {0} was a background review; reviews are not resumed")]
     Review(ConversationId),
@@ -142,10 +147,10 @@ pub struct NodeContext {
     env: EnvLookup,
     resolved: Mutex<HashMap<String, ResolvedModel>>,
     /// The conversations, by id, under their router.
-    pub(crate) conversations: Conversations,
-    /// What each feature keeps for the node (the house's threads, the
-    /// environments, …), one value per type: the node names no feature.
-    extensions: Services,
+    pub(crate) conversations: Arc<Conversations>,
+    /// The features' handles, as `crate::boot` made them when it built the
+    /// node (the node names no feature; boot's `Node::features` reads them).
+    features: Arc<dyn std::any::Any + Send + Sync>,
     /// The features' parts of the actor tree, in the order they joined.
     branches: parking_lot::RwLock<Vec<Arc<dyn Branch>>>,
     /// Where envelopes addressed to a house thread go.
@@ -224,80 +229,6 @@ impl NodeContext {
         }
     }
 
-    /// Resolves a model spec (cached).
-    pub fn resolve_model(&self, spec: &str) -> Result<ResolvedModel, ModelError> {
-        if let Some(m) = &self.model_override {
-            return Ok(m.clone());
-        }
-        let spec = if spec.is_empty() {
-            self.settings.default_model.as_str()
-        } else {
-            spec
-        };
-        if let Some(m) = self.resolved.lock().get(spec) {
-            return Ok(m.clone());
-        }
-        let env = |k: &str| (self.env)(k);
-        let resolved = troupe_runtime::model::resolve_with(
-            spec,
-            &self.models,
-            &env,
-            &self.settings.cwd,
-            &ResolveOptions {
-                script_progress: Some(self.home.root().join("script-progress")),
-                ..ResolveOptions::default()
-            },
-        )?;
-        self.resolved
-            .lock()
-            .insert(spec.to_string(), resolved.clone());
-        Ok(resolved)
-    }
-
-    /// Resolves the model of bot `bot` (`spec` its model spec): like
-    /// [`NodeContext::resolve_model`], answered by the bot's own script
-    /// when the provider scripts each bot on its own.
-    pub fn resolve_model_for(&self, bot: &str, spec: &str) -> Result<ResolvedModel, ModelError> {
-        let mut resolved = self.resolve_model(spec)?;
-        if let Some(own) = resolved.provider.for_agent(bot) {
-            resolved.provider = own;
-        }
-        Ok(resolved)
-    }
-
-    /// The names `models.toml` defines, in its order.
-    pub fn model_names(&self) -> Vec<String> {
-        self.models.models.keys().cloned().collect()
-    }
-
-    /// Where calls to `spec` go and the key they carry (read now), for a
-    /// relay that forwards calls made elsewhere. Not the test override:
-    /// that provider has no address.
-    pub fn model_endpoint(&self, spec: &str) -> Result<ModelEndpoint, ModelError> {
-        let env = |k: &str| (self.env)(k);
-        troupe_runtime::model::endpoint(spec, &self.models, &env)
-    }
-
-    /// The provider troupe answers `spec`'s calls with in-process, for a
-    /// relay: a model with no address (a `script:` spec); `None` for a
-    /// model with one (a relay forwards those).
-    pub fn served_model(&self, spec: &str) -> Option<Arc<dyn troupe_runtime::model::Provider>> {
-        if !spec.trim_start().starts_with("script:") {
-            return None;
-        }
-        // Resolved once per node (and keeping its progress like the
-        // bots' scripts), so every relay serves the same script in order.
-        self.resolve_model(spec.trim()).ok().map(|m| m.provider)
-    }
-
-    /// The model every bot uses whatever its spec, when the program gave
-    /// one (tests, an embedding program's provider).
-    pub fn model_override(&self) -> Option<Arc<dyn troupe_runtime::model::Provider>> {
-        self.model_override
-            .as_ref()
-            .map(|m| Arc::clone(&m.provider))
-    }
-
     /// Adds a hook told of every turn's end.
     pub fn add_hook(&self, hook: Arc<dyn TurnHook>) {
         let mut hooks = self.hooks.write();
@@ -313,16 +244,9 @@ impl NodeContext {
         }
     }
 
-    /// The feature state of type `T` (made on first use): a feature keeps
-    /// its per-node registry here, reached through an accessor of its own
-    /// (`ctx.houses()`, `ctx.sandboxes()`).
-    pub fn extension<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
-        self.extensions.get_or_insert_with(T::default)
-    }
-
-    /// Puts `value` as the feature state of its type.
-    pub(crate) fn set_extension<T: Send + Sync + 'static>(&self, value: Arc<T>) {
-        self.extensions.insert(value);
+    /// The features' handles boot made with the node (see `crate::boot`).
+    pub(crate) fn features(&self) -> &(dyn std::any::Any + Send + Sync) {
+        &*self.features
     }
 
     /// Adds a feature's part of the actor tree (listed and stopped with it).
@@ -410,9 +334,10 @@ impl Node {
     /// Opens the store and builds the node's context, with `sources` added
     /// to its tools; [`Node::start`] (in `crate::boot`) wires the features
     /// and starts the tree.
-    pub(crate) fn build(
+    pub(crate) fn build<F: Send + Sync + 'static>(
         options: NodeOptions,
         sources: Vec<Arc<dyn troupe_runtime::tool::registry::ToolSource>>,
+        features: impl FnOnce(&std::sync::Weak<NodeContext>) -> F,
     ) -> Result<Node, NodeError> {
         let store = Store::open(&options.home.database())?;
         if options.settings.durable {
@@ -424,7 +349,7 @@ impl Node {
         for source in sources {
             tools.add_source(source);
         }
-        let ctx = Arc::new(NodeContext {
+        let ctx = Arc::new_cyclic(|me| NodeContext {
             home: options.home,
             settings: options.settings,
             store,
@@ -443,8 +368,8 @@ impl Node {
             model_override: options.model_override,
             env: options.env,
             resolved: Mutex::new(HashMap::new()),
-            conversations: Conversations::default(),
-            extensions: Services::default(),
+            conversations: Arc::new(Conversations::new(me.clone())),
+            features: Arc::new(features(me)),
             branches: parking_lot::RwLock::new(Vec::new()),
             thread_route: std::sync::OnceLock::new(),
             actor_route: std::sync::OnceLock::new(),
@@ -456,14 +381,6 @@ impl Node {
         });
         ctx.services.insert(Arc::new(ctx.store.clone()));
         Ok(Node { ctx })
-    }
-
-    /// Loads the bots, making the main agent the first time.
-    pub(crate) async fn load_bots(&self) -> Result<(), NodeError> {
-        for bot in self.ctx.store.read(bots::list).await? {
-            self.ctx.bots.insert(bot.spec.name.clone(), bot);
-        }
-        self.ensure_main().await
     }
 
     /// The node of a shared context.
@@ -533,32 +450,6 @@ impl Node {
         self.ctx.bus.subscribe()
     }
 
-    async fn ensure_main(&self) -> Result<(), NodeError> {
-        if self.ctx.bots.contains_key(MAIN_AGENT) {
-            return Ok(());
-        }
-        let record = BotRecord {
-            id: BotId::new(),
-            spec: BotSpec::default(),
-        };
-        let r = record.clone();
-        self.ctx
-            .store
-            .write(move |tx| {
-                bots::insert(tx, &r)?;
-                bots::join_home(tx, &r)
-            })
-            .await?;
-        let stored = self
-            .ctx
-            .store
-            .read(|c| bots::by_name(c, MAIN_AGENT))
-            .await?
-            .unwrap_or(record);
-        self.ctx.bots.insert(MAIN_AGENT.into(), stored);
-        Ok(())
-    }
-
     /// Resumes what a crash interrupted, by one policy (written in
     /// `docs/runtime-semantics.md`): a conversation whose turn is marked
     /// open is woken, and its actor resumes the turn on its own bot's
@@ -594,125 +485,6 @@ impl Node {
             }
         }
         Ok(())
-    }
-
-    /// Every bot, the main agent first.
-    pub fn bots(&self) -> Vec<BotRecord> {
-        let mut all: Vec<BotRecord> = self.ctx.bots.iter().map(|b| b.value().clone()).collect();
-        all.sort_by_key(|b| (b.spec.name != MAIN_AGENT, b.spec.name.clone()));
-        all
-    }
-
-    /// The bot called `name`.
-    pub fn bot(&self, name: &str) -> Result<BotRecord, NodeError> {
-        self.ctx
-            .bots
-            .get(name)
-            .map(|b| b.value().clone())
-            .ok_or_else(|| NodeError::NoSuchBot(name.to_string()))
-    }
-
-    /// Checks that `bot`'s model resolves (its spec is known, its key set,
-    /// its script readable and well-formed), so a command or a request can
-    /// refuse at once, with the reason, before anything is stored. A
-    /// conversation whose model does not resolve still runs: each of its
-    /// turns fails with that reason.
-    ///
-    /// # Errors
-    ///
-    /// [`NodeError::NoSuchBot`], or [`NodeError::Model`] with why the
-    /// model cannot be used.
-    pub fn check_model(&self, bot: &str) -> Result<(), NodeError> {
-        let record = self.bot(bot)?;
-        self.ctx
-            .resolve_model_for(&record.spec.name, &record.spec.model)?;
-        Ok(())
-    }
-
-    /// Creates a bot and persists it; it joins the home's own house.
-    pub async fn create_bot(&self, spec: BotSpec) -> Result<BotRecord, NodeError> {
-        self.create_bot_in(spec, None).await
-    }
-
-    /// Creates a bot and persists it, a member of `house` (listening as
-    /// given) — in the same transaction — or, when `None`, of the home's
-    /// own house.
-    pub async fn create_bot_in(
-        &self,
-        spec: BotSpec,
-        house: Option<(
-            troupe_runtime::id::HouseId,
-            troupe_runtime::protocol::house::ListenMode,
-        )>,
-    ) -> Result<BotRecord, NodeError> {
-        spec.validate()?;
-        let record = BotRecord {
-            id: BotId::new(),
-            spec,
-        };
-        let r = record.clone();
-        let inserted = self
-            .ctx
-            .store
-            .write(move |tx| {
-                let inserted = bots::insert(tx, &r)?;
-                match (inserted, house) {
-                    (false, _) => {}
-                    (true, None) => bots::join_home(tx, &r)?,
-                    (true, Some((house, listen))) => troupe_runtime::store::house::put_member(
-                        tx,
-                        house,
-                        &troupe_runtime::protocol::house::Member {
-                            handle: r.spec.name.clone(),
-                            kind: troupe_runtime::protocol::house::MemberKind::Bot,
-                            display_name: r.spec.name.clone(),
-                            listen: Some(listen),
-                            bot: Some(r.id),
-                        },
-                    )?,
-                }
-                Ok(inserted)
-            })
-            .await?;
-        if !inserted {
-            return Err(NodeError::BotExists(record.spec.name));
-        }
-        self.ctx
-            .bots
-            .insert(record.spec.name.clone(), record.clone());
-        Ok(record)
-    }
-
-    /// Rewrites bot `name`'s own record as `update_self` asks: its display
-    /// name (title), description and instructions. Refused unless its
-    /// definition allows self-update.
-    pub async fn update_bot(
-        &self,
-        name: &str,
-        update: troupe_runtime::house::SelfUpdate,
-    ) -> Result<BotSpec, NodeError> {
-        let mut record = self.bot(name)?;
-        if !record.spec.self_update {
-            return Err(NodeError::House(format!(
-                "self-update is not enabled for `{name}` (its definition's `self_update`)"
-            )));
-        }
-        if let Some(title) = update.name.filter(|t| !t.trim().is_empty()) {
-            record.spec.title = title.trim().to_string();
-        }
-        if let Some(description) = update.description.filter(|d| !d.trim().is_empty()) {
-            record.spec.description = description.trim().to_string();
-        }
-        if let Some(prompt) = update.system_prompt {
-            record.spec.mission = prompt;
-        }
-        record.spec.validate()?;
-        let r = record.clone();
-        self.ctx.store.write(move |tx| bots::update(tx, &r)).await?;
-        self.ctx
-            .bots
-            .insert(record.spec.name.clone(), record.clone());
-        Ok(record.spec)
     }
 
     /// Starts a new conversation of `bot` and returns its id.

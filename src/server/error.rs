@@ -69,14 +69,9 @@ impl From<NodeError> for ApiError {
             NodeError::NoSuchBot(_) | NodeError::NoSuchConversation(_) => {
                 Self::NotFound(e.to_string())
             }
-            NodeError::BotExists(_) => Self::Conflict(e.to_string()),
+            NodeError::BotExists(_) | NodeError::Conflict(_) => Self::Conflict(e.to_string()),
             NodeError::Model(_) => Self::ModelUnavailable(e.to_string()),
-            NodeError::House(text)
-                if text.contains("already") || text.contains("changed since") =>
-            {
-                Self::Conflict(e.to_string())
-            }
-            NodeError::House(_) | NodeError::TooLarge(_) | NodeError::Bot(_) => {
+            NodeError::Refused(_) | NodeError::TooLarge(_) | NodeError::Bot(_) => {
                 Self::BadRequest(e.to_string())
             }
             _ => Self::Internal(e.to_string()),
@@ -131,3 +126,19 @@ pub struct Body<T>(pub T);
 #[derive(Debug, axum::extract::FromRequestParts)]
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct Params<T>(pub T);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conflict_is_409_and_a_refusal_400_by_their_variants() {
+        let conflict = ApiError::from(NodeError::Conflict(
+            "a house named `x` exists already".into(),
+        ));
+        assert_eq!(conflict.parts(), (StatusCode::CONFLICT, "conflict"));
+        // The words do not decide: a refusal that says "already" is still a 400.
+        let refused = ApiError::from(NodeError::Refused("already refused".into()));
+        assert_eq!(refused.parts(), (StatusCode::BAD_REQUEST, "bad_request"));
+    }
+}

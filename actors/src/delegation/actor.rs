@@ -27,18 +27,18 @@
 //! a subagent's.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
-use tokio::sync::broadcast;
 use troupe_runtime::id::{ConversationId, DelegationId, MsgId};
 use troupe_runtime::protocol::{Address, AgentEvent, Envelope, Payload};
-use troupe_runtime::router::{Activator, Router, RouterConfig, RouterEvent};
+use troupe_runtime::router::{RouterConfig, RouterEvent};
 use troupe_runtime::rusqlite::params;
 use troupe_runtime::supervise::{Backoff, Intensity, Restart};
 
 use super::{record, Delegations};
 use crate::delegation::executor::{Executor, ExecutorMsg, Launch};
+use crate::node::routed::{Routed, RoutedKind};
 use crate::node::Node;
 
 /// The kind a delegation has in the tree and its events.
@@ -383,100 +383,62 @@ fn publish(node: &Node, conversation: ConversationId, event: AgentEvent) {
     crate::events::Emitter::new(conversation, None, node.context().bus.clone()).emit(event);
 }
 
-/// Starts Delegation actors for the router.
-struct Activate {
-    node: Weak<crate::node::NodeContext>,
-    delegations: Weak<Delegations>,
-}
-
+/// Delegations are restarted from the store within their intensity; a
+/// delegation's exit is reported on its delegating conversation's stream.
 #[async_trait::async_trait]
-impl Activator<DelegationId, DelegationMsg> for Activate {
-    async fn activate(
-        &self,
-        id: DelegationId,
-        supervisor: ActorCell,
-    ) -> Result<ActorRef<DelegationMsg>, ActorProcessingErr> {
-        self.activate_as(id, supervisor, false).await
+impl RoutedKind for Delegations {
+    type Key = DelegationId;
+    type Msg = DelegationMsg;
+
+    fn routed(&self) -> &Routed<DelegationId, DelegationMsg> {
+        &self.routed
     }
 
-    async fn activate_as(
-        &self,
+    fn config(&self) -> RouterConfig {
+        RouterConfig {
+            // A delegation stops when its last subagent ended, not when idle.
+            idle_after: None,
+            restart: Restart::Transient,
+            intensity: Intensity::new(3, std::time::Duration::from_secs(60)),
+            backoff: Backoff::None,
+            shutdown: std::time::Duration::from_secs(5),
+            events: 1024,
+            // It announces its own start.
+            report_activations: false,
+        }
+    }
+
+    async fn activate(
+        self: Arc<Self>,
         id: DelegationId,
         supervisor: ActorCell,
         restarted: bool,
     ) -> Result<ActorRef<DelegationMsg>, ActorProcessingErr> {
-        let node = Node::from_context(self.node.upgrade().ok_or("the node is stopping")?);
-        let delegations = self.delegations.upgrade().ok_or("the node is stopping")?;
+        let node = self.node().ok_or("the node is stopping")?;
         let args = DelegationArgs {
             id,
             node,
-            delegations,
+            delegations: self,
             restarted,
         };
         let (actor, _) = Actor::spawn_linked(None, Delegation, args, supervisor).await?;
         Ok(actor)
     }
-}
 
-/// Starts the router of `node`'s delegations linked to `supervisor` (the
-/// node's root), and the task that reports their exits on the node's bus.
-pub(super) async fn start(
-    node: &Node,
-    delegations: &Arc<Delegations>,
-    supervisor: ActorCell,
-) -> Result<ActorCell, ActorProcessingErr> {
-    let config = RouterConfig {
-        // A delegation stops when its last subagent ended, not when idle.
-        idle_after: None,
-        restart: Restart::Transient,
-        intensity: Intensity::new(3, std::time::Duration::from_secs(60)),
-        backoff: Backoff::None,
-        shutdown: std::time::Duration::from_secs(5),
-        events: 1024,
-        // It announces its own start.
-        report_activations: false,
-    };
-    let activator = Activate {
-        node: Arc::downgrade(node.context()),
-        delegations: Arc::downgrade(delegations),
-    };
-    let router = Router::start_linked(activator, config, supervisor).await?;
-    let cell = router.cell();
-    tokio::spawn(watch(
-        Arc::downgrade(node.context()),
-        Arc::downgrade(delegations),
-        router.subscribe(),
-    ));
-    *delegations.router.write() = Some(router);
-    Ok(cell)
-}
-
-/// Reports a delegation's exit on the node's bus (on the delegating
-/// conversation's stream).
-async fn watch(
-    node: Weak<crate::node::NodeContext>,
-    delegations: Weak<Delegations>,
-    mut events: broadcast::Receiver<RouterEvent<DelegationId>>,
-) {
-    loop {
-        let event = match events.recv().await {
-            Ok(event) => event,
-            Err(broadcast::error::RecvError::Lagged(_)) => continue,
-            Err(broadcast::error::RecvError::Closed) => return,
-        };
-        let (Some(ctx), Some(delegations)) = (node.upgrade(), delegations.upgrade()) else {
-            return;
-        };
+    /// Reports a delegation's exit on the node's bus (on the delegating
+    /// conversation's stream).
+    async fn on_event(&self, event: RouterEvent<DelegationId>) {
+        let Some(node) = self.node() else { return };
         match event {
             RouterEvent::Exited { key, reason } => {
                 let parent = if reason.is_abnormal() {
-                    delegations.parents.get(&key).map(|p| *p)
+                    self.parents.get(&key).map(|p| *p)
                 } else {
-                    delegations.parents.remove(&key).map(|(_, p)| p)
+                    self.parents.remove(&key).map(|(_, p)| p)
                 };
                 if let Some(parent) = parent {
                     publish(
-                        &Node::from_context(ctx),
+                        &node,
                         parent,
                         AgentEvent::ActorStopped {
                             kind: KIND.into(),
@@ -487,7 +449,7 @@ async fn watch(
                 }
             }
             RouterEvent::GaveUp { key, .. } => {
-                delegations.parents.remove(&key);
+                self.parents.remove(&key);
             }
             RouterEvent::Activated { .. } | RouterEvent::Passivated { .. } => {}
         }

@@ -348,8 +348,7 @@ impl Delegations {
         sub: &record::SubagentRow,
         message: String,
     ) -> ToolResult {
-        let router = self.router.read().clone();
-        let Some(router) = router else {
+        let Ok(router) = self.routed.router() else {
             return ToolResult::error("the node's delegations are not running");
         };
         let key = sub.conversation;

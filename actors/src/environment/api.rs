@@ -16,7 +16,7 @@ use crate::house::HouseRef;
 use crate::node::{Node, NodeError};
 
 fn refused(text: impl Into<String>) -> NodeError {
-    NodeError::House(text.into())
+    NodeError::Refused(text.into())
 }
 
 impl HouseRef {
@@ -90,7 +90,6 @@ impl EnvironmentsRef {
         let thread = self.house.thread(reference).await?;
         let id = self
             .node()
-            .context()
             .sandboxes()
             .bound(thread.info.id)
             .ok_or_else(|| {
@@ -106,7 +105,7 @@ impl EnvironmentsRef {
 
     fn info(&self, row: EnvironmentRow) -> EnvironmentInfo {
         let ctx = self.node().context();
-        let live = ctx.sandboxes().live().contains(&row.id);
+        let live = self.node().sandboxes().live().contains(&row.id);
         EnvironmentInfo {
             id: row.id,
             house: row.house,
@@ -159,14 +158,14 @@ impl EnvironmentsRef {
     pub async fn create(&self, thread: Option<ThreadId>) -> Result<Provisioned, NodeError> {
         let ctx = self.node().context().clone();
         if let Some(thread) = thread {
-            if let Some(env) = ctx.sandboxes().bound(thread) {
+            if let Some(env) = self.node().sandboxes().bound(thread) {
                 return Ok(Provisioned {
                     info: self.get(env).await?,
                     reused: true,
                 });
             }
         }
-        let sandboxed = match ctx.sandboxes().readiness(&ctx).await {
+        let sandboxed = match self.node().sandboxes().readiness(&ctx).await {
             Ok(()) => true,
             Err(why) => {
                 if !self.policy().await?.allow_unsandboxed {
@@ -202,10 +201,10 @@ impl EnvironmentsRef {
             })
             .await?;
         if let Some(thread) = thread {
-            ctx.sandboxes().bind(thread, row.id);
+            self.node().sandboxes().bind(thread, row.id);
         }
         // Provisioned now: the workdir, the control group, the actor.
-        let router = ctx.sandboxes().router().map_err(refused)?;
+        let router = self.node().sandboxes().router().map_err(refused)?;
         router
             .call(row.id, SandboxMsg::Touch, Duration::from_secs(30))
             .await
@@ -226,7 +225,7 @@ impl EnvironmentsRef {
             .store()
             .write(move |tx| table::bind(tx, id, thread))
             .await?;
-        self.node().context().sandboxes().bind(thread, id);
+        self.node().sandboxes().bind(thread, id);
         Ok(())
     }
 
@@ -269,32 +268,26 @@ impl EnvironmentsRef {
     /// threads unbound; its workdir stays on disk.
     pub async fn stop(&self, id: SandboxId) -> Result<EnvironmentInfo, NodeError> {
         self.get(id).await?;
-        let ctx = self.node().context().clone();
         self.node()
             .store()
             .write(move |tx| table::stop(tx, id))
             .await?;
-        ctx.sandboxes().unbind_env(id);
-        if ctx.sandboxes().live().contains(&id) {
-            if let Ok(router) = ctx.sandboxes().router() {
+        self.node().sandboxes().unbind_env(id);
+        if self.node().sandboxes().live().contains(&id) {
+            if let Ok(router) = self.node().sandboxes().router() {
                 let _ = router
                     .call(id, SandboxMsg::Stop, Duration::from_secs(30))
                     .await;
             }
         }
-        ctx.sandboxes().remove_group(id);
+        self.node().sandboxes().remove_group(id);
         self.get(id).await
     }
 
     /// Makes the actor of `id` fail (tests of supervision).
     #[doc(hidden)]
     pub async fn inject_failure(&self, id: SandboxId) -> Result<(), NodeError> {
-        let router = self
-            .node()
-            .context()
-            .sandboxes()
-            .router()
-            .map_err(refused)?;
+        let router = self.node().sandboxes().router().map_err(refused)?;
         router
             .send(id, SandboxMsg::Fail)
             .map_err(|e| refused(e.to_string()))
@@ -370,7 +363,7 @@ async fn run_ordered(
     let timeout = timeout
         .unwrap_or(Duration::from_secs(settings.command_timeout_secs))
         .min(Duration::from_secs(settings.max_command_timeout_secs));
-    let router = node.context().sandboxes().router().map_err(refused)?;
+    let router = node.sandboxes().router().map_err(refused)?;
     let owned = command.to_string();
     let answer = router
         .call(

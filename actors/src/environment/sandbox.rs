@@ -101,6 +101,7 @@ impl Drop for Running {
 /// What the actor keeps.
 pub struct SandboxState {
     node: Weak<NodeContext>,
+    sandboxes: Weak<super::Sandboxes>,
     id: SandboxId,
     workdir: PathBuf,
     place: Place,
@@ -157,6 +158,8 @@ impl ZygoteSlot {
 pub struct SandboxArgs {
     /// The node.
     pub node: Weak<NodeContext>,
+    /// The node's environments.
+    pub sandboxes: Weak<super::Sandboxes>,
     /// The environment.
     pub id: SandboxId,
     /// Whether this incarnation replaces one that failed.
@@ -206,7 +209,8 @@ impl Actor for SandboxActor {
         let mut group = None;
         let place = if row.sandboxed {
             let sandbox = Sandbox::detect().map_err(|why| why.clone())?.clone();
-            let group_made = ctx.sandboxes().group(id, || {
+            let sandboxes = args.sandboxes.upgrade().ok_or("the node is stopping")?;
+            let group_made = sandboxes.group(id, || {
                 Cgroup::create(
                     &id.to_string(),
                     GroupLimits {
@@ -255,6 +259,7 @@ impl Actor for SandboxActor {
         }
         Ok(SandboxState {
             node: args.node,
+            sandboxes: args.sandboxes,
             id,
             workdir,
             place,
@@ -306,8 +311,8 @@ impl Actor for SandboxActor {
                 };
                 let quiet = state.last_used.elapsed();
                 if state.running.is_empty() && quiet >= idle {
-                    if let Some(ctx) = state.node.upgrade() {
-                        ctx.sandboxes().passivate(state.id, myself.get_id());
+                    if let Some(sandboxes) = state.sandboxes.upgrade() {
+                        sandboxes.passivate(state.id, myself.get_id());
                     }
                 } else {
                     schedule_idle_check(&myself, idle.saturating_sub(quiet).max(idle / 8));
@@ -316,8 +321,8 @@ impl Actor for SandboxActor {
             SandboxMsg::Stop(reply) => {
                 state.running.clear();
                 state.zygote.clear().await;
-                if let Some(ctx) = state.node.upgrade() {
-                    ctx.sandboxes().remove_group(state.id);
+                if let Some(sandboxes) = state.sandboxes.upgrade() {
+                    sandboxes.remove_group(state.id);
                 }
                 let _ = reply.send(());
                 myself.stop(Some("stopped".into()));

@@ -81,7 +81,9 @@ fn age(info: &EnvironmentInfo) -> String {
 #[async_trait::async_trait]
 impl EnvironmentServices for NodeEnvironments {
     fn bound(&self, thread: ThreadId) -> Option<SandboxId> {
-        self.node.upgrade()?.sandboxes().bound(thread)
+        Node::from_context(self.node.upgrade()?)
+            .sandboxes()
+            .bound(thread)
     }
 
     async fn create_environment(&self, ctx: &ToolContext) -> ToolResult {
@@ -184,7 +186,7 @@ impl EnvironmentServices for NodeEnvironments {
         let Some(seat) = Seat::of(ctx) else {
             return ToolResult::error("this conversation is not in a house thread.");
         };
-        let Some(env) = node.context().sandboxes().bound(seat.thread) else {
+        let Some(env) = node.sandboxes().bound(seat.thread) else {
             return ToolResult::ok_with(
                 "This thread has no environment yet, so the command did not run. In a house, \
                  run_command runs in the thread's environment (a sandbox), never on the host: \

@@ -21,7 +21,7 @@ use super::{Rules, ThreadEvent};
 use crate::node::{Node, NodeError};
 
 fn refused(text: impl Into<String>) -> NodeError {
-    NodeError::House(text.into())
+    NodeError::Refused(text.into())
 }
 
 impl Node {
@@ -38,7 +38,7 @@ impl Node {
                 table::create_house(tx, &owned).map(Some)
             })
             .await?
-            .ok_or_else(|| refused(format!("a house named `{name}` exists already")))?;
+            .ok_or_else(|| NodeError::Conflict(format!("a house named `{name}` exists already")))?;
         Ok(HouseRef {
             node: self.clone(),
             house,
@@ -70,7 +70,7 @@ impl Node {
 
     /// Events of every thread of this node.
     pub fn thread_events(&self) -> broadcast::Receiver<ThreadEvent> {
-        self.context().houses().subscribe()
+        self.threads().subscribe()
     }
 }
 
@@ -150,7 +150,7 @@ impl HouseRef {
             })
             .await?;
         if let Some(kind) = clash {
-            return Err(refused(format!(
+            return Err(NodeError::Conflict(format!(
                 "`{}` is already a {} member of `{}`",
                 member.handle,
                 kind.as_str(),
@@ -210,7 +210,7 @@ impl HouseRef {
             .await?;
         let Some(info) = info else {
             return Err(match name {
-                Some(name) if self.thread(name).await.is_ok() => refused(format!(
+                Some(name) if self.thread(name).await.is_ok() => NodeError::Conflict(format!(
                     "`{}` has a thread named `{name}` already; pick another name or post there",
                     self.house.name
                 )),

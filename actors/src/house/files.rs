@@ -12,7 +12,8 @@ use crate::node::NodeError;
 /// A store refusal as the house error it is; other failures as they are.
 fn refusal(e: StoreError) -> NodeError {
     match e {
-        StoreError::Invalid(text) => NodeError::House(text),
+        StoreError::Invalid(text) => NodeError::Refused(text),
+        StoreError::Conflict(text) => NodeError::Conflict(text),
         other => NodeError::Store(other),
     }
 }
@@ -63,7 +64,7 @@ impl HouseRef {
         let file =
             tokio::task::spawn_blocking(move || troupe_tools::house_files::prepare(&owned, bytes))
                 .await
-                .map_err(|e| NodeError::House(format!("preparing `{path}` failed: {e}")))?;
+                .map_err(|e| NodeError::Refused(format!("preparing `{path}` failed: {e}")))?;
         self.write_files(author, message, vec![file]).await
     }
 
@@ -81,7 +82,7 @@ impl HouseRef {
             let when = version
                 .map(|v| format!(" at version {v}"))
                 .unwrap_or_default();
-            NodeError::House(format!(
+            NodeError::Refused(format!(
                 "there is no file `{path}` in house `{}`{when}; `troupe files ls {}` lists them",
                 self.house.name, self.house.name
             ))

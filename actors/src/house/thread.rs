@@ -42,6 +42,7 @@ pub struct ThreadActor;
 /// What it keeps between posts.
 pub struct ThreadState {
     node: Weak<NodeContext>,
+    threads: Weak<super::Threads>,
     id: ThreadId,
     house: HouseId,
     house_name: String,
@@ -51,12 +52,12 @@ pub struct ThreadState {
 impl Actor for ThreadActor {
     type Msg = ThreadMsg;
     type State = ThreadState;
-    type Arguments = (Weak<NodeContext>, ThreadId);
+    type Arguments = (Weak<NodeContext>, Weak<super::Threads>, ThreadId);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        (node, id): Self::Arguments,
+        (node, threads, id): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         let ctx = node.upgrade().ok_or("the node is stopping")?;
         let (house, house_name) = ctx
@@ -73,6 +74,7 @@ impl Actor for ThreadActor {
         let s = &ctx.settings;
         Ok(ThreadState {
             node,
+            threads,
             id,
             house,
             house_name,
@@ -156,10 +158,13 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
     for (handle, why) in &applied.declined {
         tracing::debug!(thread = %thread, bot = %handle, why = %why, "not offered a turn");
     }
-    let hub = node.context().houses();
+    // Committed: with the node's threads gone, nobody watches any more.
+    let Some(threads) = state.threads.upgrade() else {
+        return;
+    };
     if let Some(reason) = applied.failed {
         tracing::info!(thread = %thread, bot = %applied.author, %reason, "a bot's turn in a thread did not finish");
-        hub.publish(ThreadEvent::TurnFailed {
+        threads.publish(ThreadEvent::TurnFailed {
             thread,
             round: applied.round,
             bot: applied.author,
@@ -167,7 +172,7 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
         });
     }
     if let Some(message) = applied.message {
-        hub.publish(ThreadEvent::Posted(ThreadMessageEvent {
+        threads.publish(ThreadEvent::Posted(ThreadMessageEvent {
             house,
             thread,
             round: applied.round,
@@ -176,7 +181,7 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
     }
     for offer in applied.offers {
         if let Payload::Offer(o) = &offer.body {
-            hub.publish(ThreadEvent::Offered {
+            threads.publish(ThreadEvent::Offered {
                 thread,
                 round: applied.round,
                 bot: o.bot.clone(),
@@ -188,7 +193,7 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
         }
     }
     if applied.settled {
-        hub.publish(ThreadEvent::RoundSettled {
+        threads.publish(ThreadEvent::RoundSettled {
             thread,
             round: applied.round,
         });
@@ -373,9 +378,11 @@ fn open_seat(
 /// Starts the thread actor for `id` under `supervisor`.
 pub(super) async fn spawn(
     node: Weak<NodeContext>,
+    threads: Weak<super::Threads>,
     id: ThreadId,
     supervisor: ractor::ActorCell,
 ) -> Result<ActorRef<ThreadMsg>, ActorProcessingErr> {
-    let (actor, _) = Actor::spawn_linked(None, ThreadActor, (node, id), supervisor).await?;
+    let (actor, _) =
+        Actor::spawn_linked(None, ThreadActor, (node, threads, id), supervisor).await?;
     Ok(actor)
 }

@@ -54,10 +54,10 @@ impl HouseRef {
                 id: minted.id,
                 secret: minted.secret,
             }),
-            Some(_) => Err(NodeError::House(format!(
+            Some(_) => Err(NodeError::Refused(format!(
                 "`{handle}` is a bot; tokens are for people (bots act through their turns)"
             ))),
-            None => Err(NodeError::House(format!(
+            None => Err(NodeError::Refused(format!(
                 "`{handle}` is not a member of `{}`; add them with `troupe house add {} --human {handle}`",
                 self.house.name, self.house.name
             ))),

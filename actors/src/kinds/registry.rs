@@ -10,17 +10,17 @@ use std::time::Duration;
 use dashmap::DashMap;
 use futures::future::BoxFuture;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
-use tokio::sync::mpsc;
 use troupe_runtime::id::MsgId;
 use troupe_runtime::protocol::{Address, AgentEvent, Envelope, Payload};
-use troupe_runtime::router::{Activator, Router, RouterConfig, RouterError, RouterEvent};
+use troupe_runtime::router::{Router, RouterConfig, RouterError, RouterEvent};
 use troupe_runtime::store::mailbox;
-use troupe_runtime::supervise::{Backoff, ChildSpec, Intensity, Restart};
+use troupe_runtime::supervise::{Backoff, Intensity, Restart};
 
 use super::host::{Host, HostArgs, HostMsg};
 use super::houses::{self, HouseKeys};
 use super::{check_name, state, ActorAddress, KindError, UserActor};
 use crate::events::{ActorName, NodeEvent};
+use crate::node::routed::{self, Routed, RoutedKind};
 use crate::node::{ActorInfo, Branch, Node, NodeContext, Roster, Route};
 
 /// The key a bare kind name reaches (`message_agent` with target `desk`).
@@ -119,7 +119,7 @@ struct KindInner<A: UserActor> {
     name: Arc<str>,
     options: KindOptions,
     factory: Box<dyn Fn(&str) -> A + Send + Sync>,
-    router: parking_lot::RwLock<Option<Router<Arc<str>, HostMsg<A>>>>,
+    routed: Routed<Arc<str>, HostMsg<A>>,
     node: Weak<NodeContext>,
     restarts: DashMap<Arc<str>, u32>,
 }
@@ -161,10 +161,9 @@ impl<A: UserActor> Kind<A> {
             return Err(KindError::Unknown(to.kind.to_string()));
         }
         self.inner
-            .router
-            .read()
-            .clone()
-            .ok_or_else(|| unreachable(to, "its kind's supervisor is not running"))
+            .routed
+            .router()
+            .map_err(|_| unreachable(to, "its kind's supervisor is not running"))
     }
 
     /// Sends `msg` in memory to the actor `to`, activating it if needed.
@@ -238,36 +237,23 @@ impl<A: UserActor> Kind<A> {
 
     /// Whether actor `key` is live now.
     pub fn is_live(&self, key: &str) -> bool {
-        self.inner
-            .router
-            .read()
-            .as_ref()
-            .is_some_and(|r| r.is_live(&Arc::from(key)))
+        self.inner.routed.is_live(&Arc::from(key))
     }
 
     /// How many of its actors are live now.
     pub fn live_count(&self) -> usize {
-        self.inner
-            .router
-            .read()
-            .as_ref()
-            .map_or(0, |r| r.live_count())
+        self.inner.routed.live_count()
     }
 
     /// Passivates actor `key` now if it is live (its mailbox is handled
     /// first); `false` when it was not live. Its next message activates it
     /// from its stored state.
     pub async fn passivate(&self, key: &str) -> bool {
-        let Some(router) = self.inner.router.read().clone() else {
+        let key: Arc<str> = Arc::from(key);
+        let Some(actor) = self.inner.routed.live_actor(&key) else {
             return false;
         };
-        let Some(actor) = router.live_actor(&Arc::from(key)) else {
-            return false;
-        };
-        router
-            .passivate(Arc::from(key), actor.get_id())
-            .await
-            .unwrap_or(false)
+        self.inner.routed.passivate(key, actor.get_id()).await
     }
 
     /// How often actor `key` was restarted in this process.
@@ -303,24 +289,15 @@ impl<A: UserActor> AnyKind for KindInner<A> {
     }
 
     fn deliver(&self, key: String, envelope: Envelope) -> Result<(), String> {
-        let router = self
-            .router
-            .read()
-            .clone()
-            .ok_or_else(|| format!("actor kind `{}` is not running", self.name))?;
-        router
+        self.routed
             .send(Arc::from(key), HostMsg::Durable(Box::new(envelope)))
-            .map_err(|e| e.to_string())
+            .map_err(|e| format!("actor kind `{}` is not running: {e}", self.name))
     }
 
     fn live(&self) -> Vec<ActorInfo> {
-        let keys = self
-            .router
-            .read()
-            .as_ref()
-            .map(Router::live_keys)
-            .unwrap_or_default();
-        keys.into_iter()
+        self.routed
+            .live()
+            .into_iter()
             .map(|key| ActorInfo {
                 kind: self.name.to_string(),
                 id: format!("{}/{key}", self.name),
@@ -332,12 +309,7 @@ impl<A: UserActor> AnyKind for KindInner<A> {
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let router = self.router.write().take();
-            if let Some(router) = router {
-                router.stop().await;
-            }
-        })
+        Box::pin(self.routed.stop())
     }
 
     fn typed(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
@@ -449,17 +421,10 @@ impl Branch for Kinds {
     }
 }
 
-impl NodeContext {
-    /// The node's registered actor kinds.
-    pub fn kinds(&self) -> Arc<Kinds> {
-        self.extension::<Kinds>()
-    }
-}
-
 impl Node {
     /// The node's registered actor kinds.
     pub fn kinds(&self) -> Arc<Kinds> {
-        self.context().kinds()
+        Arc::clone(&self.features().kinds)
     }
 
     /// Registers the actor kind `name` of type `A`: `factory` makes the
@@ -487,12 +452,12 @@ impl Node {
             });
         }
         let ctx = self.context();
-        let kinds = ctx.kinds();
+        let kinds = self.kinds();
         let inner = Arc::new(KindInner {
             name: Arc::from(name),
             options,
             factory: Box::new(factory),
-            router: parking_lot::RwLock::new(None),
+            routed: Routed::new(name, name),
             node: Arc::downgrade(ctx),
             restarts: DashMap::new(),
         });
@@ -504,16 +469,7 @@ impl Node {
                 entry.insert(inner.clone());
             }
         }
-        let weak = Arc::downgrade(&inner);
-        let child = ChildSpec::new(name, move |supervisor: ActorCell| {
-            let weak = weak.clone();
-            async move {
-                let inner = weak.upgrade().ok_or("the kind was dropped")?;
-                start::<A>(&inner, supervisor).await
-            }
-        })
-        .shutdown(Duration::from_secs(10));
-        if let Err(e) = self.supervise(child).await {
+        if let Err(e) = self.supervise(routed::child(&inner)).await {
             kinds.kinds.remove(name);
             return Err(KindError::Unreachable {
                 address: name.to_string(),
@@ -538,46 +494,38 @@ impl Node {
     }
 }
 
-/// Starts `inner`'s router linked to `supervisor`, and the task that
-/// turns its events into the node's actor events.
-async fn start<A: UserActor>(
-    inner: &Arc<KindInner<A>>,
-    supervisor: ActorCell,
-) -> Result<ActorCell, ActorProcessingErr> {
-    let options = &inner.options;
-    let config = RouterConfig {
-        idle_after: options.idle_after,
-        restart: options.restart,
-        intensity: options.intensity,
-        backoff: options.backoff,
-        shutdown: Duration::from_secs(5),
-        events: 1024,
-        report_activations: true,
-    };
-    let activator = Activate {
-        kind: Arc::downgrade(inner),
-    };
-    let router = Router::start_linked(activator, config, supervisor).await?;
-    let cell = router.cell();
-    let events = router.watch();
-    *inner.router.write() = Some(router);
-    tokio::spawn(watch(Arc::downgrade(inner), events));
-    Ok(cell)
-}
-
-/// Activates a key of kind `A` from its stored state.
-struct Activate<A: UserActor> {
-    kind: Weak<KindInner<A>>,
-}
-
+/// A kind's actors are activated from their stored state, restarted and
+/// passivated as its options say; their router's events are published as
+/// the node's actor events.
 #[async_trait::async_trait]
-impl<A: UserActor> Activator<Arc<str>, HostMsg<A>> for Activate<A> {
+impl<A: UserActor> RoutedKind for KindInner<A> {
+    type Key = Arc<str>;
+    type Msg = HostMsg<A>;
+
+    fn routed(&self) -> &Routed<Arc<str>, HostMsg<A>> {
+        &self.routed
+    }
+
+    fn config(&self) -> RouterConfig {
+        let options = &self.options;
+        RouterConfig {
+            idle_after: options.idle_after,
+            restart: options.restart,
+            intensity: options.intensity,
+            backoff: options.backoff,
+            shutdown: Duration::from_secs(5),
+            events: 1024,
+            report_activations: true,
+        }
+    }
+
     async fn activate(
-        &self,
+        self: Arc<Self>,
         key: Arc<str>,
         supervisor: ActorCell,
+        _restarted: bool,
     ) -> Result<ActorRef<HostMsg<A>>, ActorProcessingErr> {
-        let kind = self.kind.upgrade().ok_or("the kind was dropped")?;
+        let kind = self;
         let ctx = kind.node.upgrade().ok_or("the node is stopping")?;
         let address = Address::Actor {
             kind: kind.name.to_string(),
@@ -605,20 +553,13 @@ impl<A: UserActor> Activator<Arc<str>, HostMsg<A>> for Activate<A> {
         let (actor, _) = Actor::spawn_linked(None, Host::<A>::new(), args, supervisor).await?;
         Ok(actor)
     }
-}
 
-/// Publishes a kind's router events as the node's actor events, each
-/// naming its actor ([`NodeEvent::of_actor`]).
-async fn watch<A: UserActor>(
-    kind: Weak<KindInner<A>>,
-    mut events: mpsc::UnboundedReceiver<RouterEvent<Arc<str>>>,
-) {
-    while let Some(event) = events.recv().await {
-        let Some(kind) = kind.upgrade() else { return };
+    async fn on_event(&self, event: RouterEvent<Arc<str>>) {
+        let kind = self;
         let Some(ctx) = kind.node.upgrade() else {
             return;
         };
-        let (key, event) = describe(&kind, event);
+        let (key, event) = describe(kind, event);
         if ctx.bus.receiver_count() > 0 {
             let actor = ActorName {
                 kind: kind.name.to_string(),

@@ -1,9 +1,14 @@
-//! The bots table: definitions persisted so bots are reactivated on demand.
+//! The node's bots: the main agent made on first start, bots created and
+//! updated, each definition persisted in the bots table (so bots are
+//! reactivated on demand) and kept in memory by name.
 
 use troupe_runtime::id::BotId;
 use troupe_runtime::rusqlite::{params, Connection, OptionalExtension, Transaction};
 use troupe_runtime::store::{self, StoreError};
 
+use troupe_runtime::home::MAIN_AGENT;
+
+use super::{Node, NodeError};
 use crate::bot::{BotRecord, BotSpec};
 
 fn decode(id: String, spec: String) -> Result<BotRecord, StoreError> {
@@ -116,4 +121,159 @@ pub fn join_home(tx: &Transaction<'_>, bot: &BotRecord) -> Result<(), StoreError
             bot: Some(bot.id),
         },
     )
+}
+
+impl Node {
+    /// Loads the bots, making the main agent the first time.
+    pub(crate) async fn load_bots(&self) -> Result<(), NodeError> {
+        for bot in self.ctx.store.read(list).await? {
+            self.ctx.bots.insert(bot.spec.name.clone(), bot);
+        }
+        self.ensure_main().await
+    }
+
+    async fn ensure_main(&self) -> Result<(), NodeError> {
+        if self.ctx.bots.contains_key(MAIN_AGENT) {
+            return Ok(());
+        }
+        let record = BotRecord {
+            id: BotId::new(),
+            spec: BotSpec::default(),
+        };
+        let r = record.clone();
+        self.ctx
+            .store
+            .write(move |tx| {
+                insert(tx, &r)?;
+                join_home(tx, &r)
+            })
+            .await?;
+        let stored = self
+            .ctx
+            .store
+            .read(|c| by_name(c, MAIN_AGENT))
+            .await?
+            .unwrap_or(record);
+        self.ctx.bots.insert(MAIN_AGENT.into(), stored);
+        Ok(())
+    }
+
+    /// Every bot, the main agent first.
+    pub fn bots(&self) -> Vec<BotRecord> {
+        let mut all: Vec<BotRecord> = self.ctx.bots.iter().map(|b| b.value().clone()).collect();
+        all.sort_by_key(|b| (b.spec.name != MAIN_AGENT, b.spec.name.clone()));
+        all
+    }
+
+    /// The bot called `name`.
+    pub fn bot(&self, name: &str) -> Result<BotRecord, NodeError> {
+        self.ctx
+            .bots
+            .get(name)
+            .map(|b| b.value().clone())
+            .ok_or_else(|| NodeError::NoSuchBot(name.to_string()))
+    }
+
+    /// Checks that `bot`'s model resolves (its spec is known, its key set,
+    /// its script readable and well-formed), so a command or a request can
+    /// refuse at once, with the reason, before anything is stored. A
+    /// conversation whose model does not resolve still runs: each of its
+    /// turns fails with that reason.
+    ///
+    /// # Errors
+    ///
+    /// [`NodeError::NoSuchBot`], or [`NodeError::Model`] with why the
+    /// model cannot be used.
+    pub fn check_model(&self, bot: &str) -> Result<(), NodeError> {
+        let record = self.bot(bot)?;
+        self.ctx
+            .resolve_model_for(&record.spec.name, &record.spec.model)?;
+        Ok(())
+    }
+
+    /// Creates a bot and persists it; it joins the home's own house.
+    pub async fn create_bot(&self, spec: BotSpec) -> Result<BotRecord, NodeError> {
+        self.create_bot_in(spec, None).await
+    }
+
+    /// Creates a bot and persists it, a member of `house` (listening as
+    /// given) — in the same transaction — or, when `None`, of the home's
+    /// own house.
+    pub async fn create_bot_in(
+        &self,
+        spec: BotSpec,
+        house: Option<(
+            troupe_runtime::id::HouseId,
+            troupe_runtime::protocol::house::ListenMode,
+        )>,
+    ) -> Result<BotRecord, NodeError> {
+        spec.validate()?;
+        let record = BotRecord {
+            id: BotId::new(),
+            spec,
+        };
+        let r = record.clone();
+        let inserted = self
+            .ctx
+            .store
+            .write(move |tx| {
+                let inserted = insert(tx, &r)?;
+                match (inserted, house) {
+                    (false, _) => {}
+                    (true, None) => join_home(tx, &r)?,
+                    (true, Some((house, listen))) => troupe_runtime::store::house::put_member(
+                        tx,
+                        house,
+                        &troupe_runtime::protocol::house::Member {
+                            handle: r.spec.name.clone(),
+                            kind: troupe_runtime::protocol::house::MemberKind::Bot,
+                            display_name: r.spec.name.clone(),
+                            listen: Some(listen),
+                            bot: Some(r.id),
+                        },
+                    )?,
+                }
+                Ok(inserted)
+            })
+            .await?;
+        if !inserted {
+            return Err(NodeError::BotExists(record.spec.name));
+        }
+        self.ctx
+            .bots
+            .insert(record.spec.name.clone(), record.clone());
+        Ok(record)
+    }
+
+    /// Rewrites bot `name`'s own record as `update_self` asks: its display
+    /// name (title), description and instructions. Refused unless its
+    /// definition allows self-update.
+    pub async fn update_bot(
+        &self,
+        name: &str,
+        update: troupe_runtime::house::SelfUpdate,
+    ) -> Result<BotSpec, NodeError> {
+        let mut record = self.bot(name)?;
+        if !record.spec.self_update {
+            return Err(NodeError::Refused(format!(
+                "self-update is not enabled for `{name}` (its definition's `self_update`)"
+            )));
+        }
+        if let Some(title) = update.name.filter(|t| !t.trim().is_empty()) {
+            record.spec.title = title.trim().to_string();
+        }
+        if let Some(description) = update.description.filter(|d| !d.trim().is_empty()) {
+            record.spec.description = description.trim().to_string();
+        }
+        if let Some(prompt) = update.system_prompt {
+            record.spec.mission = prompt;
+        }
+        record.spec.validate()?;
+        let r = record.clone();
+        self.ctx.store.write(move |tx| self::update(tx, &r)).await?;
+        self.ctx
+            .bots
+            .insert(record.spec.name.clone(), record.clone());
+        Ok(record.spec)
+    }
 }

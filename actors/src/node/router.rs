@@ -1,6 +1,6 @@
 //! The conversations of a node, addressed by id and supervised.
 //!
-//! One [`Router`] (`runtime::router`) holds them: a send to a conversation
+//! They are one [`RoutedKind`] (see [`super::routed`]): a send to a conversation
 //! id reaches its live actor, or activates it from the store; an idle
 //! conversation passivates; a conversation whose actor panics or fails is
 //! restarted by the router within its restart intensity, rebuilds itself
@@ -16,9 +16,10 @@ use dashmap::DashMap;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::protocol::{AgentEvent, TurnOutcome, Usage};
-use troupe_runtime::router::{Activator, Router, RouterConfig, RouterError, RouterEvent};
+use troupe_runtime::router::{RouterConfig, RouterError, RouterEvent};
 use troupe_runtime::supervise::{Backoff, ExitReason, Intensity, Restart};
 
+use super::routed::{Routed, RoutedKind};
 use super::{Node, NodeContext, NodeError, Opening};
 use crate::events::NodeEvent;
 use crate::node::conversation::carry::Carry;
@@ -31,10 +32,10 @@ pub const RESTART_INTENSITY: Intensity = Intensity {
     within: std::time::Duration::from_secs(60),
 };
 
-/// The node's conversations: the router, and what outlives an incarnation.
-#[derive(Default)]
+/// The node's conversations: their router, and what outlives an incarnation.
 pub struct Conversations {
-    router: parking_lot::RwLock<Option<Router<ConversationId, ConversationMsg>>>,
+    node: Weak<NodeContext>,
+    routed: Routed<ConversationId, ConversationMsg>,
     carries: DashMap<ConversationId, Arc<Carry>>,
     openings: DashMap<ConversationId, Arc<Opening>>,
 }
@@ -48,70 +49,64 @@ impl std::fmt::Debug for Conversations {
     }
 }
 
+fn unreachable(e: RouterError) -> NodeError {
+    match e {
+        RouterError::Stopped => NodeError::Actor("the node's conversations are not running".into()),
+        other => NodeError::Actor(other.to_string()),
+    }
+}
+
 impl Conversations {
-    fn router(&self) -> Result<Router<ConversationId, ConversationMsg>, NodeError> {
-        self.router
-            .read()
-            .clone()
-            .ok_or_else(|| NodeError::Actor("the node's conversations are not running".into()))
+    /// The conversations of the node `node` (not running until the root
+    /// starts their router).
+    pub(crate) fn new(node: Weak<NodeContext>) -> Self {
+        Self {
+            node,
+            routed: Routed::new("conversations", "conversation"),
+            carries: DashMap::new(),
+            openings: DashMap::new(),
+        }
     }
 
     /// Sends `msg` to conversation `id`, activating it if needed.
     pub(crate) fn send(&self, id: ConversationId, msg: ConversationMsg) -> Result<(), NodeError> {
-        self.router()?.send(id, msg).map_err(|e| match e {
-            RouterError::Stopped => NodeError::Actor("the node is stopping".into()),
-            other => NodeError::Actor(other.to_string()),
-        })
+        self.routed.send(id, msg).map_err(unreachable)
     }
 
     /// Sends `msg` to conversation `id`; if it has no actor yet, the
     /// caller's task starts it (see [`Router::send_activating`]).
+    ///
+    /// [`Router::send_activating`]: troupe_runtime::router::Router::send_activating
     pub(crate) async fn deliver(
         &self,
         id: ConversationId,
         msg: ConversationMsg,
     ) -> Result<(), NodeError> {
-        self.router()?
+        self.routed
             .send_activating(id, msg)
             .await
-            .map_err(|e| match e {
-                RouterError::Stopped => NodeError::Actor("the node is stopping".into()),
-                other => NodeError::Actor(other.to_string()),
-            })
+            .map_err(unreachable)
     }
 
     /// Whether `id` has a live actor.
     pub fn is_live(&self, id: &ConversationId) -> bool {
-        self.router
-            .read()
-            .as_ref()
-            .is_some_and(|router| router.is_live(id))
+        self.routed.is_live(id)
     }
 
     /// How many conversations have a live actor.
     pub fn live_count(&self) -> usize {
-        self.router
-            .read()
-            .as_ref()
-            .map_or(0, |router| router.live_count())
+        self.routed.live_count()
     }
 
     /// The conversations with a live actor.
     pub fn live(&self) -> Vec<ConversationId> {
-        self.router
-            .read()
-            .as_ref()
-            .map(|router| router.live_keys())
-            .unwrap_or_default()
+        self.routed.live()
     }
 
     /// Asks the router to passivate `id` now, if `actor` is its live
     /// incarnation; `false` when it did not.
     pub(crate) async fn passivate(&self, id: ConversationId, actor: ractor::ActorId) -> bool {
-        match self.router() {
-            Ok(router) => router.passivate(id, actor).await.unwrap_or(false),
-            Err(_) => false,
-        }
+        self.routed.passivate(id, actor).await
     }
 
     /// The carry of `id` (made on first use).
@@ -162,31 +157,37 @@ impl Conversations {
 
     /// Stops every conversation (each within its shutdown deadline).
     pub async fn stop_all(&self) {
-        let router = self.router.write().take();
-        if let Some(router) = router {
-            router.stop().await;
+        self.routed.stop().await;
+    }
+}
+
+/// Conversations are started from this process's opening or from the
+/// store, and restarted within [`RESTART_INTENSITY`].
+#[async_trait::async_trait]
+impl RoutedKind for Conversations {
+    type Key = ConversationId;
+    type Msg = ConversationMsg;
+
+    fn routed(&self) -> &Routed<ConversationId, ConversationMsg> {
+        &self.routed
+    }
+
+    fn config(&self) -> RouterConfig {
+        RouterConfig {
+            // Conversations passivate themselves: only they know a turn is running.
+            idle_after: None,
+            restart: Restart::Transient,
+            intensity: RESTART_INTENSITY,
+            backoff: Backoff::None,
+            shutdown: std::time::Duration::from_secs(5),
+            events: 4096,
+            // A conversation announces its own start (see its `pre_start`).
+            report_activations: false,
         }
     }
-}
 
-/// Starts conversations for the router, from this process's opening or
-/// from the store.
-struct Activate {
-    node: Weak<NodeContext>,
-}
-
-#[async_trait::async_trait]
-impl Activator<ConversationId, ConversationMsg> for Activate {
     async fn activate(
-        &self,
-        id: ConversationId,
-        supervisor: ActorCell,
-    ) -> Result<ActorRef<ConversationMsg>, ActorProcessingErr> {
-        self.activate_as(id, supervisor, false).await
-    }
-
-    async fn activate_as(
-        &self,
+        self: Arc<Self>,
         id: ConversationId,
         supervisor: ActorCell,
         restarted: bool,
@@ -198,46 +199,14 @@ impl Activator<ConversationId, ConversationMsg> for Activate {
         let (actor, _) = Actor::spawn_linked(None, Conversation, args, supervisor).await?;
         Ok(actor)
     }
-}
 
-/// Starts the router of `node`'s conversations linked to `supervisor`, and
-/// the task that turns its events into the node's actor events.
-pub(crate) async fn start(
-    node: &Arc<NodeContext>,
-    supervisor: ActorCell,
-) -> Result<ActorCell, ActorProcessingErr> {
-    let config = RouterConfig {
-        // Conversations passivate themselves: only they know a turn is running.
-        idle_after: None,
-        restart: Restart::Transient,
-        intensity: RESTART_INTENSITY,
-        backoff: Backoff::None,
-        shutdown: std::time::Duration::from_secs(5),
-        events: 4096,
-        // A conversation announces its own start (see its `pre_start`).
-        report_activations: false,
-    };
-    let activator = Activate {
-        node: Arc::downgrade(node),
-    };
-    let router = Router::start_linked(activator, config, supervisor).await?;
-    let cell = router.cell();
-    let events = router.watch();
-    *node.conversations.router.write() = Some(router);
-    tokio::spawn(watch(Arc::downgrade(node), events));
-    Ok(cell)
-}
-
-/// Turns the router's events into actor events on the node's bus, counts
-/// restarts, and fails the waiters of a conversation the router gave up on.
-async fn watch(
-    node: Weak<NodeContext>,
-    mut events: tokio::sync::mpsc::UnboundedReceiver<RouterEvent<ConversationId>>,
-) {
-    // A lossless watch: a give-up is never missed, so its waiters always
-    // get their answer.
-    while let Some(event) = events.recv().await {
-        let Some(ctx) = node.upgrade() else { return };
+    /// Turns the router's events into actor events on the node's bus,
+    /// counts restarts, and fails the waiters of a conversation the router
+    /// gave up on (a give-up is never missed: the watch is lossless).
+    async fn on_event(&self, event: RouterEvent<ConversationId>) {
+        let Some(ctx) = self.node.upgrade() else {
+            return;
+        };
         on_event(&ctx, event).await;
     }
 }

@@ -68,16 +68,7 @@ impl Node {
     /// `children` (the features' routers) in their order, then the post
     /// office. The root stops them in reverse order.
     pub(crate) async fn start_tree(&self, children: Vec<ChildSpec>) -> Result<(), NodeError> {
-        let ctx = Arc::downgrade(&self.ctx);
-        let conversations = ChildSpec::new("conversations", move |supervisor: ActorCell| {
-            let ctx = ctx.clone();
-            async move {
-                let ctx = ctx.upgrade().ok_or("the node is stopping")?;
-                super::router::start(&ctx, supervisor).await
-            }
-        })
-        // The router stops each conversation within 5 s, all at once.
-        .shutdown(Duration::from_secs(10));
+        let conversations = super::routed::child(&self.ctx.conversations);
         let mut spec = SupervisorSpec::new(Strategy::OneForOne)
             .intensity(Intensity::new(5, Duration::from_secs(60)))
             .child(conversations);

@@ -156,6 +156,11 @@ pub enum StoreError {
     /// A write job refused its input; the message says why.
     #[error("{0}")]
     Invalid(String),
+    /// A write job named a version that is no longer the current one (a
+    /// row changed since it was read); nothing was written, and the
+    /// message says what to read again.
+    #[error("{0}")]
+    Conflict(String),
     /// A read or write job panicked; its savepoint was rolled back.
     #[error(
         "a store job panicked ({0}); its changes were rolled back; this is a bug, please report it"
@@ -286,6 +291,7 @@ impl StoreError {
                 detail: detail.clone(),
             },
             Self::Invalid(m) => Self::Invalid(m.clone()),
+            Self::Conflict(m) => Self::Conflict(m.clone()),
             Self::Panicked(m) => Self::Panicked(m.clone()),
             Self::Aborted(m) => Self::Aborted(m.clone()),
             Self::Closed => Self::Closed,

@@ -27,6 +27,13 @@ async fn put(
         .map(|(v, _)| v)
 }
 
+fn conflict_text(e: StoreError) -> String {
+    match e {
+        StoreError::Conflict(t) => t,
+        other => panic!("expected a conflict, got {other}"),
+    }
+}
+
 fn invalid_text(e: StoreError) -> String {
     match e {
         StoreError::Invalid(t) => t,
@@ -189,7 +196,7 @@ async fn a_stale_delete_is_refused_whole_and_a_fresh_one_removes_every_version()
         .write(move |tx| delete(tx, acme, "ada", "", &stale))
         .await
         .unwrap_err();
-    let err = invalid_text(err);
+    let err = conflict_text(err);
     assert!(
         err.contains("nothing was deleted")
             && err.contains("`a.md` changed since version 1 (it is now version 2)"),
@@ -578,7 +585,7 @@ async fn the_quota_counts_current_files_through_writes_overwrites_and_deletes() 
         .write(move |tx| delete(tx, acme, "ada", "", &[("b.md".into(), 1)]))
         .await
         .unwrap_err();
-    assert!(invalid_text(stale).contains("changed since version 1"));
+    assert!(conflict_text(stale).contains("changed since version 1"));
     store
         .write(move |tx| {
             delete(

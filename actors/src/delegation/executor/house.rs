@@ -220,7 +220,7 @@ pub async fn delegate_task(node: &Node, ctx: &ToolContext, task: TaskRequest) ->
     let Some(seat) = Seat::of(ctx) else {
         return ToolResult::error("this conversation is not in a house thread.");
     };
-    let Some(env) = node.context().sandboxes().bound(seat.thread) else {
+    let Some(env) = node.sandboxes().bound(seat.thread) else {
         return ToolResult::ok_with(
             "This thread has no environment yet, so pi was not started. delegate_task runs the pi \
              coding agent inside the thread's environment (a sandbox), never on the host: call \
@@ -297,13 +297,7 @@ pub async fn delegate_task(node: &Node, ctx: &ToolContext, task: TaskRequest) ->
         continued,
         repo: task.repo.clone(),
     };
-    let Some(delegations) = node
-        .context()
-        .services
-        .get::<crate::delegation::DelegationsHandle>()
-    else {
-        return ToolResult::error("the node's delegations are not running.");
-    };
+    let delegations = std::sync::Arc::clone(&node.features().delegations);
     let model = match crate::delegation::executors::model_of(node, &ctx.agent) {
         Ok(model) => model,
         Err(e) => return e,
@@ -323,7 +317,7 @@ pub async fn delegate_task(node: &Node, ctx: &ToolContext, task: TaskRequest) ->
         report_to: Some(seat.thread),
         session: None,
     };
-    let started = match delegations.0.start_instances(node, start).await {
+    let started = match delegations.start_instances(node, start).await {
         Ok(started) => started,
         Err(e) => return e,
     };

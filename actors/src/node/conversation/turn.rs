@@ -80,9 +80,9 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
             parts.roster.clear();
             parts.user_profile.clear();
             // The kinds offered to bots are every house's (`kinds::houses`).
-            parts
-                .roster
-                .extend(crate::node::Roster::entries(&*node.kinds()));
+            parts.roster.extend(crate::node::Roster::entries(
+                &*crate::node::Node::from_context(Arc::clone(&node)).kinds(),
+            ));
         }
     }
     let mut system = prompt::system_prompt(&parts);

@@ -282,6 +282,7 @@ pub fn delete(
     let house_id = house.to_string();
     let mut found = Vec::with_capacity(files.len());
     let mut problems = Vec::new();
+    let mut missing = false;
     for (raw, seen) in files {
         let p = path::normalize(raw).map_err(invalid)?;
         let k = path::key(&p);
@@ -294,7 +295,10 @@ pub fn delete(
             })
             .optional()?;
         match current {
-            None => problems.push(format!("`{p}` does not exist")),
+            None => {
+                missing = true;
+                problems.push(format!("`{p}` does not exist"))
+            }
             Some((p, v, _)) if v != *seen => problems.push(format!(
                 "`{p}` changed since version {seen} (it is now version {v})"
             )),
@@ -305,10 +309,16 @@ pub fn delete(
         }
     }
     if !problems.is_empty() {
-        return Err(invalid(format!(
+        let text = format!(
             "nothing was deleted: {}. Read the files again (list_files shows their versions) and retry with the versions you saw.",
             problems.join("; ")
-        )));
+        );
+        // Only versions that moved: the files changed since they were read.
+        return Err(if missing {
+            invalid(text)
+        } else {
+            StoreError::Conflict(text)
+        });
     }
     let version = latest_version(tx, house)? + 1;
     let now = crate::store::now();
