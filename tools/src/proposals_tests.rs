@@ -4,7 +4,7 @@ use serde_json::json;
 use troupe_runtime::tool::Tool;
 
 use super::*;
-use crate::memory::{MemoryTool, ProposeRemovals};
+use crate::memory::ProposeRemovals;
 
 struct Review {
     _dir: tempfile::TempDir,
@@ -30,7 +30,7 @@ fn notes(ctx: &ToolContext) -> String {
 }
 
 async fn memory(ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
-    MemoryTool::new().call(args, ctx).await
+    crate::memory::memory::tool().call(args, ctx).await
 }
 
 #[tokio::test]
