@@ -20,6 +20,8 @@
 //! bot's notes. Writes go through [`crate::file_lock::edit`], so two
 //! conversations editing at once both land.
 
+pub mod review;
+
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
@@ -477,7 +479,7 @@ pub async fn memory(params: MemoryParams, ctx: &ToolContext) -> ToolResult {
         Err(e) => return ToolResult::error(e.to_string()),
     };
     if ctx.services.get::<ProposeRemovals>().is_some() {
-        return crate::proposals::propose_memory(ctx, target, ops).await;
+        return review::propose(ctx, target, ops).await;
     }
     match change(&ctx.home, &ctx.agent, target, ops).await {
         Ok((entries, notes)) => saved(target, &entries, &notes),

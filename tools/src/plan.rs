@@ -2,7 +2,7 @@
 //!
 //! The list lives in the conversation's services, not on disk: it belongs to
 //! one conversation and is rebuilt from the last `plan` result when the
-//! conversation is resumed ([`Tool::restore`]). A compaction that would
+//! conversation is resumed ([`Carry::restore`]). A compaction that would
 //! summarize that result away appends a read of the plan after what it keeps
 //! ([`Carry::carried_call`], [`HeldPlan`]), so the plan — open items and all — is in the
 //! stored history and a new process still has it. One item

@@ -1,7 +1,8 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use troupe_runtime::tool::Tool;
+use troupe_runtime::protocol::ToolResult;
+use troupe_runtime::tool::{Tool, ToolContext};
 
 use super::*;
 use crate::memory::ProposeRemovals;
