@@ -101,7 +101,9 @@ pub use troupe_runtime::tool::{FnTool, IntoToolResult, Json, Tool, ToolContext, 
 /// `Deserialize` and `JsonSchema` and the doc comment is the description.
 /// `NAME::tool()` returns the tool; the attribute's arguments are
 /// [`FnTool`]'s builder methods (`read_only`, `failure_tolerant`,
-/// `deferred`, `offered = …`). Built-in tools are written the same way.
+/// `deferred`, `offered = …`, `offered_as = …`, `carrying = …`). A third
+/// argument `state: &S` is the tool's configuration, given once to
+/// `NAME::tool(state)`. Built-in tools are written the same way.
 /// The function must be at module level (not inside another function).
 ///
 /// # Examples

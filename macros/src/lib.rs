@@ -19,6 +19,9 @@ use syn::{parse_macro_input, Expr, FnArg, ItemFn, Lit, Meta, Token};
 ///
 /// - `P` derives `Deserialize` and `JsonSchema`: the tool's JSON schema is
 ///   derived from it. The context argument may be left out.
+/// - A third argument `state: &S` is the tool's own configuration (a key,
+///   a client, settings): then `NAME::tool(state: S)` takes it, and each
+///   call borrows it.
 /// - The function's doc comment is the description the model reads: the
 ///   lines of a paragraph are joined with a space, paragraphs with a blank
 ///   line.
@@ -29,9 +32,11 @@ use syn::{parse_macro_input, Expr, FnArg, ItemFn, Lit, Meta, Token};
 ///   order: `read_only`, `failure_tolerant`, `pages_own_output`,
 ///   `deferred`, `offered = in_house` (a `fn(&ToolContext) -> bool`),
 ///   `timeout = Duration::from_secs(600)`, `gated_by = …`,
-///   `alias("new_text", "content")`. Two more are the macro's own:
+///   `alias("new_text", "content")`, `offered_as = spec_for`,
+///   `carrying = Held` (a `Carry`). Three more are the macro's own:
 ///   `name = "other_name"` names the tool differently from the function,
-///   and `runtime = path` says where troupe's runtime crate is (by default
+///   `description = EXPR` gives a description built from constants instead
+///   of the doc comment's, and `runtime = path` says where troupe's runtime crate is (by default
 ///   `::troupe::runtime`, or `::troupe_runtime` inside troupe's own crates).
 ///
 /// A bad argument never reaches the function: the dispatcher answers it
@@ -58,24 +63,38 @@ fn expand(args: Punctuated<Meta, Token![,]>, function: ItemFn) -> syn::Result<To
         ));
     }
     let inputs: Vec<&FnArg> = sig.inputs.iter().collect();
-    let params = match inputs.as_slice() {
-        [FnArg::Typed(params)] | [FnArg::Typed(params), FnArg::Typed(_)] => &params.ty,
+    let (params, state) = match inputs.as_slice() {
+        [FnArg::Typed(params)] | [FnArg::Typed(params), FnArg::Typed(_)] => (&params.ty, None),
+        [FnArg::Typed(params), FnArg::Typed(_), FnArg::Typed(state)] => match &*state.ty {
+            syn::Type::Reference(r) if r.mutability.is_none() => (&params.ty, Some(&r.elem)),
+            other => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "a #[tool] function's third argument is its state, borrowed: `state: &S`",
+                ))
+            }
+        },
         _ => {
             return Err(syn::Error::new(
                 sig.inputs.span(),
-                "#[tool] takes a function of its params and, optionally, the call's context: \
-                 `async fn NAME(params: P, ctx: &ToolContext)`",
+                "#[tool] takes a function of its params and, optionally, the call's context \
+                 and the tool's state: `async fn NAME(params: P, ctx: &ToolContext, state: &S)`",
             ))
         }
     };
-    let with_context = inputs.len() == 2;
+    let with_context = inputs.len() >= 2;
 
     let mut name = sig.ident.to_string();
     let mut runtime = default_runtime_path();
     let mut builder = Vec::new();
+    let mut described = None;
     for arg in args {
         match arg {
             Meta::NameValue(nv) if nv.path.is_ident("name") => name = string_literal(&nv.value)?,
+            Meta::NameValue(nv) if nv.path.is_ident("description") => {
+                let value = nv.value;
+                described = Some(quote!(#value));
+            }
             Meta::NameValue(nv) if nv.path.is_ident("runtime") => {
                 runtime = match &nv.value {
                     Expr::Path(path) => quote!(#path),
@@ -98,24 +117,39 @@ fn expand(args: Punctuated<Meta, Token![,]>, function: ItemFn) -> syn::Result<To
             }
         }
     }
-    let description = description(&function.attrs);
-    if description.is_empty() {
+    let doc = description(&function.attrs);
+    if doc.is_empty() {
         return Err(syn::Error::new(
             sig.ident.span(),
             "a #[tool] function's doc comment is its description for the model: add one",
         ));
     }
+    let description = described.unwrap_or_else(|| quote!(#doc));
 
     let ident = &sig.ident;
     let vis = &function.vis;
     let inner = inner_visibility(vis);
-    let call = if with_context {
+    let call = if state.is_some() {
+        quote!(super::#ident(params, ctx, &self.0))
+    } else if with_context {
         quote!(super::#ident(params, ctx))
     } else {
         quote!({
             let _ = ctx;
             super::#ident(params)
         })
+    };
+    let (handler_struct, state_arg, handler_value) = match state {
+        Some(state) => (
+            quote!(#[doc(hidden)] #inner struct __Handler(#state);),
+            quote!(state: #state),
+            quote!(__Handler(state)),
+        ),
+        None => (
+            quote!(#[doc(hidden)] #inner struct __Handler;),
+            quote!(),
+            quote!(__Handler),
+        ),
     };
     let module_doc = format!("The `{name}` tool, made by `#[tool]` from the function `{ident}`.");
     Ok(quote! {
@@ -126,8 +160,7 @@ fn expand(args: Punctuated<Meta, Token![,]>, function: ItemFn) -> syn::Result<To
             #[allow(unused_imports)]
             use super::*;
 
-            #[doc(hidden)]
-            #inner struct __Handler;
+            #handler_struct
 
             impl #runtime::tool::func::Handler for __Handler {
                 type Params = #params;
@@ -136,16 +169,16 @@ fn expand(args: Punctuated<Meta, Token![,]>, function: ItemFn) -> syn::Result<To
                     &'a self,
                     params: Self::Params,
                     ctx: &'a #runtime::tool::ToolContext,
-                ) -> #runtime::tool::func::BoxFuture<'a, #runtime::protocol::ToolResult> {
-                    ::std::boxed::Box::pin(async move {
+                ) -> impl ::std::future::Future<Output = #runtime::protocol::ToolResult> + Send + 'a {
+                    async move {
                         #runtime::tool::func::IntoToolResult::into_tool_result(#call.await)
-                    })
+                    }
                 }
             }
 
             /// The tool, to register (`Arc::new(…)`) with a runtime or a registry.
-            #inner fn tool() -> #runtime::tool::func::FnTool<__Handler> {
-                #runtime::tool::func::FnTool::with_handler(#name, #description, __Handler) #(#builder)*
+            #inner fn tool(#state_arg) -> #runtime::tool::func::FnTool<__Handler> {
+                #runtime::tool::func::FnTool::with_handler(#name, #description, #handler_value) #(#builder)*
             }
         }
     })

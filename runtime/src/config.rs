@@ -29,7 +29,6 @@
 //! # Ok::<(), troupe_runtime::config::ConfigError>(())
 //! ```
 
-pub(crate) mod diagnostic;
 mod init;
 mod keys;
 mod layers;
@@ -224,7 +223,7 @@ fn file_table(path: &Path, text: &str) -> Result<toml::Table, ConfigError> {
 }
 
 fn file_error(path: &Path, text: &str, error: &toml::de::Error) -> ConfigError {
-    let diagnostic = diagnostic::describe(error, Some(text));
+    let diagnostic = crate::diagnostic::describe(error, Some(text), keys::home_of);
     ConfigError::File {
         path: path.to_owned(),
         position: diagnostic.position,

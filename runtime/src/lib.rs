@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod config;
+pub(crate) mod diagnostic;
 pub mod environment;
 pub mod error;
 pub mod executors;

@@ -61,6 +61,12 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+/// What the gate does when commands run without a sandbox, for messages
+/// (`troupe doctor`, the start of `run`, `chat` and `serve`).
+pub const UNSANDBOXED_GATE: &str = "in ask mode every command that is not read-only is asked; \
+     in auto mode every command that could touch troupe's home is asked; troupe's settings are \
+     put back if a command changes them";
+
 /// The package that provides the sandbox, named in every message about it.
 pub const PACKAGE: &str = "bubblewrap";
 
@@ -73,7 +79,7 @@ pub const INSTALL_HINT: &str = "install bubblewrap (Debian/Ubuntu: `sudo apt-get
 #[serde(rename_all = "snake_case")]
 pub enum SandboxMode {
     /// In a sandbox when the machine has one; otherwise unsandboxed, and
-    /// the gate asks more ([`crate::trust::UNSANDBOXED_GATE`]).
+    /// the gate asks more ([`UNSANDBOXED_GATE`]).
     #[default]
     Auto,
     /// Only in a sandbox: without one, commands are refused.
@@ -266,7 +272,7 @@ impl Sandbox {
                     Err(why) => tracing::warn!(
                         "commands run UNSANDBOXED: {why}. Until a sandbox works, {}; to \
                          protect the home, {INSTALL_HINT}",
-                        crate::trust::UNSANDBOXED_GATE
+                        UNSANDBOXED_GATE
                     ),
                 }
                 found

@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod dispatch;
 pub mod func;
 pub mod registry;
+pub mod scoped;
 pub mod services;
 pub mod spill;
 pub mod untrusted;
@@ -30,7 +31,7 @@ use crate::home::Home;
 use crate::id::{BotId, ConversationId};
 use crate::protocol::{ActorKind, ToolResult};
 
-pub use func::{FnTool, IntoToolResult, Json};
+pub use func::{Carry, FnTool, IntoToolResult, Json};
 pub use services::Services;
 
 /// What a tool is, as the registry and the model see it.

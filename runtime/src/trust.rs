@@ -55,11 +55,7 @@ pub mod unsandboxed;
 
 use serde::{Deserialize, Serialize};
 
-/// What the gate does when commands run without a sandbox, for messages
-/// (`troupe doctor`, the start of `run`, `chat` and `serve`).
-pub const UNSANDBOXED_GATE: &str = "in ask mode every command that is not read-only is asked; \
-     in auto mode every command that could touch troupe's home is asked; troupe's settings are \
-     put back if a command changes them";
+pub use crate::sandbox::UNSANDBOXED_GATE;
 
 pub use approvals::{ApprovalAnswer, ApprovalStore, FileApprovals, GateSession, MemoryApprovals};
 pub use gate::{Gate, GateContext};

@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use troupe_runtime::home::Home;
 use troupe_runtime::tool::{Tool, ToolContext};
-use troupe_tools::web::fetch::WebFetch;
+use troupe_tools::web::fetch::{web_fetch, WebReader};
 
 /// A news article of about `bytes` bytes, with navigation, a sidebar and a footer.
 fn page(bytes: usize) -> String {
@@ -84,7 +84,7 @@ pub async fn fetch(n: usize) -> anyhow::Result<serde_json::Value> {
         allow_private_addresses: true,
         ..Default::default()
     };
-    let tool = WebFetch::new(&settings);
+    let tool = web_fetch::tool(WebReader::new(&settings));
     let mut cold = Vec::with_capacity(n);
     let mut markdown_chars = 0;
     for i in 0..n {

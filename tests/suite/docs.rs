@@ -287,7 +287,9 @@ fn render_tools_reference() -> String {
          answers with an error saying how to set one up.\n",
     );
     md.push_str("\n## run_command in a house\n");
-    let spec = troupe_tools::run_command::house::spec();
+    let spec = troupe_tools::run_command::house::run_command::tool()
+        .spec()
+        .clone();
     let _ = write!(md, "\n{}\n\n", spec.description.trim());
     if let GateSubject::Command(arg) = &spec.gate {
         let _ = writeln!(md, "- Trust gate: judges the shell command in `{arg}`\n");
@@ -300,8 +302,12 @@ fn render_tools_reference() -> String {
     }
     md.push_str("\n## read_file and write_file in a house\n");
     for spec in [
-        troupe_tools::house_files::read_spec(),
-        troupe_tools::house_files::write_spec(),
+        troupe_tools::house_files::read_file::read_file::tool()
+            .spec()
+            .clone(),
+        troupe_tools::house_files::write_file::write_file::tool()
+            .spec()
+            .clone(),
     ] {
         let _ = write!(md, "\n### {}\n\n{}\n\n", spec.name, spec.description.trim());
         let mut rows = Vec::new();

@@ -256,7 +256,7 @@ async fn pi_writes_a_file_in_the_task_folder_and_reports_once() {
             .insert(std::sync::Arc::new(node.store().clone()));
         async move {
             use troupe::Tool;
-            troupe::tools::delegation_search::DelegationSearch::new()
+            troupe::tools::delegation_search::delegation_search::tool()
                 .call(args, &ctx)
                 .await
         }

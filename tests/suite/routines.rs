@@ -106,7 +106,7 @@ pub(super) fn context(runtime: &Runtime, agent: &str) -> ToolContext {
 
 /// Calls the `cronjob_manage` tool itself.
 pub(super) async fn tool(ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
-    troupe::tools::cronjob_manage::CronjobManage::new()
+    troupe::tools::cronjob_manage::cronjob_manage::tool()
         .call(args, ctx)
         .await
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 use troupe::runtime::home::Home;
 use troupe::runtime::protocol::ToolResult;
 use troupe::runtime::sandbox::{Sandbox, SandboxSettings};
-use troupe::tools::run_command::RunCommand;
+use troupe::tools::run_command::{run_command, CommandHost};
 use troupe::{Tool, ToolContext};
 
 use super::support::TestHome;
@@ -57,12 +57,12 @@ fn other_addresses() -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn tool(allow: Vec<std::net::IpAddr>) -> RunCommand {
-    RunCommand::with_sandbox(SandboxSettings {
+fn tool(allow: Vec<std::net::IpAddr>) -> impl Tool {
+    run_command::tool(CommandHost::with_sandbox(SandboxSettings {
         allow_addresses: allow,
         helper: Some(env!("CARGO_BIN_EXE_troupe").into()),
         ..SandboxSettings::default()
-    })
+    }))
 }
 
 fn context(home: &TestHome) -> ToolContext {
@@ -73,7 +73,7 @@ fn context(home: &TestHome) -> ToolContext {
     ToolContext::standalone(Home::new(root.join(".troupe")), cwd)
 }
 
-async fn run(tool: &RunCommand, ctx: &ToolContext, command: &str) -> ToolResult {
+async fn run(tool: &impl Tool, ctx: &ToolContext, command: &str) -> ToolResult {
     tokio::time::timeout(
         Duration::from_secs(60),
         tool.call(json!({ "command": command, "timeout": 20 }), ctx),

@@ -96,7 +96,7 @@ async fn a_routine_run_that_panics_is_reported_failed_and_the_next_run_happens()
         .build()
         .await
         .unwrap();
-    let made = troupe::tools::cronjob_manage::CronjobManage::new()
+    let made = troupe::tools::cronjob_manage::cronjob_manage::tool()
         .call(
             json!({"action": "create", "name": "weather", "schedule": "every 30m", "prompt": "say it"}),
             &context(&runtime),

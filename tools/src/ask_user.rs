@@ -7,9 +7,10 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use troupe_macros::tool;
 use troupe_runtime::agents::Agents;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 /// One question.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -31,34 +32,6 @@ pub struct Question {
 pub struct Params {
     /// 1 to 5 questions.
     pub questions: Vec<Question>,
-}
-
-/// The `ask_user` tool.
-#[derive(Debug)]
-pub struct AskUser {
-    spec: ToolSpec,
-}
-
-impl Default for AskUser {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl AskUser {
-    /// The tool.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "ask_user",
-                "Ask the user 1 to 5 questions and wait for the answers. Each question may offer up to 4 \
-                 choices, the recommended one first (\"Other\" is added). The result says whether the user \
-                 answered, cancelled, did not answer in time, or could not be reached. Not for approving \
-                 dangerous actions: the gate asks for those itself.",
-                schema_for::<Params>(),
-            ),
-        }
-    }
 }
 
 /// Checks the questions; returns them with "Other" added to choice lists.
@@ -85,23 +58,14 @@ pub fn check(mut params: Params) -> Result<Vec<Question>, ToolResult> {
     Ok(params.questions)
 }
 
-#[async_trait::async_trait]
-impl Tool for AskUser {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let questions = match parse_args::<Params>("ask_user", args).and_then(check) {
-            Ok(q) => q,
-            Err(e) => return e,
-        };
-        let questions = serde_json::to_value(questions).unwrap_or_default();
-        match Agents::of(ctx) {
-            Ok(agents) => agents.ask_user(ctx, questions).await,
-            Err(e) => e,
-        }
-    }
+/// Ask the user 1 to 5 questions and wait for the answers. Each question may offer up to 4
+/// choices, the recommended one first ("Other" is added). The result says whether the user
+/// answered, cancelled, did not answer in time, or could not be reached. Not for approving
+/// dangerous actions: the gate asks for those itself.
+#[tool]
+pub async fn ask_user(p: Params, ctx: &ToolContext) -> Result<ToolResult, ToolResult> {
+    let questions = serde_json::to_value(check(p)?).unwrap_or_default();
+    Ok(Agents::of(ctx)?.ask_user(ctx, questions).await)
 }
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::agents::{Agents, BotDraft};
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 /// Arguments of `bot_create`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -25,54 +26,16 @@ pub struct Params {
     pub skills: Vec<String>,
 }
 
-/// The `bot_create` tool.
-#[derive(Debug)]
-pub struct BotCreate {
-    spec: ToolSpec,
-}
-
-impl Default for BotCreate {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl BotCreate {
-    /// The tool.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "bot_create",
-                "Create a bot: a named agent with its own mission, memory, skills, conversation and routines. \
-                 Ask the user before you create one. `name`: lowercase letters, digits, `-`, `_`.",
-                schema_for::<Params>(),
-            )
-            .deferred(),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl Tool for BotCreate {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let p: Params = match parse_args("bot_create", args) {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        let draft = BotDraft {
-            name: p.name,
-            title: p.title,
-            description: p.description,
-            mission: p.mission,
-            skills: p.skills,
-        };
-        match Agents::of(ctx) {
-            Ok(agents) => agents.create_bot(ctx, draft).await,
-            Err(e) => e,
-        }
-    }
+/// Create a bot: a named agent with its own mission, memory, skills, conversation and
+/// routines. Ask the user before you create one. `name`: lowercase letters, digits, `-`, `_`.
+#[tool(deferred)]
+pub async fn bot_create(p: Params, ctx: &ToolContext) -> Result<ToolResult, ToolResult> {
+    let draft = BotDraft {
+        name: p.name,
+        title: p.title,
+        description: p.description,
+        mission: p.mission,
+        skills: p.skills,
+    };
+    Ok(Agents::of(ctx)?.create_bot(ctx, draft).await)
 }

@@ -13,12 +13,13 @@
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::home::MAIN_AGENT;
 use troupe_runtime::id::{ConversationId, MsgId};
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::store::search::{self, ConversationSummary, Filter, Found, Line, Order};
 use troupe_runtime::store::Store;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 /// The tool's name.
 pub const NAME: &str = "conversation_search";
@@ -93,71 +94,33 @@ pub struct Params {
     pub offset: Option<u32>,
 }
 
-/// The `conversation_search` tool.
-#[derive(Debug)]
-pub struct ConversationSearch {
-    spec: ToolSpec,
-}
-
-impl Default for ConversationSearch {
-    fn default() -> Self {
-        Self::new()
+/// Find and read past conversations (full-text, every word required, accents ignored). `query`:
+/// the best conversation in full and the others by their matching messages (`limit` 1-10,
+/// `sort`, `detail`, `after`/`before` as an ISO date or 7d/24h/2w, `exclude_conversation_ids`).
+/// `conversation_id` + `around_message_id`: the messages around one (`window` each side, at
+/// most 20). `conversation_id` alone: read it whole, in pages (`offset`). No arguments: the
+/// latest conversations. `role_filter` is user,assistant by default; add tool to search tool
+/// output.
+#[tool(read_only, deferred, pages_own_output)]
+pub async fn conversation_search(params: Params, ctx: &ToolContext) -> ToolResult {
+    let request = match Request::from_params(params, ctx, Utc::now()) {
+        Ok(r) => r,
+        Err(text) => return ToolResult::error(text),
+    };
+    let Some(store) = ctx.services.get::<Store>() else {
+        return ToolResult::error(
+            "conversation_search has no store in this conversation; it cannot search here.",
+        );
+    };
+    // Every message committed so far is found, even the ones the
+    // writer has not indexed yet.
+    if let Err(e) = store.catch_up().await {
+        return ToolResult::error(format!("conversation_search failed: {e}"));
     }
-}
-
-impl ConversationSearch {
-    /// The tool.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                NAME,
-                "Find and read past conversations (full-text, every word required, accents \
-                 ignored). `query`: the best conversation in full and the others by their \
-                 matching messages (`limit` 1-10, `sort`, `detail`, `after`/`before` as an ISO \
-                 date or 7d/24h/2w, `exclude_conversation_ids`). `conversation_id` + \
-                 `around_message_id`: the messages around one (`window` each side, at most 20). \
-                 `conversation_id` alone: read it whole, in pages (`offset`). No arguments: the \
-                 latest conversations. `role_filter` is user,assistant by default; add tool to \
-                 search tool output.",
-                schema_for::<Params>(),
-            )
-            .read_only()
-            .deferred()
-            .pages_own_output(),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl Tool for ConversationSearch {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: Params = match parse_args(NAME, args) {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        let request = match Request::from_params(params, ctx, Utc::now()) {
-            Ok(r) => r,
-            Err(text) => return ToolResult::error(text),
-        };
-        let Some(store) = ctx.services.get::<Store>() else {
-            return ToolResult::error(
-                "conversation_search has no store in this conversation; it cannot search here.",
-            );
-        };
-        // Every message committed so far is found, even the ones the
-        // writer has not indexed yet.
-        if let Err(e) = store.catch_up().await {
-            return ToolResult::error(format!("conversation_search failed: {e}"));
-        }
-        match store.read(move |conn| Ok(request.run(conn))).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(text)) => ToolResult::error(text),
-            Err(e) => ToolResult::error(format!("conversation_search failed: {e}")),
-        }
+    match store.read(move |conn| Ok(request.run(conn))).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(text)) => ToolResult::error(text),
+        Err(e) => ToolResult::error(format!("conversation_search failed: {e}")),
     }
 }
 

@@ -11,6 +11,7 @@ use troupe_runtime::store::conversations::{self, NewConversation};
 use troupe_runtime::store::{timestamp, Store};
 
 use super::*;
+use troupe_runtime::tool::Tool as _;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -67,7 +68,7 @@ async fn conversation(
 }
 
 async fn call(ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
-    ConversationSearch::new().call(args, ctx).await
+    conversation_search::tool().call(args, ctx).await
 }
 
 fn ids(result: &ToolResult) -> Vec<String> {

@@ -6,9 +6,10 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::agents::{Agents, RoutineRequest};
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 /// What to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -60,93 +61,59 @@ pub struct Params {
     pub schedule: Option<String>,
 }
 
-/// The `cronjob_manage` tool.
-#[derive(Debug)]
-pub struct CronjobManage {
-    spec: ToolSpec,
+/// Whether the conversation is the home's own, not a foreign house's: routines belong to the
+/// home's owner.
+fn in_the_homes_own(ctx: &ToolContext) -> bool {
+    !troupe_runtime::house::HouseScope::foreign(ctx)
 }
 
-impl Default for CronjobManage {
-    fn default() -> Self {
-        Self::new()
+/// Make and manage routines: a prompt run on a schedule, each run its own conversation, ending
+/// with a notification (none when the reply is [SILENT]). The prompt must stand alone.
+/// Schedules: `every 30m`, `in 30m` (once), `weekdays at 9am`, `every day at 18:30` (the user's
+/// time), cron syntax, or an ISO time (once).
+#[tool(deferred, offered = in_the_homes_own)]
+pub async fn cronjob_manage(p: Params, ctx: &ToolContext) -> ToolResult {
+    if troupe_runtime::house::HouseScope::foreign(ctx) {
+        return ToolResult::error(
+            "routines belong to the home's owner and run outside any house; a house's conversation \
+             cannot list or make them. Ask the owner to set one up.",
+        );
     }
-}
-
-impl CronjobManage {
-    /// The tool.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "cronjob_manage",
-                "Make and manage routines: a prompt run on a schedule, each run its own conversation, \
-                 ending with a notification (none when the reply is [SILENT]). The prompt must stand \
-                 alone. Schedules: `every 30m`, `in 30m` (once), `weekdays at 9am`, `every day at 18:30` \
-                 (the user's time), cron syntax, or an ISO time (once).",
-                schema_for::<Params>(),
-            )
-            .deferred(),
+    let needs_job = !matches!(p.action, Action::Create | Action::List);
+    if needs_job && p.job_id.as_deref().is_none_or(|j| j.trim().is_empty()) {
+        return ToolResult::error(format!(
+            "`{}` needs `job_id`: the routine's id or name.",
+            p.action.as_str()
+        ));
+    }
+    if p.action == Action::Create {
+        for (field, value) in [
+            ("name", &p.name),
+            ("prompt", &p.prompt),
+            ("schedule", &p.schedule),
+        ] {
+            if value.as_deref().is_none_or(|v| v.trim().is_empty()) {
+                return ToolResult::error(format!("`create` needs `{field}`."));
+            }
         }
     }
-}
-
-#[async_trait::async_trait]
-impl Tool for CronjobManage {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    /// Not in the conversation of a house other than the home's own.
-    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        (!troupe_runtime::house::HouseScope::foreign(ctx)).then(|| self.spec.clone())
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let p: Params = match parse_args("cronjob_manage", args) {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        if troupe_runtime::house::HouseScope::foreign(ctx) {
-            return ToolResult::error(
-                "routines belong to the home's owner and run outside any house; a house's conversation \
-                 cannot list or make them. Ask the owner to set one up.",
-            );
-        }
-        let needs_job = !matches!(p.action, Action::Create | Action::List);
-        if needs_job && p.job_id.as_deref().is_none_or(|j| j.trim().is_empty()) {
+    for text in [&p.prompt, &p.name].into_iter().flatten() {
+        if let Some(threat) = crate::scan::scan(text) {
             return ToolResult::error(format!(
-                "`{}` needs `job_id`: the routine's id or name.",
-                p.action.as_str()
+                "the routine was not kept: its text looks like {} ({}). Write the prompt as a plain task.",
+                threat.family, threat.detail
             ));
         }
-        if p.action == Action::Create {
-            for (field, value) in [
-                ("name", &p.name),
-                ("prompt", &p.prompt),
-                ("schedule", &p.schedule),
-            ] {
-                if value.as_deref().is_none_or(|v| v.trim().is_empty()) {
-                    return ToolResult::error(format!("`create` needs `{field}`."));
-                }
-            }
-        }
-        for text in [&p.prompt, &p.name].into_iter().flatten() {
-            if let Some(threat) = crate::scan::scan(text) {
-                return ToolResult::error(format!(
-                    "the routine was not kept: its text looks like {} ({}). Write the prompt as a plain task.",
-                    threat.family, threat.detail
-                ));
-            }
-        }
-        let request = RoutineRequest {
-            action: p.action.as_str().into(),
-            job_id: p.job_id,
-            name: p.name,
-            prompt: p.prompt,
-            schedule: p.schedule,
-        };
-        match Agents::of(ctx) {
-            Ok(agents) => agents.routines(ctx, request).await,
-            Err(e) => e,
-        }
+    }
+    let request = RoutineRequest {
+        action: p.action.as_str().into(),
+        job_id: p.job_id,
+        name: p.name,
+        prompt: p.prompt,
+        schedule: p.schedule,
+    };
+    match Agents::of(ctx) {
+        Ok(agents) => agents.routines(ctx, request).await,
+        Err(e) => e,
     }
 }

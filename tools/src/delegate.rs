@@ -9,9 +9,10 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::agents::{Agents, DelegateRequest, Task};
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 /// The most tasks one call may hand out.
 pub const MAX_TASKS: usize = 10;
@@ -50,38 +51,6 @@ pub struct Params {
     pub subagent_id: Option<String>,
     /// The message for `steer` or `resume`.
     pub message: Option<String>,
-}
-
-/// The `delegate` tool.
-#[derive(Debug)]
-pub struct Delegate {
-    spec: ToolSpec,
-}
-
-impl Default for Delegate {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Delegate {
-    /// The tool.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "delegate",
-                "Hand tasks to subagents that work in parallel, each with a clean context, your model and \
-                 your tools (minus memory, ask_user, delegate and messaging). Give each task a standalone \
-                 `goal` and all the `context` it needs. Up to 10 tasks. In a conversation the call returns \
-                 at once and the summaries arrive together in one message when the last subagent ends; \
-                 in a routine run it waits for them. `action`: spawn (default), list, steer, stop, resume. \
-                 With `executor` (e.g. \"pi\", when installed) each task goes to an outside coding agent \
-                 working in the task's `folder` (required) instead; `list` shows every instance on the \
-                 workbench, and `resume` continues an ended instance's session with `message`.",
-                schema_for::<Params>(),
-            ),
-        }
-    }
 }
 
 /// Checks the arguments and turns them into a request.
@@ -176,22 +145,18 @@ pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for Delegate {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let request = match parse_args::<Params>("delegate", args).and_then(request) {
-            Ok(r) => r,
-            Err(e) => return e,
-        };
-        match Agents::of(ctx) {
-            Ok(agents) => agents.delegate(ctx, request).await,
-            Err(e) => e,
-        }
-    }
+/// Hand tasks to subagents that work in parallel, each with a clean context, your model and
+/// your tools (minus memory, ask_user, delegate and messaging). Give each task a standalone
+/// `goal` and all the `context` it needs. Up to 10 tasks. In a conversation the call returns at
+/// once and the summaries arrive together in one message when the last subagent ends; in a
+/// routine run it waits for them. `action`: spawn (default), list, steer, stop, resume. With
+/// `executor` (e.g. "pi", when installed) each task goes to an outside coding agent working in
+/// the task's `folder` (required) instead; `list` shows every instance on the workbench, and
+/// `resume` continues an ended instance's session with `message`.
+#[tool]
+pub async fn delegate(params: Params, ctx: &ToolContext) -> Result<ToolResult, ToolResult> {
+    let request = request(params)?;
+    Ok(Agents::of(ctx)?.delegate(ctx, request).await)
 }
 
 #[cfg(test)]

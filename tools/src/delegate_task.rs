@@ -10,11 +10,12 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::agents::Agents;
 use troupe_runtime::environment::{Environments, TaskRequest};
 use troupe_runtime::house::Seat;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 /// Arguments of `delegate_task`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -30,36 +31,6 @@ pub struct Params {
     /// Continue this pi session (its id, or a unique part of it).
     #[serde(rename = "continue")]
     pub continue_session: Option<String>,
-}
-
-/// The `delegate_task` tool.
-#[derive(Debug)]
-pub struct DelegateTask {
-    spec: ToolSpec,
-}
-
-impl Default for DelegateTask {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl DelegateTask {
-    /// The tool.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "delegate_task",
-                "Launch the pi coding agent on this thread's environment (/workspace) for a coding \
-                 task it works on by itself: reading, editing and writing files, running commands. \
-                 A child thread is opened where its progress is posted as it works, and its result \
-                 comes back to this thread when it ends; your turn ends at once. `repo` clones a git \
-                 repository first; `continue_recent` continues the thread's latest pi session, \
-                 `continue` a named one. Needs the thread's environment (create_environment).",
-                schema_for::<Params>(),
-            ),
-        }
-    }
 }
 
 /// Checks the arguments and turns them into a request.
@@ -89,28 +60,21 @@ pub fn request(params: Params) -> Result<TaskRequest, ToolResult> {
     })
 }
 
-#[async_trait::async_trait]
-impl Tool for DelegateTask {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
+/// Whether the conversation sits in a house thread whose node runs environments.
+fn in_thread_with_environments(ctx: &ToolContext) -> bool {
+    Seat::of(ctx).is_some() && ctx.services.get::<Environments>().is_some()
+}
 
-    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        Seat::of(ctx)?;
-        ctx.services.get::<Environments>()?;
-        Some(self.spec.clone())
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let task = match parse_args::<Params>("delegate_task", args).and_then(request) {
-            Ok(t) => t,
-            Err(e) => return e,
-        };
-        match Agents::of(ctx) {
-            Ok(agents) => agents.delegate_task(ctx, task).await,
-            Err(e) => e,
-        }
-    }
+/// Launch the pi coding agent on this thread's environment (/workspace) for a coding task it
+/// works on by itself: reading, editing and writing files, running commands. A child thread
+/// is opened where its progress is posted as it works, and its result comes back to this
+/// thread when it ends; your turn ends at once. `repo` clones a git repository first;
+/// `continue_recent` continues the thread's latest pi session, `continue` a named one. Needs
+/// the thread's environment (create_environment).
+#[tool(offered = in_thread_with_environments)]
+pub async fn delegate_task(params: Params, ctx: &ToolContext) -> Result<ToolResult, ToolResult> {
+    let task = request(params)?;
+    Ok(Agents::of(ctx)?.delegate_task(ctx, task).await)
 }
 
 #[cfg(test)]

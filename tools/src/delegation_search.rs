@@ -14,6 +14,7 @@
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::home::MAIN_AGENT;
 use troupe_runtime::id::{ConversationId, DelegationId, SubagentId};
 use troupe_runtime::protocol::ToolResult;
@@ -22,7 +23,7 @@ use troupe_runtime::store::search::delegations::{
 };
 use troupe_runtime::store::search::{self, Line};
 use troupe_runtime::store::{Store, StoreError};
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 use crate::conversation_search::{bounded, parse_when};
 
@@ -64,67 +65,30 @@ pub struct Params {
     pub include_tools: bool,
 }
 
-/// The `delegation_search` tool.
-#[derive(Debug)]
-pub struct DelegationSearch {
-    spec: ToolSpec,
-}
-
-impl Default for DelegationSearch {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl DelegationSearch {
-    /// The tool.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                NAME,
-                "Recall what delegations did, from their record (goals, tasks, steers, answers, \
-                 final texts, changed files). `query`: the best delegation with every entry and \
-                 the others with their matching entries (`limit` 1-10). `instance_id` (a \
-                 delegation or subagent id): read its record and the start and end of each \
-                 subagent's conversation. `instance_id` + `around` (an entry's #number): the \
-                 entries around it (`window` each side, at most 20). No arguments: the latest \
-                 delegations. Filters: `executor` (pi), `folder` (part of the path), \
-                 `after`/`before` (ISO date or 7d/24h/2w). An executor instance's read shows the \
-                 start and end of the harness's own session instead of a conversation. `include_tools`: the subagents' tool calls and results too.",
-                schema_for::<Params>(),
-            )
-            .read_only()
-            .deferred()
-            .pages_own_output(),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl Tool for DelegationSearch {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: Params = match parse_args(NAME, args) {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        let request = match Request::from_params(params, ctx, Utc::now()) {
-            Ok(r) => r,
-            Err(text) => return ToolResult::error(text),
-        };
-        let Some(store) = ctx.services.get::<Store>() else {
-            return ToolResult::error(
-                "delegation_search has no store in this conversation; it cannot search here.",
-            );
-        };
-        match store.read(move |conn| request.run(conn)).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(text)) => ToolResult::error(text),
-            Err(e) => ToolResult::error(format!("delegation_search failed: {e}")),
-        }
+/// Recall what delegations did, from their record (goals, tasks, steers, answers, final texts,
+/// changed files). `query`: the best delegation with every entry and the others with their
+/// matching entries (`limit` 1-10). `instance_id` (a delegation or subagent id): read its
+/// record and the start and end of each subagent's conversation. `instance_id` + `around` (an
+/// entry's #number): the entries around it (`window` each side, at most 20). No arguments: the
+/// latest delegations. Filters: `executor` (pi), `folder` (part of the path), `after`/`before`
+/// (ISO date or 7d/24h/2w). An executor instance's read shows the start and end of the
+/// harness's own session instead of a conversation. `include_tools`: the subagents' tool calls
+/// and results too.
+#[tool(read_only, deferred, pages_own_output)]
+pub async fn delegation_search(params: Params, ctx: &ToolContext) -> ToolResult {
+    let request = match Request::from_params(params, ctx, Utc::now()) {
+        Ok(r) => r,
+        Err(text) => return ToolResult::error(text),
+    };
+    let Some(store) = ctx.services.get::<Store>() else {
+        return ToolResult::error(
+            "delegation_search has no store in this conversation; it cannot search here.",
+        );
+    };
+    match store.read(move |conn| request.run(conn)).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(text)) => ToolResult::error(text),
+        Err(e) => ToolResult::error(format!("delegation_search failed: {e}")),
     }
 }
 

@@ -12,6 +12,7 @@ use troupe_runtime::store::conversations::{self, NewConversation};
 use troupe_runtime::store::timestamp;
 
 use super::*;
+use troupe_runtime::tool::Tool as _;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -101,7 +102,7 @@ async fn record(
 }
 
 async fn call(ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
-    DelegationSearch::new().call(args, ctx).await
+    delegation_search::tool().call(args, ctx).await
 }
 
 fn ids(result: &ToolResult) -> Vec<String> {

@@ -7,8 +7,9 @@
 //! and atomic write as `write_file` apply.
 
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, GateSubject, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::{GateSubject, ToolContext};
 
 use crate::ledger::{FileStamp, ReadLedger};
 use crate::paths::{self, Access};
@@ -29,115 +30,75 @@ pub struct EditFileParams {
     pub replace_all: bool,
 }
 
-/// The `edit_file` tool.
-pub struct EditFile {
-    spec: ToolSpec,
-}
-
-impl EditFile {
-    /// The tool with its spec.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "edit_file",
-                "Replace exact text in a file and answer with the diff. `old_string` must occur \
-                 exactly once unless `replace_all` is set; give enough surrounding lines to make \
-                 it unique. Only LF versus CRLF line endings are tolerated, nothing else. The \
-                 file must have been read with read_file in this conversation and be unchanged \
-                 since. Anything in troupe's home is refused: use the memory and skill_manage tools \
-                 for memory and skills.",
-                schema_for::<EditFileParams>(),
-            )
-            .gated_by(GateSubject::WritePath("path".into())),
-        }
+/// Replace exact text in a file and answer with the diff. `old_string` must occur exactly once
+/// unless `replace_all` is set; give enough surrounding lines to make it unique. Only LF versus
+/// CRLF line endings are tolerated, nothing else. The file must have been read with read_file
+/// in this conversation and be unchanged since. Anything in troupe's home is refused: use the
+/// memory and skill_manage tools for memory and skills.
+#[tool(gated_by = GateSubject::WritePath("path".into()), offered = crate::host::not_in_house)]
+pub async fn edit_file(params: EditFileParams, ctx: &ToolContext) -> ToolResult {
+    if crate::host::in_house(ctx) {
+        return crate::host::refused("edit_file");
     }
-}
-
-impl Default for EditFile {
-    fn default() -> Self {
-        Self::new()
+    if params.old_string.is_empty() {
+        return ToolResult::error(
+            "`old_string` is empty; give the exact text to replace (use write_file to fill a new file)",
+        );
     }
-}
-
-#[async_trait::async_trait]
-impl Tool for EditFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+    if params.old_string == params.new_string {
+        return ToolResult::error(
+            "`old_string` and `new_string` are the same; nothing would change",
+        );
     }
-
-    /// Not in a house's conversation: it works on this machine's files.
-    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        (!crate::host::in_house(ctx)).then(|| self.spec.clone())
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        if crate::host::in_house(ctx) {
-            return crate::host::refused("edit_file");
-        }
-        let params: EditFileParams = match parse_args("edit_file", args) {
-            Ok(p) => p,
-            Err(result) => return result,
+    let real = match paths::confine(ctx, &params.path, Access::Write) {
+        Ok(real) => real,
+        Err(e) => return ToolResult::error(e.to_string()),
+    };
+    let ledger = ReadLedger::of(&ctx.services);
+    let conversation = ctx.conversation;
+    let done = tokio::task::spawn_blocking(move || {
+        let shown = params.path.as_str();
+        let existing = read_existing(&real)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("`{shown}` does not exist; create it with write_file"))?;
+        ledger
+            .check_unchanged(conversation, &real, &existing.stamp)
+            .map_err(|e| e.to_string())?;
+        let before = String::from_utf8(existing.bytes).map_err(|_| {
+            format!("`{shown}` is not UTF-8 text; edit_file changes text files only")
+        })?;
+        let edit = replace(
+            &before,
+            &params.old_string,
+            &params.new_string,
+            params.replace_all,
+        )
+        .map_err(|e| e.message(shown))?;
+        paths::write_atomic(&real, edit.after.as_bytes(), Some(existing.permissions))
+            .map_err(|e| e.to_string())?;
+        let modified = std::fs::metadata(&real).and_then(|m| m.modified()).ok();
+        ledger.record(
+            conversation,
+            &real,
+            FileStamp::of(edit.after.as_bytes(), modified),
+        );
+        let diff = unified_diff(shown, &before, &edit.after);
+        let count = edit.count;
+        let noun = if count == 1 {
+            "occurrence"
+        } else {
+            "occurrences"
         };
-        if params.old_string.is_empty() {
-            return ToolResult::error(
-                "`old_string` is empty; give the exact text to replace (use write_file to fill a new file)",
-            );
-        }
-        if params.old_string == params.new_string {
-            return ToolResult::error(
-                "`old_string` and `new_string` are the same; nothing would change",
-            );
-        }
-        let real = match paths::confine(ctx, &params.path, Access::Write) {
-            Ok(real) => real,
-            Err(e) => return ToolResult::error(e.to_string()),
-        };
-        let ledger = ReadLedger::of(&ctx.services);
-        let conversation = ctx.conversation;
-        let done = tokio::task::spawn_blocking(move || {
-            let shown = params.path.as_str();
-            let existing = read_existing(&real)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("`{shown}` does not exist; create it with write_file"))?;
-            ledger
-                .check_unchanged(conversation, &real, &existing.stamp)
-                .map_err(|e| e.to_string())?;
-            let before = String::from_utf8(existing.bytes).map_err(|_| {
-                format!("`{shown}` is not UTF-8 text; edit_file changes text files only")
-            })?;
-            let edit = replace(
-                &before,
-                &params.old_string,
-                &params.new_string,
-                params.replace_all,
-            )
-            .map_err(|e| e.message(shown))?;
-            paths::write_atomic(&real, edit.after.as_bytes(), Some(existing.permissions))
-                .map_err(|e| e.to_string())?;
-            let modified = std::fs::metadata(&real).and_then(|m| m.modified()).ok();
-            ledger.record(
-                conversation,
-                &real,
-                FileStamp::of(edit.after.as_bytes(), modified),
-            );
-            let diff = unified_diff(shown, &before, &edit.after);
-            let count = edit.count;
-            let noun = if count == 1 {
-                "occurrence"
-            } else {
-                "occurrences"
-            };
-            Ok::<_, String>(ToolResult::ok_with(
-                format!("Edited `{shown}`: replaced {count} {noun}.\n{diff}"),
-                serde_json::json!({"path": real, "replacements": count}),
-            ))
-        })
-        .await;
-        match done {
-            Ok(Ok(result)) => result,
-            Ok(Err(message)) => ToolResult::error(message),
-            Err(e) => ToolResult::error(format!("edit_file failed: {e}")),
-        }
+        Ok::<_, String>(ToolResult::ok_with(
+            format!("Edited `{shown}`: replaced {count} {noun}.\n{diff}"),
+            serde_json::json!({"path": real, "replacements": count}),
+        ))
+    })
+    .await;
+    match done {
+        Ok(Ok(result)) => result,
+        Ok(Err(message)) => ToolResult::error(message),
+        Err(e) => ToolResult::error(format!("edit_file failed: {e}")),
     }
 }
 

@@ -5,7 +5,8 @@ use serde_json::json;
 use troupe_runtime::home::Home;
 
 use super::*;
-use crate::read_file::ReadFile;
+use crate::read_file::read_file;
+use troupe_runtime::tool::Tool as _;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -29,12 +30,12 @@ fn fixture() -> Fixture {
 /// Writes `content` to `name` and reads it through read_file.
 async fn given(f: &Fixture, name: &str, content: &str) {
     std::fs::write(f.cwd.join(name), content).unwrap();
-    let result = ReadFile::new().call(json!({"path": name}), &f.ctx).await;
+    let result = read_file::tool().call(json!({"path": name}), &f.ctx).await;
     assert!(!result.is_error(), "{}", result.text);
 }
 
 async fn edit(f: &Fixture, args: serde_json::Value) -> ToolResult {
-    EditFile::new().call(args, &f.ctx).await
+    edit_file::tool().call(args, &f.ctx).await
 }
 
 #[tokio::test]
@@ -205,7 +206,7 @@ async fn edit_file_on_a_bots_memory_is_refused_and_names_the_memory_tool() {
     std::fs::create_dir_all(notes.parent().unwrap()).unwrap();
     std::fs::write(&notes, "Scout notes.\n").unwrap();
     std::os::unix::fs::symlink(notes.parent().unwrap(), f.cwd.join("scout-memory")).unwrap();
-    let result = ReadFile::new()
+    let result = read_file::tool()
         .call(json!({"path": "scout-memory/MEMORY.md"}), &f.ctx)
         .await;
     assert!(!result.is_error(), "{}", result.text);

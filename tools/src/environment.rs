@@ -20,6 +20,6 @@ pub fn all() -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(create_environment::create_environment::tool()),
         Arc::new(list_sandboxes::list_sandboxes::tool()),
-        Arc::new(crate::delegate_task::DelegateTask::new()),
+        Arc::new(crate::delegate_task::delegate_task::tool()),
     ]
 }

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::home::Home;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 use crate::documents;
 use crate::paths::{self, Access};
@@ -92,77 +93,37 @@ pub struct FindFilesParams {
     pub offset: Option<usize>,
 }
 
-/// The `find_files` tool.
-pub struct FindFiles {
-    spec: ToolSpec,
-}
-
-impl FindFiles {
-    /// The tool with its spec.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "find_files",
-                "Search file contents with a regex (ripgrep syntax), or file names with a glob \
-                 (target \"files\"). Skips hidden and .gitignored files and node_modules unless \
-                 `path` is inside one. Results come in path order, 50 per page by default; page \
-                 with `offset`. Content lines show as `path:line:text`, context lines as \
-                 `path-line-text`. Documents (PDF, Word, PowerPoint, spreadsheets, OpenDocument, \
-                 RTF, EPUB) are searched through their text, converted once and cached; their \
-                 line numbers are those `read_file` shows. A search stops after 60 seconds with \
-                 what it found.",
-                schema_for::<FindFilesParams>(),
-            )
-            .read_only(),
-        }
+/// Search file contents with a regex (ripgrep syntax), or file names with a glob (target
+/// "files"). Skips hidden and .gitignored files and node_modules unless `path` is inside one.
+/// Results come in path order, 50 per page by default; page with `offset`. Content lines show
+/// as `path:line:text`, context lines as `path-line-text`. Documents (PDF, Word, PowerPoint,
+/// spreadsheets, OpenDocument, RTF, EPUB) are searched through their text, converted once and
+/// cached; their line numbers are those `read_file` shows. A search stops after 60 seconds with
+/// what it found.
+#[tool(read_only, offered = crate::host::not_in_house)]
+pub async fn find_files(params: FindFilesParams, ctx: &ToolContext) -> ToolResult {
+    if crate::host::in_house(ctx) {
+        return crate::host::refused("find_files");
     }
-}
-
-impl Default for FindFiles {
-    fn default() -> Self {
-        Self::new()
+    let raw = params.path.clone().unwrap_or_else(|| ".".into());
+    let root = match paths::confine(ctx, &raw, Access::Read) {
+        Ok(root) => root,
+        Err(e) => return ToolResult::error(e.to_string()),
+    };
+    if !root.exists() {
+        return ToolResult::error(format!(
+            "`{raw}` does not exist; give an existing folder or file"
+        ));
     }
-}
-
-#[async_trait::async_trait]
-impl Tool for FindFiles {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    /// Not in a house's conversation: it works on this machine's files.
-    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        (!crate::host::in_house(ctx)).then(|| self.spec.clone())
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        if crate::host::in_house(ctx) {
-            return crate::host::refused("find_files");
-        }
-        let params: FindFilesParams = match parse_args("find_files", args) {
-            Ok(p) => p,
-            Err(result) => return result,
-        };
-        let raw = params.path.clone().unwrap_or_else(|| ".".into());
-        let root = match paths::confine(ctx, &raw, Access::Read) {
-            Ok(root) => root,
-            Err(e) => return ToolResult::error(e.to_string()),
-        };
-        if !root.exists() {
-            return ToolResult::error(format!(
-                "`{raw}` does not exist; give an existing folder or file"
-            ));
-        }
-        let search = Search {
-            home: ctx.home.clone(),
-            cwd: paths::resolve(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone()),
-            refused: paths::read_refused_areas(&ctx.home),
-            deadline: Instant::now() + SEARCH_DEADLINE,
-        };
-        match tokio::task::spawn_blocking(move || search.run(&root, &raw, &params)).await {
-            Ok(result) => result,
-            Err(e) => ToolResult::error(format!("find_files failed: {e}")),
-        }
+    let search = Search {
+        home: ctx.home.clone(),
+        cwd: paths::resolve(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone()),
+        refused: paths::read_refused_areas(&ctx.home),
+        deadline: Instant::now() + SEARCH_DEADLINE,
+    };
+    match tokio::task::spawn_blocking(move || search.run(&root, &raw, &params)).await {
+        Ok(result) => result,
+        Err(e) => ToolResult::error(format!("find_files failed: {e}")),
     }
 }
 

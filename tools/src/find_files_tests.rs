@@ -5,6 +5,7 @@ use serde_json::json;
 use troupe_runtime::home::Home;
 
 use super::*;
+use troupe_runtime::tool::Tool as _;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -40,7 +41,7 @@ fn fixture() -> Fixture {
 }
 
 async fn find(f: &Fixture, args: serde_json::Value) -> ToolResult {
-    FindFiles::new().call(args, &f.ctx).await
+    find_files::tool().call(args, &f.ctx).await
 }
 
 #[tokio::test]

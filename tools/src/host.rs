@@ -20,6 +20,12 @@ pub fn in_house(ctx: &ToolContext) -> bool {
     HouseScope::of(ctx).is_some()
 }
 
+/// Whether the conversation of `ctx` may be offered the tools that touch
+/// this machine: it does not work for a house.
+pub fn not_in_house(ctx: &ToolContext) -> bool {
+    !in_house(ctx)
+}
+
 /// The refusal of a machine's-files tool called in a house's conversation.
 pub fn refused(tool: &str) -> ToolResult {
     ToolResult::error(format!(

@@ -12,14 +12,18 @@ use troupe_runtime::store::{house, Store};
 use troupe_runtime::tool::{Tool, ToolContext};
 
 use super::*;
-use crate::read_file::ReadFile;
-use crate::write_file::WriteFile;
 
 struct Fixture {
     _dir: tempfile::TempDir,
     acme: ToolContext,
     beta: ToolContext,
     outside: ToolContext,
+}
+
+/// The built-in tool `name` as the registry holds it: the house's meaning
+/// in a house, the machine's outside.
+fn builtin(name: &str) -> Arc<dyn Tool> {
+    crate::builtin().get(name).unwrap()
 }
 
 async fn fixture() -> Fixture {
@@ -70,7 +74,7 @@ async fn call(tool: &dyn Tool, ctx: &ToolContext, args: serde_json::Value) -> To
 #[tokio::test]
 async fn read_and_write_mean_the_house_files_only_in_a_house() {
     let f = fixture().await;
-    let (read, write) = (ReadFile::new(), WriteFile::new());
+    let (read, write) = (builtin("read_file"), builtin("write_file"));
     let seated = read.available(&f.acme).unwrap();
     assert!(
         seated.description.contains("house's shared files"),
@@ -96,7 +100,7 @@ async fn read_and_write_mean_the_house_files_only_in_a_house() {
     }
     // Outside a house, write_file is still the local tool: it takes `path`.
     let r = call(
-        &write,
+        &*write,
         &f.outside,
         json!({"files": [{"path": "a", "content": "b"}]}),
     )
@@ -107,8 +111,8 @@ async fn read_and_write_mean_the_house_files_only_in_a_house() {
 #[tokio::test]
 async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothing() {
     let f = fixture().await;
-    let (read, write) = (ReadFile::new(), WriteFile::new());
-    let r = call(&write, &f.acme, json!({"files": [{"path": "plans/a.md", "content": "alpha v1"}, {"path": "plans/b.md", "content": "beta v1"}], "message": "two plans"})).await;
+    let (read, write) = (builtin("read_file"), builtin("write_file"));
+    let r = call(&*write, &f.acme, json!({"files": [{"path": "plans/a.md", "content": "alpha v1"}, {"path": "plans/b.md", "content": "beta v1"}], "message": "two plans"})).await;
     assert!(!r.is_error(), "{}", r.text);
     assert!(
         r.text.starts_with("Wrote 2 files as version 1"),
@@ -118,15 +122,15 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
     let long: String = (0..200)
         .map(|i| format!("row {i:03} of the ledger\n"))
         .collect();
-    call(&write, &f.acme, json!({"files": [{"path": "plans/a.md", "content": "alpha v2"}, {"path": "ledger.txt", "content": long}]})).await;
-    let old = call(&read, &f.acme, json!({"path": "plans/a.md", "version": 1})).await;
+    call(&*write, &f.acme, json!({"files": [{"path": "plans/a.md", "content": "alpha v2"}, {"path": "ledger.txt", "content": long}]})).await;
+    let old = call(&*read, &f.acme, json!({"path": "plans/a.md", "version": 1})).await;
     assert!(
         old.text.contains("version 1; the newest is version 2") && old.text.ends_with("alpha v1"),
         "{}",
         old.text
     );
     // A version past the newest is an error naming the newest, not the newest.
-    let future = call(&read, &f.acme, json!({"path": "plans/a.md", "version": 7})).await;
+    let future = call(&*read, &f.acme, json!({"path": "plans/a.md", "version": 7})).await;
     assert!(
         future.is_error()
             && future.text.contains("no version 7")
@@ -135,7 +139,7 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
         future.text
     );
     let middle = call(
-        &read,
+        &*read,
         &f.acme,
         json!({"path": "ledger.txt", "offset": 2200, "length": 44}),
     )
@@ -153,7 +157,7 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
     assert!(middle.text.contains("offset=2244"), "{}", middle.text);
     // Indexed after the write: what a search would wait for.
     let store = f.acme.services.get::<Store>().unwrap();
-    files::catch_up(&store, HouseScope::of(&f.acme).unwrap().house)
+    troupe_runtime::store::house_files::catch_up(&store, HouseScope::of(&f.acme).unwrap().house)
         .await
         .unwrap();
     let list = call(
@@ -168,7 +172,7 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
         list.text
     );
     // House beta sees none of it, by any tool.
-    let none = call(&read, &f.beta, json!({"path": "plans/a.md"})).await;
+    let none = call(&*read, &f.beta, json!({"path": "plans/a.md"})).await;
     assert!(
         none.is_error() && none.text.contains("no file `plans/a.md`"),
         "{}",
@@ -202,15 +206,15 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
 #[tokio::test]
 async fn a_stale_delete_is_refused_whole() {
     let f = fixture().await;
-    let write = WriteFile::new();
+    let write = builtin("write_file");
     call(
-        &write,
+        &*write,
         &f.acme,
         json!({"files": [{"path": "a.md", "content": "a1"}, {"path": "b.md", "content": "b1"}]}),
     )
     .await;
     call(
-        &write,
+        &*write,
         &f.acme,
         json!({"files": [{"path": "a.md", "content": "a2"}]}),
     )
@@ -243,7 +247,7 @@ async fn a_stale_delete_is_refused_whole() {
 #[tokio::test]
 async fn limits_and_bad_paths_are_refused_whole_with_what_to_do() {
     let f = fixture().await;
-    let write = WriteFile::new();
+    let write = builtin("write_file");
     for (files, says) in [
         (
             json!([{"path": "ok.md", "content": "x"}, {"path": "../../etc/passwd", "content": "x"}]),
@@ -262,12 +266,12 @@ async fn limits_and_bad_paths_are_refused_whole_with_what_to_do() {
             "over the limit of 8192 bytes per file ([files] max_file_bytes)",
         ),
     ] {
-        let r = call(&write, &f.acme, json!({"files": files})).await;
+        let r = call(&*write, &f.acme, json!({"files": files})).await;
         assert!(r.is_error() && r.text.contains(says), "{}", r.text);
     }
     for i in 0..8 {
         let r = call(
-            &write,
+            &*write,
             &f.acme,
             json!({"files": [{"path": format!("f{i}"), "content": "y".repeat(8000)}]}),
         )
@@ -275,7 +279,7 @@ async fn limits_and_bad_paths_are_refused_whole_with_what_to_do() {
         assert!(!r.is_error(), "{}", r.text);
     }
     let over = call(
-        &write,
+        &*write,
         &f.acme,
         json!({"files": [{"path": "g1", "content": "z".repeat(3000)}]}),
     )
@@ -332,7 +336,12 @@ async fn search_finds_text_inside_a_docx_and_a_pdf_with_citations_read_file_open
         "{}",
         hit.text
     );
-    let opened = call(&ReadFile::new(), &f.acme, json!({"path": "memo.pdf#1"})).await;
+    let opened = call(
+        &*builtin("read_file"),
+        &f.acme,
+        json!({"path": "memo.pdf#1"}),
+    )
+    .await;
     assert!(
         opened.text.contains("chunk 1") && opened.text.contains("MARIGOLD"),
         "{}",
@@ -345,7 +354,7 @@ async fn search_finds_text_inside_a_docx_and_a_pdf_with_citations_read_file_open
         "{}",
         list.text
     );
-    let bin = call(&ReadFile::new(), &f.acme, json!({"path": "logo.bin"})).await;
+    let bin = call(&*builtin("read_file"), &f.acme, json!({"path": "logo.bin"})).await;
     assert!(
         bin.is_error() && bin.text.contains("binary"),
         "{}",

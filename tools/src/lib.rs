@@ -1,7 +1,12 @@
 //! troupe-tools: the agents' tools, one file per tool.
 //!
 //! Each file holds a tool's params type (its JSON schema is derived from it),
-//! its description, its flags and its handler, with its tests.
+//! its description, its flags and its handler, with its tests: an async
+//! function made a tool by `#[tool]`, the way a Rust user writes theirs
+//! (`troupe_runtime::tool::func`). `read_file`, `write_file` and
+//! `run_command` mean something else in a house's conversation: each
+//! meaning is a tool of its own, joined under one name by
+//! `FnTool::instead_where`.
 
 pub mod ask_user;
 pub mod bot_create;
@@ -69,27 +74,43 @@ pub fn builtin_configured(
     env: web::Env,
 ) -> Registry {
     let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> = vec![
-        Arc::new(read_file::ReadFile::new()),
-        Arc::new(write_file::WriteFile::new()),
-        Arc::new(edit_file::EditFile::new()),
-        Arc::new(find_files::FindFiles::new()),
         Arc::new(
-            run_command::RunCommand::with_sandbox(sandbox).output_cap(settings.command_output_cap),
+            read_file::read_file::tool()
+                .instead_where(host::in_house, house_files::read_file::read_file::tool()),
         ),
-        Arc::new(web::search::WebSearch::new(web, Arc::clone(&env))),
-        Arc::new(web::fetch::WebFetch::new(web)),
-        Arc::new(web::gif::SendGif::new(web, Arc::clone(&env))),
-        Arc::new(memory::MemoryTool::new()),
-        Arc::new(ask_user::AskUser::new()),
-        Arc::new(delegate::Delegate::new()),
-        Arc::new(skill_manage::SkillManageTool::new()),
-        Arc::new(use_skill::UseSkillTool::new()),
-        Arc::new(conversation_search::ConversationSearch::new()),
-        Arc::new(delegation_search::DelegationSearch::new()),
-        Arc::new(plan::PlanTool::new()),
-        Arc::new(cronjob_manage::CronjobManage::new()),
-        Arc::new(message_agent::MessageAgent::new()),
-        Arc::new(bot_create::BotCreate::new()),
+        Arc::new(
+            write_file::write_file::tool()
+                .instead_where(host::in_house, house_files::write_file::write_file::tool()),
+        ),
+        Arc::new(edit_file::edit_file::tool()),
+        Arc::new(find_files::find_files::tool()),
+        Arc::new(
+            run_command::run_command::tool(
+                run_command::CommandHost::with_sandbox(sandbox)
+                    .output_cap(settings.command_output_cap),
+            )
+            .instead_where(host::in_house, run_command::house::run_command::tool()),
+        ),
+        Arc::new(web::search::web_search::tool(web::search::Engines::new(
+            web,
+            Arc::clone(&env),
+        ))),
+        Arc::new(web::fetch::web_fetch::tool(web::fetch::WebReader::new(web))),
+        Arc::new(web::gif::send_gif::tool(web::gif::GifSearch::new(
+            web,
+            Arc::clone(&env),
+        ))),
+        Arc::new(memory::memory::tool()),
+        Arc::new(ask_user::ask_user::tool()),
+        Arc::new(delegate::delegate::tool()),
+        Arc::new(skill_manage::skill_manage::tool()),
+        Arc::new(use_skill::use_skill::tool()),
+        Arc::new(conversation_search::conversation_search::tool()),
+        Arc::new(delegation_search::delegation_search::tool()),
+        Arc::new(plan::plan::tool()),
+        Arc::new(cronjob_manage::cronjob_manage::tool()),
+        Arc::new(message_agent::message_agent::tool()),
+        Arc::new(bot_create::bot_create::tool()),
     ];
     let tools = tools
         .into_iter()
@@ -100,8 +121,8 @@ pub fn builtin_configured(
                 as Arc<dyn troupe_runtime::tool::Tool>,
             Arc::new(house_files::list_files::list_files::tool()),
             Arc::new(house_files::delete_file::delete_file::tool()),
-            Arc::new(troupe_docs::TroupeDocs::new()),
-            Arc::new(tool_search::ToolSearch::new()),
+            Arc::new(troupe_docs::troupe_docs::tool()),
+            Arc::new(tool_search::tool_search::tool()),
         ]);
     let mut registry = Registry::new();
     for tool in tools {

@@ -20,13 +20,16 @@
 //! bot's notes. Writes go through [`crate::file_lock::edit`], so two
 //! conversations editing at once both land.
 
+pub mod review;
+
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use troupe_macros::tool;
 use troupe_runtime::home::Home;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 use crate::file_lock::{self, EditError};
 use crate::scan::{self, Threat};
@@ -427,35 +430,6 @@ pub enum ChangeError {
     File(String),
 }
 
-/// The `memory` tool.
-#[derive(Debug)]
-pub struct MemoryTool {
-    spec: ToolSpec,
-}
-
-impl Default for MemoryTool {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl MemoryTool {
-    /// The tool, always on.
-    pub fn new() -> Self {
-        let description = format!(
-            "Adds, replaces and removes entries in your two memory files, read at the start of every conversation (this conversation keeps the copy it started with). \
-`target`: `user` (who the user is, shared with every agent; {USER_LIMIT} characters) or `memory` (your own notes; {NOTES_LIMIT} characters). \
-Prefer `operations`: a list of {{action: add|replace|remove, content, old_text}} applied together and checked against the limit at the end; or give one change with `action`, `content` (alias `new_text`) and `old_text`. \
-`old_text` is a piece of the entry to replace or remove and must match exactly one entry. Keep entries short and factual; a full file is refused with how much to free. \
-Text with injection patterns or invisible characters is refused."
-        );
-        Self {
-            spec: ToolSpec::new("memory", description, schema_for::<MemoryParams>())
-                .alias("new_text", "content"),
-        }
-    }
-}
-
 fn operations_of(params: MemoryParams) -> Result<Vec<MemoryOperation>, MemoryError> {
     let single = params.action.is_some() || params.content.is_some() || params.old_text.is_some();
     match (params.operations, params.action) {
@@ -478,35 +452,38 @@ fn operations_of(params: MemoryParams) -> Result<Vec<MemoryOperation>, MemoryErr
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for MemoryTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
+/// What the model reads of `memory`.
+fn description() -> String {
+    format!(
+        "Adds, replaces and removes entries in your two memory files, read at the start of every conversation (this conversation keeps the copy it started with). \
+`target`: `user` (who the user is, shared with every agent; {USER_LIMIT} characters) or `memory` (your own notes; {NOTES_LIMIT} characters). \
+Prefer `operations`: a list of {{action: add|replace|remove, content, old_text}} applied together and checked against the limit at the end; or give one change with `action`, `content` (alias `new_text`) and `old_text`. \
+`old_text` is a piece of the entry to replace or remove and must match exactly one entry. Keep entries short and factual; a full file is refused with how much to free. \
+Text with injection patterns or invisible characters is refused."
+    )
+}
 
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: MemoryParams = match parse_args("memory", args) {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        let target = params.target;
-        if target == MemoryTarget::User && troupe_runtime::house::HouseScope::foreign(ctx) {
-            return ToolResult::error(
-                "the user profile (`user`) belongs to the home's owner, not to this house; keep what you \
-                 learn here in your own notes (`target: memory`).",
-            );
-        }
-        let ops = match operations_of(params) {
-            Ok(ops) => ops,
-            Err(e) => return ToolResult::error(e.to_string()),
-        };
-        if ctx.services.get::<ProposeRemovals>().is_some() {
-            return crate::proposals::propose_memory(ctx, target, ops).await;
-        }
-        match change(&ctx.home, &ctx.agent, target, ops).await {
-            Ok((entries, notes)) => saved(target, &entries, &notes),
-            Err(e) => ToolResult::error(e.to_string()),
-        }
+/// Adds, replaces and removes entries in the agent's two memory files; the model reads
+/// [`description`].
+#[tool(description = description(), alias("new_text", "content"))]
+pub async fn memory(params: MemoryParams, ctx: &ToolContext) -> ToolResult {
+    let target = params.target;
+    if target == MemoryTarget::User && troupe_runtime::house::HouseScope::foreign(ctx) {
+        return ToolResult::error(
+            "the user profile (`user`) belongs to the home's owner, not to this house; keep what you \
+             learn here in your own notes (`target: memory`).",
+        );
+    }
+    let ops = match operations_of(params) {
+        Ok(ops) => ops,
+        Err(e) => return ToolResult::error(e.to_string()),
+    };
+    if ctx.services.get::<ProposeRemovals>().is_some() {
+        return review::propose(ctx, target, ops).await;
+    }
+    match change(&ctx.home, &ctx.agent, target, ops).await {
+        Ok((entries, notes)) => saved(target, &entries, &notes),
+        Err(e) => ToolResult::error(e.to_string()),
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use troupe_runtime::tool::Tool as _;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -11,7 +12,7 @@ fn setup() -> (tempfile::TempDir, ToolContext) {
 }
 
 async fn call(ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
-    MemoryTool::new().call(args, ctx).await
+    memory::tool().call(args, ctx).await
 }
 
 fn notes(ctx: &ToolContext) -> String {

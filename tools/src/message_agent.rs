@@ -6,9 +6,10 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::agents::Agents;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 /// The longest message, in characters.
 pub const MAX_CHARS: usize = 16_000;
@@ -23,65 +24,26 @@ pub struct Params {
     pub message: String,
 }
 
-/// The `message_agent` tool.
-#[derive(Debug)]
-pub struct MessageAgent {
-    spec: ToolSpec,
-}
-
-impl Default for MessageAgent {
-    fn default() -> Self {
-        Self::new()
+/// Send a message to another agent of this home, into its own conversation. Returns at once
+/// with a delivery id; its reply (or a failure) arrives later as a notice. `target` is a name
+/// from the roster; `message` at most 16,000 characters.
+#[tool]
+pub async fn message_agent(params: Params, ctx: &ToolContext) -> Result<ToolResult, ToolResult> {
+    let chars = params.message.chars().count();
+    if chars > MAX_CHARS {
+        return Err(ToolResult::error(format!(
+            "the message is {chars} characters; the limit is {MAX_CHARS}. Shorten it, or put the details in a file and send its path."
+        )));
     }
-}
-
-impl MessageAgent {
-    /// The tool.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "message_agent",
-                "Send a message to another agent of this home, into its own conversation. Returns at once \
-                 with a delivery id; its reply (or a failure) arrives later as a notice. `target` is a name \
-                 from the roster; `message` at most 16,000 characters.",
-                schema_for::<Params>(),
-            ),
-        }
+    if params.message.trim().is_empty() {
+        return Err(ToolResult::error("the message is empty."));
     }
-}
-
-#[async_trait::async_trait]
-impl Tool for MessageAgent {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+    if params.target == ctx.agent {
+        return Err(ToolResult::error(
+            "you cannot message yourself; pick another agent from the roster.",
+        ));
     }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: Params = match parse_args("message_agent", args) {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        let chars = params.message.chars().count();
-        if chars > MAX_CHARS {
-            return ToolResult::error(format!(
-                "the message is {chars} characters; the limit is {MAX_CHARS}. Shorten it, or put the details in a file and send its path."
-            ));
-        }
-        if params.message.trim().is_empty() {
-            return ToolResult::error("the message is empty.");
-        }
-        if params.target == ctx.agent {
-            return ToolResult::error(
-                "you cannot message yourself; pick another agent from the roster.",
-            );
-        }
-        match Agents::of(ctx) {
-            Ok(agents) => {
-                agents
-                    .message_agent(ctx, params.target.trim(), &params.message)
-                    .await
-            }
-            Err(e) => e,
-        }
-    }
+    Ok(Agents::of(ctx)?
+        .message_agent(ctx, params.target.trim(), &params.message)
+        .await)
 }

@@ -2,17 +2,18 @@
 //!
 //! The list lives in the conversation's services, not on disk: it belongs to
 //! one conversation and is rebuilt from the last `plan` result when the
-//! conversation is resumed ([`Tool::restore`]). A compaction that would
+//! conversation is resumed ([`Carry::restore`]). A compaction that would
 //! summarize that result away appends a read of the plan after what it keeps
-//! ([`Tool::carried_call`]), so the plan — open items and all — is in the
+//! ([`Carry::carried_call`], [`HeldPlan`]), so the plan — open items and all — is in the
 //! stored history and a new process still has it. One item
 //! at a time is in progress, which keeps the model finishing before starting.
 
 use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::{Carry, ToolContext};
 
 /// Where an item stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -229,55 +230,32 @@ fn summary(todos: &[Todo]) -> String {
     )
 }
 
-/// The `plan` tool.
-#[derive(Debug)]
-pub struct PlanTool {
-    spec: ToolSpec,
-}
-
-impl Default for PlanTool {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl PlanTool {
-    /// The tool, deferred and carried.
-    pub fn new() -> Self {
-        let description = "The task list of multi-step work. With no arguments it reads the list. `todos` (items of `id`, `content`, `status`: pending|in_progress|completed|cancelled, optional `parent` id) writes the whole list, or with `merge: true` updates items by id and adds new ones. One item in progress at a time; mark an item completed only once verified.";
-        Self {
-            spec: ToolSpec::new("plan", description, schema_for::<PlanParams>())
-                .deferred()
-                .carried(),
-        }
-    }
-}
-
 fn result(todos: &[Todo]) -> ToolResult {
     ToolResult::ok_with(summary(todos), serde_json::json!({ "todos": todos }))
 }
 
-#[async_trait::async_trait]
-impl Tool for PlanTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+/// The task list of multi-step work. With no arguments it reads the list. `todos` (items of
+/// `id`, `content`, `status`: pending|in_progress|completed|cancelled, optional `parent` id)
+/// writes the whole list, or with `merge: true` updates items by id and adds new ones. One item
+/// in progress at a time; mark an item completed only once verified.
+#[tool(deferred, carrying = HeldPlan)]
+pub async fn plan(params: PlanParams, ctx: &ToolContext) -> ToolResult {
+    let plan = ctx.services.get_or_insert_with(Plan::default);
+    match params.todos {
+        None => result(&plan.todos()),
+        Some(inputs) => match plan.write(inputs, params.merge) {
+            Ok(todos) => result(&todos),
+            Err(e) => ToolResult::error(format!("{e}. The plan was not changed.")),
+        },
     }
+}
 
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: PlanParams = match parse_args("plan", args) {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        let plan = ctx.services.get_or_insert_with(Plan::default);
-        match params.todos {
-            None => result(&plan.todos()),
-            Some(inputs) => match plan.write(inputs, params.merge) {
-                Ok(todos) => result(&todos),
-                Err(e) => ToolResult::error(format!("{e}. The plan was not changed.")),
-            },
-        }
-    }
+/// What `plan` carries through a compaction: the open items of the
+/// conversation's plan.
+#[derive(Debug, Clone, Copy)]
+pub struct HeldPlan;
 
+impl Carry for HeldPlan {
     fn carried(&self, ctx: &ToolContext) -> Option<String> {
         let todos = ctx.services.get::<Plan>()?.todos();
         if !todos.iter().any(|t| t.status.is_open()) {

@@ -1,4 +1,5 @@
 use super::*;
+use troupe_runtime::tool::Tool as _;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -12,7 +13,7 @@ fn ctx() -> (tempfile::TempDir, ToolContext) {
 
 #[test]
 fn the_spec_is_deferred_and_carried() {
-    let spec = PlanTool::new().spec().clone();
+    let spec = plan::tool().spec().clone();
     assert_eq!(spec.exposure, troupe_runtime::tool::Exposure::Deferred);
     assert!(spec.flags.carried);
 }
@@ -20,7 +21,7 @@ fn the_spec_is_deferred_and_carried() {
 #[tokio::test]
 async fn write_read_and_merge() {
     let (_d, ctx) = ctx();
-    let tool = PlanTool::new();
+    let tool = plan::tool();
     let r = tool.call(json!({}), &ctx).await;
     assert_eq!(r.text, "The plan is empty.");
     let r = tool
@@ -60,7 +61,7 @@ async fn write_read_and_merge() {
 #[tokio::test]
 async fn one_in_progress_and_known_parents_only() {
     let (_d, ctx) = ctx();
-    let tool = PlanTool::new();
+    let tool = plan::tool();
     tool.call(
         json!({"todos": [{"id": "1", "content": "a", "status": "in_progress"}]}),
         &ctx,
@@ -111,7 +112,7 @@ async fn one_in_progress_and_known_parents_only() {
 #[tokio::test]
 async fn open_items_are_carried_and_restored() {
     let (_d, ctx) = ctx();
-    let tool = PlanTool::new();
+    let tool = plan::tool();
     assert_eq!(tool.carried(&ctx), None);
     let args = json!({"todos": [
         {"id": "1", "content": "done", "status": "completed"},

@@ -1,10 +1,11 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use troupe_runtime::tool::Tool;
+use troupe_runtime::protocol::ToolResult;
+use troupe_runtime::tool::{Tool, ToolContext};
 
 use super::*;
-use crate::memory::{MemoryTool, ProposeRemovals};
+use crate::memory::ProposeRemovals;
 
 struct Review {
     _dir: tempfile::TempDir,
@@ -30,7 +31,7 @@ fn notes(ctx: &ToolContext) -> String {
 }
 
 async fn memory(ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
-    MemoryTool::new().call(args, ctx).await
+    crate::memory::memory::tool().call(args, ctx).await
 }
 
 #[tokio::test]

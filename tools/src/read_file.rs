@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 use crate::ledger::{ContentHasher, FileStamp, ReadLedger};
 use crate::paths::{self, Access};
@@ -56,93 +57,44 @@ pub struct ReadFileParams {
     pub limit: Option<u64>,
 }
 
-/// The `read_file` tool.
-pub struct ReadFile {
-    spec: ToolSpec,
-}
-
-impl ReadFile {
-    /// The tool with its spec.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "read_file",
-                "Read a text file, its lines numbered like `cat -n`: up to 2000 lines and about \
-                 100,000 characters per call, lines over 2000 characters cut. A longer file ends \
-                 with a note giving the offset to continue from. Reads documents as Markdown \
-                 (PDF, DOCX, PPTX, XLSX, XLS, ODS, ODT, ODP, RTF, EPUB), and PNG, JPEG, GIF and \
-                 WebP images up to 5 MB. A file must be read before write_file or edit_file may \
-                 change it.",
-                schema_for::<ReadFileParams>(),
-            )
-            .read_only()
-            .pages_own_output(),
-        }
+/// Read a text file, its lines numbered like `cat -n`: up to 2000 lines and about 100,000
+/// characters per call, lines over 2000 characters cut. A longer file ends with a note giving
+/// the offset to continue from. Reads documents as Markdown (PDF, DOCX, PPTX, XLSX, XLS, ODS,
+/// ODT, ODP, RTF, EPUB), and PNG, JPEG, GIF and WebP images up to 5 MB. A file must be read
+/// before write_file or edit_file may change it.
+#[tool(read_only, pages_own_output)]
+pub async fn read_file(params: ReadFileParams, ctx: &ToolContext) -> ToolResult {
+    let real = match paths::confine(ctx, &params.path, Access::Read) {
+        Ok(real) => real,
+        Err(e) => return ToolResult::error(e.to_string()),
+    };
+    let sees_images = ctx
+        .services
+        .get::<ModelTraits>()
+        .is_some_and(|traits| traits.sees_images);
+    let window = Window {
+        offset: params.offset.unwrap_or(1).max(1) as usize,
+        limit: params
+            .limit
+            .unwrap_or(MAX_LINES as u64)
+            .clamp(1, MAX_LINES as u64) as usize,
+    };
+    let shown = params.path.clone();
+    if crate::documents::is_document(&real) {
+        return read_document(ctx, real, shown, window).await;
     }
-}
-
-impl Default for ReadFile {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[async_trait::async_trait]
-impl Tool for ReadFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    /// In a house turn, `read_file` means the house's files.
-    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        Some(if crate::host::in_house(ctx) {
-            crate::house_files::read_spec()
-        } else {
-            self.spec.clone()
-        })
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        if crate::host::in_house(ctx) {
-            return crate::house_files::read(args, ctx).await;
+    let read = {
+        let real = real.clone();
+        let home = ctx.home.clone();
+        tokio::task::spawn_blocking(move || read(&home, &real, &shown, window, sees_images)).await
+    };
+    match read {
+        Ok(Ok((result, stamp))) => {
+            ReadLedger::of(&ctx.services).record(ctx.conversation, &real, stamp);
+            result
         }
-        let params: ReadFileParams = match parse_args("read_file", args) {
-            Ok(p) => p,
-            Err(result) => return result,
-        };
-        let real = match paths::confine(ctx, &params.path, Access::Read) {
-            Ok(real) => real,
-            Err(e) => return ToolResult::error(e.to_string()),
-        };
-        let sees_images = ctx
-            .services
-            .get::<ModelTraits>()
-            .is_some_and(|traits| traits.sees_images);
-        let window = Window {
-            offset: params.offset.unwrap_or(1).max(1) as usize,
-            limit: params
-                .limit
-                .unwrap_or(MAX_LINES as u64)
-                .clamp(1, MAX_LINES as u64) as usize,
-        };
-        let shown = params.path.clone();
-        if crate::documents::is_document(&real) {
-            return read_document(ctx, real, shown, window).await;
-        }
-        let read = {
-            let real = real.clone();
-            let home = ctx.home.clone();
-            tokio::task::spawn_blocking(move || read(&home, &real, &shown, window, sees_images))
-                .await
-        };
-        match read {
-            Ok(Ok((result, stamp))) => {
-                ReadLedger::of(&ctx.services).record(ctx.conversation, &real, stamp);
-                result
-            }
-            Ok(Err(result)) => result,
-            Err(e) => ToolResult::error(format!("reading `{}` failed: {e}", params.path)),
-        }
+        Ok(Err(result)) => result,
+        Err(e) => ToolResult::error(format!("reading `{}` failed: {e}", params.path)),
     }
 }
 

@@ -6,6 +6,7 @@ use serde_json::json;
 use troupe_runtime::home::Home;
 
 use super::*;
+use troupe_runtime::tool::Tool as _;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -27,7 +28,7 @@ fn fixture() -> Fixture {
 }
 
 async fn read(f: &Fixture, args: serde_json::Value) -> ToolResult {
-    ReadFile::new().call(args, &f.ctx).await
+    read_file::tool().call(args, &f.ctx).await
 }
 
 fn lines(n: usize, body: impl Fn(usize) -> String) -> String {
@@ -207,7 +208,7 @@ async fn a_read_is_recorded_in_the_ledger() {
 
 #[test]
 fn the_spec_pages_its_own_output_and_is_read_only() {
-    let spec = ReadFile::new().spec().clone();
+    let spec = read_file::tool().spec().clone();
     assert!(spec.flags.read_only && spec.flags.pages_own_output);
     assert_eq!(spec.parameters["required"], json!(["path"]));
     assert_eq!(spec.parameters["additionalProperties"], false);

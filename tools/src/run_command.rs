@@ -35,10 +35,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
+use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::sandbox::network::Held;
 use troupe_runtime::sandbox::{Confinement, Network, Placement, Sandbox, SandboxSettings};
-use troupe_runtime::tool::{parse_args, schema_for, GateSubject, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::{GateSubject, ToolContext};
 use troupe_runtime::trust::seal::Seal;
 
 use background::{BackgroundCommands, CommandNotifications, Launch};
@@ -88,9 +89,9 @@ pub struct RunCommandParams {
 /// (`[tools] command_output_cap`).
 pub const DEFAULT_OUTPUT_CAP: u64 = 64 * 1024 * 1024;
 
-/// The `run_command` tool.
-pub struct RunCommand {
-    spec: ToolSpec,
+/// Where `run_command` runs the home's commands: this machine, in its
+/// sandbox when `[sandbox]` says so; the tool's state.
+pub struct CommandHost {
     sandbox: SandboxSettings,
     output_cap: u64,
     /// The namespace sandboxed commands share, started with the first.
@@ -98,217 +99,186 @@ pub struct RunCommand {
     egress: Arc<egress::Egress>,
 }
 
-impl RunCommand {
-    /// The tool with its spec, running commands in the machine's sandbox
-    /// when it has one (the default `[sandbox]` settings).
-    pub fn new() -> Self {
-        Self::with_sandbox(SandboxSettings::default())
-    }
-
-    /// The tool, running commands where `sandbox` says.
+impl CommandHost {
+    /// Commands run where `sandbox` says, keeping [`DEFAULT_OUTPUT_CAP`]
+    /// bytes of output.
     pub fn with_sandbox(sandbox: SandboxSettings) -> Self {
         Self {
             egress: Arc::new(egress::Egress::new(sandbox.allow_addresses.clone())),
             network: tokio::sync::Mutex::new(None),
             sandbox,
             output_cap: DEFAULT_OUTPUT_CAP,
-            spec: ToolSpec::new(
-                "run_command",
-                "Run a bash command and get its output (stdout and stderr together) and exit \
-                 code. Standard input is closed; pagers and colors are off. `timeout` (default \
-                 120 s, at most 600) kills the command and everything it started. Output over \
-                 30,000 bytes shows its first and last 15,000 bytes; the whole output is saved \
-                 to a file the result names. `background: true` returns at once with \
-                 an id; the output goes to a log file whose last line says how it ended; \
-                 `notify_on_complete` tells you when it ends; `stop: <id>` ends it. Where the \
-                 machine has a sandbox, commands run in it: the working folder is writable, \
-                 the rest of the machine read-only, troupe's home not there at all, /tmp \
-                 private, and the network only the public internet through a proxy \
-                 (HTTPS_PROXY), never this machine's own services.",
-                schema_for::<RunCommandParams>(),
-            )
-            .failure_tolerant()
-            // It cuts and saves its own output: the dispatcher's spill would
-            // only save the cut text.
-            .pages_own_output()
-            .timeout(MAX_TIMEOUT + process::TERM_GRACE + Duration::from_secs(30))
-            .gated_by(GateSubject::Command("command".into())),
         }
     }
-}
 
-impl RunCommand {
-    /// This tool, keeping at most `bytes` of a command's output in its
-    /// output file (`[tools] command_output_cap`; 0 keeps none).
+    /// Keeps at most `bytes` of a command's output in its output file
+    /// (`[tools] command_output_cap`; 0 keeps none).
     pub fn output_cap(mut self, bytes: u64) -> Self {
         self.output_cap = bytes;
         self
     }
 }
 
-impl Default for RunCommand {
+impl Default for CommandHost {
+    /// The machine's sandbox when it has one (the default `[sandbox]` settings).
     fn default() -> Self {
-        Self::new()
+        Self::with_sandbox(SandboxSettings::default())
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for RunCommand {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    /// In a house turn, the house's schema: `cmd` on the thread's environment.
-    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        Some(if crate::host::in_house(ctx) {
-            house::spec()
-        } else {
-            self.spec.clone()
-        })
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        if crate::host::in_house(ctx) {
-            return house::call(args, ctx).await;
+/// Run a bash command and get its output (stdout and stderr together) and exit code. Standard
+/// input is closed; pagers and colors are off. `timeout` (default 120 s, at most 600) kills the
+/// command and everything it started. Output over 30,000 bytes shows its first and last 15,000
+/// bytes; the whole output is saved to a file the result names. `background: true` returns at
+/// once with an id; the output goes to a log file whose last line says how it ended;
+/// `notify_on_complete` tells you when it ends; `stop: <id>` ends it. Where the machine has a
+/// sandbox, commands run in it: the working folder is writable, the rest of the machine
+/// read-only, troupe's home not there at all, /tmp private, and the network only the public
+/// internet through a proxy (HTTPS_PROXY), never this machine's own services.
+#[tool(
+    failure_tolerant,
+    // It cuts and saves its own output: the dispatcher's spill would only
+    // save the cut text.
+    pages_own_output,
+    timeout = MAX_TIMEOUT + process::TERM_GRACE + Duration::from_secs(30),
+    gated_by = GateSubject::Command("command".into())
+)]
+pub async fn run_command(
+    params: RunCommandParams,
+    ctx: &ToolContext,
+    host: &CommandHost,
+) -> ToolResult {
+    let registry = BackgroundCommands::of(&ctx.services);
+    let command = match (&params.stop, &params.command) {
+        (Some(_), Some(_)) => {
+            return ToolResult::error(
+                "give either `command` (to run one) or `stop` (to stop one), not both",
+            )
         }
-        let params: RunCommandParams = match parse_args("run_command", args) {
-            Ok(p) => p,
-            Err(result) => return result,
-        };
-        let registry = BackgroundCommands::of(&ctx.services);
-        let command = match (&params.stop, &params.command) {
-            (Some(_), Some(_)) => {
-                return ToolResult::error(
-                    "give either `command` (to run one) or `stop` (to stop one), not both",
-                )
+        (Some(id), None) => {
+            return match registry.stop(id).await {
+                Ok(text) => ToolResult::ok(text),
+                Err(text) => ToolResult::error(text),
             }
-            (Some(id), None) => {
-                return match registry.stop(id).await {
-                    Ok(text) => ToolResult::ok(text),
-                    Err(text) => ToolResult::error(text),
-                }
-            }
-            (None, None) => {
-                return ToolResult::error("`command` is required: give the command to run")
-            }
-            (None, Some(command)) => command.clone(),
-        };
-        let timeout = match params.timeout {
-            None => None,
-            Some(0) => return ToolResult::error("`timeout` must be at least 1 second"),
-            Some(secs) if Duration::from_secs(secs) > MAX_TIMEOUT => {
-                return ToolResult::error(format!(
-                    "`timeout` is at most {} seconds; for longer commands use background: true",
-                    MAX_TIMEOUT.as_secs()
-                ))
-            }
-            Some(secs) => Some(Duration::from_secs(secs)),
-        };
-        let cwd = ctx.resolve(params.cwd.as_deref().unwrap_or("."));
-        if !cwd.is_dir() {
+        }
+        (None, None) => return ToolResult::error("`command` is required: give the command to run"),
+        (None, Some(command)) => command.clone(),
+    };
+    let timeout = match params.timeout {
+        None => None,
+        Some(0) => return ToolResult::error("`timeout` must be at least 1 second"),
+        Some(secs) if Duration::from_secs(secs) > MAX_TIMEOUT => {
             return ToolResult::error(format!(
-                "`cwd` {} is not an existing folder; give a folder to run the command in",
-                cwd.display()
-            ));
+                "`timeout` is at most {} seconds; for longer commands use background: true",
+                MAX_TIMEOUT.as_secs()
+            ))
         }
-        if params.notify_on_complete && !params.background {
-            return ToolResult::error("`notify_on_complete` applies only with background: true");
+        Some(secs) => Some(Duration::from_secs(secs)),
+    };
+    let cwd = ctx.resolve(params.cwd.as_deref().unwrap_or("."));
+    if !cwd.is_dir() {
+        return ToolResult::error(format!(
+            "`cwd` {} is not an existing folder; give a folder to run the command in",
+            cwd.display()
+        ));
+    }
+    if params.notify_on_complete && !params.background {
+        return ToolResult::error("`notify_on_complete` applies only with background: true");
+    }
+    let placement = match host.sandbox.place() {
+        Ok(placement) => placement,
+        Err(e) => {
+            return ToolResult::error_with(
+                format!("the command did not run: {e}"),
+                serde_json::json!({"sandbox": "none"}),
+            )
         }
-        let placement = match self.sandbox.place() {
-            Ok(placement) => placement,
-            Err(e) => {
+    };
+    let confinement = match &placement {
+        Placement::Sandboxed(sandbox) => match host.confinement(sandbox, &cwd, ctx).await {
+            Ok(confinement) => confinement,
+            Err(why) => {
                 return ToolResult::error_with(
-                    format!("the command did not run: {e}"),
-                    serde_json::json!({"sandbox": "none"}),
+                    format!("the command did not run: {why}"),
+                    serde_json::json!({"sandbox": placement.label()}),
                 )
             }
+        },
+        Placement::Unsandboxed(_) => Confinement::default(),
+    };
+    let sandbox = match &placement {
+        Placement::Sandboxed(sandbox) => Some((sandbox, &confinement)),
+        Placement::Unsandboxed(_) => None,
+    };
+    // Unsandboxed, troupe's settings are put back if the command changes them.
+    let seal = sandbox.is_none().then(|| Seal::of(&ctx.home));
+    if params.background {
+        let notifier = ctx.services.get::<CommandNotifications>();
+        let notify = match (params.notify_on_complete, notifier) {
+            (true, Some(n)) => Some((CommandNotifications::clone(&n), ctx.conversation)),
+            _ => None,
         };
-        let confinement = match &placement {
-            Placement::Sandboxed(sandbox) => match self.confinement(sandbox, &cwd, ctx).await {
-                Ok(confinement) => confinement,
-                Err(why) => {
-                    return ToolResult::error_with(
-                        format!("the command did not run: {why}"),
-                        serde_json::json!({"sandbox": placement.label()}),
-                    )
-                }
-            },
-            Placement::Unsandboxed(_) => Confinement::default(),
-        };
-        let sandbox = match &placement {
-            Placement::Sandboxed(sandbox) => Some((sandbox, &confinement)),
-            Placement::Unsandboxed(_) => None,
-        };
-        // Unsandboxed, troupe's settings are put back if the command changes them.
-        let seal = sandbox.is_none().then(|| Seal::of(&ctx.home));
-        if params.background {
-            let notifier = ctx.services.get::<CommandNotifications>();
-            let notify = match (params.notify_on_complete, notifier) {
-                (true, Some(n)) => Some((CommandNotifications::clone(&n), ctx.conversation)),
-                _ => None,
-            };
-            let missing_notifier = params.notify_on_complete && notify.is_none();
-            let dir = ctx.home.commands_dir();
-            let launch = Launch {
-                command: &command,
-                cwd: &cwd,
-                dir: &dir,
-                timeout,
-                notify,
-                conversation: ctx.conversation,
-                sandbox,
-                allow: &self.sandbox.allow_addresses,
-                seal,
-            };
-            return match registry.start(launch).await {
-                Ok(started) => {
-                    let mut text = format!(
-                        "Started background command {id}. Its output goes to {log}, whose last \
-                         line will say how it ended; stop it with stop: \"{id}\".",
-                        id = started.id,
-                        log = started.log.display()
-                    );
-                    if missing_notifier {
-                        text.push_str(" No notifier is available here, so check the log instead of waiting to be told.");
-                    }
-                    ToolResult::ok_with(
-                        text,
-                        serde_json::json!({
-                            "id": started.id,
-                            "log": started.log,
-                            "sandbox": placement.label(),
-                        }),
-                    )
-                }
-                Err(e) => ToolResult::error(format!("could not start the command: {e}")),
-            };
-        }
-        let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT);
-        let mut result = run(
-            &command,
-            &cwd,
+        let missing_notifier = params.notify_on_complete && notify.is_none();
+        let dir = ctx.home.commands_dir();
+        let launch = Launch {
+            command: &command,
+            cwd: &cwd,
+            dir: &dir,
             timeout,
+            notify,
+            conversation: ctx.conversation,
             sandbox,
-            &self.sandbox.allow_addresses,
-            self.output_cap,
-            ctx,
-        )
-        .await;
-        if let Some(report) = seal.and_then(|seal| seal.restore().report()) {
-            tracing::warn!(command = %command, "{report}");
-            result = ToolResult::error_with(format!("{}\n{report}", result.text), result.data);
-        }
-        if result.data.is_null() {
-            result.data = serde_json::json!({});
-        }
-        if let Some(data) = result.data.as_object_mut() {
-            data.insert("sandbox".into(), placement.label().into());
-        }
-        result
+            allow: &host.sandbox.allow_addresses,
+            seal,
+        };
+        return match registry.start(launch).await {
+            Ok(started) => {
+                let mut text = format!(
+                    "Started background command {id}. Its output goes to {log}, whose last \
+                     line will say how it ended; stop it with stop: \"{id}\".",
+                    id = started.id,
+                    log = started.log.display()
+                );
+                if missing_notifier {
+                    text.push_str(" No notifier is available here, so check the log instead of waiting to be told.");
+                }
+                ToolResult::ok_with(
+                    text,
+                    serde_json::json!({
+                        "id": started.id,
+                        "log": started.log,
+                        "sandbox": placement.label(),
+                    }),
+                )
+            }
+            Err(e) => ToolResult::error(format!("could not start the command: {e}")),
+        };
     }
+    let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let mut result = run(
+        &command,
+        &cwd,
+        timeout,
+        sandbox,
+        &host.sandbox.allow_addresses,
+        host.output_cap,
+        ctx,
+    )
+    .await;
+    if let Some(report) = seal.and_then(|seal| seal.restore().report()) {
+        tracing::warn!(command = %command, "{report}");
+        result = ToolResult::error_with(format!("{}\n{report}", result.text), result.data);
+    }
+    if result.data.is_null() {
+        result.data = serde_json::json!({});
+    }
+    if let Some(data) = result.data.as_object_mut() {
+        data.insert("sandbox".into(), placement.label().into());
+    }
+    result
 }
 
-impl RunCommand {
+impl CommandHost {
     /// What a sandboxed command in `cwd` may touch: the working folder,
     /// not troupe's home at all, and the network `[sandbox] network` says.
     ///

@@ -10,6 +10,7 @@ use troupe_runtime::id::ConversationId;
 
 use super::background::CommandNotifier;
 use super::*;
+use troupe_runtime::tool::Tool as _;
 
 #[path = "run_command_tests/sandbox.rs"]
 mod sandbox;
@@ -58,7 +59,7 @@ async fn run_cmd(f: &Fixture, args: serde_json::Value) -> ToolResult {
 async fn run_in(f: &Fixture, sandbox: SandboxSettings, args: serde_json::Value) -> ToolResult {
     tokio::time::timeout(
         Duration::from_secs(60),
-        RunCommand::with_sandbox(sandbox).call(args, &f.ctx),
+        run_command::tool(CommandHost::with_sandbox(sandbox)).call(args, &f.ctx),
     )
     .await
     .expect("run_command returned within a minute")
@@ -242,7 +243,8 @@ async fn a_long_output_is_saved_whole_and_the_note_names_the_file() {
 #[tokio::test]
 async fn an_output_over_the_cap_keeps_its_first_bytes_and_says_so() {
     let f = fixture();
-    let tool = RunCommand::with_sandbox(SandboxSettings::off()).output_cap(100_000);
+    let tool =
+        run_command::tool(CommandHost::with_sandbox(SandboxSettings::off()).output_cap(100_000));
     let result = tool.call(json!({"command": "seq 1 40000"}), &f.ctx).await;
     let path = result.data["output_file"].as_str().unwrap().to_string();
     let kept = std::fs::read(&path).unwrap();
@@ -400,7 +402,7 @@ async fn notify_on_complete_reaches_the_notifier() {
 
 #[test]
 fn the_spec_is_failure_tolerant_and_gated_by_the_command() {
-    let spec = RunCommand::new().spec().clone();
+    let spec = run_command::tool(CommandHost::default()).spec().clone();
     assert!(spec.flags.failure_tolerant && !spec.flags.read_only);
     assert_eq!(spec.gate, GateSubject::Command("command".into()));
     assert_eq!(spec.parameters["properties"]["timeout"]["maximum"], 600);

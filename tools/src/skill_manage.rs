@@ -15,9 +15,10 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::home::Home;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 use crate::file_lock;
 use crate::scan;
@@ -385,76 +386,44 @@ fn prune_versions(home: &Home, agent: &str, name: &str) {
     }
 }
 
-/// The `skill_manage` tool.
-#[derive(Debug)]
-pub struct SkillManageTool {
-    spec: ToolSpec,
-}
-
-impl Default for SkillManageTool {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl SkillManageTool {
-    /// The tool, always on.
-    pub fn new() -> Self {
-        let description = "Creates, patches and deletes your skills: reusable procedures kept as skills/<name>/SKILL.md (frontmatter `name` and `description`, then the instructions) with optional files under references/, templates/, scripts/ and assets/. \
-`operations` is a list, applied together or not at all; each names the skill (`name`: lowercase letters, digits, '-', '_') and its `action`: \
-`create` with `content` (the whole SKILL.md; its frontmatter `name` must be the skill's); \
-`patch` with `old_string`/`new_string` (`replace_all`, `file_path` optional, default SKILL.md) or `content` to replace the whole file; \
-`write_file` with `file_path` and `file_content`; `remove_file` with `file_path`; \
-`delete`, alone in its call, archives the skill. The previous version of a changed skill is kept.";
-        Self {
-            spec: ToolSpec::new(
-                "skill_manage",
-                description,
-                schema_for::<SkillManageParams>(),
-            ),
+/// Creates, patches and deletes your skills: reusable procedures kept as skills/<name>/SKILL.md
+/// (frontmatter `name` and `description`, then the instructions) with optional files under
+/// references/, templates/, scripts/ and assets/. `operations` is a list, applied together or
+/// not at all; each names the skill (`name`: lowercase letters, digits, '-', '_') and its
+/// `action`: `create` with `content` (the whole SKILL.md; its frontmatter `name` must be the
+/// skill's); `patch` with `old_string`/`new_string` (`replace_all`, `file_path` optional,
+/// default SKILL.md) or `content` to replace the whole file; `write_file` with `file_path` and
+/// `file_content`; `remove_file` with `file_path`; `delete`, alone in its call, archives the
+/// skill. The previous version of a changed skill is kept.
+#[tool]
+pub async fn skill_manage(params: SkillManageParams, ctx: &ToolContext) -> ToolResult {
+    match apply(&ctx.home, &ctx.agent, params.operations).await {
+        Ok(Outcome::Archived(dest)) => ToolResult::ok_with(
+            format!("Skill archived to {}.", dest.display()),
+            serde_json::json!({ "archived": dest }),
+        ),
+        Ok(Outcome::Changed(changed)) => {
+            let lines: Vec<String> = changed
+                .iter()
+                .map(|c| match &c.previous {
+                    Some(p) => format!(
+                        "- {}: updated; previous version kept in {}",
+                        c.name,
+                        p.display()
+                    ),
+                    None => format!("- {}: created", c.name),
+                })
+                .collect();
+            let data: Vec<serde_json::Value> = changed
+                .iter()
+                .map(|c| serde_json::json!({ "name": c.name, "previous": c.previous }))
+                .collect();
+            ToolResult::ok_with(
+                format!("Skills saved:\n{}", lines.join("\n")),
+                serde_json::json!({ "changed": data }),
+            )
         }
-    }
-}
-
-#[async_trait::async_trait]
-impl Tool for SkillManageTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: SkillManageParams = match parse_args("skill_manage", args) {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        match apply(&ctx.home, &ctx.agent, params.operations).await {
-            Ok(Outcome::Archived(dest)) => ToolResult::ok_with(
-                format!("Skill archived to {}.", dest.display()),
-                serde_json::json!({ "archived": dest }),
-            ),
-            Ok(Outcome::Changed(changed)) => {
-                let lines: Vec<String> = changed
-                    .iter()
-                    .map(|c| match &c.previous {
-                        Some(p) => format!(
-                            "- {}: updated; previous version kept in {}",
-                            c.name,
-                            p.display()
-                        ),
-                        None => format!("- {}: created", c.name),
-                    })
-                    .collect();
-                let data: Vec<serde_json::Value> = changed
-                    .iter()
-                    .map(|c| serde_json::json!({ "name": c.name, "previous": c.previous }))
-                    .collect();
-                ToolResult::ok_with(
-                    format!("Skills saved:\n{}", lines.join("\n")),
-                    serde_json::json!({ "changed": data }),
-                )
-            }
-            Err(e) => ToolResult::error(format!("{e}. Nothing was changed.")),
-        }
+        Err(e) => ToolResult::error(format!("{e}. Nothing was changed.")),
     }
 }
 

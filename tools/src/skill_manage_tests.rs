@@ -1,4 +1,5 @@
 use super::*;
+use troupe_runtime::tool::Tool as _;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -10,7 +11,7 @@ fn setup() -> (tempfile::TempDir, ToolContext) {
 }
 
 async fn call(ctx: &ToolContext, ops: serde_json::Value) -> ToolResult {
-    SkillManageTool::new()
+    skill_manage::tool()
         .call(json!({ "operations": ops }), ctx)
         .await
 }

@@ -11,9 +11,10 @@ use std::collections::HashMap;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::catalog::{DeferredCatalog, Lazy, TOOL_SEARCH};
-use troupe_runtime::tool::{parse_args, schema_for, Exposure, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::catalog::{DeferredCatalog, Lazy};
+use troupe_runtime::tool::{Exposure, ToolContext, ToolSpec};
 
 /// Arguments of `tool_search`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -25,94 +26,61 @@ pub struct Params {
     pub limit: Option<u32>,
 }
 
-/// The `tool_search` tool.
-#[derive(Debug)]
-pub struct ToolSearch {
-    spec: ToolSpec,
+/// Offered when the conversation has deferred tools, its description listing them by source
+/// within 5% of the context window (at most 4,000 tokens).
+fn offered_with_listing(ctx: &ToolContext, spec: &ToolSpec) -> Option<ToolSpec> {
+    let catalog = ctx.services.get::<DeferredCatalog>()?;
+    if catalog.specs.is_empty() && catalog.pending.is_empty() {
+        return None;
+    }
+    let budget_chars = ((ctx.context_window / 20).min(4_000) * 4) as usize;
+    let mut spec = spec.clone();
+    spec.description = format!("{}\n{}", spec.description, listing(&catalog, budget_chars));
+    Some(spec)
 }
 
-impl Default for ToolSearch {
-    fn default() -> Self {
-        Self::new()
+/// Find deferred tools by keywords or exact name and load them, so you can call them from your
+/// next step with their own schema. Loads up to `limit` (1-10, default 5).
+#[tool(read_only, offered_as = offered_with_listing)]
+pub async fn tool_search(params: Params, ctx: &ToolContext) -> ToolResult {
+    let limit = params.limit.unwrap_or(5);
+    if !(1..=10).contains(&limit) {
+        return ToolResult::error(format!("`limit` must be between 1 and 10, not {limit}."));
     }
-}
-
-impl ToolSearch {
-    /// The tool.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                TOOL_SEARCH,
-                "Find deferred tools by keywords or exact name and load them, so you can call them \
-                 from your next step with their own schema. Loads up to `limit` (1-10, default 5).",
-                schema_for::<Params>(),
-            )
-            .read_only(),
-        }
+    let Some(catalog) = ctx.services.get::<DeferredCatalog>() else {
+        return ToolResult::error("there are no deferred tools to load in this conversation.");
+    };
+    let (catalog, notes) = with_started_sources(&catalog, ctx).await;
+    let ranked = rank(&catalog.specs, &params.query);
+    if ranked.is_empty() {
+        let names: Vec<&str> = catalog.specs.iter().map(|s| s.name.as_str()).collect();
+        return ToolResult::error(format!(
+            "no deferred tool matches `{}`. The deferred tools are: {}.{}",
+            params.query,
+            names.join(", "),
+            notes
+        ));
     }
-}
-
-#[async_trait::async_trait]
-impl Tool for ToolSearch {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+    let chosen: Vec<&ToolSpec> = ranked
+        .into_iter()
+        .take(limit as usize)
+        .map(|i| &catalog.specs[i])
+        .collect();
+    let mut text = format!(
+        "Loaded {} tool(s); call them directly from now on:\n",
+        chosen.len()
+    );
+    for spec in &chosen {
+        text.push_str(&format!(
+            "- {} ({}): {}\n",
+            spec.name,
+            spec.source,
+            first_line(&spec.description)
+        ));
     }
-
-    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        let catalog = ctx.services.get::<DeferredCatalog>()?;
-        if catalog.specs.is_empty() && catalog.pending.is_empty() {
-            return None;
-        }
-        let budget_chars = ((ctx.context_window / 20).min(4_000) * 4) as usize;
-        let mut spec = self.spec.clone();
-        spec.description = format!("{}\n{}", spec.description, listing(&catalog, budget_chars));
-        Some(spec)
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: Params = match parse_args(TOOL_SEARCH, args) {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        let limit = params.limit.unwrap_or(5);
-        if !(1..=10).contains(&limit) {
-            return ToolResult::error(format!("`limit` must be between 1 and 10, not {limit}."));
-        }
-        let Some(catalog) = ctx.services.get::<DeferredCatalog>() else {
-            return ToolResult::error("there are no deferred tools to load in this conversation.");
-        };
-        let (catalog, notes) = with_started_sources(&catalog, ctx).await;
-        let ranked = rank(&catalog.specs, &params.query);
-        if ranked.is_empty() {
-            let names: Vec<&str> = catalog.specs.iter().map(|s| s.name.as_str()).collect();
-            return ToolResult::error(format!(
-                "no deferred tool matches `{}`. The deferred tools are: {}.{}",
-                params.query,
-                names.join(", "),
-                notes
-            ));
-        }
-        let chosen: Vec<&ToolSpec> = ranked
-            .into_iter()
-            .take(limit as usize)
-            .map(|i| &catalog.specs[i])
-            .collect();
-        let mut text = format!(
-            "Loaded {} tool(s); call them directly from now on:\n",
-            chosen.len()
-        );
-        for spec in &chosen {
-            text.push_str(&format!(
-                "- {} ({}): {}\n",
-                spec.name,
-                spec.source,
-                first_line(&spec.description)
-            ));
-        }
-        let loaded: Vec<&str> = chosen.iter().map(|s| s.name.as_str()).collect();
-        let text = format!("{}{notes}", text.trim_end());
-        ToolResult::ok_with(text, serde_json::json!({ "loaded": loaded }))
-    }
+    let loaded: Vec<&str> = chosen.iter().map(|s| s.name.as_str()).collect();
+    let text = format!("{}{notes}", text.trim_end());
+    ToolResult::ok_with(text, serde_json::json!({ "loaded": loaded }))
 }
 
 /// The catalog with the tools of the sources it names as pending, started
@@ -254,6 +222,7 @@ mod tests {
     use std::sync::Arc;
     use troupe_runtime::home::Home;
     use troupe_runtime::tool::catalog::loaded_tools;
+    use troupe_runtime::tool::Tool as _;
 
     fn spec(name: &str, description: &str) -> ToolSpec {
         ToolSpec::new(
@@ -306,13 +275,13 @@ mod tests {
     #[tokio::test]
     async fn a_search_loads_tools_through_its_result() {
         let (ctx, _dir) = ctx_with(catalog());
-        let result = ToolSearch::new()
+        let result = tool_search::tool()
             .call(serde_json::json!({"query": "search", "limit": 2}), &ctx)
             .await;
         assert!(!result.is_error(), "{}", result.text);
         let history = vec![troupe_runtime::protocol::Message::Tool {
             call_id: "c".into(),
-            name: TOOL_SEARCH.into(),
+            name: troupe_runtime::tool::catalog::TOOL_SEARCH.into(),
             result,
         }];
         assert_eq!(
@@ -327,7 +296,7 @@ mod tests {
     #[tokio::test]
     async fn limits_and_misses_are_errors() {
         let (ctx, _dir) = ctx_with(catalog());
-        let tool = ToolSearch::new();
+        let tool = tool_search::tool();
         let r = tool
             .call(serde_json::json!({"query": "plan", "limit": 11}), &ctx)
             .await;
@@ -345,11 +314,11 @@ mod tests {
     #[test]
     fn the_description_lists_deferred_tools_by_source() {
         let (ctx, _dir) = ctx_with(catalog());
-        let spec = ToolSearch::new().available(&ctx).unwrap();
+        let spec = tool_search::tool().available(&ctx).unwrap();
         assert!(spec.description.ends_with(
             "Deferred tools:\n- builtin: cronjob_manage, plan, conversation_search, delegation_search"
         ));
         let (empty, _d) = ctx_with(Vec::new());
-        assert!(ToolSearch::new().available(&empty).is_none());
+        assert!(tool_search::tool().available(&empty).is_none());
     }
 }

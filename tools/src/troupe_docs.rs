@@ -9,8 +9,8 @@
 //! heading.
 
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
 
 /// The pages, by file name, as they were when the binary was built.
 pub const PAGES: &[(&str, &str)] = &[
@@ -57,81 +57,46 @@ pub struct TroupeDocsParams {
     pub offset: Option<u64>,
 }
 
-/// The `troupe_docs` tool.
-pub struct TroupeDocs {
-    spec: ToolSpec,
-}
-
-impl TroupeDocs {
-    /// The tool with its spec.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "troupe_docs",
-                "Read troupe's own documentation (the version you run on) as Markdown: how to \
-                 configure it, every tool, security, the runtime's guarantees. Without a path \
-                 you get the index of pages; then give a page (`configuration.md`, or \
-                 `tools.md#web_fetch` to start at a heading) and an offset to read on.",
-                schema_for::<TroupeDocsParams>(),
-            )
-            .read_only()
-            .pages_own_output(),
-        }
+/// Read troupe's own documentation (the version you run on) as Markdown: how to configure
+/// it, every tool, security, the runtime's guarantees. Without a path you get the index of
+/// pages; then give a page (`configuration.md`, or `tools.md#web_fetch` to start at a heading)
+/// and an offset to read on.
+#[tool(read_only, pages_own_output)]
+pub async fn troupe_docs(params: TroupeDocsParams) -> ToolResult {
+    let asked = params.path.as_deref().map(str::trim).unwrap_or_default();
+    if asked.is_empty() || matches!(asked, "index" | "index.md" | "/" | "docs" | "docs/") {
+        return ToolResult::ok_with(index(), serde_json::json!({"path": "index"}));
     }
-}
-
-impl Default for TroupeDocs {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[async_trait::async_trait]
-impl Tool for TroupeDocs {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn call(&self, args: serde_json::Value, _ctx: &ToolContext) -> ToolResult {
-        let params: TroupeDocsParams = match parse_args("troupe_docs", args) {
-            Ok(p) => p,
-            Err(result) => return result,
-        };
-        let asked = params.path.as_deref().map(str::trim).unwrap_or_default();
-        if asked.is_empty() || matches!(asked, "index" | "index.md" | "/" | "docs" | "docs/") {
-            return ToolResult::ok_with(index(), serde_json::json!({"path": "index"}));
-        }
-        let (name, anchor) = match asked.split_once('#') {
-            Some((name, anchor)) => (name, Some(anchor)),
-            None => (asked, None),
-        };
-        let Some((name, text)) = find(name) else {
-            return ToolResult::ok_with(
-                format!("There is no page `{asked}`. {}", index()),
-                serde_json::json!({"path": "index", "unknown": asked}),
-            );
-        };
-        let start = match (params.offset, anchor) {
-            (Some(n), _) => n.max(1) as usize,
-            (None, Some(anchor)) => heading_line(text, anchor).unwrap_or(1),
-            (None, None) => 1,
-        };
-        let (page, next) = window(text, start);
-        let total = text.lines().count();
-        let mut out = format!(
-            "docs/{name} (lines {start}–{} of {total})\n\n{page}",
-            start + page.lines().count().saturating_sub(1)
+    let (name, anchor) = match asked.split_once('#') {
+        Some((name, anchor)) => (name, Some(anchor)),
+        None => (asked, None),
+    };
+    let Some((name, text)) = find(name) else {
+        return ToolResult::ok_with(
+            format!("There is no page `{asked}`. {}", index()),
+            serde_json::json!({"path": "index", "unknown": asked}),
         );
-        if let Some(next) = next {
-            out.push_str(&format!(
-                "\n\n[more below: call troupe_docs with path \"{name}\" and offset {next}]"
-            ));
-        }
-        ToolResult::ok_with(
-            out,
-            serde_json::json!({"path": name, "offset": start, "next_offset": next, "total_lines": total}),
-        )
+    };
+    let start = match (params.offset, anchor) {
+        (Some(n), _) => n.max(1) as usize,
+        (None, Some(anchor)) => heading_line(text, anchor).unwrap_or(1),
+        (None, None) => 1,
+    };
+    let (page, next) = window(text, start);
+    let total = text.lines().count();
+    let mut out = format!(
+        "docs/{name} (lines {start}–{} of {total})\n\n{page}",
+        start + page.lines().count().saturating_sub(1)
+    );
+    if let Some(next) = next {
+        out.push_str(&format!(
+            "\n\n[more below: call troupe_docs with path \"{name}\" and offset {next}]"
+        ));
     }
+    ToolResult::ok_with(
+        out,
+        serde_json::json!({"path": name, "offset": start, "next_offset": next, "total_lines": total}),
+    )
 }
 
 /// The page a path names: `configuration`, `configuration.md`,

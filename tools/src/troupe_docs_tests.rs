@@ -3,11 +3,12 @@ use troupe_runtime::home::Home;
 use troupe_runtime::protocol::ToolStatus;
 
 use super::*;
+use troupe_runtime::tool::{Tool, ToolContext};
 
 async fn call(args: serde_json::Value) -> ToolResult {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ToolContext::standalone(Home::new(dir.path()), dir.path().to_path_buf());
-    TroupeDocs::new().call(args, &ctx).await
+    troupe_docs::tool().call(args, &ctx).await
 }
 
 #[test]

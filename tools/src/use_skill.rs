@@ -7,14 +7,15 @@
 //! the skill index (every name, descriptions cut at 60 characters), sized to
 //! 1% of the model's window so a large library never crowds the context.
 //! Loaded skills are remembered per conversation and come back after a
-//! compaction ([`Tool::carried`]), capped per skill and in all, because the
+//! compaction ([`SkillsCarried`]), capped per skill and in all, because the
 //! procedure is still being followed after its result was summarized away.
 
 use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::{Carry, ToolContext, ToolSpec};
 
 use crate::skills::{self, SkillSummary};
 
@@ -84,34 +85,7 @@ fn library(ctx: &ToolContext) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The `use_skill` tool.
-#[derive(Debug)]
-pub struct UseSkillTool {
-    spec: ToolSpec,
-}
-
-impl Default for UseSkillTool {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 const BASE_DESCRIPTION: &str = "Loads one of your skills (a saved procedure) and answers with its instructions, its folder and its files. Load the skill whose description fits the task before you start it; follow its instructions. `arguments`: what it works on this time.";
-
-impl UseSkillTool {
-    /// The tool, always on and carried; its description gets the skill index
-    /// per conversation (see [`Tool::available`]).
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "use_skill",
-                BASE_DESCRIPTION,
-                schema_for::<UseSkillParams>(),
-            )
-            .carried(),
-        }
-    }
-}
 
 /// The skill index for a window of `context_window` tokens: one line per
 /// skill, within 1% of the window (descriptions cut at 60 characters, then
@@ -187,77 +161,76 @@ pub fn carried_text(skills: &[InUse]) -> Option<String> {
     Some(out)
 }
 
-#[async_trait::async_trait]
-impl Tool for UseSkillTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+/// Offered when the agent has a skill to load, its description the skill index sized to
+/// the model's window.
+fn with_skill_index(ctx: &ToolContext, spec: &ToolSpec) -> Option<ToolSpec> {
+    let skills = skills::list_usable(&ctx.home, &ctx.agent, &library(ctx));
+    if skills.is_empty() {
+        return None;
     }
+    let mut spec = spec.clone();
+    spec.description = format!(
+        "{BASE_DESCRIPTION}\n\nSkills:\n{}",
+        index(&skills, ctx.context_window)
+    );
+    Some(spec)
+}
 
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: UseSkillParams = match parse_args("use_skill", args) {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        let library = library(ctx);
-        let skill = match skills::load_usable(&ctx.home, &ctx.agent, &library, &params.name) {
-            Ok(s) => s,
-            Err(e) => {
-                let names: Vec<String> = skills::list_usable(&ctx.home, &ctx.agent, &library)
-                    .into_iter()
-                    .map(|s| s.name)
-                    .collect();
-                return ToolResult::error(format!(
-                    "{e}. Skills available: {}.",
-                    if names.is_empty() {
-                        "none".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                ));
-            }
-        };
-        ctx.services
-            .get_or_insert_with(SkillsInUse::default)
-            .add(&skill.summary.name, &skill.instructions);
-        let mut text = format!(
-            "Skill `{}` loaded.\nFolder: {}\nFiles: {}\n",
-            skill.summary.name,
-            skill.summary.dir.display(),
-            skill.files.join(", ")
-        );
-        if let Some(arguments) = &params.arguments {
-            text.push_str(&format!("Arguments: {arguments}\n"));
+/// Loads one of the agent's skills; the model reads [`BASE_DESCRIPTION`] and the skill
+/// index ([`with_skill_index`]).
+#[tool(description = BASE_DESCRIPTION, offered_as = with_skill_index, carrying = SkillsCarried)]
+pub async fn use_skill(params: UseSkillParams, ctx: &ToolContext) -> ToolResult {
+    let library = library(ctx);
+    let skill = match skills::load_usable(&ctx.home, &ctx.agent, &library, &params.name) {
+        Ok(s) => s,
+        Err(e) => {
+            let names: Vec<String> = skills::list_usable(&ctx.home, &ctx.agent, &library)
+                .into_iter()
+                .map(|s| s.name)
+                .collect();
+            return ToolResult::error(format!(
+                "{e}. Skills available: {}.",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ));
         }
-        text.push_str(
-            "Read its other files with read_file when the instructions call for them.\n\n",
-        );
-        text.push_str(&skill.instructions);
-        ToolResult::ok_with(
-            text,
-            serde_json::json!({
-                "name": skill.summary.name,
-                "description": skill.summary.description,
-                "dir": skill.summary.dir,
-                "files": skill.files,
-                "arguments": params.arguments,
-                "instructions": skill.instructions,
-            }),
-        )
+    };
+    ctx.services
+        .get_or_insert_with(SkillsInUse::default)
+        .add(&skill.summary.name, &skill.instructions);
+    let mut text = format!(
+        "Skill `{}` loaded.\nFolder: {}\nFiles: {}\n",
+        skill.summary.name,
+        skill.summary.dir.display(),
+        skill.files.join(", ")
+    );
+    if let Some(arguments) = &params.arguments {
+        text.push_str(&format!("Arguments: {arguments}\n"));
     }
+    text.push_str("Read its other files with read_file when the instructions call for them.\n\n");
+    text.push_str(&skill.instructions);
+    ToolResult::ok_with(
+        text,
+        serde_json::json!({
+            "name": skill.summary.name,
+            "description": skill.summary.description,
+            "dir": skill.summary.dir,
+            "files": skill.files,
+            "arguments": params.arguments,
+            "instructions": skill.instructions,
+        }),
+    )
+}
 
-    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        let skills = skills::list_usable(&ctx.home, &ctx.agent, &library(ctx));
-        if skills.is_empty() {
-            return None;
-        }
-        let mut spec = self.spec.clone();
-        spec.description = format!(
-            "{BASE_DESCRIPTION}\n\nSkills:\n{}",
-            index(&skills, ctx.context_window)
-        );
-        Some(spec)
-    }
+/// What `use_skill` carries through a compaction: the skills in use, cut
+/// per skill and in all.
+#[derive(Debug, Clone, Copy)]
+pub struct SkillsCarried;
 
+impl Carry for SkillsCarried {
     fn carried(&self, ctx: &ToolContext) -> Option<String> {
         let state = ctx.services.get::<SkillsInUse>()?;
         carried_text(&state.list())

@@ -1,4 +1,5 @@
 use super::*;
+use troupe_runtime::tool::Tool as _;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -33,7 +34,7 @@ fn summary(name: &str, description: &str) -> SkillSummary {
 #[test]
 fn not_on_offer_without_skills() {
     let (_d, ctx) = setup();
-    assert_eq!(UseSkillTool::new().available(&ctx), None);
+    assert_eq!(use_skill::tool().available(&ctx), None);
 }
 
 #[test]
@@ -41,7 +42,7 @@ fn the_description_lists_every_skill_cut_at_60() {
     let (_d, ctx) = setup();
     add_skill(&ctx, "short", "Makes tea", "boil");
     add_skill(&ctx, "long", &"d".repeat(80), "x");
-    let spec = UseSkillTool::new().available(&ctx).unwrap();
+    let spec = use_skill::tool().available(&ctx).unwrap();
     let list = spec.description.split("\n\nSkills:\n").nth(1).unwrap();
     assert_eq!(
         list,
@@ -82,7 +83,7 @@ fn the_index_shrinks_to_fit_one_percent_and_keeps_every_name() {
 async fn loading_answers_instructions_folder_and_files_and_is_carried() {
     let (_d, ctx) = setup();
     add_skill(&ctx, "tea", "Makes tea", "1. boil water\n2. steep");
-    let tool = UseSkillTool::new();
+    let tool = use_skill::tool();
     assert_eq!(tool.carried(&ctx), None);
     let r = tool
         .call(
@@ -141,7 +142,7 @@ fn carried_text_is_capped_per_skill_and_in_all() {
 async fn restore_re_adds_a_past_call() {
     let (_d, ctx) = setup();
     add_skill(&ctx, "tea", "Makes tea", "boil");
-    let tool = UseSkillTool::new();
+    let tool = use_skill::tool();
     let r = tool.call(json!({"name": "tea"}), &ctx).await;
     let fresh = ToolContext::standalone(ctx.home.clone(), ctx.cwd.clone());
     tool.restore(&fresh, &json!({"name": "tea"}), &r);
@@ -156,7 +157,7 @@ async fn the_skills_in_use_are_carried_as_a_call_a_new_process_restores() {
     let (_d, ctx) = setup();
     add_skill(&ctx, "tea", "Makes tea", "boil");
     add_skill(&ctx, "cake", "Bakes", "bake");
-    let tool = UseSkillTool::new();
+    let tool = use_skill::tool();
     assert_eq!(tool.carried_call(&ctx), None);
     tool.call(json!({"name": "tea"}), &ctx).await;
     tool.call(json!({"name": "cake"}), &ctx).await;
@@ -187,7 +188,7 @@ async fn a_bot_loads_the_library_skills_its_definition_lists_and_no_others() {
     add_skill(&main, "secret", "Not for bots", "hidden");
     let bot = bot_ctx(&main, &["brew", "missing-one"]);
     add_skill(&bot, "scout-own", "Its own", "look around");
-    let tool = UseSkillTool::new();
+    let tool = use_skill::tool();
     let spec = tool.available(&bot).unwrap();
     let list = spec.description.split("\n\nSkills:\n").nth(1).unwrap();
     assert_eq!(list, "- brew: Makes tea\n- scout-own: Its own");
@@ -220,7 +221,7 @@ async fn a_bots_own_skill_wins_over_the_library_one_of_the_same_name() {
     add_skill(&main, "brew", "Makes tea", "library way");
     let bot = bot_ctx(&main, &["brew"]);
     add_skill(&bot, "brew", "Makes coffee", "own way");
-    let tool = UseSkillTool::new();
+    let tool = use_skill::tool();
     let spec = tool.available(&bot).unwrap();
     assert!(
         spec.description.ends_with("- brew: Makes coffee"),

@@ -10,8 +10,9 @@ use std::io::Read;
 use std::path::Path;
 
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, GateSubject, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::{GateSubject, ToolContext};
 
 use crate::ledger::{FileStamp, ReadLedger};
 use crate::paths::{self, Access, PathError};
@@ -26,101 +27,53 @@ pub struct WriteFileParams {
     pub content: String,
 }
 
-/// The `write_file` tool.
-pub struct WriteFile {
-    spec: ToolSpec,
-}
-
-impl WriteFile {
-    /// The tool with its spec.
-    pub fn new() -> Self {
-        Self {
-            spec: ToolSpec::new(
-                "write_file",
-                "Create a file or replace all of its content, creating missing folders. An \
-                 existing file must have been read with read_file in this conversation and be \
-                 unchanged since. The write is atomic and keeps the file's permissions. To \
-                 change part of a file, prefer edit_file. System folders and anything in troupe's \
-                 home are refused (use the memory and skill_manage tools for memory and \
-                 skills); writing the user's dotfiles, ~/.ssh, git configuration or crontabs is \
-                 asked like a command writing them.",
-                schema_for::<WriteFileParams>(),
-            )
-            .gated_by(GateSubject::WritePath("path".into())),
-        }
-    }
-}
-
-impl Default for WriteFile {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[async_trait::async_trait]
-impl Tool for WriteFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    /// In a house turn, `write_file` means the house's files.
-    fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        Some(if crate::host::in_house(ctx) {
-            crate::house_files::write_spec()
-        } else {
-            self.spec.clone()
-        })
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        if crate::host::in_house(ctx) {
-            return crate::house_files::write(args, ctx).await;
-        }
-        let params: WriteFileParams = match parse_args("write_file", args) {
-            Ok(p) => p,
-            Err(result) => return result,
+/// Create a file or replace all of its content, creating missing folders. An existing file must
+/// have been read with read_file in this conversation and be unchanged since. The write is
+/// atomic and keeps the file's permissions. To change part of a file, prefer edit_file. System
+/// folders and anything in troupe's home are refused (use the memory and skill_manage tools for
+/// memory and skills); writing the user's dotfiles, ~/.ssh, git configuration or crontabs is
+/// asked like a command writing them.
+#[tool(gated_by = GateSubject::WritePath("path".into()))]
+pub async fn write_file(params: WriteFileParams, ctx: &ToolContext) -> ToolResult {
+    let real = match paths::confine(ctx, &params.path, Access::Write) {
+        Ok(real) => real,
+        Err(e) => return ToolResult::error(e.to_string()),
+    };
+    let ledger = ReadLedger::of(&ctx.services);
+    let conversation = ctx.conversation;
+    let shown = params.path;
+    let content = params.content;
+    let done = tokio::task::spawn_blocking(move || {
+        let existing = read_existing(&real).map_err(|e| e.to_string())?;
+        let created = existing.is_none();
+        let permissions = match existing {
+            Some(existing) => {
+                ledger
+                    .check_unchanged(conversation, &real, &existing.stamp)
+                    .map_err(|e| e.to_string())?;
+                Some(existing.permissions)
+            }
+            None => None,
         };
-        let real = match paths::confine(ctx, &params.path, Access::Write) {
-            Ok(real) => real,
-            Err(e) => return ToolResult::error(e.to_string()),
-        };
-        let ledger = ReadLedger::of(&ctx.services);
-        let conversation = ctx.conversation;
-        let shown = params.path;
-        let content = params.content;
-        let done = tokio::task::spawn_blocking(move || {
-            let existing = read_existing(&real).map_err(|e| e.to_string())?;
-            let created = existing.is_none();
-            let permissions = match existing {
-                Some(existing) => {
-                    ledger
-                        .check_unchanged(conversation, &real, &existing.stamp)
-                        .map_err(|e| e.to_string())?;
-                    Some(existing.permissions)
-                }
-                None => None,
-            };
-            paths::write_atomic(&real, content.as_bytes(), permissions)
-                .map_err(|e| e.to_string())?;
-            let modified = std::fs::metadata(&real).and_then(|m| m.modified()).ok();
-            ledger.record(
-                conversation,
-                &real,
-                FileStamp::of(content.as_bytes(), modified),
-            );
-            let lines = content.lines().count();
-            let verb = if created { "Created" } else { "Replaced" };
-            Ok::<_, String>(ToolResult::ok_with(
-                format!("{verb} `{shown}` ({lines} lines, {} bytes).", content.len()),
-                serde_json::json!({"path": real, "bytes": content.len(), "created": created}),
-            ))
-        })
-        .await;
-        match done {
-            Ok(Ok(result)) => result,
-            Ok(Err(message)) => ToolResult::error(message),
-            Err(e) => ToolResult::error(format!("write_file failed: {e}")),
-        }
+        paths::write_atomic(&real, content.as_bytes(), permissions).map_err(|e| e.to_string())?;
+        let modified = std::fs::metadata(&real).and_then(|m| m.modified()).ok();
+        ledger.record(
+            conversation,
+            &real,
+            FileStamp::of(content.as_bytes(), modified),
+        );
+        let lines = content.lines().count();
+        let verb = if created { "Created" } else { "Replaced" };
+        Ok::<_, String>(ToolResult::ok_with(
+            format!("{verb} `{shown}` ({lines} lines, {} bytes).", content.len()),
+            serde_json::json!({"path": real, "bytes": content.len(), "created": created}),
+        ))
+    })
+    .await;
+    match done {
+        Ok(Ok(result)) => result,
+        Ok(Err(message)) => ToolResult::error(message),
+        Err(e) => ToolResult::error(format!("write_file failed: {e}")),
     }
 }
 

@@ -6,7 +6,8 @@ use serde_json::json;
 use troupe_runtime::home::Home;
 
 use super::*;
-use crate::read_file::ReadFile;
+use crate::read_file::read_file;
+use troupe_runtime::tool::Tool as _;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -28,13 +29,13 @@ fn fixture() -> Fixture {
 }
 
 async fn write(ctx: &ToolContext, path: &str, content: &str) -> ToolResult {
-    WriteFile::new()
+    write_file::tool()
         .call(json!({"path": path, "content": content}), ctx)
         .await
 }
 
 async fn read(ctx: &ToolContext, path: &str) {
-    let result = ReadFile::new().call(json!({"path": path}), ctx).await;
+    let result = read_file::tool().call(json!({"path": path}), ctx).await;
     assert!(!result.is_error(), "{}", result.text);
 }
 
@@ -140,7 +141,7 @@ async fn protected_paths_are_refused_with_the_rule() {
 
 #[test]
 fn the_spec_is_gated_by_the_path() {
-    let spec = WriteFile::new().spec().clone();
+    let spec = write_file::tool().spec().clone();
     assert_eq!(spec.gate, GateSubject::WritePath("path".into()));
     assert_eq!(spec.parameters["required"], json!(["path", "content"]));
 }
@@ -235,7 +236,7 @@ async fn no_file_tool_plants_a_file_in_troupes_home_by_any_path() {
     cases.push((root.clone(), ".troupe/approvals.json".into()));
     cases.push((home.join("spill"), "../approvals.json".into()));
     cases.push((home.join("spill"), "z.txt".into()));
-    let edit = crate::edit_file::EditFile::new();
+    let edit = crate::edit_file::edit_file::tool();
     for (cwd, path) in &cases {
         let ctx = ToolContext {
             cwd: cwd.clone(),

@@ -5,9 +5,9 @@
 //! exactly like the same value in the file. Each value is also checked on its
 //! own as it is added, so an error names the variable or flag it came from.
 
-use super::diagnostic::describe;
 use super::keys::{env_var, KEYS, SHORT_ENV};
 use super::{Config, ConfigError};
+use crate::diagnostic::describe;
 
 /// Where a layered value came from, to name it in errors.
 #[derive(Debug, Clone)]
@@ -102,7 +102,7 @@ pub(crate) fn apply(
     }
     let message = first_error.map_or_else(
         || format!("`{key}` could not be set"),
-        |error| describe(&error, None).message,
+        |error| describe(&error, None, super::keys::home_of).message,
     );
     Err(source.error(message))
 }

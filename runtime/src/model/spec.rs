@@ -58,7 +58,7 @@ impl ModelsConfig {
     pub fn parse(text: &str, path: &Path) -> Result<Self, ModelError> {
         // One line, `path:line:column: what is wrong`, as config.toml's errors.
         toml::from_str(text).map_err(|err| {
-            let found = crate::config::diagnostic::describe(&err, Some(text));
+            let found = crate::diagnostic::describe(&err, Some(text), crate::diagnostic::nowhere);
             let at = found
                 .position
                 .map(|(line, column)| format!(":{line}:{column}"))

@@ -15,28 +15,29 @@
 //!   function's name is the tool's, its doc comment the description, and
 //!   the attribute's arguments are [`FnTool`]'s builder methods
 //!   (`read_only`, `deferred`, `offered = in_house`, …). The function stays
-//!   callable; `name::tool()` gives the tool. Every built-in tool that holds
-//!   no state of its own is written this way.
-//! - [`FnTool::from_fn`] with a closure, for a tool that captures
-//!   configuration (a key, a client) or is made at run time.
+//!   callable; `name::tool()` gives the tool. A third argument `state: &S`
+//!   is the tool's configuration (a key, a client, settings):
+//!   `name::tool(state)` takes it. Every built-in tool is written this way.
+//! - [`FnTool::from_fn`] with a closure, for a tool made at run time.
 //!
-//! The [`Tool`] trait stays for what a function cannot say: a description
-//! that depends on the conversation, or state carried through a compaction.
+//! Two builder methods say what a plain function cannot: [`FnTool::offered_as`]
+//! gives the spec a conversation is offered (a description that lists the
+//! conversation's skills, another spec in a house), and [`FnTool::carrying`]
+//! the state a tool holds through a compaction ([`Carry`]). The [`Tool`]
+//! trait itself stays for tools whose schema is only known at run time (an
+//! MCP server's tools).
 
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
+use super::scoped::Scoped;
 use super::{parse_args, schema_for, GateSubject, Tool, ToolContext, ToolSpec};
 use crate::protocol::ToolResult;
-
-/// A boxed, sendable future: what a [`Handler`] returns.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The logic of a tool: a params type and what a call does with it.
 ///
@@ -46,8 +47,13 @@ pub trait Handler: Send + Sync + 'static {
     /// The call's arguments; the tool's JSON schema is derived from it.
     type Params: DeserializeOwned + schemars::JsonSchema + Send + 'static;
 
-    /// Runs one call with its parsed arguments.
-    fn call<'a>(&'a self, params: Self::Params, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult>;
+    /// Runs one call with its parsed arguments. (Not boxed: the tool's
+    /// own call future holds it.)
+    fn call<'a>(
+        &'a self,
+        params: Self::Params,
+        ctx: &'a ToolContext,
+    ) -> impl Future<Output = ToolResult> + Send + 'a;
 }
 
 /// What a tool function may return: turned into the [`ToolResult`] the
@@ -113,8 +119,27 @@ impl<T: IntoToolResult> IntoToolResult for Result<T, ToolResult> {
     }
 }
 
-/// Decides whether a conversation is offered a tool.
-type Offered = Arc<dyn Fn(&ToolContext) -> bool + Send + Sync>;
+/// Decides the spec a conversation is offered, from the tool's own.
+type Offer = Arc<dyn Fn(&ToolContext, &ToolSpec) -> Option<ToolSpec> + Send + Sync>;
+
+/// What a carried tool holds through a compaction: the plan's open items,
+/// the skills in use. Given to [`FnTool::carrying`], which also marks the
+/// spec carried; each method is the [`Tool`] method of the same name.
+pub trait Carry: Send + Sync + 'static {
+    /// The text that comes back after a compaction; `None` when nothing is
+    /// held ([`Tool::carried`]).
+    fn carried(&self, ctx: &ToolContext) -> Option<String>;
+
+    /// The arguments and result of a call that re-reads what is held, for
+    /// state that must outlive a compaction exactly ([`Tool::carried_call`]).
+    fn carried_call(&self, _ctx: &ToolContext) -> Option<(serde_json::Value, ToolResult)> {
+        None
+    }
+
+    /// Rebuilds the held state from this tool's latest call when a
+    /// conversation is resumed from the store ([`Tool::restore`]).
+    fn restore(&self, _ctx: &ToolContext, _args: &serde_json::Value, _result: &ToolResult) {}
+}
 
 /// A tool made of a spec and a [`Handler`]: what `#[troupe::tool]` and
 /// [`FnTool::from_fn`] build.
@@ -148,14 +173,16 @@ type Offered = Arc<dyn Fn(&ToolContext) -> bool + Send + Sync>;
 pub struct FnTool<H> {
     spec: ToolSpec,
     handler: H,
-    offered: Option<Offered>,
+    offer: Option<Offer>,
+    carry: Option<Box<dyn Carry>>,
 }
 
 impl<H> fmt::Debug for FnTool<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FnTool")
             .field("name", &self.spec.name)
-            .field("offered_conditionally", &self.offered.is_some())
+            .field("offered_conditionally", &self.offer.is_some())
+            .field("carried", &self.carry.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -171,7 +198,8 @@ impl<H: Handler> FnTool<H> {
         Self {
             spec: ToolSpec::new(name, description, schema_for::<H::Params>()),
             handler,
-            offered: None,
+            offer: None,
+            carry: None,
         }
     }
 
@@ -220,9 +248,34 @@ impl<H: Handler> FnTool<H> {
 
     /// Offers it only to the conversations `when` accepts (by default,
     /// every conversation the tool table gives it to).
-    pub fn offered(mut self, when: impl Fn(&ToolContext) -> bool + Send + Sync + 'static) -> Self {
-        self.offered = Some(Arc::new(when));
+    pub fn offered(self, when: impl Fn(&ToolContext) -> bool + Send + Sync + 'static) -> Self {
+        self.offered_as(move |ctx, spec| when(ctx).then(|| spec.clone()))
+    }
+
+    /// Offers the conversation of a context the spec `offer` makes from
+    /// the tool's own, or nothing when it returns `None`: a description
+    /// that lists what this conversation may use, another spec where the
+    /// call means something else (a house's `read_file`).
+    pub fn offered_as(
+        mut self,
+        offer: impl Fn(&ToolContext, &ToolSpec) -> Option<ToolSpec> + Send + Sync + 'static,
+    ) -> Self {
+        self.offer = Some(Arc::new(offer));
         self
+    }
+
+    /// Makes it carried: what `carry` holds comes back after a compaction.
+    pub fn carrying(mut self, carry: impl Carry) -> Self {
+        self.spec = self.spec.carried();
+        self.carry = Some(Box::new(carry));
+        self
+    }
+
+    /// This tool, except in the conversations `scope` accepts, where the
+    /// name means `other` (a tool of its own, with its own schema): a
+    /// house's `read_file` reads the house's files.
+    pub fn instead_where<T: Tool>(self, scope: super::scoped::Scope, other: T) -> Scoped<Self, T> {
+        Scoped::new(self, scope, other)
     }
 
     /// Its spec.
@@ -246,9 +299,13 @@ where
 {
     type Params = P;
 
-    fn call<'a>(&'a self, params: P, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(
+        &'a self,
+        params: P,
+        ctx: &'a ToolContext,
+    ) -> impl Future<Output = ToolResult> + Send + 'a {
         let running = (self.f)(params, ctx.clone());
-        Box::pin(async move { running.await.into_tool_result() })
+        async move { running.await.into_tool_result() }
     }
 }
 
@@ -304,9 +361,23 @@ impl<H: Handler> Tool for FnTool<H> {
     }
 
     fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        match &self.offered {
-            Some(offered) if !offered(ctx) => None,
-            _ => Some(self.spec.clone()),
+        match &self.offer {
+            Some(offer) => offer(ctx, &self.spec),
+            None => Some(self.spec.clone()),
+        }
+    }
+
+    fn carried(&self, ctx: &ToolContext) -> Option<String> {
+        self.carry.as_ref()?.carried(ctx)
+    }
+
+    fn carried_call(&self, ctx: &ToolContext) -> Option<(serde_json::Value, ToolResult)> {
+        self.carry.as_ref()?.carried_call(ctx)
+    }
+
+    fn restore(&self, ctx: &ToolContext, args: &serde_json::Value, result: &ToolResult) {
+        if let Some(carry) = &self.carry {
+            carry.restore(ctx, args, result);
         }
     }
 

@@ -93,3 +93,101 @@ fn results_convert_from_text_json_and_results() {
     let refused: Result<String, ToolResult> = Err(ToolResult::error("no"));
     assert_eq!(refused.into_tool_result(), ToolResult::error("no"));
 }
+
+#[test]
+fn offered_as_gives_each_conversation_its_own_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let tool = add().offered_as(|ctx, spec| {
+        let mut spec = spec.clone();
+        spec.description = format!("{} For {}.", spec.description, ctx.agent);
+        Some(spec)
+    });
+    assert_eq!(
+        tool.available(&ctx).unwrap().description,
+        "Add two numbers. For assistant."
+    );
+    assert_eq!(Tool::spec(&tool).description, "Add two numbers.");
+    let hidden = add().offered_as(|_, _| None);
+    assert_eq!(hidden.available(&ctx), None);
+}
+
+/// Carries the sum of the last call, as a plan carries its items.
+struct LastSum;
+
+impl Carry for LastSum {
+    fn carried(&self, ctx: &ToolContext) -> Option<String> {
+        Some(format!("last sum: {}", ctx.services.get::<i64>()?))
+    }
+
+    fn carried_call(&self, ctx: &ToolContext) -> Option<(serde_json::Value, ToolResult)> {
+        let sum = *ctx.services.get::<i64>()?;
+        Some((json!({"a": sum, "b": 0}), ToolResult::ok(sum.to_string())))
+    }
+
+    fn restore(&self, ctx: &ToolContext, _args: &serde_json::Value, result: &ToolResult) {
+        if let Ok(sum) = result.text.parse::<i64>() {
+            ctx.services.insert(std::sync::Arc::new(sum));
+        }
+    }
+}
+
+#[test]
+fn carrying_marks_the_spec_carried_and_holds_through_a_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let tool = add().carrying(LastSum);
+    assert!(Tool::spec(&tool).flags.carried);
+    assert_eq!(tool.carried(&ctx), None);
+    tool.restore(&ctx, &json!({"a": 2, "b": 3}), &ToolResult::ok("5"));
+    assert_eq!(tool.carried(&ctx).as_deref(), Some("last sum: 5"));
+    assert_eq!(
+        tool.carried_call(&ctx),
+        Some((json!({"a": 5, "b": 0}), ToolResult::ok("5")))
+    );
+    assert_eq!(add().carried(&ctx), None, "a plain tool carries nothing");
+}
+
+/// Arguments of the other `add`: one list.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Terms {
+    /// The numbers to add.
+    terms: Vec<i64>,
+}
+
+fn by_bots(ctx: &ToolContext) -> bool {
+    ctx.agent != crate::home::MAIN_AGENT
+}
+
+#[tokio::test]
+async fn instead_where_offers_and_runs_the_other_meaning_in_its_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let main = context(dir.path());
+    let mut bot = context(dir.path());
+    bot.agent = "scribe".into();
+    let listed = FnTool::from_fn(
+        "add",
+        "Add a list of numbers.",
+        |p: Terms, _ctx: ToolContext| async move { p.terms.iter().sum::<i64>().to_string() },
+    );
+    let tool = add().instead_where(by_bots, listed);
+    assert_eq!(Tool::spec(&tool).description, "Add two numbers.");
+    assert_eq!(
+        tool.available(&main).unwrap().parameters,
+        std::sync::Arc::new(schema_for::<Params>())
+    );
+    assert_eq!(
+        tool.available(&bot).unwrap().parameters,
+        std::sync::Arc::new(schema_for::<Terms>())
+    );
+    assert_eq!(
+        tool.call(json!({"terms": [1, 2, 3]}), &bot).await,
+        ToolResult::ok("6")
+    );
+    assert_eq!(
+        tool.call(json!({"a": 1, "b": 2}), &main).await,
+        ToolResult::ok_with("{\n  \"sum\": 3\n}", json!({"sum": 3}))
+    );
+    assert!(tool.call(json!({"a": 1, "b": 2}), &bot).await.is_error());
+}

@@ -11,8 +11,9 @@
 use std::time::Duration;
 
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, GateSubject, ToolContext, ToolSpec};
+use troupe_runtime::tool::{GateSubject, ToolContext};
 
 use super::{process, MAX_TIMEOUT};
 
@@ -31,32 +32,20 @@ pub struct HouseRunCommandParams {
     pub timeout: Option<u64>,
 }
 
-/// The spec a house turn is offered.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        "run_command",
-        "Run one shell command on this thread's environment (a sandbox bound to the thread, \
-         see create_environment) and get its output (stdout and stderr together) and exit \
-         code; never on the host. It runs by `bash -c` in /workspace, standard input closed, \
-         and the turn waits for it: start a long job with `nohup … &` inside a command. \
-         `timeout` (default 120 s, at most 600) kills it and everything it started. Output \
-         over 30,000 bytes shows its first and last 15,000 bytes. Without an environment it \
-         answers with how to make one.",
-        schema_for::<HouseRunCommandParams>(),
-    )
-    .alias("command", "cmd")
-    .failure_tolerant()
-    .pages_own_output()
-    .timeout(MAX_TIMEOUT + process::TERM_GRACE + Duration::from_secs(30))
-    .gated_by(GateSubject::Command("cmd".into()))
-}
-
-/// Runs a house turn's call: on the thread's environment, never the host.
-pub async fn call(args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-    let params: HouseRunCommandParams = match parse_args("run_command", args) {
-        Ok(p) => p,
-        Err(result) => return result,
-    };
+/// Run one shell command on this thread's environment (a sandbox bound to the thread, see
+/// create_environment) and get its output (stdout and stderr together) and exit code; never on
+/// the host. It runs by `bash -c` in /workspace, standard input closed, and the turn waits for
+/// it: start a long job with `nohup … &` inside a command. `timeout` (default 120 s, at most
+/// 600) kills it and everything it started. Output over 30,000 bytes shows its first and last
+/// 15,000 bytes. Without an environment it answers with how to make one.
+#[tool(
+    alias("command", "cmd"),
+    failure_tolerant,
+    pages_own_output,
+    timeout = MAX_TIMEOUT + process::TERM_GRACE + Duration::from_secs(30),
+    gated_by = GateSubject::Command("cmd".into())
+)]
+pub async fn run_command(params: HouseRunCommandParams, ctx: &ToolContext) -> ToolResult {
     let envs = match (
         troupe_runtime::house::Seat::of(ctx),
         ctx.services

@@ -219,7 +219,7 @@ async fn a_working_folder_holding_the_home_does_not_show_it_and_one_inside_is_re
     let outer = h.root.parent().unwrap().to_path_buf();
     let mut ctx = h.f.ctx.clone();
     ctx.cwd = outer.clone();
-    let listed = RunCommand::with_sandbox(super::sandboxed())
+    let listed = run_command::tool(CommandHost::with_sandbox(super::sandboxed()))
         .call(
             json!({"command": "ls -A .troupe | wc -l; cat .troupe/config.toml; echo x > .troupe/new"}),
             &ctx,
@@ -240,7 +240,7 @@ async fn a_working_folder_holding_the_home_does_not_show_it_and_one_inside_is_re
         if let Some(cwd) = cwd {
             args["cwd"] = json!(cwd);
         }
-        let refused = RunCommand::with_sandbox(super::sandboxed())
+        let refused = run_command::tool(CommandHost::with_sandbox(super::sandboxed()))
             .call(args, &ctx)
             .await;
         assert!(

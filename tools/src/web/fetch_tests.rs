@@ -17,16 +17,20 @@ fn settings() -> troupe_runtime::config::Web {
     }
 }
 
-fn tool() -> WebFetch {
+fn reader() -> WebReader {
     let lookup = TableLookup::with(&[("elsewhere.test", &["93.184.216.34"])]);
-    WebFetch::with_lookup(&settings(), lookup)
+    WebReader::with_lookup(&settings(), lookup)
+}
+
+fn tool() -> impl Tool {
+    web_fetch::tool(reader())
 }
 
 fn ctx(dir: &tempfile::TempDir) -> ToolContext {
     ToolContext::standalone(Home::new(dir.path().join("home")), dir.path().to_path_buf())
 }
 
-async fn fetch(tool: &WebFetch, ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
+async fn fetch(tool: &impl Tool, ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
     tool.call(args, ctx).await
 }
 
@@ -211,7 +215,9 @@ async fn a_page_is_reused_from_the_cache() {
     let server =
         TestServer::start(vec![("/p", Reply::new(200, "text/plain", "cached body"))]).await;
     let dir = tempfile::tempdir().unwrap();
-    let tool = tool();
+    let reader = reader();
+    let cache = Arc::clone(reader.cache());
+    let tool = web_fetch::tool(reader);
     let first = fetch(
         &tool,
         &ctx(&dir),
@@ -228,7 +234,7 @@ async fn a_page_is_reused_from_the_cache() {
     assert_eq!(second.data["cached"], true);
     assert_eq!(first.text, second.text);
     assert_eq!(server.requests().len(), 1);
-    assert_eq!(tool.cache().len(), 1);
+    assert_eq!(cache.len(), 1);
 }
 
 #[tokio::test]
@@ -273,7 +279,10 @@ async fn bad_addresses_and_failures_are_clear_errors() {
         assert_eq!(result.status, ToolStatus::Error, "{url}");
         assert!(result.text.contains(expected), "{url}: {}", result.text);
     }
-    let closed = WebFetch::with_lookup(&Default::default(), Arc::new(TableLookup::default()));
+    let closed = web_fetch::tool(WebReader::with_lookup(
+        &Default::default(),
+        Arc::new(TableLookup::default()),
+    ));
     let result = fetch(
         &closed,
         &ctx(&dir),

@@ -15,10 +15,11 @@
 //! event of `send_gif`.
 
 use serde::Deserialize;
+use troupe_macros::tool;
 use troupe_runtime::house::{Houses, Seat};
 use troupe_runtime::protocol::house::Attachment;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::{parse_args, schema_for, Tool, ToolContext, ToolSpec};
+use troupe_runtime::tool::ToolContext;
 
 use super::Env;
 
@@ -97,26 +98,20 @@ pub struct SendGifParams {
     pub index: Option<u64>,
 }
 
-/// The `send_gif` tool.
-pub struct SendGif {
-    spec: ToolSpec,
+/// Where `send_gif` searches, as `[web]` and the environment set it up:
+/// the tool's state. It is offered every turn: without a key the call
+/// says how to get one.
+pub struct GifSearch {
     /// Built on first use.
     client: std::sync::OnceLock<reqwest::Client>,
     settings: troupe_runtime::config::Web,
     env: Env,
 }
 
-impl SendGif {
-    /// The tool as `[web]` and the environment set it up.
+impl GifSearch {
+    /// As `[web]` and the environment set it up.
     pub fn new(settings: &troupe_runtime::config::Web, env: Env) -> Self {
         Self {
-            spec: ToolSpec::new(
-                "send_gif",
-                "Search for an animated GIF and post the best match straight into the chat, \
-                 where people see it. Give what it should show in a few words; `index` picks \
-                 another result of the same search.",
-                schema_for::<SendGifParams>(),
-            ),
             client: std::sync::OnceLock::new(),
             settings: settings.clone(),
             env,
@@ -194,98 +189,86 @@ impl SendGif {
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for SendGif {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+/// Search for an animated GIF and post the best match straight into the chat, where people see
+/// it. Give what it should show in a few words; `index` picks another result of the same
+/// search.
+#[tool]
+pub async fn send_gif(params: SendGifParams, ctx: &ToolContext, gifs: &GifSearch) -> ToolResult {
+    let query = params.query.trim();
+    if query.is_empty() {
+        return ToolResult::error(
+            "send_gif needs a query: say in a few words what the GIF should show",
+        );
     }
-
-    fn available(&self, _ctx: &ToolContext) -> Option<ToolSpec> {
-        // Offered every turn: without a key the call says how to get one.
-        Some(self.spec.clone())
-    }
-
-    async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
-        let params: SendGifParams = match parse_args("send_gif", args) {
-            Ok(p) => p,
-            Err(result) => return result,
-        };
-        let query = params.query.trim();
-        if query.is_empty() {
-            return ToolResult::error(
-                "send_gif needs a query: say in a few words what the GIF should show",
-            );
-        }
-        let Some((provider, key)) = self.provider() else {
-            return ToolResult::error(NO_SERVICE);
-        };
-        let index = params.index.unwrap_or(0).min(MAX_INDEX);
-        let found = tokio::select! {
-            found = self.search(provider, &key, query, index + 1) => found,
-            () = ctx.cancel.cancelled() => return ToolResult::error("send_gif was stopped"),
-        };
-        let gifs = match found {
-            Ok(gifs) => gifs,
-            Err(e) => return ToolResult::error(e),
-        };
-        let Some(gif) = gifs.get(index as usize) else {
-            return ToolResult::error(if gifs.is_empty() {
-                format!(
-                    "{} found no GIF for \"{query}\"; try other words",
-                    provider.name()
-                )
-            } else {
-                format!(
-                    "{} found only {} GIFs for \"{query}\"; give an index below {}",
-                    provider.name(),
-                    gifs.len(),
-                    gifs.len()
-                )
-            });
-        };
-        let title = if gif.title.is_empty() {
-            query
-        } else {
-            gif.title.as_str()
-        };
-        let attachment = Attachment {
-            kind: "image".into(),
-            url: gif.url.clone(),
-            preview: Some(gif.preview.clone()).filter(|p| !p.is_empty() && *p != gif.url),
-            width: gif.width,
-            height: gif.height,
-            bytes: gif.bytes,
-            title: title.to_string(),
-            attribution: provider.attribution().into(),
-            page: Some(gif.page.clone()).filter(|p| !p.is_empty()),
-        };
-        if let (Some(_), Ok(houses)) = (Seat::of(ctx), Houses::of(ctx)) {
-            // In a thread: a message of the bot, which everyone there sees.
-            let text = format!(
-                "Posted a GIF into this thread: \"{title}\" ({}). People see it now; \
-                 do not describe or link it again.",
-                gif.url
-            );
-            let mut result = houses.0.post_attachment(ctx, attachment, text).await;
-            if let Some(data) = result.data.as_object_mut() {
-                data.insert("query".into(), query.into());
-                data.insert("index".into(), index.into());
-            }
-            return result;
-        }
-        ToolResult::ok_with(
+    let Some((provider, key)) = gifs.provider() else {
+        return ToolResult::error(NO_SERVICE);
+    };
+    let index = params.index.unwrap_or(0).min(MAX_INDEX);
+    let found = tokio::select! {
+        found = gifs.search(provider, &key, query, index + 1) => found,
+        () = ctx.cancel.cancelled() => return ToolResult::error("send_gif was stopped"),
+    };
+    let gifs = match found {
+        Ok(gifs) => gifs,
+        Err(e) => return ToolResult::error(e),
+    };
+    let Some(gif) = gifs.get(index as usize) else {
+        return ToolResult::error(if gifs.is_empty() {
             format!(
-                "Sent a GIF to the user: \"{title}\" ({}). They see it as a link; \
-                 do not describe or link it again.",
-                gif.url
-            ),
-            serde_json::json!({
-                "post": attachment,
-                "query": query,
-                "index": index,
-            }),
-        )
+                "{} found no GIF for \"{query}\"; try other words",
+                provider.name()
+            )
+        } else {
+            format!(
+                "{} found only {} GIFs for \"{query}\"; give an index below {}",
+                provider.name(),
+                gifs.len(),
+                gifs.len()
+            )
+        });
+    };
+    let title = if gif.title.is_empty() {
+        query
+    } else {
+        gif.title.as_str()
+    };
+    let attachment = Attachment {
+        kind: "image".into(),
+        url: gif.url.clone(),
+        preview: Some(gif.preview.clone()).filter(|p| !p.is_empty() && *p != gif.url),
+        width: gif.width,
+        height: gif.height,
+        bytes: gif.bytes,
+        title: title.to_string(),
+        attribution: provider.attribution().into(),
+        page: Some(gif.page.clone()).filter(|p| !p.is_empty()),
+    };
+    if let (Some(_), Ok(houses)) = (Seat::of(ctx), Houses::of(ctx)) {
+        // In a thread: a message of the bot, which everyone there sees.
+        let text = format!(
+            "Posted a GIF into this thread: \"{title}\" ({}). People see it now; \
+             do not describe or link it again.",
+            gif.url
+        );
+        let mut result = houses.0.post_attachment(ctx, attachment, text).await;
+        if let Some(data) = result.data.as_object_mut() {
+            data.insert("query".into(), query.into());
+            data.insert("index".into(), index.into());
+        }
+        return result;
     }
+    ToolResult::ok_with(
+        format!(
+            "Sent a GIF to the user: \"{title}\" ({}). They see it as a link; \
+             do not describe or link it again.",
+            gif.url
+        ),
+        serde_json::json!({
+            "post": attachment,
+            "query": query,
+            "index": index,
+        }),
+    )
 }
 
 /// Reads Giphy's answer: `data[]` with `images.original.url`.

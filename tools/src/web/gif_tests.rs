@@ -7,6 +7,7 @@ use troupe_runtime::protocol::ToolStatus;
 
 use super::*;
 use crate::web::testserver::{Reply, TestServer};
+use troupe_runtime::tool::Tool as _;
 
 const GIPHY: &str = r#"{
   "data": [
@@ -73,10 +74,17 @@ fn ctx(dir: &tempfile::TempDir) -> ToolContext {
     ToolContext::standalone(Home::new(dir.path()), dir.path().to_path_buf())
 }
 
+fn send_gif_with(
+    settings: &troupe_runtime::config::Web,
+    env: super::Env,
+) -> impl troupe_runtime::tool::Tool {
+    send_gif::tool(GifSearch::new(settings, env))
+}
+
 #[tokio::test]
 async fn without_a_key_it_is_offered_and_answers_with_guidance_as_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let tool = SendGif::new(&Default::default(), env(&[]));
+    let tool = send_gif_with(&Default::default(), env(&[]));
     assert!(tool.available(&ctx(&dir)).is_some());
     let result = tool
         .call(serde_json::json!({"query": "happy dance"}), &ctx(&dir))
@@ -90,7 +98,7 @@ async fn without_a_key_it_is_offered_and_answers_with_guidance_as_an_error() {
 async fn giphy_is_asked_and_the_best_match_is_posted() {
     let server = TestServer::start(vec![("/v1/gifs/search", Reply::json(200, GIPHY))]).await;
     let dir = tempfile::tempdir().unwrap();
-    let tool = SendGif::new(
+    let tool = send_gif_with(
         &settings(&server),
         env(&[("GIPHY_API_KEY", "gk"), ("KLIPY_API_KEY", "kk")]),
     );
@@ -145,7 +153,7 @@ async fn giphy_is_asked_and_the_best_match_is_posted() {
 async fn klipy_is_asked_the_tenor_way_when_only_its_key_is_set() {
     let server = TestServer::start(vec![("/v2/search", Reply::json(200, KLIPY))]).await;
     let dir = tempfile::tempdir().unwrap();
-    let tool = SendGif::new(&settings(&server), env(&[("KLIPY_API_KEY", "kk")]));
+    let tool = send_gif_with(&settings(&server), env(&[("KLIPY_API_KEY", "kk")]));
     let result = tool
         .call(serde_json::json!({"query": "facepalm"}), &ctx(&dir))
         .await;
@@ -192,7 +200,7 @@ async fn a_refused_key_and_no_match_are_clear_errors() {
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let giphy = SendGif::new(&settings(&server), env(&[("GIPHY_API_KEY", "bad")]));
+    let giphy = send_gif_with(&settings(&server), env(&[("GIPHY_API_KEY", "bad")]));
     let result = giphy
         .call(serde_json::json!({"query": "x"}), &ctx(&dir))
         .await;
@@ -200,7 +208,7 @@ async fn a_refused_key_and_no_match_are_clear_errors() {
         result.text,
         "Giphy: the key in GIPHY_API_KEY was refused (HTTP 401); check or renew it"
     );
-    let klipy = SendGif::new(&settings(&server), env(&[("KLIPY_API_KEY", "k")]));
+    let klipy = send_gif_with(&settings(&server), env(&[("KLIPY_API_KEY", "k")]));
     let result = klipy
         .call(serde_json::json!({"query": "zzzz"}), &ctx(&dir))
         .await;

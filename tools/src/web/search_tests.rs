@@ -39,7 +39,14 @@ fn hit(title: &str, url: &str, snippet: &str) -> Hit {
     }
 }
 
-async fn call(tool: &WebSearch, args: serde_json::Value) -> ToolResult {
+fn web_search_with(
+    settings: &troupe_runtime::config::Web,
+    env: super::super::Env,
+) -> impl troupe_runtime::tool::Tool {
+    web_search::tool(Engines::new(settings, env))
+}
+
+async fn call(tool: &impl troupe_runtime::tool::Tool, args: serde_json::Value) -> ToolResult {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ToolContext::standalone(Home::new(dir.path()), dir.path().to_path_buf());
     tool.call(args, &ctx).await
@@ -110,7 +117,7 @@ fn tavily_and_brave_answers_are_read() {
 #[tokio::test]
 async fn tavily_is_asked_first_with_its_key_and_query() {
     let server = TestServer::start(vec![("/tavily/search", Reply::json(200, TAVILY))]).await;
-    let tool = WebSearch::new(
+    let tool = web_search_with(
         &settings(&server),
         env(&[
             ("TAVILY_API_KEY", "tvly-secret"),
@@ -140,7 +147,7 @@ async fn tavily_is_asked_first_with_its_key_and_query() {
 async fn brave_is_asked_with_its_token_header_and_params() {
     let server =
         TestServer::start(vec![("/brave/res/v1/web/search", Reply::json(200, BRAVE))]).await;
-    let tool = WebSearch::new(
+    let tool = web_search_with(
         &settings(&server),
         env(&[("BRAVE_SEARCH_API_KEY", "brave-key")]),
     );
@@ -163,7 +170,7 @@ async fn brave_is_asked_with_its_token_header_and_params() {
 #[tokio::test]
 async fn with_no_key_duckduckgo_is_asked_by_form_and_the_limit_holds() {
     let server = TestServer::start(vec![("/ddg/html/", Reply::html(DDG_PAGE))]).await;
-    let tool = WebSearch::new(&settings(&server), env(&[]));
+    let tool = web_search_with(&settings(&server), env(&[]));
     let result = call(
         &tool,
         serde_json::json!({"query": "rust actor model", "limit": 2}),
@@ -198,7 +205,7 @@ async fn refused_keys_and_rate_limits_fall_through_to_the_next_engine() {
         ("/ddg/html/", Reply::html(DDG_PAGE)),
     ])
     .await;
-    let tool = WebSearch::new(
+    let tool = web_search_with(
         &settings(&server),
         env(&[("TAVILY_API_KEY", "bad"), ("BRAVE_SEARCH_API_KEY", "busy")]),
     );
@@ -230,7 +237,7 @@ async fn when_every_engine_fails_the_error_names_each_and_why() {
         ("/ddg/html/", Reply::html(DDG_BOT_CHECK)),
     ])
     .await;
-    let tool = WebSearch::new(&settings(&server), env(&[("TAVILY_API_KEY", "k")]));
+    let tool = web_search_with(&settings(&server), env(&[("TAVILY_API_KEY", "k")]));
     let result = call(&tool, serde_json::json!({"query": "anything"})).await;
     assert_eq!(result.status, ToolStatus::Error);
     assert_eq!(
@@ -244,7 +251,7 @@ async fn when_every_engine_fails_the_error_names_each_and_why() {
 #[tokio::test]
 async fn an_empty_query_is_refused_before_any_engine() {
     let server = TestServer::start(vec![]).await;
-    let tool = WebSearch::new(&settings(&server), env(&[]));
+    let tool = web_search_with(&settings(&server), env(&[]));
     let result = call(&tool, serde_json::json!({"query": "  "})).await;
     assert_eq!(result.status, ToolStatus::Error);
     assert!(server.requests().is_empty());

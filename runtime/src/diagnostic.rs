@@ -1,4 +1,6 @@
-//! Turning serde's and toml's error texts into messages a user can act on.
+//! Turning serde's and toml's error texts into messages a user can act on:
+//! for `config.toml` ([`crate::config`]) and a model's spec
+//! ([`crate::model`]) alike.
 //!
 //! serde says "unknown field `modle`, expected one of `model`, …" and
 //! "invalid type: string \"x\", expected u32"; the user wrote a *key* in a
@@ -15,8 +17,18 @@ pub(crate) struct Diagnostic {
     pub message: String,
 }
 
-/// Describes `error`, raised while reading `text` (if it came from a file).
-pub(crate) fn describe(error: &toml::de::Error, text: Option<&str>) -> Diagnostic {
+/// Where a file's top-level key belongs instead, when it is a known key of
+/// one of its sections (`config.toml`'s `model` belongs in `[agent]`).
+pub(crate) type Home = fn(&str) -> Option<&'static str>;
+
+/// A file whose keys all sit where they are read.
+pub(crate) fn nowhere(_key: &str) -> Option<&'static str> {
+    None
+}
+
+/// Describes `error`, raised while reading `text` (if it came from a file
+/// whose misplaced keys `home` finds a section for).
+pub(crate) fn describe(error: &toml::de::Error, text: Option<&str>, home: Home) -> Diagnostic {
     let position = match (text, error.span()) {
         (Some(text), Some(span)) => Some(line_column(text, span.start)),
         _ => None,
@@ -24,7 +36,7 @@ pub(crate) fn describe(error: &toml::de::Error, text: Option<&str>) -> Diagnosti
     let keys = key_path(error);
     Diagnostic {
         position,
-        message: rephrase(&keys, error.message().trim_end()),
+        message: rephrase(&keys, error.message().trim_end(), home),
     }
 }
 
@@ -56,10 +68,10 @@ fn key_path(error: &toml::de::Error) -> Vec<String> {
 }
 
 /// Rewrites serde's message for a value found at `keys`.
-fn rephrase(keys: &[String], message: &str) -> String {
+fn rephrase(keys: &[String], message: &str, home: Home) -> String {
     if let Some(rest) = message.strip_prefix("unknown field ") {
         let (name, expected) = split_expected(rest);
-        return unknown_key(keys, &name, &expected);
+        return unknown_key(keys, &name, &expected, home);
     }
     // With no key to blame, the text itself did not parse.
     let Some((key, section)) = keys.split_last() else {
@@ -95,14 +107,14 @@ fn rephrase(keys: &[String], message: &str) -> String {
 }
 
 /// The message for an unknown key (or section, at the top level).
-fn unknown_key(keys: &[String], name: &str, expected: &[String]) -> String {
+fn unknown_key(keys: &[String], name: &str, expected: &[String], home: Home) -> String {
     let accepted = if expected.is_empty() {
         "no keys".to_owned()
     } else {
         format!("one of {}", expected.join(", "))
     };
     if keys.is_empty() {
-        let hint = match super::keys::home_of(name) {
+        let hint = match home(name) {
             Some(section) => format!(" (`{name}` belongs in [{section}])"),
             None => String::new(),
         };
