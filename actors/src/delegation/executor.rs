@@ -36,6 +36,7 @@
 
 mod actor;
 pub mod house;
+mod output;
 pub mod pi;
 
 pub use actor::{Executor, ExecutorArgs, ExecutorMsg, Launch, Place};

@@ -1,0 +1,193 @@
+//! An instance's output, read to its end: spilled whole to a file, each
+//! line parsed as one of the harness's records, recorded in order in the
+//! delegation record (the workbench's watchers told as each commits),
+//! progress posted to a house thread, and the state changes told to the
+//! instance's actor.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use troupe_runtime::id::{DelegationId, SubagentId};
+use troupe_runtime::rusqlite::params;
+
+use super::actor::ExecutorMsg;
+use super::pi::{self, Event};
+use crate::delegation::{record, Delegations};
+use crate::node::Node;
+
+/// Garbage lines recorded as notes before the rest are only counted.
+const GARBAGE_NOTED: usize = 3;
+
+/// Where a harness's output comes from.
+pub(super) enum Output {
+    /// A process's standard output.
+    Pipe(tokio::process::ChildStdout),
+    /// An environment job's output, as its sandbox reads it.
+    Tap(tokio::sync::mpsc::UnboundedReceiver<bytes::Bytes>),
+}
+
+impl Output {
+    /// The next piece of output into `buf` (0: the end).
+    pub(super) async fn next(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Output::Pipe(pipe) => pipe.read(buf).await,
+            Output::Tap(tap) => match tap.recv().await {
+                None => Ok(0),
+                Some(bytes) => {
+                    // The tap's pieces are at most the sandbox's read size.
+                    let n = bytes.len().min(buf.len());
+                    buf[..n].copy_from_slice(&bytes[..n]);
+                    Ok(n)
+                }
+            },
+        }
+    }
+}
+
+/// Reads the harness's output to its end: spilled whole, recorded in
+/// order (watchers told as each commits), state changes told to the actor.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn read(
+    mut source: Output,
+    output: PathBuf,
+    node: Node,
+    delegations: Arc<Delegations>,
+    (delegation, sub): (DelegationId, SubagentId),
+    posts: Option<(troupe_runtime::id::ThreadId, String)>,
+    actor: ActorRef<ExecutorMsg>,
+) {
+    let mut spill = tokio::fs::File::create(&output).await.ok();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = vec![0_u8; 64 * 1024];
+    let mut garbage = 0_usize;
+    let (committed, told) = tell_when_committed(delegations);
+    let failure = loop {
+        let n = match source.next(&mut chunk).await {
+            Ok(0) => break None,
+            Ok(n) => n,
+            Err(e) => break Some(format!("its output could not be read: {e}")),
+        };
+        if let Some(file) = spill.as_mut() {
+            if file.write_all(&chunk[..n]).await.is_err() {
+                spill = None;
+            }
+        }
+        pending.extend_from_slice(&chunk[..n]);
+        let mut start = 0;
+        while let Some(at) = pending[start..].iter().position(|&b| b == b'\n') {
+            let line = &pending[start..start + at];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            start += at + 1;
+            let text = String::from_utf8_lossy(line);
+            if text.trim().is_empty() {
+                continue;
+            }
+            let event = pi::parse(&text);
+            if let Some(write) = keep(&node, delegation, sub, &event, &text, &mut garbage).await {
+                let _ = committed.send(write);
+            }
+            if let Some((thread, bot)) = &posts {
+                super::house::progress(&node, *thread, bot, &event).await;
+            }
+            if matches!(
+                event,
+                Event::Assistant { .. } | Event::AgentEnd | Event::Refused { .. }
+            ) {
+                let _ = actor.send_message(ExecutorMsg::Event(event));
+            }
+        }
+        pending.drain(..start);
+        if pending.len() > super::MAX_LINE {
+            break Some(format!(
+                "it printed a line over {} MiB, which is not one of its records; its whole output \
+                 is in {}",
+                super::MAX_LINE / (1024 * 1024),
+                output.display()
+            ));
+        }
+    };
+    if let Some(file) = spill.as_mut() {
+        let _ = file.flush().await;
+    }
+    // Its end is told once everything it printed is in the record.
+    drop(committed);
+    let _ = told.await;
+    let _ = actor.send_message(ExecutorMsg::OutputEnded(failure));
+}
+
+/// A task that tells the record's watchers when the writes it is handed
+/// commit: it waits for the newest one handed so far (the writer commits
+/// in order, so the earlier ones are in too), then says so once. It ends
+/// when its sender is dropped and the last write is in.
+fn tell_when_committed(
+    delegations: Arc<Delegations>,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<troupe_runtime::store::Pending<()>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<troupe_runtime::store::Pending<()>>();
+    let task = tokio::spawn(async move {
+        while let Some(mut newest) = rx.recv().await {
+            while let Ok(later) = rx.try_recv() {
+                newest = later;
+            }
+            let _ = newest.wait().await;
+            delegations.record_grew();
+        }
+    });
+    (tx, task)
+}
+
+/// Queues what the record keeps of `event` for the writer (in order).
+async fn keep(
+    node: &Node,
+    delegation: DelegationId,
+    sub: SubagentId,
+    event: &Event,
+    line: &str,
+    garbage: &mut usize,
+) -> Option<troupe_runtime::store::Pending<()>> {
+    let (kind, text, tokens, session): (&str, String, u64, Option<String>) = match event {
+        Event::Record { kind, text } => (kind, text.clone(), 0, None),
+        Event::ToolStarted(text) | Event::ToolEnded(text) => ("tool", text.clone(), 0, None),
+        Event::Assistant { text, tokens, .. } => ("message", text.clone(), *tokens, None),
+        Event::Session(file) => ("note", String::new(), 0, Some(file.clone())),
+        Event::Refused { command, error } => {
+            ("note", format!("`{command}` refused: {error}"), 0, None)
+        }
+        Event::Garbage => {
+            *garbage += 1;
+            if *garbage > GARBAGE_NOTED {
+                return None;
+            }
+            (
+                "note",
+                pi::bounded(&format!("not a record: {line}")),
+                0,
+                None,
+            )
+        }
+        Event::AgentEnd | Event::Ignored => return None,
+    };
+    if text.trim().is_empty() && tokens == 0 && session.is_none() {
+        return None;
+    }
+    let kind = kind.to_string();
+    node.store()
+        .submit(move |tx| {
+            if !text.trim().is_empty() {
+                record::event(tx, delegation, Some(sub), &kind, &text)?;
+            }
+            if tokens > 0 || session.is_some() {
+                tx.prepare_cached(
+                    "UPDATE subagents SET tokens = tokens + ?2, session = COALESCE(?3, session) WHERE id = ?1",
+                )?
+                .execute(params![sub.to_string(), tokens as i64, session])?;
+            }
+            Ok(())
+        })
+        .await
+        .ok()
+}
