@@ -9,13 +9,13 @@
 //! one woken after passivation or a restart) runs with it; a conversation
 //! already live keeps the definition it started with.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bot::BotSpec;
 use crate::node::{bots, Node, NodeError};
 
 /// What an owner may change in a bot's definition; what is left out stays.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BotEdit {
     /// Its model spec (`openai:MODEL`, `anthropic:MODEL`, a name from

@@ -39,6 +39,36 @@ pub enum BotsCommand {
       --model anthropic:claude-sonnet-4-5 --tools read_file,find_files,run_command
   troupe bots create notes --description \"Keeps the notes\" --mission \"$(cat mission.md)\" --json")]
     Create(CreateArgs),
+    /// Change a bot's model, title, description or mission; its
+    /// conversations use the new definition from their next activation.
+    #[command(after_help = "Examples:
+  troupe bots edit scout --model anthropic:claude-sonnet-4-5
+  troupe bots edit scout --description \"Finds, checks and summarises sources\"
+  troupe bots edit notes --mission \"$(cat mission.md)\" --json")]
+    Edit(EditArgs),
+}
+
+/// `troupe bots edit`.
+#[derive(Debug, Args)]
+pub struct EditArgs {
+    /// The bot.
+    pub name: String,
+    /// Its model (`openai:MODEL`, `anthropic:MODEL`, a name from
+    /// `models.toml`); an empty value gives it the home's model.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Its short title.
+    #[arg(long)]
+    pub title: Option<String>,
+    /// One line: its role.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Its standing rules, the core of its system prompt.
+    #[arg(long)]
+    pub mission: Option<String>,
+    /// The new definition as one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `troupe bots create`.
@@ -88,6 +118,7 @@ where
     match args.command {
         None => super::info::bots(&read_only().await?, args.json).await,
         Some(BotsCommand::Create(create)) => self::create(builder, home, create).await,
+        Some(BotsCommand::Edit(edit)) => self::edit(builder, home, edit).await,
     }
 }
 
@@ -162,6 +193,61 @@ async fn create(
     print(&made.spec, args.json)?;
     if let Some(Err(e)) = checked {
         eprintln!("troupe: warning: {e}; its turns fail until that is fixed");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn edit(
+    builder: Builder,
+    home: Option<&std::path::Path>,
+    args: EditArgs,
+) -> anyhow::Result<ExitCode> {
+    let edit = troupe_actors::bot_edit::BotEdit {
+        model: args.model,
+        title: args.title,
+        description: args.description,
+        mission: args.mission,
+    };
+    if edit.model.is_none()
+        && edit.title.is_none()
+        && edit.description.is_none()
+        && edit.mission.is_none()
+    {
+        anyhow::bail!(
+            "nothing to change: give --model, --title, --description or --mission \
+             (`troupe bots edit --help`)"
+        );
+    }
+    if let Some(description) = &edit.description {
+        anyhow::ensure!(
+            !description.trim().is_empty() && !description.contains('\n'),
+            "bot `{}`: the description is one line of text",
+            args.name
+        );
+    }
+    let spec = if let Some(remote) = super::remote::Remote::find(home) {
+        let path = format!("/bots/{}", args.name);
+        let answer = remote.patch(&path, &serde_json::to_value(&edit)?).await?;
+        eprintln!("troupe: changed through the server at {}", remote.url());
+        serde_json::from_value(answer["bot"]["spec"].clone())?
+    } else {
+        let runtime = builder.build().await?;
+        let edited = runtime.node().edit_bot(&args.name, edit).await;
+        runtime.shutdown().await;
+        edited?
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&spec)?);
+    } else {
+        let model = if spec.model.is_empty() {
+            "the home's model"
+        } else {
+            &spec.model
+        };
+        println!(
+            "changed bot `{}` ({}): {}\nmodel: {model}",
+            spec.name, spec.title, spec.description
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

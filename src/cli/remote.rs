@@ -96,6 +96,18 @@ impl Remote {
         Self::answer(response).await
     }
 
+    /// `PATCH /api{path}` with a JSON body.
+    pub async fn patch(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .patch(Self::api(path))
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Self::answer(response).await
+    }
+
     fn unreachable(&self, e: reqwest::Error) -> anyhow::Error {
         anyhow::anyhow!(
             "the home is served by pid {} at {}, which did not answer: {e}",

@@ -120,3 +120,51 @@ fn bots_create_beside_a_running_server_goes_through_its_api() {
     let names: Vec<_> = listed(&home).iter().map(|b| b["name"].clone()).collect();
     assert_eq!(names, [json!("assistant"), json!("notes")]);
 }
+
+#[test]
+fn bots_edit_changes_a_bots_definition_and_refuses_what_it_cannot() {
+    let home = TestHome::new();
+    let made = troupe(
+        &home,
+        &["bots", "create", "scout", "--description", "Finds sources"],
+    );
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let out = troupe(
+        &home,
+        &[
+            "bots",
+            "edit",
+            "scout",
+            "--description",
+            "Finds and checks sources",
+            "--model",
+            "ollama:llama3",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let edited: Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(edited["description"], "Finds and checks sources");
+    assert_eq!(edited["model"], "ollama:llama3");
+    let scout = listed(&home)
+        .into_iter()
+        .find(|b| b["name"] == "scout")
+        .unwrap();
+    assert_eq!(scout["description"], "Finds and checks sources");
+    assert_eq!(scout["model"], "ollama:llama3");
+
+    for (args, says) in [
+        (&["bots", "edit", "scout"][..], "nothing to change"),
+        (&["bots", "edit", "nobody", "--title", "X"], "nobody"),
+        (
+            &["bots", "edit", "scout", "--description", "two\nlines"],
+            "one line",
+        ),
+    ] {
+        let out = troupe(&home, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
