@@ -12,7 +12,8 @@
 //!   and keeps the approvals and questions waiting for an answer;
 //! - [`houses`], [`threads`], [`events`], [`files`], [`admin`],
 //!   [`people`], [`requests`] — the routes; [`history`] — a thread's messages with the
-//!   tool calls of the turns that wrote them;
+//!   tool calls of the turns that wrote them; [`markdown`] — a message's
+//!   text as sanitised HTML (sent beside the text as `html`);
 //! - [`error`] — one error type, one JSON shape, one status per kind;
 //! - [`connections`] — the accept loop: connection caps and the header
 //!   timeout; [`origin`] — the `Host` allow-list and the `Origin` check.
@@ -31,6 +32,7 @@ pub mod feed;
 pub mod files;
 pub mod history;
 pub mod houses;
+pub mod markdown;
 pub mod origin;
 pub mod page;
 pub mod people;
