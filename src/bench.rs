@@ -19,6 +19,7 @@ mod files;
 mod house;
 mod mailbox;
 mod many;
+mod markdown;
 mod mcp;
 mod restart;
 mod server;
@@ -73,7 +74,8 @@ pub enum Workload {
     /// with 20 configured servers (`--n` calls; needs `node`).
     Mcp,
     /// The server: HTTP post to committed, fan-out to 1,000 WebSocket
-    /// watchers, 10,000 idle connections, the page's first load (`--n` posts).
+    /// watchers, 10,000 idle connections, the page's first load, a 2 KB
+    /// message's Markdown rendered (`--n` posts).
     Server,
     /// Outside executors: an instance's start and its events recorded,
     /// against the bare harness (a stand-in for pi; `--n` starts; needs

@@ -13,6 +13,8 @@
 //! - [`houses`], [`threads`], [`events`], [`files`], [`admin`],
 //!   [`people`], [`requests`], [`metrics`] — the routes; [`history`] — a
 //!   thread's messages with the tool calls of the turns that wrote them;
+//!   [`markdown`] — a message's text as sanitised HTML (sent beside the
+//!   text as `html`);
 //! - [`error`] — one error type, one JSON shape, one status per kind;
 //! - [`connections`] — the accept loop: connection caps and the header
 //!   timeout; [`origin`] — the `Host` allow-list and the `Origin` check.
@@ -32,6 +34,7 @@ pub mod files;
 pub mod history;
 pub mod houses;
 pub mod metrics;
+pub mod markdown;
 pub mod origin;
 pub mod page;
 pub mod people;

@@ -252,8 +252,9 @@ impl Feed {
     ) -> Frame {
         Frame {
             seq: Some(message.seq),
-            json: json!({"type": "message", "id": message.seq, "round": round, "message": message})
-                .to_string(),
+            json: json!({"type": "message", "id": message.seq, "round": round,
+                "message": super::markdown::message_json(message)})
+            .to_string(),
         }
     }
 

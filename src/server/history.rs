@@ -73,7 +73,7 @@ pub async fn with_tools(
             let mut answers: HashMap<String, Vec<Answer>> = HashMap::new();
             let mut out = Vec::with_capacity(messages.len());
             for m in messages {
-                let mut value = serde_json::to_value(&m).unwrap_or(Value::Null);
+                let mut value = super::markdown::message_json(&m);
                 // A post made during a turn (a GIF) is no turn's answer.
                 let mid_turn_post = m.text.trim().is_empty() && !m.attachments.is_empty();
                 if m.author_kind == MemberKind::Bot && !mid_turn_post {

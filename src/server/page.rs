@@ -1,10 +1,11 @@
 //! The web page: one HTML file, one script (four sources joined: the
-//! Markdown renderer, the app, the owner's views and @-completion), one style sheet and an icon, compiled
+//! Markdown's finishing touches, the app, the owner's views and @-completion), one style sheet and an icon, compiled
 //! into the binary and served by `troupe serve` itself — no build step, no
 //! framework, nothing fetched from elsewhere. It signs in with a member's
 //! token (kept in the browser's `localStorage`) and uses the same API as
-//! everyone else. Messages are rendered as Markdown into DOM nodes, never
-//! as HTML text, and the CSP forbids inline script and style.
+//! everyone else. Messages come rendered as Markdown and sanitised by the
+//! server (`html`, see [`super::markdown`]); the CSP forbids inline script
+//! and style.
 
 use std::hash::{Hash, Hasher};
 use std::io::Write;

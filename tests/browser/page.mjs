@@ -119,6 +119,10 @@ try {
   expect(await docs.getAttribute("target") === "_blank", "the link opens a new tab");
   expect((await docs.getAttribute("rel")).includes("noopener"), "the link has rel=noopener");
   expect(await answer.locator('a[href^="javascript"]').count() === 0, "a javascript: link was made");
+  await answer.locator("span.mention", { hasText: "@ada" }).waitFor(wait);
+  const chip = answer.locator("a.chip", { hasText: "# general" });
+  await chip.waitFor(wait);
+  expect(await chip.getAttribute("target") === null, "a thread link opens in this tab");
   await shot("4-answer");
 
   step = "a reload keeps the thread and its tool folds";
@@ -288,13 +292,13 @@ try {
   await house.close();
 
   step = "a figure: rendering a thread of 1,000 messages";
-  const render = await page.evaluate(() => {
-    const text = "## Note\n\nSome **bold** and `code`, a [link](https://example.com) and @ada.\n\n- one\n- two\n\n```\nx = 1\n```";
+  // The message and its html as the server renders it (tests/suite/web_page.rs).
+  const render = await page.evaluate(({ text, html }) => {
     const messages = [];
     for (let i = 1; i <= 1000; i++) {
       messages.push({
         seq: 1000000 + i, author: i % 2 ? "ada" : "alice", author_kind: i % 2 ? "human" : "bot",
-        created_at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(), text,
+        created_at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(), text, html,
         tools: i % 10 ? [] : [{ call: { id: "c" + i, name: "run_command", arguments: { command: "ls" } }, status: "ok", text: "a\nb" }],
       });
     }
@@ -308,7 +312,7 @@ try {
     };
     time(PAGE); // warm
     return { opened: time(PAGE), all: time(1000), page: PAGE };
-  });
+  }, { text: process.env.TROUPE_NOTE, html: process.env.TROUPE_NOTE_HTML });
 
   const result = {
     ok: true, first_load_bytes: firstLoad,

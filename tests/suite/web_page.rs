@@ -31,11 +31,16 @@ use troupe::runtime::model::{Fault, Turn};
 use super::server::Served;
 
 /// The bot's answer, in Markdown: a heading, a table, a code block, a
-/// link, and a link the page must not follow.
+/// link, a link the page must not follow, a mention and a thread link.
 const ANSWER: &str = "## Cleaned up\n\nThe build is **gone**.\n\n\
 | step | result |\n|---|---|\n| rm | done |\n\n\
 ```sh\nrm -rf ./build\n```\n\n\
-See [the docs](https://example.com/docs); not [this](javascript:alert(1)).";
+See [the docs](https://example.com/docs); not [this](javascript:alert(1)). \
+Ask @ada, in troupe://thread/general.";
+
+/// The message of the thread of 1,000 the page renders for a figure; the
+/// page gets it with its `html` as the server renders it.
+const NOTE: &str = "## Note\n\nSome **bold** and `code`, a [link](https://example.com) and @ada.\n\n- one\n- two\n\n```\nx = 1\n```";
 
 fn chromium() -> PathBuf {
     std::env::var_os("TROUPE_CHROMIUM").map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from)
@@ -95,6 +100,8 @@ async fn a_person_uses_the_web_page_in_chromium() {
         .arg(root.join("tests/browser/page.mjs"))
         .args([&s.base, &s.ada, &olga])
         .arg(&artifacts)
+        .env("TROUPE_NOTE", NOTE)
+        .env("TROUPE_NOTE_HTML", troupe::server::markdown::render(NOTE))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

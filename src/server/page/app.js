@@ -1,6 +1,6 @@
 // troupe's web page: sign in with a member's token, then a house's threads,
-// messages streaming in (Markdown, by md() of markdown.js), approvals and
-// questions, files and members; deep links, unread marks, the connection's
+// messages streaming in (Markdown rendered by the server, put in by md() of
+// markdown.js), approvals and questions, files and members; deep links, unread marks, the connection's
 // state at the top.
 // Plain DOM, no framework; every call goes through the same API as any
 // client (docs/api.md).
@@ -467,7 +467,7 @@ function messageItem(m, live, images) {
   }
   return el("li", { class: m.author_kind, id: "msg-" + m.seq, "data-id": String(m.seq) },
     el("span", { class: "author" }, m.author), timeOf(m), tools, links,
-    m.text ? md(m.text, { thread: openThread }) : null,
+    m.text ? md(m, { thread: openThread }) : null,
     ...(images || imagesOf(m)));
 }
 const imagesOf = (m) => (Array.isArray(m.attachments) ? m.attachments.map(attachment).filter(Boolean) : []);
