@@ -109,14 +109,26 @@ async fn what_runs_the_environment_out_of_memory_dies_alone() {
             "python3 -c 'import itertools\nfor i in itertools.count(): open(f\"/tmp/{i:0240d}\", \"w\").close()'",
         ),
     ];
+    // Released from outside, through the workdir: a command started in the
+    // full environment would need memory of its own, and the kernel would
+    // kill whatever it finds there to give it some.
+    let done = home
+        .path()
+        .join("environments")
+        .join(id.to_string())
+        .join("work")
+        .join("hog-done");
     for (name, hog) in hogs {
-        // Started first, ending after the hog was killed.
+        // Started first, ending after the hog was killed. It waits with
+        // bash's builtins alone (no `sleep` forked each round), so the full
+        // environment never has to find it memory.
         let survivor = {
             let envs = envs.clone();
             tokio::spawn(async move {
                 envs.exec(
                     id,
-                    "while [ ! -e /tmp/hog-done ]; do sleep 0.05; done; echo alive",
+                    "[ -p /tmp/tick ] || mkfifo /tmp/tick; exec 3<>/tmp/tick; \
+                     while [ ! -e hog-done ]; do read -t 0.05 -u 3; done; echo alive",
                     Some(Duration::from_secs(60)),
                 )
                 .await
@@ -133,8 +145,7 @@ async fn what_runs_the_environment_out_of_memory_dies_alone() {
             "{name}: {out:?}"
         );
         // Process 1 lives: the survivor is still there to be released.
-        let released = envs.exec(id, "touch /tmp/hog-done", None).await.unwrap();
-        assert!(released.success(), "{name}: {released:?}");
+        std::fs::write(&done, "").unwrap();
         let survived = survivor.await.unwrap().unwrap();
         assert_eq!(survived.output.trim(), "alive", "{name}: {survived:?}");
         assert!(survived.success(), "{name}: {survived:?}");
