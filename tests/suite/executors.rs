@@ -620,6 +620,60 @@ async fn delegate_task_runs_pi_in_the_threads_environment_with_progress_in_a_chi
 
 /// The stand-in for pi (`tests/executors/fake-pi.mjs`) as an installable
 /// copy of it, under `dir`.
+/// A home in `dir` with the stand-in installed as pi, and a work folder
+/// beside it: (home, folder).
+fn fake_home(dir: &Path) -> (PathBuf, PathBuf) {
+    let home = dir.join("home");
+    let folder = dir.join("work");
+    std::fs::create_dir_all(&folder).unwrap();
+    troupe::runtime::executors::install_from(
+        &troupe::runtime::home::Home::new(&home),
+        "pi",
+        &fake_pi(dir),
+    )
+    .unwrap();
+    (home, folder)
+}
+
+/// Starts one instance per task in `folder` as the user's own (as `troupe
+/// workbench start` does), its report awaited through the waiter.
+async fn start_users_own(
+    node: &troupe::actors::node::Node,
+    folder: &Path,
+    tasks: &[&str],
+) -> troupe::actors::delegation::executors::Started {
+    use troupe::actors::delegation::executor::Place;
+    use troupe::actors::delegation::executors::{Start, USER};
+    node.delegations()
+        .unwrap()
+        .start_instances(
+            node,
+            Start {
+                executor: "pi".into(),
+                owner: USER.into(),
+                parent: troupe::runtime::id::ConversationId::new(),
+                model: "script:none".into(),
+                waits: true,
+                tasks: tasks
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.to_string(),
+                            String::new(),
+                            folder.to_path_buf(),
+                            Place::Host,
+                        )
+                    })
+                    .collect(),
+                report_to: None,
+                session: None,
+            },
+        )
+        .await
+        .map_err(|e| e.text)
+        .unwrap()
+}
+
 fn fake_pi(dir: &Path) -> PathBuf {
     let harness = troupe::runtime::executors::harness("pi").unwrap();
     let modules = dir.join("fake/node_modules");
@@ -640,15 +694,7 @@ async fn a_harness_that_exits_floods_prints_garbage_or_hangs_is_reported_with_it
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    let folder = dir.path().join("work");
-    std::fs::create_dir_all(&folder).unwrap();
-    troupe::runtime::executors::install_from(
-        &troupe::runtime::home::Home::new(&home),
-        "pi",
-        &fake_pi(dir.path()),
-    )
-    .unwrap();
+    let (home, folder) = fake_home(dir.path());
     let runtime = Runtime::builder()
         .home(&home)
         .cwd(dir.path())
@@ -658,31 +704,8 @@ async fn a_harness_that_exits_floods_prints_garbage_or_hangs_is_reported_with_it
         .await
         .unwrap();
     let node = runtime.node().clone();
-    use troupe::actors::delegation::executor::Place;
-    use troupe::actors::delegation::executors::{Start, USER};
     let tasks = ["garbage events 2", "exit 3", "flood", "hang"];
-    let started = node
-        .delegations()
-        .unwrap()
-        .start_instances(
-            &node,
-            Start {
-                executor: "pi".into(),
-                owner: USER.into(),
-                parent: troupe::runtime::id::ConversationId::new(),
-                model: "script:none".into(),
-                waits: true,
-                tasks: tasks
-                    .iter()
-                    .map(|t| (t.to_string(), String::new(), folder.clone(), Place::Host))
-                    .collect(),
-                report_to: None,
-                session: None,
-            },
-        )
-        .await
-        .map_err(|e| e.text)
-        .unwrap();
+    let started = start_users_own(&node, &folder, &tasks).await;
     let report = tokio::time::timeout(WAIT, started.waiter.unwrap())
         .await
         .unwrap()
@@ -789,38 +812,7 @@ async fn a_bot_stops_the_users_own_instance_only_when_the_user_approves_each_tim
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    let folder = dir.path().join("work");
-    std::fs::create_dir_all(&folder).unwrap();
-    troupe::runtime::executors::install_from(
-        &troupe::runtime::home::Home::new(&home),
-        "pi",
-        &fake_pi(dir.path()),
-    )
-    .unwrap();
-    use troupe::actors::delegation::executor::Place;
-    use troupe::actors::delegation::executors::{Start, USER};
-    // The user's own instance, as `troupe workbench start` makes one.
-    let start = |node: troupe::actors::node::Node| async move {
-        node.delegations()
-            .unwrap()
-            .start_instances(
-                &node,
-                Start {
-                    executor: "pi".into(),
-                    owner: USER.into(),
-                    parent: troupe::runtime::id::ConversationId::new(),
-                    model: "script:none".into(),
-                    waits: true,
-                    tasks: vec![("hang".into(), String::new(), folder.clone(), Place::Host)],
-                    report_to: None,
-                    session: None,
-                },
-            )
-            .await
-            .map_err(|e| e.text)
-            .unwrap()
-    };
+    let (home, folder) = fake_home(dir.path());
     // The bot's model asks to stop whatever instance the task names.
     let model = Arc::new(ScriptedProvider::from_fn(|req| {
         use troupe::runtime::protocol::Message;
@@ -842,7 +834,8 @@ async fn a_bot_stops_the_users_own_instance_only_when_the_user_approves_each_tim
         .await
         .unwrap();
     let node = runtime.node().clone();
-    let started = start(node.clone()).await;
+    // The user's own instance, as `troupe workbench start` makes one.
+    let started = start_users_own(&node, &folder, &["hang"]).await;
     let id = started.instances[0].to_string();
     let status = |id: String| {
         let node = node.clone();
