@@ -86,6 +86,19 @@ pub enum ThreadEvent {
         /// Why, in one line.
         reason: String,
     },
+    /// A bot named in a post was not offered a turn, and `reason` says
+    /// why: a guard held it (the chain of bot turns, the pair's exchanges,
+    /// the round's cap), its listen mode is off, or it is not in the thread.
+    Held {
+        /// The thread.
+        thread: ThreadId,
+        /// The round.
+        round: MsgId,
+        /// The bot.
+        bot: String,
+        /// Why, in one line.
+        reason: String,
+    },
     /// Every turn offered in a round has answered.
     RoundSettled {
         /// The thread.
@@ -102,6 +115,7 @@ impl ThreadEvent {
             Self::Posted(p) => p.thread,
             Self::Offered { thread, .. }
             | Self::TurnFailed { thread, .. }
+            | Self::Held { thread, .. }
             | Self::RoundSettled { thread, .. } => *thread,
         }
     }

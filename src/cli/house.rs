@@ -663,6 +663,12 @@ async fn post(
                         failed = true;
                         print_failure(&bot, &reason, json);
                     }
+                    Ok(ThreadEvent::Held {
+                        round: r,
+                        bot,
+                        reason,
+                        ..
+                    }) if r == round => print_held(&bot, &reason, json),
                     Ok(ThreadEvent::RoundSettled { round: r, .. }) if r == round => {
                         return anyhow::Ok(())
                     }
@@ -717,6 +723,18 @@ async fn post(
 
 /// Says that `bot`'s turn in the round did not finish, and why: a line on
 /// stderr, or with `--json` an object on stdout beside the messages.
+/// A bot named in the post that was not offered a turn, and why.
+pub(super) fn print_held(bot: &str, reason: &str, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"type": "held", "bot": bot, "reason": reason})
+        );
+    } else {
+        eprintln!("troupe: `{bot}` was not offered a turn: {reason}");
+    }
+}
+
 pub(super) fn print_failure(bot: &str, reason: &str, json: bool) {
     if json {
         println!(

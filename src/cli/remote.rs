@@ -198,6 +198,11 @@ impl Remote {
                             json_out,
                         );
                     }
+                    Some("held") if event["round"] == round.as_str() => super::house::print_held(
+                        event["bot"].as_str().unwrap_or("?"),
+                        event["reason"].as_str().unwrap_or_default(),
+                        json_out,
+                    ),
                     Some("settled") if event["round"] == round.as_str() => return anyhow::Ok(()),
                     _ => {}
                 }

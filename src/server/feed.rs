@@ -314,6 +314,16 @@ impl Feed {
                 json: json!({"type": "turn_failed", "bot": bot, "round": round, "reason": reason})
                     .to_string(),
             }),
+            ThreadEvent::Held {
+                thread,
+                round,
+                bot,
+                reason,
+            } => self.publish_thread(thread, None, || Frame {
+                seq: None,
+                json: json!({"type": "held", "bot": bot, "round": round, "reason": reason})
+                    .to_string(),
+            }),
             ThreadEvent::RoundSettled { thread, round } => {
                 self.publish_thread(thread, None, || Frame {
                     seq: None,

@@ -18,6 +18,9 @@ mod killed_process_leaves_work_behind;
 mod lost_subagent_results;
 mod memory_clobbered;
 mod routine_fires_twice;
+mod routine_silently_misses;
+mod runaway_loop;
+mod tenant_sees_anothers_data;
 
 use troupe::runtime::model::ModelRequest;
 

@@ -33,7 +33,7 @@ pub(super) struct Served {
     server: Option<Server>,
     pub(super) base: String,
     pub(super) ada: String,
-    bob: String,
+    pub(super) bob: String,
     /// [`OWNER`]: requests go over the owner's socket.
     pub(super) owner: String,
     /// How the server was started, to start it again ([`Served::restart`]).

@@ -155,13 +155,19 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
             return;
         }
     };
-    for (handle, why) in &applied.declined {
-        tracing::debug!(thread = %thread, bot = %handle, why = %why, "not offered a turn");
-    }
     // Committed: with the node's threads gone, nobody watches any more.
     let Some(threads) = state.threads.upgrade() else {
         return;
     };
+    for (bot, reason) in applied.declined {
+        tracing::debug!(thread = %thread, %bot, %reason, "not offered a turn");
+        threads.publish(ThreadEvent::Held {
+            thread,
+            round: applied.round,
+            bot,
+            reason,
+        });
+    }
     if let Some(reason) = applied.failed {
         tracing::info!(thread = %thread, bot = %applied.author, %reason, "a bot's turn in a thread did not finish");
         threads.publish(ThreadEvent::TurnFailed {

@@ -110,6 +110,7 @@ impl Stream for ThreadMessages {
                 Poll::Ready(Some(
                     ThreadEvent::Offered { .. }
                     | ThreadEvent::TurnFailed { .. }
+                    | ThreadEvent::Held { .. }
                     | ThreadEvent::RoundSettled { .. },
                 )) => {}
                 Poll::Ready(None) => return Poll::Ready(None),

@@ -368,6 +368,10 @@ function onFrame(frame) {
       }
       break;
     }
+    case "held":
+      // A bot named in a post that a guard (or its listen mode) held back.
+      append(el("li", { class: "held muted", role: "status" }, frame.bot + " was not offered a turn: " + frame.reason));
+      break;
     case "request": loadRequests(); break;
     case "settled": loadThreads(); break;
     default: break;
