@@ -19,6 +19,7 @@ pub mod commands;
 pub mod delegation;
 pub mod environment;
 pub mod events;
+pub mod feed;
 pub mod gate;
 pub mod guard;
 pub mod house;

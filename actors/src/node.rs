@@ -139,6 +139,9 @@ pub struct NodeContext {
     /// Set when shutdown begins: durable messages stay in the mailbox for
     /// the next start instead of waking conversations.
     stopping: std::sync::atomic::AtomicBool,
+    /// Cancelled when shutdown has stopped the tree: the event streams end
+    /// on it once they have handed out what was published before.
+    stopped: tokio_util::sync::CancellationToken,
     /// Each bot's latest own conversation seen by this process (a message
     /// to a bot goes there without asking the store).
     latest: DashMap<BotId, ConversationId>,
@@ -361,6 +364,7 @@ impl Node {
             background: tokio_util::task::TaskTracker::new(),
             reviews_running: std::sync::atomic::AtomicUsize::new(0),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            stopped: tokio_util::sync::CancellationToken::new(),
             latest: DashMap::new(),
             toolsets: Default::default(),
             prompts: Default::default(),
@@ -448,6 +452,12 @@ impl Node {
     /// Every conversation's events.
     pub fn subscribe(&self) -> broadcast::Receiver<NodeEvent> {
         self.ctx.bus.subscribe()
+    }
+
+    /// Cancelled once [`Node::shutdown`] has stopped the actor tree; the
+    /// node's event streams end on it.
+    pub fn stopped(&self) -> tokio_util::sync::CancellationToken {
+        self.ctx.stopped.clone()
     }
 
     /// Resumes what a crash interrupted, by one policy (written in
@@ -562,6 +572,8 @@ impl Node {
         // stays open in the store and the next start resumes it (a
         // subagent is not recorded as stopped because its process exited).
         self.stop_tree().await;
+        // Nothing publishes any more: the event streams end.
+        self.ctx.stopped.cancel();
         // Index what the writer deferred, so the next process (or another
         // reader of the file) finds every message searchable.
         if let Err(e) = self.ctx.store.catch_up().await {

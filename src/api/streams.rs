@@ -9,7 +9,8 @@
 //! The runtime's and a thread's are views of the node's broadcast, which
 //! keeps a bounded backlog: a subscriber that falls further behind misses
 //! the oldest events rather than slowing the agents down, and counts them
-//! (`missed()`); what happened is in the store either way.
+//! (`missed()`); what happened is in the store either way. Both end when
+//! the runtime shuts down, after what was published before.
 //!
 //! [`ThreadEvents`]: crate::ThreadEvents
 //! [`ThreadMessages`]: crate::ThreadMessages
@@ -20,9 +21,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::Stream;
-use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
-use tokio_stream::wrappers::BroadcastStream;
 use troupe_actors::events::NodeEvent;
+use troupe_actors::feed::Feed;
 use troupe_runtime::protocol::AgentEvent;
 
 use super::{Runtime, Turn};
@@ -39,9 +39,8 @@ impl Stream for Turn {
 
 /// Every event of a runtime from the moment this is made on — each
 /// conversation's and each registered actor's ([`NodeEvent::source`]
-/// says whose): a `Stream<Item = NodeEvent>`. It does not end when the
-/// runtime shuts down (the node may still be held): stop polling it, or
-/// drop it, when done.
+/// says whose): a `Stream<Item = NodeEvent>`. It ends when the runtime
+/// shuts down, after the events published before.
 ///
 /// # Examples
 ///
@@ -84,14 +83,13 @@ impl Stream for Turn {
 /// }
 /// ```
 pub struct RuntimeEvents {
-    inner: BroadcastStream<NodeEvent>,
-    missed: u64,
+    inner: Feed<NodeEvent>,
 }
 
 impl std::fmt::Debug for RuntimeEvents {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RuntimeEvents")
-            .field("missed", &self.missed)
+            .field("missed", &self.inner.missed())
             .finish_non_exhaustive()
     }
 }
@@ -99,7 +97,7 @@ impl std::fmt::Debug for RuntimeEvents {
 impl RuntimeEvents {
     /// How many events this subscriber fell too far behind to see.
     pub fn missed(&self) -> u64 {
-        self.missed
+        self.inner.missed()
     }
 }
 
@@ -107,20 +105,7 @@ impl Stream for RuntimeEvents {
     type Item = NodeEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<NodeEvent>> {
-        loop {
-            match Pin::new(&mut self.inner).poll_next(cx) {
-                Poll::Ready(Some(Ok(event))) => return Poll::Ready(Some(event)),
-                Poll::Ready(Some(Err(BroadcastStreamRecvError::Lagged(n)))) => {
-                    self.missed += n;
-                    tracing::debug!(
-                        missed = n,
-                        "a subscriber to the runtime's events fell behind"
-                    );
-                }
-                Poll::Ready(None) => return Poll::Ready(None),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
+        Pin::new(&mut self.inner).poll_next(cx)
     }
 }
 
@@ -130,8 +115,7 @@ impl Runtime {
     /// restarts), as a stream ([`RuntimeEvents`]).
     pub fn events(&self) -> RuntimeEvents {
         RuntimeEvents {
-            inner: BroadcastStream::new(self.node.subscribe()),
-            missed: 0,
+            inner: Feed::new(self.node.subscribe(), self.node.stopped()),
         }
     }
 }

@@ -169,6 +169,15 @@ async fn the_runtime_s_events_are_a_stream_naming_the_actor_or_conversation() {
     }
     assert_eq!(events.missed(), 0);
     rt.shutdown().await;
+    // Shut down: what was published before is handed out, then the end.
+    let rest = tokio::time::timeout(WAIT, events.collect::<Vec<_>>())
+        .await
+        .expect("the stream ends with the runtime");
+    assert!(
+        rest.iter()
+            .all(|e| !matches!(e.event, AgentEvent::TurnStarted { .. })),
+        "{rest:?}"
+    );
 }
 
 #[tokio::test]
@@ -192,6 +201,7 @@ async fn a_thread_s_messages_are_a_stream() {
         .await
         .unwrap();
     let messages = thread.messages();
+    let events = thread.events();
     thread.post("ada", "hi duo").await.unwrap();
     let said: Vec<(String, String)> = tokio::time::timeout(
         WAIT,
@@ -210,4 +220,13 @@ async fn a_thread_s_messages_are_a_stream() {
         ]
     );
     rt.shutdown().await;
+    // The thread's events end with the runtime, the round's settling
+    // among them.
+    let seen = tokio::time::timeout(WAIT, events.collect::<Vec<_>>())
+        .await
+        .expect("the thread's events end with the runtime");
+    assert!(
+        matches!(seen.last(), Some(troupe::ThreadEvent::RoundSettled { .. })),
+        "{seen:?}"
+    );
 }

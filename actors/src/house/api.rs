@@ -529,7 +529,7 @@ impl ThreadRef {
 
     /// Its events from now on, as a stream ([`ThreadEvents`]).
     pub fn events(&self) -> ThreadEvents {
-        ThreadEvents::new(self.info.id, self.node.thread_events())
+        ThreadEvents::new(self.info.id, self.node.thread_events(), self.node.stopped())
     }
 
     /// The messages posted to it from now on, as a stream

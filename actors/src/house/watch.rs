@@ -13,40 +13,43 @@ use std::task::{Context, Poll};
 
 use futures::Stream;
 use tokio::sync::broadcast;
-use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
-use tokio_stream::wrappers::BroadcastStream;
+use tokio_util::sync::CancellationToken;
 use troupe_runtime::id::ThreadId;
+
+use crate::feed::Feed;
 
 use super::{ThreadEvent, ThreadMessageEvent};
 
 /// The events of one thread from the moment this is made: a
-/// `Stream<Item = ThreadEvent>`, which ends only when the node is gone.
+/// `Stream<Item = ThreadEvent>`, which ends when the node shuts down.
 pub struct ThreadEvents {
     thread: ThreadId,
-    inner: BroadcastStream<ThreadEvent>,
-    missed: u64,
+    inner: Feed<ThreadEvent>,
 }
 
 impl std::fmt::Debug for ThreadEvents {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ThreadEvents")
             .field("thread", &self.thread)
-            .field("missed", &self.missed)
+            .field("missed", &self.inner.missed())
             .finish_non_exhaustive()
     }
 }
 
 impl ThreadEvents {
-    pub(crate) fn new(thread: ThreadId, all: broadcast::Receiver<ThreadEvent>) -> Self {
+    pub(crate) fn new(
+        thread: ThreadId,
+        all: broadcast::Receiver<ThreadEvent>,
+        stopped: CancellationToken,
+    ) -> Self {
         Self {
             thread,
-            inner: BroadcastStream::new(all),
-            missed: 0,
+            inner: Feed::new(all, stopped),
         }
     }
 
-    /// The next event of the thread; `None` when the node is gone. (The
-    /// same as `StreamExt::next`.)
+    /// The next event of the thread; `None` once the node has shut down.
+    /// (The same as `StreamExt::next`.)
     pub async fn next(&mut self) -> Option<ThreadEvent> {
         futures::StreamExt::next(self).await
     }
@@ -54,7 +57,7 @@ impl ThreadEvents {
     /// How many events (of any thread) this watcher fell too far behind
     /// to see.
     pub fn missed(&self) -> u64 {
-        self.missed
+        self.inner.missed()
     }
 }
 
@@ -64,14 +67,10 @@ impl Stream for ThreadEvents {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ThreadEvent>> {
         loop {
             match Pin::new(&mut self.inner).poll_next(cx) {
-                Poll::Ready(Some(Ok(event))) if event.thread() == self.thread => {
+                Poll::Ready(Some(event)) if event.thread() == self.thread => {
                     return Poll::Ready(Some(event))
                 }
-                Poll::Ready(Some(Ok(_))) => {}
-                Poll::Ready(Some(Err(BroadcastStreamRecvError::Lagged(n)))) => {
-                    self.missed += n;
-                    tracing::debug!(thread = %self.thread, missed = n, "a thread watcher fell behind");
-                }
+                Poll::Ready(Some(_)) => {}
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }
@@ -93,7 +92,7 @@ impl ThreadMessages {
 
     /// How many events this watcher fell too far behind to see.
     pub fn missed(&self) -> u64 {
-        self.events.missed
+        self.events.missed()
     }
 }
 

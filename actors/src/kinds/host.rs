@@ -79,6 +79,18 @@ impl<A: UserActor> Actor for Host<A> {
         msg: Self::Msg,
         hosted: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // Boxed: the task of every live actor is as large as the largest
+        // state of its loop, and a message's handling (the program's
+        // handler, the store's futures) is the largest by far. Boxed, an
+        // idle actor holds only its receive loop; the box lives while one
+        // message is handled.
+        Box::pin(hosted.handle(msg)).await
+    }
+}
+
+impl<A: UserActor> Hosted<A> {
+    async fn handle(&mut self, msg: HostMsg<A>) -> Result<(), ActorProcessingErr> {
+        let hosted = self;
         match msg {
             HostMsg::Tell(msg) => {
                 let (result, commit) = hosted.run(msg, None).await;
@@ -96,9 +108,7 @@ impl<A: UserActor> Actor for Host<A> {
         }
         Ok(())
     }
-}
 
-impl<A: UserActor> Hosted<A> {
     fn node(&self) -> Option<Node> {
         self.args.node.upgrade().map(Node::from_context)
     }
