@@ -84,9 +84,10 @@ pub enum NodeError {
     /// version that changed since it was read); the text says what to do.
     #[error("{0}")]
     Conflict(String),
-    /// The conversation was a background review, which is never resumed.
-    #[error("conversation {0} was a background review; reviews are not resumed")]
-    Review(ConversationId),
+    /// The conversation ran once and is never resumed nor reopened (a
+    /// background review); `{1}` is what it was.
+    #[error("conversation {0} was a {1}, which runs once: it is not resumed nor reopened; start a new one instead")]
+    Transient(ConversationId, String),
 }
 
 /// How long [`Node::shutdown`] lets background work finish.
@@ -463,19 +464,26 @@ impl Node {
     /// Resumes what a crash interrupted, by one policy (written in
     /// `docs/runtime-semantics.md`): a conversation whose turn is marked
     /// open is woken, and its actor resumes the turn on its own bot's
-    /// model; a review or a routine run cut short is not resumed (the next
-    /// review looks back again; the scheduler reports the run as
-    /// interrupted), and its turn is closed. Then every durable message
+    /// model; a transient conversation (one opened to run once, as a
+    /// background review is), one holding what the store cannot keep, or a
+    /// routine run cut short is not resumed (the scheduler reports the run
+    /// as interrupted), and its turn is closed. Then every durable message
     /// not yet consumed is delivered again.
     pub(crate) async fn recover(&self) -> Result<(), NodeError> {
         for id in crate::node::conversation::journal::open_turns(&self.ctx.store).await? {
-            let row = self
+            let found = self
                 .ctx
                 .store
-                .read(move |c| conversations::get_conversation(c, id))
+                .read(move |c| {
+                    let row = conversations::get_conversation(c, id)?;
+                    Ok(row.map(|row| (row, opening::load(c, id))))
+                })
                 .await?;
-            let Some(row) = row else { continue };
-            if row.kind == opening::REVIEW_LABEL || row.kind == ActorKind::RoutineRun.as_str() {
+            let Some((row, stored)) = found else { continue };
+            // An opening the store cannot read is resumed as its bot's own
+            // would be: activation reports what is wrong with it.
+            let transient = stored.ok().flatten().is_some_and(|s| s.not_resumed());
+            if transient || row.kind == ActorKind::RoutineRun.as_str() {
                 crate::node::conversation::journal::Journal::new(
                     Some(self.ctx.store.clone()),
                     id,

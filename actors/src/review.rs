@@ -43,8 +43,8 @@ mod reviewer;
 
 pub use reviewer::{Reviewer, ReviewerMsg, Reviews, FAULT};
 
-/// What a review's conversation is stored as.
-pub use crate::node::opening::REVIEW_LABEL as LABEL;
+/// What a review's conversation is stored as (its kind in listings).
+pub const LABEL: &str = "review";
 
 /// The tools a review may always call.
 pub const ALLOWED: [&str; 4] = ["use_skill", "read_file", "find_files", "skill_manage"];
@@ -189,6 +189,8 @@ pub async fn review(
         gate: Some(Arc::new(ReviewGate::new(Arc::clone(&ctx.gate), memory_due))),
         briefing: briefing(&transcript, memory_due),
         label: Some(LABEL),
+        // The next review looks back again: this one is never resumed.
+        transient: true,
         fresh: true,
         house: turn.house,
         services: vec![Arc::new(|s: &troupe_runtime::tool::Services| {

@@ -261,3 +261,64 @@ async fn reviews_follow_their_cadence_across_processes() {
         "one review after the third turn, none after the others"
     );
 }
+
+#[tokio::test]
+async fn a_review_runs_once_a_restart_closes_it_and_reopening_it_is_refused() {
+    let home = TestHome::new();
+    let start = |bus| {
+        home.builder(model(false))
+            .set("review.every_n_turns", "1")
+            .event_bus(bus)
+            .build()
+    };
+    let (bus, mut events) = tokio::sync::broadcast::channel(1024);
+    let first = start(bus).await.unwrap();
+    let bot = first.bot("assistant").await.unwrap();
+    ask(&bot, "hi").await;
+    let review = review_finished(&mut events, bot.conversation()).await;
+    first.shutdown().await;
+    drop(first);
+    // As if the process had died in the middle of the review's turn.
+    let key = format!("open_turn:{review}");
+    let mark = key.clone();
+    let store = troupe::runtime::store::Store::open(&home.path().join("troupe.db")).unwrap();
+    store
+        .write(move |tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO kv (key, value) VALUES (?1, '{}')",
+                [&mark],
+            )?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    drop(store);
+
+    let (bus, _events) = tokio::sync::broadcast::channel(1024);
+    let second = start(bus).await.unwrap();
+    let still_open: Option<String> = second
+        .node()
+        .store()
+        .read(move |c| {
+            use troupe::runtime::rusqlite::OptionalExtension;
+            Ok(
+                c.query_row("SELECT value FROM kv WHERE key = ?1", [&key], |r| r.get(0))
+                    .optional()?,
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        still_open, None,
+        "the review's open turn was closed, not resumed"
+    );
+    let refused = match second.node().send(review, "again").await {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a review's conversation was opened again"),
+    };
+    assert!(
+        refused.contains("runs once"),
+        "the refusal says why: {refused}"
+    );
+    second.shutdown().await;
+}

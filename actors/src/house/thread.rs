@@ -370,6 +370,7 @@ fn open_seat(
         budget: None,
         briefing: super::briefing(t.house_name, &info.label(), handle),
         label: None,
+        transient: false,
         in_memory_only: false,
         seat: Some(Seat {
             house: t.house,

@@ -9,17 +9,16 @@ use std::sync::{Arc, Weak};
 
 use serde_json::json;
 use troupe_runtime::house::{AgentDraft, HouseServices, Seat, SelfUpdate};
-use troupe_runtime::id::MsgId;
 use troupe_runtime::model::ModelRequest;
-use troupe_runtime::protocol::house::{
-    render_line, Attachment, ListenMode, MemberKind, Post, ThreadFilter, ThreadInfo,
-};
-use troupe_runtime::protocol::{Address, Envelope, Message, Payload, ToolResult};
+use troupe_runtime::protocol::house::{render_line, Attachment, ThreadFilter, ThreadInfo};
+use troupe_runtime::protocol::{Message, ToolResult};
 use troupe_runtime::store::house as table;
 use troupe_runtime::tool::ToolContext;
 
+mod members;
+mod posts;
+
 use super::api::{HouseRef, ThreadRef};
-use crate::bot::BotSpec;
 use crate::node::{Node, NodeContext};
 
 /// Handles shown per thread by `list_threads` before `+N`.
@@ -368,68 +367,7 @@ impl HouseServices for NodeHouses {
     }
 
     async fn post_to_thread(&self, ctx: &ToolContext, thread: &str, text: &str) -> ToolResult {
-        if text.trim().is_empty() {
-            return ToolResult::error("the message is empty.");
-        }
-        let (node, _) = match self.scope(ctx) {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        let (_, seat, t) = match self.thread(ctx, Some(thread)).await {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        if t.info.id == seat.thread {
-            return ToolResult::error(
-                "that is this thread: your answer is posted here already. post_to_thread is for another thread.",
-            );
-        }
-        if t.info.archived {
-            return ToolResult::error(format!(
-                "thread `{}` is archived; nobody would see the post there.",
-                t.info.label()
-            ));
-        }
-        if let Err(e) = node.settings().check_user_message(text) {
-            return err(e);
-        }
-        let envelope = Envelope {
-            id: MsgId::new(),
-            from: Address::Conversation(ctx.conversation),
-            to: Address::Thread(t.info.id),
-            body: Payload::Post(Post {
-                author: ctx.agent.clone(),
-                author_kind: MemberKind::Bot,
-                text: text.to_string(),
-                round: None,
-                depth: 1,
-                via: Some(seat.thread),
-                answers_offer: false,
-                failed: None,
-                attachments: Vec::new(),
-            }),
-            sent_at: chrono::Utc::now(),
-        };
-        let id = match node.store().send(envelope.clone()).await {
-            Ok(id) => id,
-            Err(e) => return ToolResult::error(format!("the post could not be saved: {e}")),
-        };
-        let mut data = thread_data(&t.info);
-        data["delivery_id"] = json!(id.to_string());
-        match node.route(envelope).await {
-            Ok(()) => ToolResult::ok_with(
-                format!("Posted to thread `{}` as `{}` (delivery id {id}).", t.info.label(), ctx.agent),
-                data,
-            ),
-            Err(e) => ToolResult::ok_with(
-                format!(
-                    "Committed to thread `{}` (delivery id {id}) but not handed over now ({e}); it lands when \
-                     the thread next runs. Do not post it again.",
-                    t.info.label()
-                ),
-                data,
-            ),
-        }
+        self.post_elsewhere(ctx, thread, text).await
     }
 
     async fn post_attachment(
@@ -438,49 +376,7 @@ impl HouseServices for NodeHouses {
         attachment: Attachment,
         text: String,
     ) -> ToolResult {
-        let (node, _) = match self.scope(ctx) {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        let (_, seat, t) = match self.thread(ctx, None).await {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        if t.info.archived {
-            return ToolResult::error(format!(
-                "thread `{}` is archived; nobody would see the post there.",
-                t.info.label()
-            ));
-        }
-        let envelope = Envelope {
-            id: MsgId::new(),
-            from: Address::Conversation(ctx.conversation),
-            to: Address::Thread(seat.thread),
-            body: Payload::Post(Post {
-                author: ctx.agent.clone(),
-                author_kind: MemberKind::Bot,
-                text: String::new(),
-                round: None,
-                depth: 1,
-                via: None,
-                answers_offer: false,
-                failed: None,
-                attachments: vec![attachment.clone()],
-            }),
-            sent_at: chrono::Utc::now(),
-        };
-        let id = match node.store().send(envelope.clone()).await {
-            Ok(id) => id,
-            Err(e) => return ToolResult::error(format!("the post could not be saved: {e}")),
-        };
-        let mut data = thread_data(&t.info);
-        data["delivery_id"] = json!(id.to_string());
-        data["post"] = json!(attachment);
-        if let Err(e) = node.route(envelope).await {
-            // Committed: it lands when the thread next runs.
-            tracing::warn!(thread = %seat.thread, error = %e, "a post waits in the mailbox");
-        }
-        ToolResult::ok_with(text, data)
+        self.post_here(ctx, attachment, text).await
     }
 
     async fn create_thread(&self, ctx: &ToolContext, name: &str, tags: Vec<String>) -> ToolResult {
@@ -628,103 +524,14 @@ impl HouseServices for NodeHouses {
     }
 
     async fn list_members(&self, ctx: &ToolContext) -> ToolResult {
-        let (house, _) = match self.house(ctx).await {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        let members = match house.members().await {
-            Ok(m) => m,
-            Err(e) => return err(e),
-        };
-        let mut text = format!(
-            "House `{}` has {} members:",
-            house.house.name,
-            members.len()
-        );
-        for m in &members {
-            match m.kind {
-                MemberKind::Human => {
-                    text.push_str(&format!("\n- {} (person: {})", m.handle, m.display_name))
-                }
-                MemberKind::Bot => text.push_str(&format!(
-                    "\n- {} (bot, listens to {})",
-                    m.handle,
-                    m.listen.unwrap_or_default()
-                )),
-            }
-        }
-        let data = members
-            .iter()
-            .map(|m| json!({"handle": m.handle, "kind": m.kind, "display_name": m.display_name, "listen": m.listen}))
-            .collect::<Vec<_>>();
-        ToolResult::ok_with(text, json!({"members": data}))
+        self.list_house_members(ctx).await
     }
 
     async fn create_agent(&self, ctx: &ToolContext, draft: AgentDraft) -> ToolResult {
-        let (house, _) = match self.house(ctx).await {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        let (node, _) = match self.scope(ctx) {
-            Ok(x) => x,
-            Err(e) => return e,
-        };
-        let listen = match draft.trigger.as_deref().map(str::trim) {
-            None | Some("") => ListenMode::Mentions,
-            Some(t) => match ListenMode::parse(t) {
-                Some(l) => l,
-                None => {
-                    return ToolResult::error(format!(
-                        "`trigger` must be `all`, `mentions` or `off`, not `{t}`."
-                    ))
-                }
-            },
-        };
-        if let Some(model) = draft.model.as_deref().filter(|m| !m.trim().is_empty()) {
-            if let Err(e) = node.context().resolve_model(model) {
-                return ToolResult::error(format!("the model `{model}` cannot be used: {e}"));
-            }
-        }
-        let name = draft.name.trim().to_string();
-        let description = draft
-            .description
-            .clone()
-            .filter(|d| !d.trim().is_empty())
-            .unwrap_or_else(|| format!("A member of the house {}.", house.house.name));
-        let spec = BotSpec {
-            name: name.clone(),
-            title: name.clone(),
-            description: description.trim().to_string(),
-            mission: draft.system_prompt.clone().unwrap_or_default(),
-            model: draft.model.clone().unwrap_or_default(),
-            ..BotSpec::default()
-        };
-        match node.create_bot_in(spec, Some((house.house.id, listen))).await {
-            Ok(bot) => ToolResult::ok_with(
-                format!(
-                    "Created the bot `{}` and added it to house `{}` (listens to {listen}). Add it to a thread \
-                     with add_thread_participant, or @mention it.",
-                    bot.spec.name, house.house.name
-                ),
-                json!({"bot_id": bot.id.to_string(), "name": bot.spec.name, "listen": listen}),
-            ),
-            Err(e) => err(e),
-        }
+        self.add_house_bot(ctx, draft).await
     }
 
     async fn update_self(&self, ctx: &ToolContext, update: SelfUpdate) -> ToolResult {
-        let Some(node) = self.node.upgrade().map(Node::from_context) else {
-            return ToolResult::error("the node is shutting down.");
-        };
-        match node.update_bot(&ctx.agent, update).await {
-            Ok(spec) => ToolResult::ok_with(
-                format!(
-                    "Updated your record: name `{}`, description `{}`; your instructions apply from your next turn.",
-                    spec.title, spec.description
-                ),
-                json!({"name": spec.title, "description": spec.description}),
-            ),
-            Err(e) => err(e),
-        }
+        self.update_own_record(ctx, update).await
     }
 }

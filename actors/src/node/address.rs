@@ -160,9 +160,6 @@ impl Node {
             })
             .await?
             .ok_or(NodeError::NoSuchConversation(id))?;
-        if row.kind == super::opening::REVIEW_LABEL {
-            return Err(NodeError::Review(id));
-        }
         let bot = bot.ok_or_else(|| NodeError::NoSuchBot(row.bot.to_string()))?;
         let Some(stored) = stored else {
             // Opened before openings were kept: as its bot's own.
@@ -175,6 +172,9 @@ impl Node {
                 ..Opening::new(bot)
             });
         };
+        if stored.transient {
+            return Err(NodeError::Transient(id, row.kind));
+        }
         if stored.in_memory_only {
             return Err(NodeError::Actor(format!(
                 "conversation {id} was opened with a gate or services only the process that opened it had; \
@@ -274,19 +274,27 @@ impl Node {
 
     /// Errs with [`NodeError::NoSuchConversation`] unless `id` is live,
     /// opened by this process, or stored (a read only for the first two
-    /// failing), so a caller hears of a wrong id instead of a lost message.
+    /// failing), so a caller hears of a wrong id instead of a lost message;
+    /// with [`NodeError::Transient`] when it is stored but ran once.
     async fn ensure_exists(&self, id: ConversationId) -> Result<(), NodeError> {
         let conversations = &self.ctx.conversations;
         if conversations.is_live(&id) || conversations.is_open(&id) {
             return Ok(());
         }
-        let row = self
+        let found = self
             .ctx
             .store
-            .read(move |c| conversations::get_conversation(c, id))
+            .read(move |c| {
+                let Some(row) = conversations::get_conversation(c, id)? else {
+                    return Ok(None);
+                };
+                let transient = super::opening::load(c, id)?.is_some_and(|s| s.transient);
+                Ok(Some((row.kind, transient)))
+            })
             .await?;
-        match row {
-            Some(_) => Ok(()),
+        match found {
+            Some((kind, true)) => Err(NodeError::Transient(id, kind)),
+            Some((_, false)) => Ok(()),
             None => Err(NodeError::NoSuchConversation(id)),
         }
     }

@@ -26,10 +26,6 @@ use crate::bot::BotRecord;
 use crate::budget::{Limits, Scope, Spent};
 use crate::toolset::Narrowing;
 
-/// What a background review's conversation is stored as: the node never
-/// resumes or re-activates one (see `docs/runtime-semantics.md`).
-pub const REVIEW_LABEL: &str = "review";
-
 /// Adds a service to a conversation's tools each time it opens.
 pub type ServiceHook = Arc<dyn Fn(&Services) + Send + Sync>;
 
@@ -60,6 +56,10 @@ pub struct Opening {
     pub briefing: String,
     /// What its row is stored as when not its kind (`review`).
     pub label: Option<&'static str>,
+    /// It runs once and is never resumed nor reopened: a restart closes
+    /// its open turn, and opening it again is refused (a background
+    /// review, whose next one looks back again instead).
+    pub transient: bool,
     /// Its id was just made: there is no history to load.
     pub fresh: bool,
     /// The house thread it takes part in, for a bot's conversation there.
@@ -96,6 +96,7 @@ impl Opening {
             gate: None,
             briefing: String::new(),
             label: None,
+            transient: false,
             fresh: false,
             seat: None,
             house: None,
@@ -129,6 +130,7 @@ impl Opening {
             && self.stored_budget.is_none()
             && self.briefing.is_empty()
             && self.label.is_none()
+            && !self.transient
             && self.seat.is_none()
             && self.house.is_none()
             && !self.in_memory_only();
@@ -150,6 +152,7 @@ impl Opening {
             budget: self.stored_budget.clone(),
             briefing: self.briefing.clone(),
             label: self.label.map(str::to_string),
+            transient: self.transient,
             in_memory_only: self.in_memory_only(),
             seat: self.seat,
             house: self.house,
@@ -190,6 +193,9 @@ pub struct StoredOpening {
     /// What its row is stored as when not its kind.
     #[serde(default)]
     pub label: Option<String>,
+    /// Whether it is never resumed nor reopened ([`Opening::transient`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transient: bool,
     /// Whether only the process that opened it can open it again.
     #[serde(default)]
     pub in_memory_only: bool,
@@ -202,6 +208,13 @@ pub struct StoredOpening {
 }
 
 impl StoredOpening {
+    /// Whether a turn of it left open by a crash is closed rather than
+    /// resumed: it is transient, or it held what the store cannot keep
+    /// (no later process can rebuild it).
+    pub fn not_resumed(&self) -> bool {
+        self.transient || self.in_memory_only
+    }
+
     /// The narrowing it stores.
     pub fn narrowing(&self) -> Narrowing {
         Narrowing {

@@ -38,7 +38,7 @@ pub async fn manage(node: &Node, ctx: &ToolContext, request: RoutineRequest) -> 
 /// Runs one `cronjob_manage` request as the agent `agent` asks it (the
 /// main agent manages every bot's routines): the server's routines routes.
 pub async fn manage_as(node: &Node, agent: &str, request: RoutineRequest) -> ToolResult {
-    let m = Manager {
+    let m = AgentRoutines {
         node,
         service: RoutineService::of(node),
         agent: agent.to_string(),
@@ -74,7 +74,9 @@ enum Simple {
     Remove,
 }
 
-struct Manager<'a> {
+/// The routines as one agent sees them: its own, or every bot's for the
+/// main agent, with schedules read in the user's time zone.
+struct AgentRoutines<'a> {
     node: &'a Node,
     service: Arc<RoutineService>,
     agent: String,
@@ -83,7 +85,7 @@ struct Manager<'a> {
 
 type Answer = Result<ToolResult, String>;
 
-impl Manager<'_> {
+impl AgentRoutines<'_> {
     /// Whose routines this agent sees: all of them for the main agent.
     fn owner(&self) -> Option<String> {
         (self.agent != MAIN_AGENT).then(|| self.agent.clone())

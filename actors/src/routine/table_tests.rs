@@ -5,6 +5,8 @@ use std::sync::{Arc, Barrier};
 use chrono::{TimeZone, Utc};
 use chrono_tz::Tz;
 use pretty_assertions::assert_eq;
+use troupe_runtime::id::ConversationId;
+use troupe_runtime::protocol::Usage;
 use troupe_runtime::rusqlite::TransactionBehavior;
 
 use super::*;
