@@ -192,7 +192,7 @@ impl Remote {
                     }
                     Some("turn_failed") if event["round"] == round.as_str() => {
                         failed = true;
-                        super::house::print_failure(
+                        super::thread::print_failure(
                             event["bot"].as_str().unwrap_or("?"),
                             event["reason"].as_str().unwrap_or_default(),
                             json_out,
