@@ -10,6 +10,9 @@ use clap::{Args, Subcommand};
 use troupe_runtime::protocol::house::{ListenMode, MemberKind};
 use troupe_runtime::store::house as table;
 
+use serde_json::json;
+
+use super::remote::{encode, Remote};
 use super::view::View;
 use super::Builder;
 
@@ -128,6 +131,15 @@ where
             }
         }
         HouseCommand::Create { name } => {
+            if let Some(remote) = Remote::find(builder.home_dir()) {
+                let made = remote.post("/houses", &json!({ "name": name })).await?;
+                println!(
+                    "made house `{}` ({})",
+                    made["house"]["name"].as_str().unwrap_or(&name),
+                    made["house"]["id"].as_str().unwrap_or_default()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let runtime = builder.recover(false).build().await?;
             let made = runtime.create_house(&name).await;
             runtime.shutdown().await;
@@ -141,6 +153,13 @@ where
             bot,
             listen,
         } => {
+            if let Some(remote) = Remote::find(builder.home_dir()) {
+                println!(
+                    "{}",
+                    add_remote(&remote, &house, human, name, bot, &listen).await?
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let runtime = builder.recover(false).build().await?;
             let result = async {
                 let h = runtime.house(&house).await?;
@@ -213,6 +232,12 @@ where
             );
         }
         HouseCommand::Remove { house, handle } => {
+            if let Some(remote) = Remote::find(builder.home_dir()) {
+                let path = format!("/houses/{}/members/{}", encode(&house), encode(&handle));
+                remote.delete(&path).await?;
+                println!("`{handle}` left `{house}`");
+                return Ok(ExitCode::SUCCESS);
+            }
             let runtime = builder.recover(false).build().await?;
             let result = async {
                 Ok::<_, anyhow::Error>(runtime.house(&house).await?.remove_member(&handle).await?)
@@ -226,6 +251,41 @@ where
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `house add` through a running server (`POST /api/houses/{house}/members`):
+/// what to print.
+async fn add_remote(
+    remote: &Remote,
+    house: &str,
+    human: Option<String>,
+    name: Option<String>,
+    bot: Option<String>,
+    listen: &str,
+) -> anyhow::Result<String> {
+    let body = match (&human, &bot) {
+        (Some(handle), _) => json!({ "human": handle, "name": name }),
+        (None, Some(bot)) => json!({ "bot": bot, "listen": listen }),
+        (None, None) => anyhow::bail!("give --human HANDLE or --bot NAME"),
+    };
+    let path = format!("/houses/{}/members", encode(house));
+    let answer = remote.post(&path, &body).await?;
+    let handle = answer["member"]["handle"].as_str().unwrap_or_default();
+    if bot.is_some() {
+        return Ok(format!(
+            "`{handle}` is a bot of `{house}`, listening to {}",
+            answer["member"]["listen"].as_str().unwrap_or(listen)
+        ));
+    }
+    Ok(match answer["token"]["secret"].as_str() {
+        Some(secret) => format!(
+            "`{handle}` is a person of `{house}`\ntheir token for the server (shown once; `troupe token revoke {}` revokes it):\n{secret}",
+            answer["token"]["id"].as_str().unwrap_or_default()
+        ),
+        None => format!(
+            "`{handle}` is a person of `{house}` (already; `troupe token issue {house} {handle}` gives a new token)"
+        ),
+    })
 }
 
 pub(crate) async fn find_house(

@@ -14,7 +14,10 @@ use troupe_actors::house::ThreadEvent;
 use troupe_runtime::protocol::house::{MemberKind, ThreadFilter, ThreadInfo, ThreadMessage};
 use troupe_runtime::store::house as table;
 
+use serde_json::json;
+
 use super::house::find_house;
+use super::remote::{encode, Remote};
 use super::view::View;
 use super::Builder;
 
@@ -271,6 +274,18 @@ where
             tags,
             with,
         } => {
+            if let Some(remote) = Remote::find(builder.home_dir()) {
+                let path = format!("/houses/{}/threads", encode(&house));
+                let body = json!({ "name": name, "tags": tags, "with": with, "as": "cli" });
+                let answer = remote.post(&path, &body).await?;
+                let t: ThreadInfo = serde_json::from_value(answer["thread"].clone())?;
+                println!(
+                    "opened thread `{name}` in `{house}` ({}); link {}",
+                    t.id,
+                    t.link()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let runtime = builder.recover(false).build().await?;
             let result = async {
                 let h = runtime.house(&house).await?;
@@ -336,19 +351,8 @@ async fn archive(
     thread: &str,
     archived: bool,
 ) -> anyhow::Result<ExitCode> {
-    let runtime = builder.recover(false).build().await?;
-    let result = async {
-        let t = runtime.house(house).await?.thread(thread).await?;
-        anyhow::Ok(t.set_archived(archived).await?)
-    }
-    .await;
-    runtime.shutdown().await;
-    let (done, word) = (result?, if archived { "archived" } else { "unarchived" });
-    if !done {
-        anyhow::bail!("thread `{thread}` is {word} already");
-    }
-    println!("thread `{thread}` {word}");
-    Ok(ExitCode::SUCCESS)
+    let word = if archived { "archived" } else { "unarchived" };
+    flag(builder, house, thread, Flag::Archived, archived, word).await
 }
 
 async fn pin(
@@ -357,14 +361,51 @@ async fn pin(
     thread: &str,
     pinned: bool,
 ) -> anyhow::Result<ExitCode> {
-    let runtime = builder.recover(false).build().await?;
-    let result = async {
-        let t = runtime.house(house).await?.thread(thread).await?;
-        anyhow::Ok(t.set_pinned(pinned).await?)
-    }
-    .await;
-    runtime.shutdown().await;
-    let (done, word) = (result?, if pinned { "pinned" } else { "unpinned" });
+    let word = if pinned { "pinned" } else { "unpinned" };
+    flag(builder, house, thread, Flag::Pinned, pinned, word).await
+}
+
+/// A thread's flag `archive` and `pin` set.
+#[derive(Clone, Copy)]
+enum Flag {
+    Archived,
+    Pinned,
+}
+
+/// Sets a thread's flag, through a running server or on the home itself.
+async fn flag(
+    builder: Builder,
+    house: &str,
+    thread: &str,
+    flag: Flag,
+    on: bool,
+    word: &str,
+) -> anyhow::Result<ExitCode> {
+    let done = if let Some(remote) = Remote::find(builder.home_dir()) {
+        let (action, field) = match flag {
+            Flag::Archived => ("archive", "archived"),
+            Flag::Pinned => ("pin", "pinned"),
+        };
+        let path = format!(
+            "/houses/{}/threads/{}/{action}",
+            encode(house),
+            encode(thread)
+        );
+        let answer = remote.post(&path, &json!({ field: on })).await?;
+        answer["changed"].as_bool().unwrap_or(false)
+    } else {
+        let runtime = builder.recover(false).build().await?;
+        let result = async {
+            let t = runtime.house(house).await?.thread(thread).await?;
+            anyhow::Ok(match flag {
+                Flag::Archived => t.set_archived(on).await?,
+                Flag::Pinned => t.set_pinned(on).await?,
+            })
+        }
+        .await;
+        runtime.shutdown().await;
+        result?
+    };
     if !done {
         anyhow::bail!("thread `{thread}` is {word} already");
     }
