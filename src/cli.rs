@@ -26,7 +26,6 @@ mod info;
 mod mcp;
 mod owner;
 mod preflight;
-pub(crate) mod progress;
 mod proposals;
 mod ps;
 mod questions;

@@ -127,8 +127,8 @@ pub async fn bench(
     let started = Instant::now();
     let mut rng = Rng::new(seed);
     let mut at_subagent_end = 0;
-    let on = crate::cli::progress::wanted(false);
-    let bar = crate::cli::progress::bar(on, kills as u64, "killing the worker", false);
+    let on = crate::progress::wanted(false);
+    let bar = crate::progress::bar(on, kills as u64, "killing the worker", false);
     for incarnation in 0..kills {
         let delay = Duration::from_millis(5 + rng.below(196));
         if kill_after_ready(&home, &files, seed, incarnation as u64, delay).await? {
@@ -137,7 +137,7 @@ pub async fn bench(
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let settled = crate::cli::progress::during(
+    let settled = crate::progress::during(
         on,
         "settling and checking",
         settle(&home, &files, seed, kills as u64),

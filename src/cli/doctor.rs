@@ -46,7 +46,7 @@ pub async fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<E
         ),
         None => "checking the database".to_owned(),
     };
-    let on = super::progress::wanted(false) && args.recover.is_some();
+    let on = crate::progress::wanted(false) && args.recover.is_some();
     let checks = tokio::task::spawn_blocking(move || {
         let missing = health::refuse_missing(&path, &traces_of_use(&home));
         let diagnosis = health::diagnose(&path);
@@ -55,7 +55,7 @@ pub async fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<E
             .map(|out| (health::recover_into(&path, &out), out));
         (path, missing, diagnosis, copy)
     });
-    let outcome = super::progress::during(on, &what, checks).await;
+    let outcome = crate::progress::during(on, &what, checks).await;
     let (path, missing, diagnosis, copy) = match outcome {
         Ok(found) => found,
         Err(e) => {

@@ -106,14 +106,14 @@ pub async fn executors(
                             )
                         },
                     );
-                    let on = super::progress::wanted(false);
+                    let on = crate::progress::wanted(false);
                     if !on {
                         eprintln!("{what}…");
                     }
                     let home = home.clone();
                     let install =
                         tokio::task::spawn_blocking(move || executors::install(&home, &name));
-                    super::progress::during(on, &what, install).await??
+                    crate::progress::during(on, &what, install).await??
                 }
             };
             println!(

@@ -266,8 +266,8 @@ where
             }
             // A bar for large files only, on a terminal.
             let total: u64 = locals.iter().map(|(_, b)| b.len() as u64).sum();
-            let on = super::progress::wanted(false) && total >= LARGE;
-            let bar = super::progress::bar(on, total, "storing", true);
+            let on = crate::progress::wanted(false) && total >= LARGE;
+            let bar = crate::progress::bar(on, total, "storing", true);
             if let Some(remote) = Remote::find(builder.home_dir()) {
                 let done = put_remote(&remote, &house, locals, &message, &author, &bar).await;
                 bar.finish_and_clear();
