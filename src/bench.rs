@@ -19,7 +19,7 @@ mod files;
 mod house;
 mod mailbox;
 mod many;
-mod markdown;
+pub(crate) mod markdown;
 mod mcp;
 mod restart;
 mod server;

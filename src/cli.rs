@@ -33,6 +33,7 @@ mod remote;
 mod run;
 mod serve;
 mod show;
+mod thread;
 mod token;
 mod view;
 mod workbench;
@@ -198,7 +199,7 @@ pub enum Command {
     /// Houses: make one, list them, their members (people and bots).
     House(house::HouseArgs),
     /// Threads of a house: open, list, post (and see the bots answer), read, search, archive.
-    Thread(house::ThreadArgs),
+    Thread(thread::ThreadArgs),
     /// A house's shared files: list, put local files, get, the log of versions, remove, search.
     Files(files::FilesArgs),
     /// People's tokens for the server: issue, list, revoke.
@@ -304,7 +305,7 @@ async fn command(cli: Cli, overrides: Vec<(String, String)>) -> anyhow::Result<E
         Command::Ps { json } => ps::ps(builder(), read_only, json).await,
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,
         Command::House(args) => house::house(builder(), read_only, args).await,
-        Command::Thread(args) => house::thread(builder(), read_only, args).await,
+        Command::Thread(args) => thread::thread(builder(), read_only, args).await,
         Command::Mcp(command) => mcp::mcp(cli.home.clone(), command).await,
         Command::Executors(command) => executors::executors(cli.home.clone(), command).await,
         Command::Files(args) => files::files(builder(), read_only, args).await,

@@ -74,6 +74,8 @@ pub mod cli;
 #[cfg(feature = "cli")]
 pub mod demo;
 pub mod gate;
+#[cfg(feature = "cli")]
+pub(crate) mod progress;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "server")]

@@ -279,7 +279,10 @@ pub fn app(state: AppState) -> Router {
         .route("/requests", get(requests::list))
         .route("/requests/{id}", post(requests::answer))
         .route("/bots", get(admin::bots).post(admin::create_bot))
-        .route("/bots/{bot}", patch(admin::edit_bot))
+        .route(
+            "/bots/{bot}",
+            patch(admin::edit_bot).delete(admin::remove_bot),
+        )
         .route("/bots/{bot}/turns", post(admin::turn))
         .route("/conversations/{id}/events", get(events::conversation))
         .route("/routines", get(admin::routines))

@@ -127,13 +127,22 @@ pub async fn bench(
     let started = Instant::now();
     let mut rng = Rng::new(seed);
     let mut at_subagent_end = 0;
+    let on = crate::progress::wanted(false);
+    let bar = crate::progress::bar(on, kills as u64, "killing the worker", false);
     for incarnation in 0..kills {
         let delay = Duration::from_millis(5 + rng.below(196));
         if kill_after_ready(&home, &files, seed, incarnation as u64, delay).await? {
             at_subagent_end += 1;
         }
+        bar.inc(1);
     }
-    let settled = settle(&home, &files, seed, kills as u64).await;
+    bar.finish_and_clear();
+    let settled = crate::progress::during(
+        on,
+        "settling and checking",
+        settle(&home, &files, seed, kills as u64),
+    )
+    .await;
     let mut line = verify::check(&home, &files)?;
     if let serde_json::Value::Object(map) = &mut line {
         map.insert("kills".into(), json!(kills));

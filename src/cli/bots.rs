@@ -1,14 +1,17 @@
-//! `troupe bots`: list the bots, or make one (`bots create`) without asking
-//! a model to call `bot_create`.
+//! `troupe bots`: list the bots, make one (`bots create`) without asking
+//! a model to call `bot_create`, change one (`bots edit`) or remove one
+//! (`bots remove`).
 //!
-//! Beside a running `troupe serve`, `bots create` goes through its API
-//! (`POST /api/bots`, over the owner's socket), so the server's node knows
-//! the bot at once; otherwise it starts a node of the home for the write.
+//! Beside a running `troupe serve`, the changes go through its API
+//! (`POST /api/bots`, `PATCH` and `DELETE /api/bots/{bot}`, over the
+//! owner's socket), so the server's node knows at once; otherwise they
+//! start a node of the home for the write.
 
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use troupe_actors::bot::BotSpec;
+use troupe_actors::bot_edit::BotRemoval;
 
 use super::view::View;
 use super::Builder;
@@ -18,7 +21,9 @@ use super::Builder;
 #[command(after_help = "Examples:
   troupe bots
   troupe bots --json | jq -r .name
-  troupe bots create scout --description \"Finds and summarises sources\" --tools web_search,web_fetch")]
+  troupe bots create scout --description \"Finds and summarises sources\" --tools web_search,web_fetch
+  troupe bots edit scout --model anthropic:claude-sonnet-4-5
+  troupe bots remove scout")]
 pub struct BotsArgs {
     /// Make a bot; without it, list them.
     #[command(subcommand)]
@@ -46,6 +51,19 @@ pub enum BotsCommand {
   troupe bots edit scout --description \"Finds, checks and summarises sources\"
   troupe bots edit notes --mission \"$(cat mission.md)\" --json")]
     Edit(EditArgs),
+    /// Remove a bot: it leaves every house and thread and its routines are
+    /// deleted; its conversations and usage stay in the history, and its
+    /// name is free for a new bot.
+    #[command(after_help = "Examples:
+  troupe bots remove scout
+  troupe bots remove scout --json")]
+    Remove {
+        /// The bot.
+        name: String,
+        /// What was removed, as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `troupe bots edit`.
@@ -119,6 +137,7 @@ where
         None => super::info::bots(&read_only().await?, args.json).await,
         Some(BotsCommand::Create(create)) => self::create(builder, home, create).await,
         Some(BotsCommand::Edit(edit)) => self::edit(builder, home, edit).await,
+        Some(BotsCommand::Remove { name, json }) => remove(builder, home, &name, json).await,
     }
 }
 
@@ -247,6 +266,34 @@ async fn edit(
         println!(
             "changed bot `{}` ({}): {}\nmodel: {model}",
             spec.name, spec.title, spec.description
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn remove(
+    builder: Builder,
+    home: Option<&std::path::Path>,
+    name: &str,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let removed: BotRemoval = if let Some(remote) = super::remote::Remote::find(home) {
+        let path = format!("/bots/{}", super::remote::encode(name));
+        let answer = remote.delete(&path).await?;
+        eprintln!("troupe: removed through the server at {}", remote.url());
+        serde_json::from_value(answer["removed"].clone())?
+    } else {
+        let runtime = builder.build().await?;
+        let removed = runtime.node().remove_bot(name).await;
+        runtime.shutdown().await;
+        removed?
+    };
+    if json {
+        println!("{}", serde_json::to_string(&removed)?);
+    } else {
+        println!(
+            "removed bot `{}`: it left {} house(s); {} routine(s) deleted; its conversations stay in the history",
+            removed.name, removed.houses, removed.routines
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -39,15 +39,23 @@ pub async fn doctor(home: Option<PathBuf>, args: DoctorArgs) -> anyhow::Result<E
     let mut lock = super::owner::lock(home, false).await?;
     let home = lock.home().clone();
     let path = home.database();
-    let outcome = tokio::task::spawn_blocking(move || {
+    let what = match &args.recover {
+        Some(out) => format!(
+            "checking the database and copying what can be read into {}",
+            out.display()
+        ),
+        None => "checking the database".to_owned(),
+    };
+    let on = crate::progress::wanted(false) && args.recover.is_some();
+    let checks = tokio::task::spawn_blocking(move || {
         let missing = health::refuse_missing(&path, &traces_of_use(&home));
         let diagnosis = health::diagnose(&path);
         let copy = args
             .recover
             .map(|out| (health::recover_into(&path, &out), out));
         (path, missing, diagnosis, copy)
-    })
-    .await;
+    });
+    let outcome = crate::progress::during(on, &what, checks).await;
     let (path, missing, diagnosis, copy) = match outcome {
         Ok(found) => found,
         Err(e) => {

@@ -188,9 +188,9 @@ async fn run(runtime: &crate::Runtime, command: EnvCommand) -> anyhow::Result<Ex
                 println!();
             }
             eprintln!(
-                "{} in {} ms{}",
+                "{} in {}{}",
                 outcome.ending,
-                outcome.millis,
+                super::run::duration(outcome.millis),
                 if outcome.sandboxed {
                     ""
                 } else {

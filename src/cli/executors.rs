@@ -97,14 +97,23 @@ pub async fn executors(
             let done = match from {
                 Some(from) => executors::install_from(&home, &name, &from)?,
                 None => {
-                    if let Some(h) = executors::harness(&name) {
-                        eprintln!(
-                            "installing {} ({}@{}) with npm…",
-                            h.name, h.package, h.version
-                        );
+                    let what = executors::harness(&name).map_or_else(
+                        || format!("installing {name}"),
+                        |h| {
+                            format!(
+                                "installing {} ({}@{}) with npm",
+                                h.name, h.package, h.version
+                            )
+                        },
+                    );
+                    let on = crate::progress::wanted(false);
+                    if !on {
+                        eprintln!("{what}…");
                     }
                     let home = home.clone();
-                    tokio::task::spawn_blocking(move || executors::install(&home, &name)).await??
+                    let install =
+                        tokio::task::spawn_blocking(move || executors::install(&home, &name));
+                    crate::progress::during(on, &what, install).await??
                 }
             };
             println!(

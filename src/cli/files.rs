@@ -3,7 +3,8 @@
 //! remove, search.
 //!
 //! Listings, reads and the log open the store read-only (they run beside
-//! a `troupe serve`); `put` and `rm` start a node of the home.
+//! a `troupe serve`); `put` and `rm` start a node of the home or, beside a
+//! running server, go through its API.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use troupe_runtime::house::OWNER;
 use troupe_runtime::store::house_files as table;
 
 use super::house::find_house;
+use super::remote::{encode, Remote};
 use super::view::View;
 use super::Builder;
 
@@ -140,10 +142,10 @@ where
                     println!("{}", serde_json::to_string(&f)?);
                 } else {
                     println!(
-                        "{:<40} v{:<5} {:>10} B  {:<8} {}  {}",
+                        "{:<40} v{:<5} {:>10}  {:<8} {}  {}",
                         f.path,
                         f.version,
-                        f.size,
+                        indicatif::HumanBytes(f.size).to_string(),
                         f.kind,
                         f.state.label(),
                         f.author
@@ -255,34 +257,45 @@ where
                     "give pairs of a house path and a local file: `troupe files put {house} brief.md ./brief.md`"
                 );
             }
-            let mut files = Vec::new();
+            let mut locals = Vec::new();
             for pair in pairs.chunks(2) {
                 let bytes = std::fs::read(&pair[1]).map_err(|e| {
                     anyhow::anyhow!("cannot read {}: {e}; nothing was written", pair[1])
                 })?;
-                let path = pair[0].clone();
+                locals.push((pair[0].clone(), bytes));
+            }
+            // A bar for large files only, on a terminal.
+            let total: u64 = locals.iter().map(|(_, b)| b.len() as u64).sum();
+            let on = crate::progress::wanted(false) && total >= LARGE;
+            let bar = crate::progress::bar(on, total, "storing", true);
+            if let Some(remote) = Remote::find(builder.home_dir()) {
+                let done = put_remote(&remote, &house, locals, &message, &author, &bar).await;
+                bar.finish_and_clear();
+                return done;
+            }
+            let mut files = Vec::new();
+            for (path, bytes) in locals {
+                let size = bytes.len() as u64;
                 files.push(
                     tokio::task::spawn_blocking(move || {
                         troupe_tools::house_files::prepare(&path, bytes)
                     })
                     .await?,
                 );
+                bar.inc(size);
             }
+            bar.set_message("writing the version");
             let runtime = builder.recover(false).build().await?;
             let result = async {
                 let h = runtime.house(&house).await?;
                 anyhow::Ok(h.write_files(&author, &message, files).await?)
             }
             .await;
+            bar.finish_and_clear();
             runtime.shutdown().await;
             let (version, written) = result?;
             for f in written {
-                println!(
-                    "{} → version {version} ({} bytes, {})",
-                    f.path,
-                    f.size,
-                    f.state.label()
-                );
+                print_written(&f, version);
             }
         }
         FilesCommand::Rm {
@@ -292,6 +305,25 @@ where
             message,
             author,
         } => {
+            if let Some(remote) = Remote::find(builder.home_dir()) {
+                let version = match version {
+                    Some(v) => v,
+                    None => seen_version_remote(&remote, &house, &path).await?,
+                };
+                let query = format!(
+                    "?version={version}&message={}&as={}",
+                    encode(&message),
+                    encode(&author)
+                );
+                let answer = remote
+                    .delete(&format!("{}{query}", file_path(&house, &path)))
+                    .await?;
+                println!(
+                    "removed `{path}` and all its versions (files version {})",
+                    answer["version"]
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let runtime = builder.recover(false).build().await?;
             let result = async {
                 let h = runtime.house(&house).await?;
@@ -311,6 +343,80 @@ where
     Ok(ExitCode::SUCCESS)
 }
 
+/// From this many bytes, `files put` shows a bar on a terminal.
+const LARGE: u64 = 8 << 20;
+
+/// `…/files/{path}` of the API, each segment of the house path encoded.
+fn file_path(house: &str, path: &str) -> String {
+    let segments: Vec<String> = path.split('/').map(encode).collect();
+    format!("/houses/{}/files/{}", encode(house), segments.join("/"))
+}
+
+/// A written file as `files put` prints it.
+fn print_written(f: &table::FileInfo, version: i64) {
+    println!(
+        "{} → version {version} ({}, {})",
+        f.path,
+        indicatif::HumanBytes(f.size),
+        f.state.label()
+    );
+}
+
+/// `files put` through a running server: one `PUT` — one version — per
+/// file, since the API writes one file at a time.
+async fn put_remote(
+    remote: &Remote,
+    house: &str,
+    locals: Vec<(String, Vec<u8>)>,
+    message: &str,
+    author: &str,
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<ExitCode> {
+    if locals.len() > 1 {
+        eprintln!(
+            "troupe: the home is served at {}; each file becomes its own version there",
+            remote.url()
+        );
+    }
+    let query = format!("?message={}&as={}", encode(message), encode(author));
+    for (path, bytes) in locals {
+        let size = bytes.len() as u64;
+        let answer = remote
+            .put_bytes(&format!("{}{query}", file_path(house, &path)), bytes)
+            .await?;
+        let version = answer["version"].as_i64().unwrap_or_default();
+        let written: Vec<table::FileInfo> = serde_json::from_value(answer["files"].clone())?;
+        bar.inc(size);
+        bar.suspend(|| {
+            for f in &written {
+                print_written(f, version);
+            }
+        });
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// [`seen_version`] through a running server.
+async fn seen_version_remote(remote: &Remote, house: &str, path: &str) -> anyhow::Result<i64> {
+    let log = remote
+        .get(&format!(
+            "/houses/{}/versions?path={}&limit=2",
+            encode(house),
+            encode(path)
+        ))
+        .await?;
+    let versions = log["versions"].as_array().cloned().unwrap_or_default();
+    let newest = versions
+        .first()
+        .and_then(|v| v["version"].as_i64())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "there is no file `{path}` in house `{house}`; `troupe files ls {house}` lists them"
+            )
+        })?;
+    confirm_newest(house, path, newest, versions.len())
+}
+
 /// The version `files rm` removes when none is given: the file's only one;
 /// of several, the newest, once the person at the terminal says yes.
 async fn seen_version(
@@ -318,9 +424,15 @@ async fn seen_version(
     house: &str,
     path: &str,
 ) -> anyhow::Result<i64> {
-    use std::io::{BufRead, IsTerminal, Write};
     let newest = h.read_file(path, None).await?.version;
     let versions = h.file_log(Some(path), 2).await?.len();
+    confirm_newest(house, path, newest, versions)
+}
+
+/// `newest` when it is the file's only version, or once the person at
+/// the terminal says yes.
+fn confirm_newest(house: &str, path: &str, newest: i64, versions: usize) -> anyhow::Result<i64> {
+    use std::io::{BufRead, IsTerminal, Write};
     if versions <= 1 {
         return Ok(newest);
     }

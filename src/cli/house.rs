@@ -1,20 +1,18 @@
-//! `troupe house …` and `troupe thread …`: houses, their members and threads.
+//! `troupe house …`: houses and their members.
 //!
 //! Listings read the store read-only, so they work beside a running
-//! `troupe serve`; changes and posts start a node of the home (which must
-//! not be owned by another process). `thread post` waits for the round it
-//! starts to settle and prints the bots' answers as they land.
+//! `troupe serve`; changes start a node of the home or, beside a running
+//! server, go through its API (`src/cli/remote.rs`).
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use troupe_actors::house::ThreadEvent;
-use troupe_runtime::protocol::house::{
-    ListenMode, MemberKind, ThreadFilter, ThreadInfo, ThreadMessage,
-};
+use troupe_runtime::protocol::house::{ListenMode, MemberKind};
 use troupe_runtime::store::house as table;
 
+use serde_json::json;
+
+use super::remote::{encode, Remote};
 use super::view::View;
 use super::Builder;
 
@@ -91,128 +89,6 @@ enum HouseCommand {
     },
 }
 
-/// `troupe thread`.
-#[derive(Debug, Args)]
-#[command(after_help = "Examples:
-  troupe thread create acme general
-  troupe thread post acme general \"Who can review the launch notes?\"
-  troupe thread read acme general
-  troupe thread search acme \"launch notes\"")]
-pub struct ThreadArgs {
-    #[command(subcommand)]
-    command: ThreadCommand,
-}
-
-#[derive(Debug, Subcommand)]
-enum ThreadCommand {
-    /// Open a named thread in a house.
-    Create {
-        /// The house.
-        house: String,
-        /// The thread's name, unique in the house.
-        name: String,
-        /// A tag (repeat for more).
-        #[arg(long = "tag")]
-        tags: Vec<String>,
-        /// A member who takes part from the start (repeat for more).
-        #[arg(long = "with")]
-        with: Vec<String>,
-    },
-    /// List a house's threads, most recently active first.
-    List {
-        /// The house.
-        house: String,
-        /// Archived threads too.
-        #[arg(long)]
-        all: bool,
-        /// At most this many.
-        #[arg(long, default_value_t = 50)]
-        limit: usize,
-        /// One JSON object per thread.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Post a message as a person, wait for the bots' answers and print them.
-    Post {
-        /// The house.
-        house: String,
-        /// The thread: its name, id or link.
-        thread: String,
-        /// The message.
-        text: String,
-        /// The person posting (a human member; the house's only person when left out).
-        #[arg(long = "as")]
-        author: Option<String>,
-        /// Return once the post is committed.
-        #[arg(long)]
-        no_wait: bool,
-        /// How long to wait for the round, in seconds.
-        #[arg(long, default_value_t = 600)]
-        timeout: u64,
-        /// One JSON object per message that lands.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print a thread's messages, oldest first.
-    Read {
-        /// The house.
-        house: String,
-        /// The thread: its name, id or link.
-        thread: String,
-        /// Skip this many of the newest messages.
-        #[arg(long, default_value_t = 0)]
-        offset: usize,
-        /// At most this many messages.
-        #[arg(long, default_value_t = 100)]
-        limit: usize,
-        /// One JSON object per message.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Search a house's threads (all words, accents ignored).
-    Search {
-        /// The house.
-        house: String,
-        /// The words.
-        #[arg(required = true, num_args = 1..)]
-        query: Vec<String>,
-        /// How many hits.
-        #[arg(long, default_value_t = 10)]
-        limit: usize,
-        /// One JSON object per hit.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Archive a thread: off the list, history kept.
-    Archive {
-        /// The house.
-        house: String,
-        /// The thread.
-        thread: String,
-    },
-    /// Bring an archived thread back.
-    Unarchive {
-        /// The house.
-        house: String,
-        /// The thread.
-        thread: String,
-    },
-    /// Pin a thread to the top of the house's lists (`list_threads pinned_only` finds it).
-    Pin {
-        /// The house.
-        house: String,
-        /// The thread: its name, id or link.
-        thread: String,
-    },
-    /// Unpin a thread.
-    Unpin {
-        /// The house.
-        house: String,
-        /// The thread: its name, id or link.
-        thread: String,
-    },
-}
-
 /// Runs `troupe house …`.
 pub async fn house<F>(
     builder: Builder,
@@ -255,6 +131,15 @@ where
             }
         }
         HouseCommand::Create { name } => {
+            if let Some(remote) = Remote::find(builder.home_dir()) {
+                let made = remote.post("/houses", &json!({ "name": name })).await?;
+                println!(
+                    "made house `{}` ({})",
+                    made["house"]["name"].as_str().unwrap_or(&name),
+                    made["house"]["id"].as_str().unwrap_or_default()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let runtime = builder.recover(false).build().await?;
             let made = runtime.create_house(&name).await;
             runtime.shutdown().await;
@@ -268,6 +153,13 @@ where
             bot,
             listen,
         } => {
+            if let Some(remote) = Remote::find(builder.home_dir()) {
+                println!(
+                    "{}",
+                    add_remote(&remote, &house, human, name, bot, &listen).await?
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let runtime = builder.recover(false).build().await?;
             let result = async {
                 let h = runtime.house(&house).await?;
@@ -340,6 +232,12 @@ where
             );
         }
         HouseCommand::Remove { house, handle } => {
+            if let Some(remote) = Remote::find(builder.home_dir()) {
+                let path = format!("/houses/{}/members/{}", encode(&house), encode(&handle));
+                remote.delete(&path).await?;
+                println!("`{handle}` left `{house}`");
+                return Ok(ExitCode::SUCCESS);
+            }
             let runtime = builder.recover(false).build().await?;
             let result = async {
                 Ok::<_, anyhow::Error>(runtime.house(&house).await?.remove_member(&handle).await?)
@@ -355,6 +253,41 @@ where
     Ok(ExitCode::SUCCESS)
 }
 
+/// `house add` through a running server (`POST /api/houses/{house}/members`):
+/// what to print.
+async fn add_remote(
+    remote: &Remote,
+    house: &str,
+    human: Option<String>,
+    name: Option<String>,
+    bot: Option<String>,
+    listen: &str,
+) -> anyhow::Result<String> {
+    let body = match (&human, &bot) {
+        (Some(handle), _) => json!({ "human": handle, "name": name }),
+        (None, Some(bot)) => json!({ "bot": bot, "listen": listen }),
+        (None, None) => anyhow::bail!("give --human HANDLE or --bot NAME"),
+    };
+    let path = format!("/houses/{}/members", encode(house));
+    let answer = remote.post(&path, &body).await?;
+    let handle = answer["member"]["handle"].as_str().unwrap_or_default();
+    if bot.is_some() {
+        return Ok(format!(
+            "`{handle}` is a bot of `{house}`, listening to {}",
+            answer["member"]["listen"].as_str().unwrap_or(listen)
+        ));
+    }
+    Ok(match answer["token"]["secret"].as_str() {
+        Some(secret) => format!(
+            "`{handle}` is a person of `{house}`\ntheir token for the server (shown once; `troupe token revoke {}` revokes it):\n{secret}",
+            answer["token"]["id"].as_str().unwrap_or_default()
+        ),
+        None => format!(
+            "`{handle}` is a person of `{house}` (already; `troupe token issue {house} {handle}` gives a new token)"
+        ),
+    })
+}
+
 pub(crate) async fn find_house(
     view: &View,
     name: &str,
@@ -367,381 +300,4 @@ pub(crate) async fn find_house(
                 "there is no house named `{name}`; `troupe house list` lists them, `troupe house create {name}` makes it"
             )
         })
-}
-
-async fn find_thread(view: &View, house: &str, thread: &str) -> anyhow::Result<ThreadInfo> {
-    let h = find_house(view, house).await?;
-    let owned = thread.to_string();
-    view.read(move |c| table::resolve_thread(c, h.id, &owned))
-        .await?
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "`{house}` has no thread `{thread}`; `troupe thread list {house}` lists them"
-            )
-        })
-}
-
-fn print_message(m: &ThreadMessage, json: bool) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string(m)?);
-    } else {
-        println!("{}", message_line(m));
-    }
-    Ok(())
-}
-
-/// A message as the CLI prints it: `[author] text`, each image it carries
-/// as a link with its size and who provides it.
-pub fn message_line(m: &ThreadMessage) -> String {
-    let mut line = format!("[{}] {}", m.author, m.text);
-    for a in &m.attachments {
-        let size = match (a.width, a.height) {
-            (Some(w), Some(h)) => format!(", {w}×{h}"),
-            _ => String::new(),
-        };
-        if !m.text.is_empty() {
-            line.push_str("\n   ");
-        }
-        line.push_str(&format!(
-            "🖼 {} <{}>{size} · {}",
-            a.title, a.url, a.attribution
-        ));
-    }
-    line
-}
-
-/// Runs `troupe thread …`.
-pub async fn thread<F>(
-    builder: Builder,
-    read_only: impl FnOnce() -> F,
-    args: ThreadArgs,
-) -> anyhow::Result<ExitCode>
-where
-    F: std::future::Future<Output = anyhow::Result<View>>,
-{
-    match args.command {
-        ThreadCommand::List {
-            house,
-            all,
-            limit,
-            json,
-        } => {
-            let view = read_only().await?;
-            let h = find_house(&view, &house).await?;
-            let filter = ThreadFilter {
-                include_archived: all,
-                limit,
-                ..ThreadFilter::default()
-            };
-            for t in view
-                .read(move |c| table::list_threads(c, h.id, &filter))
-                .await?
-            {
-                if json {
-                    println!("{}", serde_json::to_string(&t)?);
-                } else {
-                    println!(
-                        "{:<28} {:>5} messages  {}{}{}  {}",
-                        t.label(),
-                        t.messages,
-                        t.last_activity.format("%Y-%m-%d %H:%M"),
-                        if t.pinned { "  pinned" } else { "" },
-                        if t.archived { "  archived" } else { "" },
-                        t.participants.join(", ")
-                    );
-                }
-            }
-        }
-        ThreadCommand::Read {
-            house,
-            thread,
-            offset,
-            limit,
-            json,
-        } => {
-            let view = read_only().await?;
-            let t = find_thread(&view, &house, &thread).await?;
-            for m in view
-                .read(move |c| table::read_messages(c, t.id, offset, limit))
-                .await?
-            {
-                print_message(&m, json)?;
-            }
-        }
-        ThreadCommand::Search {
-            house,
-            query,
-            limit,
-            json,
-        } => {
-            let view = read_only().await?;
-            let h = find_house(&view, &house).await?;
-            let q = query.join(" ");
-            for hit in view
-                .read(move |c| table::search(c, h.id, &q, limit))
-                .await?
-            {
-                if json {
-                    println!("{}", serde_json::to_string(&hit)?);
-                } else {
-                    println!(
-                        "{} · {} · {}: {}",
-                        hit.thread_name.unwrap_or_else(|| hit.thread.to_string()),
-                        hit.created_at.format("%Y-%m-%d %H:%M"),
-                        hit.author,
-                        hit.snippet
-                    );
-                }
-            }
-        }
-        ThreadCommand::Create {
-            house,
-            name,
-            tags,
-            with,
-        } => {
-            let runtime = builder.recover(false).build().await?;
-            let result = async {
-                let h = runtime.house(&house).await?;
-                anyhow::Ok(h.create_thread(Some(&name), &tags, "cli", &with).await?)
-            }
-            .await;
-            runtime.shutdown().await;
-            let t = result?;
-            println!(
-                "opened thread `{name}` in `{house}` ({}); link {}",
-                t.info.id,
-                t.info.link()
-            );
-        }
-        ThreadCommand::Archive { house, thread } => {
-            return archive(builder, &house, &thread, true).await
-        }
-        ThreadCommand::Unarchive { house, thread } => {
-            return archive(builder, &house, &thread, false).await
-        }
-        ThreadCommand::Pin { house, thread } => return pin(builder, &house, &thread, true).await,
-        ThreadCommand::Unpin { house, thread } => {
-            return pin(builder, &house, &thread, false).await
-        }
-        ThreadCommand::Post {
-            house,
-            thread,
-            text,
-            author,
-            no_wait,
-            timeout,
-            json,
-        } => {
-            if let Some(remote) = super::remote::Remote::find(builder.home_dir()) {
-                let code = remote
-                    .post_in_thread(
-                        &house,
-                        &thread,
-                        &text,
-                        author.as_deref(),
-                        no_wait,
-                        Duration::from_secs(timeout),
-                        json,
-                    )
-                    .await?;
-                return Ok(ExitCode::from(code));
-            }
-            let runtime = builder.recover(false).build().await?;
-            let result = post(
-                &runtime, &house, &thread, &text, author, no_wait, timeout, json,
-            )
-            .await;
-            runtime.shutdown().await;
-            return result;
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn archive(
-    builder: Builder,
-    house: &str,
-    thread: &str,
-    archived: bool,
-) -> anyhow::Result<ExitCode> {
-    let runtime = builder.recover(false).build().await?;
-    let result = async {
-        let t = runtime.house(house).await?.thread(thread).await?;
-        anyhow::Ok(t.set_archived(archived).await?)
-    }
-    .await;
-    runtime.shutdown().await;
-    let (done, word) = (result?, if archived { "archived" } else { "unarchived" });
-    if !done {
-        anyhow::bail!("thread `{thread}` is {word} already");
-    }
-    println!("thread `{thread}` {word}");
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn pin(
-    builder: Builder,
-    house: &str,
-    thread: &str,
-    pinned: bool,
-) -> anyhow::Result<ExitCode> {
-    let runtime = builder.recover(false).build().await?;
-    let result = async {
-        let t = runtime.house(house).await?.thread(thread).await?;
-        anyhow::Ok(t.set_pinned(pinned).await?)
-    }
-    .await;
-    runtime.shutdown().await;
-    let (done, word) = (result?, if pinned { "pinned" } else { "unpinned" });
-    if !done {
-        anyhow::bail!("thread `{thread}` is {word} already");
-    }
-    println!("thread `{thread}` {word}");
-    Ok(ExitCode::SUCCESS)
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn post(
-    runtime: &crate::Runtime,
-    house: &str,
-    thread: &str,
-    text: &str,
-    author: Option<String>,
-    no_wait: bool,
-    timeout: u64,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let h = runtime.house(house).await?;
-    let author = match author {
-        Some(a) => a,
-        None => {
-            let people: Vec<String> = h
-                .members()
-                .await?
-                .into_iter()
-                .filter(|m| m.kind == MemberKind::Human)
-                .map(|m| m.handle)
-                .collect();
-            match people.as_slice() {
-                [one] => one.clone(),
-                [] => anyhow::bail!(
-                    "`{house}` has no people; add one with `troupe house add {house} --human HANDLE`"
-                ),
-                _ => anyhow::bail!("`{house}` has several people ({}); say who posts with --as", people.join(", ")),
-            }
-        }
-    };
-    let t = h.thread(thread).await?;
-    let mut events = runtime.node().thread_events();
-    let round = t.post(&author, text).await?;
-    if no_wait {
-        println!("posted ({round})");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let thread_id = t.info.id;
-    let mut failed = false;
-    let both = async {
-        let wait = async {
-            loop {
-                match events.recv().await {
-                    Ok(ThreadEvent::Posted(p)) if p.round == round && p.message.id != round => {
-                        print_message(&p.message, json)?;
-                    }
-                    // A GIF a bot posts during its turn is a message of its own.
-                    Ok(ThreadEvent::Posted(p))
-                        if p.thread == thread_id && !p.message.attachments.is_empty() =>
-                    {
-                        print_message(&p.message, json)?;
-                    }
-                    Ok(ThreadEvent::TurnFailed {
-                        round: r,
-                        bot,
-                        reason,
-                        ..
-                    }) if r == round => {
-                        failed = true;
-                        print_failure(&bot, &reason, json);
-                    }
-                    Ok(ThreadEvent::Held {
-                        round: r,
-                        bot,
-                        reason,
-                        ..
-                    }) if r == round => print_held(&bot, &reason, json),
-                    Ok(ThreadEvent::RoundSettled { round: r, .. }) if r == round => {
-                        return anyhow::Ok(())
-                    }
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                        anyhow::bail!("the node stopped before the round settled")
-                    }
-                }
-            }
-        };
-        // Work the round handed to an outside executor (`delegate_task`) runs
-        // in this process: it stays until that work reports, printing the
-        // reports as they land here.
-        wait.await?;
-        let mut tick = tokio::time::interval(Duration::from_millis(200));
-        loop {
-            let running = runtime
-                .node()
-                .store()
-                .read(troupe_actors::delegation::record::running_for_threads)
-                .await?;
-            if running == 0 {
-                return anyhow::Ok(());
-            }
-            tokio::select! {
-                event = events.recv() => match event {
-                    Ok(ThreadEvent::Posted(p)) if p.thread == thread_id && p.round != round => {
-                        print_message(&p.message, json)?;
-                    }
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                        anyhow::bail!("the node stopped before the delegated work reported")
-                    }
-                },
-                _ = tick.tick() => {}
-            }
-        }
-    };
-    match tokio::time::timeout(Duration::from_secs(timeout), both).await {
-        Ok(r) => r.map(|()| {
-            if failed {
-                ExitCode::from(super::exit::FAILED)
-            } else {
-                ExitCode::SUCCESS
-            }
-        }),
-        Err(_) => anyhow::bail!(
-            "the bots did not finish within {timeout} s; what they say later lands in the thread (`troupe thread read {house} {thread}`)"
-        ),
-    }
-}
-
-/// Says that `bot`'s turn in the round did not finish, and why: a line on
-/// stderr, or with `--json` an object on stdout beside the messages.
-/// A bot named in the post that was not offered a turn, and why.
-pub(super) fn print_held(bot: &str, reason: &str, json: bool) {
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({"type": "held", "bot": bot, "reason": reason})
-        );
-    } else {
-        eprintln!("troupe: `{bot}` was not offered a turn: {reason}");
-    }
-}
-
-pub(super) fn print_failure(bot: &str, reason: &str, json: bool) {
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({"type": "turn_failed", "bot": bot, "reason": reason})
-        );
-    } else {
-        eprintln!("troupe: `{bot}` did not answer: {reason}");
-    }
 }

@@ -108,6 +108,29 @@ impl Remote {
         Self::answer(response).await
     }
 
+    /// `DELETE /api{path}`.
+    pub async fn delete(&self, path: &str) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .delete(Self::api(path))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Self::answer(response).await
+    }
+
+    /// `PUT /api{path}` with raw bytes.
+    pub async fn put_bytes(&self, path: &str, bytes: Vec<u8>) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .put(Self::api(path))
+            .body(bytes)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Self::answer(response).await
+    }
+
     fn unreachable(&self, e: reqwest::Error) -> anyhow::Error {
         anyhow::anyhow!(
             "the home is served by pid {} at {}, which did not answer: {e}",
@@ -192,13 +215,13 @@ impl Remote {
                     }
                     Some("turn_failed") if event["round"] == round.as_str() => {
                         failed = true;
-                        super::house::print_failure(
+                        super::thread::print_failure(
                             event["bot"].as_str().unwrap_or("?"),
                             event["reason"].as_str().unwrap_or_default(),
                             json_out,
                         );
                     }
-                    Some("held") if event["round"] == round.as_str() => super::house::print_held(
+                    Some("held") if event["round"] == round.as_str() => super::thread::print_held(
                         event["bot"].as_str().unwrap_or("?"),
                         event["reason"].as_str().unwrap_or_default(),
                         json_out,
@@ -228,7 +251,7 @@ impl Remote {
 }
 
 /// A path segment, percent-encoded.
-fn encode(segment: &str) -> String {
+pub(super) fn encode(segment: &str) -> String {
     segment
         .bytes()
         .map(|b| {

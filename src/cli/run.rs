@@ -117,7 +117,7 @@ pub fn progress_line(event: &AgentEvent) -> Option<String> {
             let mark = if result.is_error() { "✗" } else { "✓" };
             let first = result.text.lines().next().unwrap_or_default();
             let first: String = first.chars().take(100).collect();
-            let mut line = format!("{mark} {name} ({elapsed_ms} ms) {first}");
+            let mut line = format!("{mark} {name} ({}) {first}", duration(*elapsed_ms));
             // An image the tool posted (`send_gif`): the user gets its link.
             let post = &result.data["post"];
             if let (Some(url), false) = (post["url"].as_str(), result.is_error()) {
@@ -266,4 +266,15 @@ pub async fn run(mut builder: Builder, args: RunArgs) -> anyhow::Result<ExitCode
     }
     runtime.shutdown().await;
     Ok(ExitCode::from(exit_code(&watch.outcome)))
+}
+
+/// A duration in milliseconds as a person reads it: `840 ms`, `2.4 s`,
+/// `3 min 05 s`, `1 h 02 min`.
+pub(super) fn duration(ms: u64) -> String {
+    match ms {
+        0..=999 => format!("{ms} ms"),
+        1_000..=59_999 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..=3_599_999 => format!("{} min {:02} s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{} h {:02} min", ms / 3_600_000, ms / 60_000 % 60),
+    }
 }

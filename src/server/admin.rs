@@ -53,6 +53,19 @@ pub async fn edit_bot(
     Ok(Json(json!({ "bot": state.node().bot(&spec.name)? })))
 }
 
+/// `DELETE /api/bots/{bot}`: removes a bot — archived with its history,
+/// out of every house, its routines deleted. 404 for an unknown bot, 400
+/// for the main agent.
+pub async fn remove_bot(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(bot): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_owner()?;
+    let removed = state.node().remove_bot(&bot).await?;
+    Ok(Json(json!({ "removed": removed })))
+}
+
 /// Body of `POST /api/bots/{bot}/turns`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

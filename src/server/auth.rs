@@ -78,6 +78,19 @@ impl Caller {
         Err(no_house(name))
     }
 
+    /// Who a write is by: the caller, or — for a caller who sees every
+    /// house (the home's own CLI) — the member `asked` names.
+    pub fn author(&self, asked: Option<String>) -> Result<String, ApiError> {
+        match asked {
+            Some(a) if self.everywhere => Ok(a),
+            Some(a) if a.eq_ignore_ascii_case(&self.member.handle) => Ok(a),
+            Some(_) => Err(ApiError::Forbidden(
+                "a member posts and writes as themselves; leave out `as`".into(),
+            )),
+            None => Ok(self.member.handle.clone()),
+        }
+    }
+
     /// Whether this caller manages the node (bots, routines, usage, tree).
     pub fn manages_node(&self) -> bool {
         self.manages

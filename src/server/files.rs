@@ -3,7 +3,7 @@
 //! `GET …/files?folder=` lists them with their state; `GET …/files/{path}`
 //! answers the bytes (`?version=` for an older one), with the version in
 //! `X-Troupe-Version`; `PUT …/files/{path}` writes the request body as one
-//! new version (`?message=`); `DELETE …/files/{path}?version=N` deletes it
+//! new version (`?message=`, and `?as=` for the home's CLI); `DELETE …/files/{path}?version=N` deletes it
 //! with all its versions if `N` is still its newest version, else 409;
 //! `GET …/versions?path=` is the log.
 
@@ -81,6 +81,10 @@ pub async fn get(
 pub struct Put {
     /// What the version is about.
     message: Option<String>,
+    /// The author kept in the log, for a caller who sees every house (the
+    /// home's own CLI); otherwise the caller.
+    #[serde(rename = "as")]
+    author: Option<String>,
 }
 
 /// `PUT /api/houses/{house}/files/{path}`: the body becomes the file, as
@@ -94,9 +98,8 @@ pub async fn put(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let h = caller.house(&state, &house).await?;
     let message = q.message.unwrap_or_default();
-    let (version, files) = h
-        .put_file(&caller.member.handle, &message, &path, body.to_vec())
-        .await?;
+    let author = caller.author(q.author)?;
+    let (version, files) = h.put_file(&author, &message, &path, body.to_vec()).await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({ "version": version, "files": files })),
@@ -110,6 +113,9 @@ pub struct Delete {
     version: i64,
     /// What the deletion is about.
     message: Option<String>,
+    /// The author kept in the log, as for `PUT`.
+    #[serde(rename = "as")]
+    author: Option<String>,
 }
 
 /// `DELETE /api/houses/{house}/files/{path}?version=N`: irreversible.
@@ -120,9 +126,10 @@ pub async fn delete(
     Params(q): Params<Delete>,
 ) -> Result<Json<Value>, ApiError> {
     let h = caller.house(&state, &house).await?;
+    let author = caller.author(q.author)?;
     let version = h
         .delete_files(
-            &caller.member.handle,
+            &author,
             &q.message.unwrap_or_default(),
             vec![(path, q.version)],
         )

@@ -71,6 +71,11 @@ pub struct NewThread {
     /// Members taking part from the start (the caller always does).
     #[serde(default)]
     with: Vec<String>,
+    /// Opened by this name instead of the caller, who then takes part only
+    /// if `with` names them: only for a caller who sees every house (the
+    /// home's own CLI).
+    #[serde(rename = "as")]
+    creator: Option<String>,
 }
 
 /// `POST /api/houses/{house}/threads`: opens a thread; 201 with it.
@@ -82,19 +87,17 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let h = caller.house(&state, &house).await?;
     let mut with = body.with;
-    if !with
-        .iter()
-        .any(|w| w.eq_ignore_ascii_case(&caller.member.handle))
+    let by_caller = body.creator.is_none();
+    let creator = caller.author(body.creator)?;
+    if by_caller
+        && !with
+            .iter()
+            .any(|w| w.eq_ignore_ascii_case(&caller.member.handle))
     {
         with.insert(0, caller.member.handle.clone());
     }
     let t = h
-        .create_thread(
-            body.name.as_deref(),
-            &body.tags,
-            &caller.member.handle,
-            &with,
-        )
+        .create_thread(body.name.as_deref(), &body.tags, &creator, &with)
         .await?;
     Ok((StatusCode::CREATED, Json(json!({ "thread": t.info }))))
 }
@@ -219,16 +222,7 @@ pub async fn post(
     Body(body): Body<NewMessage>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let t = find(&state, &caller, &house, &thread).await?;
-    let author = match body.author {
-        Some(a) if caller.everywhere => a,
-        Some(a) if a.eq_ignore_ascii_case(&caller.member.handle) => a,
-        Some(_) => {
-            return Err(ApiError::Forbidden(
-                "a member posts as themselves; leave out `as`".into(),
-            ))
-        }
-        None => caller.member.handle.clone(),
-    };
+    let author = caller.author(body.author)?;
     let id = t.post(&author, &body.text).await?;
     Ok((
         StatusCode::ACCEPTED,

@@ -6,7 +6,7 @@
 // in dark mode, upload a file and see it listed, complete an @mention and
 // recall the last message with ↑; the owner (a person of the house `home`)
 // adds a person whose new token signs in, while the server runs; axe-core
-// finds no serious violation on any view. A screenshot of each step goes to
+// finds no serious violation and no skipped heading level on any view. A screenshot of each step goes to
 // the artifact folder; the figures (first load, rendering a thread of 1,000
 // messages, axe's findings) are printed as the last line, in JSON.
 // Run by tests/suite/web_page.rs:
@@ -48,13 +48,14 @@ async function ask(what) {
   if (value !== "done") throw new Error("the test did not " + what);
 }
 const expect = (ok, what) => { if (!ok) throw new Error(what); };
-// axe-core on what `p` shows now: no serious or critical violation.
+// axe-core on what `p` shows now: no serious or critical violation, and no
+// heading that skips a level (`heading-order`, moderate).
 const axeFound = [];
 async function axe(p, what) {
   if (!(await p.evaluate(() => Boolean(window.axe)))) await p.evaluate(axeSource + ";0");
   const { violations } = await p.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
   axeFound.push({ what, violations: violations.map((v) => v.id + " (" + v.impact + ")") });
-  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical" || v.id === "heading-order");
   expect(!bad.length, what + ": axe-core finds " + bad.map((v) => v.id + " (" + v.impact + ") at "
     + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join("; ")).join(", "));
 }

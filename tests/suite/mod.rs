@@ -37,6 +37,7 @@ mod sandbox_network;
 mod scenarios;
 mod security;
 mod serve_cli;
+mod serve_writes;
 mod server;
 mod server_edges;
 mod server_people;

@@ -1,6 +1,7 @@
 //! `troupe serve` as a process, and the CLI beside it: `thread post`,
-//! `ps`, `run` and `chat` go through its API; a command that would write the home
-//! itself is refused with the server named; SIGTERM stops it cleanly.
+//! `ps`, `run` and `chat` go through its API (the other writing commands:
+//! `serve_writes.rs`); a command with no route, that would write the home
+//! itself, is refused with the server named; SIGTERM stops it cleanly.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -173,8 +174,9 @@ fn the_cli_goes_through_a_running_server_and_sigterm_stops_it() {
         text(&out.stderr)
     );
 
-    // A command that writes the home itself is refused, naming the server.
-    let out = troupe(&home, &["house", "create", "beta"]);
+    // A command with no route in the API, which would write the home
+    // itself, is refused, naming the server.
+    let out = troupe(&home, &["house", "rules", "acme", "--max-turns", "3"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("serve"), "{}", text(&out.stderr));
 

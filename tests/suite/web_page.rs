@@ -11,7 +11,7 @@
 //! last message with ↑. Then the owner — a person of the house `home` —
 //! opens the owner's views, adds a person to `acme` and changes a bot's
 //! listen mode, and the new person signs in with the token shown, all while
-//! the server runs. axe-core finds no serious violation on any view. The
+//! the server runs. axe-core finds no serious violation and no skipped heading level on any view. The
 //! screenshots of each step are kept in `target/test-artifacts/web-page/`,
 //! with `result.json`: the first load's bytes, the time to render a thread
 //! of 1,000 messages, axe's findings.

@@ -191,6 +191,11 @@ impl Node {
         Ok(())
     }
 
+    /// Forgets bot `name` in memory (its row was archived).
+    pub(crate) fn forget_bot(&self, name: &str) {
+        self.ctx.bots.remove(name);
+    }
+
     /// Creates a bot and persists it; it joins the home's own house.
     pub async fn create_bot(&self, spec: BotSpec) -> Result<BotRecord, NodeError> {
         self.create_bot_in(spec, None).await
