@@ -62,6 +62,8 @@ pub const TABLE: &[Row] = &[
     row("run_command", Yes, Yes, Yes, Yes),
     row("web_search", Yes, Yes, Yes, Yes),
     row("web_fetch", Yes, Yes, Yes, Yes),
+    // Offered only where a browser was found or configured.
+    row("browser_exec", Yes, Yes, Yes, Yes),
     row("send_gif", Yes, Yes, No, No),
     row("memory", Yes, Yes, Yes, No),
     row("ask_user", Yes, Yes, No, No),
