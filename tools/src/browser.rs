@@ -42,12 +42,12 @@ pub use page::Instance;
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// troupe's persistent profile in its home, where the user signs in
-    /// once; a window on a machine with a display.
+    /// once (a window where there is a display)
     #[default]
     Profile,
-    /// A fresh temporary profile, thrown away when the browser stops.
+    /// a fresh profile, thrown away when the browser stops
     Clean,
-    /// A fresh temporary profile, without a window.
+    /// a fresh profile, without a window
     Headless,
 }
 

@@ -255,6 +255,11 @@ pub async fn start(launch: &Launch) -> Result<Process, String> {
     })
 }
 
+/// Asks the browser whose process (and group) is `pid` to end.
+pub fn terminate(pid: u32) {
+    signal_group(pid, Signal::TERM);
+}
+
 /// The browser's version line (`Chromium 156.0…`), when it tells.
 pub async fn version(program: &Path) -> Option<String> {
     let out = tokio::time::timeout(

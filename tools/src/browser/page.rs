@@ -243,9 +243,9 @@ impl Instance {
 
     async fn page_info(&self) -> Result<Value, Failure> {
         self.evaluate(
-            "({url: location.href, title: document.title, w: innerWidth, h: innerHeight, \
-              sx: scrollX, sy: scrollY, pw: document.documentElement.scrollWidth, \
-              ph: document.documentElement.scrollHeight})",
+            "(() => { const d = document.documentElement || {}; \
+              return {url: location.href, title: document.title, w: innerWidth, h: innerHeight, \
+              sx: scrollX, sy: scrollY, pw: d.scrollWidth || 0, ph: d.scrollHeight || 0}; })()",
         )
         .await
     }
