@@ -350,6 +350,7 @@ impl RuntimeBuilder {
         })
         .await?;
         mcp.start(&node).await?;
+        start_browser(&node, &config).await?;
         let routines = routine_options(&config, self.clock);
         let scheduler = if self.scheduler {
             Some(SchedulerHandle::start(&node, routines).await?)
@@ -381,6 +382,22 @@ fn say_where_commands_run(settings: &troupe_runtime::sandbox::SandboxSettings, a
         }
         SandboxMode::Auto | SandboxMode::Required => {}
     }
+}
+
+/// Starts the Browser actor under the node's supervisor and offers
+/// `browser_exec`, when `[browser]` names a browser or one is on `PATH`;
+/// without one, the tool is not offered and `troupe doctor` says why.
+async fn start_browser(node: &Node, config: &Config) -> Result<(), RuntimeError> {
+    use troupe_tools::browser::{Browser, BrowserSettings};
+    match BrowserSettings::configured(&config.browser, node.home()) {
+        Ok(settings) => {
+            let browser = Browser::new(settings);
+            node.supervise(browser.child()).await?;
+            node.services().insert(browser);
+        }
+        Err(why) => tracing::debug!("browser_exec is not offered: {why}"),
+    }
+    Ok(())
 }
 
 /// The scheduler's options from `[routines]`, on `clock` (the system's when `None`).

@@ -12,6 +12,7 @@
 
 mod actors;
 mod actors_memory;
+mod browser;
 pub mod crash;
 mod env;
 mod executors;
@@ -87,6 +88,10 @@ pub enum Workload {
     /// A program's actor kind at scale: `--n` stored keys (1,000,000) with
     /// `--live` of them live (100,000), and the resident memory.
     ActorsMemory,
+    /// troupe's browser, headless: its start (`--n` of them, 5 at most), `--n` warm
+    /// `browser_exec` calls navigating to a local page and reading its title, and
+    /// the idle browser's resident memory (needs a Chromium).
+    Browser,
     /// Internal: the crash harness's worker.
     #[value(hide = true)]
     CrashWorker,
@@ -189,6 +194,7 @@ async fn in_process(
         Workload::Restart => restart::restart(n.unwrap_or(500), durable).await,
         Workload::House => house::house(n.unwrap_or(1_000_000)).await,
         Workload::Web => web::fetch(n.unwrap_or(50)).await,
+        Workload::Browser => browser::run(n.unwrap_or(50)).await,
         Workload::Mcp => mcp::mcp(n.unwrap_or(2_000)).await,
         Workload::Files => files::files(n.unwrap_or(2_000)).await,
         Workload::Server => server::server(n.unwrap_or(2_000)).await,

@@ -13,6 +13,7 @@
 //! read the home read-only beside it and never start a node ([`view`]).
 
 mod bots;
+mod browser;
 mod chat;
 mod config;
 mod cost;
@@ -211,6 +212,9 @@ pub enum Command {
     /// The MCP servers of mcp.json: list them, or test one.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// troupe's own browser (browser_exec): status, start it on its profile to sign in, stop it.
+    #[command(subcommand)]
+    Browser(browser::BrowserCommand),
     /// The outside coding harnesses (pi): list them, install one at its pinned version, remove one.
     #[command(subcommand)]
     Executors(executors::ExecutorsCommand),
@@ -308,6 +312,7 @@ async fn command(cli: Cli, overrides: Vec<(String, String)>) -> anyhow::Result<E
         Command::Thread(args) => thread::thread(builder(), read_only, args).await,
         Command::Mcp(command) => mcp::mcp(cli.home.clone(), command).await,
         Command::Executors(command) => executors::executors(cli.home.clone(), command).await,
+        Command::Browser(command) => browser::browser(cli.home.clone(), command).await,
         Command::Files(args) => files::files(builder(), read_only, args).await,
         Command::Token(args) => token::token(builder(), read_only, args).await,
         Command::Env(args) => env::env(builder(), args).await,

@@ -29,6 +29,7 @@
 //! # Ok::<(), troupe_runtime::config::ConfigError>(())
 //! ```
 
+mod browser;
 mod init;
 mod keys;
 mod layers;
@@ -41,6 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::home::Home;
 
+pub use browser::Browser;
 pub use init::{ensure_home, init_home, InitReport, DEFAULT_CONFIG, MODELS_EXAMPLE};
 pub use keys::{env_var, KEYS, SHORT_ENV};
 pub use sections::{
@@ -87,6 +89,8 @@ pub struct Config {
     pub tools: Tools,
     /// `[web]`: how the web tools reach the web.
     pub web: Web,
+    /// `[browser]`: the browser `browser_exec` drives.
+    pub browser: Browser,
     /// `[files]`: the size limit and quota of house files.
     pub files: Files,
     /// `[server]`: how `troupe serve` listens and whom it lets in.

@@ -169,6 +169,12 @@ async fn setup_findings(home: &troupe_runtime::home::Home, offline: bool) -> Vec
     let specs = setup::models_in_use(&config.agent.model, &bots, &models);
     out.extend(setup::models(home, &specs, &models, &env, offline).await);
     out.extend(setup::programs().await);
+    let (ok, text) = super::browser::finding(home, &config).await;
+    out.push(setup::Finding {
+        label: "browser".into(),
+        text,
+        ok,
+    });
     out
 }
 

@@ -295,6 +295,7 @@ pub fn tools(json: bool) -> anyhow::Result<ExitCode> {
                 table::Offer::Yes => "yes",
                 table::Offer::No => "no",
                 table::Offer::WithBots => "bots",
+                table::Offer::WithBrowser => "browser",
             })
             .collect();
         let exposure = match spec.exposure {

@@ -37,6 +37,7 @@ fn offer_text(offer: Offer) -> &'static str {
         Offer::Yes => "yes",
         Offer::No => "no",
         Offer::WithBots => "with bots",
+        Offer::WithBrowser => "with a browser",
     }
 }
 

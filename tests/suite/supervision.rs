@@ -581,20 +581,21 @@ fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let kinds: Vec<&str> = actors.iter().map(|a| a["kind"].as_str().unwrap()).collect();
-    assert_eq!(
-        kinds,
-        [
-            "node",
-            "conversations",
-            "threads",
-            "sandboxes",
-            "post_office",
-            "delegations",
-            "commands",
-            "reviewer"
-        ],
-        "{actors:?}"
-    );
+    let mut expected = vec![
+        "node",
+        "conversations",
+        "threads",
+        "sandboxes",
+        "post_office",
+        "delegations",
+        "commands",
+        "reviewer",
+    ];
+    // The Browser actor, where a browser is installed (`browser_exec`).
+    if troupe::tools::browser::chrome::find(None).is_ok() {
+        expected.push("browser");
+    }
+    assert_eq!(kinds, expected, "{actors:?}");
 
     let model = write_script(
         &home,

@@ -10,6 +10,8 @@
 
 pub mod ask_user;
 pub mod bot_create;
+pub mod browser;
+pub mod browser_exec;
 pub mod conversation_search;
 pub mod cronjob_manage;
 pub mod delegate;
@@ -86,7 +88,7 @@ pub fn builtin_configured(
         Arc::new(find_files::find_files::tool()),
         Arc::new(
             run_command::run_command::tool(
-                run_command::CommandHost::with_sandbox(sandbox)
+                run_command::CommandHost::with_sandbox(sandbox.clone())
                     .output_cap(settings.command_output_cap),
             )
             .instead_where(host::in_house, run_command::house::run_command::tool()),
@@ -96,6 +98,12 @@ pub fn builtin_configured(
             Arc::clone(&env),
         ))),
         Arc::new(web::fetch::web_fetch::tool(web::fetch::WebReader::new(web))),
+        Arc::new(browser_exec::browser_exec::tool(
+            browser_exec::BrowserExecHost {
+                sandbox: sandbox.clone(),
+                policy: web::guard::Policy::from_settings(web),
+            },
+        )),
         Arc::new(web::gif::send_gif::tool(web::gif::GifSearch::new(
             web,
             Arc::clone(&env),
@@ -143,7 +151,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 40, "{registry:?}");
+        assert_eq!(registry.len(), 41, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

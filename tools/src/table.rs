@@ -18,6 +18,9 @@ pub enum Offer {
     No,
     /// Offered only when the home has at least one bot (`message_agent`).
     WithBots,
+    /// Offered only where a browser was found or configured
+    /// (`browser_exec`; the tool itself checks).
+    WithBrowser,
 }
 
 /// One row: a tool and its offer to conversation, bot, routine run, subagent.
@@ -35,7 +38,7 @@ pub struct Row {
     pub subagent: Offer,
 }
 
-use Offer::{No, WithBots, Yes};
+use Offer::{No, WithBots, WithBrowser, Yes};
 
 const fn row(
     tool: &'static str,
@@ -62,6 +65,13 @@ pub const TABLE: &[Row] = &[
     row("run_command", Yes, Yes, Yes, Yes),
     row("web_search", Yes, Yes, Yes, Yes),
     row("web_fetch", Yes, Yes, Yes, Yes),
+    row(
+        "browser_exec",
+        WithBrowser,
+        WithBrowser,
+        WithBrowser,
+        WithBrowser,
+    ),
     row("send_gif", Yes, Yes, No, No),
     row("memory", Yes, Yes, Yes, No),
     row("ask_user", Yes, Yes, No, No),
@@ -126,6 +136,7 @@ pub fn is_offered(tool: &str, kind: ActorKind, home_has_bots: bool) -> bool {
         Yes => true,
         No => false,
         WithBots => home_has_bots,
+        WithBrowser => true,
     }
 }
 

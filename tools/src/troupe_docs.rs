@@ -29,6 +29,7 @@ pub const PAGES: &[(&str, &str)] = &[
     ("benchmarks.md", include_str!("../../docs/benchmarks.md")),
     ("providers.md", include_str!("../../docs/providers.md")),
     ("tools.md", include_str!("../../docs/tools.md")),
+    ("browser.md", include_str!("../../docs/browser.md")),
     ("security.md", include_str!("../../docs/security.md")),
     ("operating.md", include_str!("../../docs/operating.md")),
     ("scenarios.md", include_str!("../../docs/scenarios.md")),

@@ -137,6 +137,10 @@ fn documented_defaults() -> Config {
             klipy_url: "https://api.klipy.com/v2/search".to_owned(),
             timeout_secs: 30,
         },
+        browser: crate::config::Browser {
+            chrome: None,
+            idle_s: 300,
+        },
         files: Files {
             max_file_bytes: 10_485_760,
             house_quota_bytes: 1_073_741_824,
@@ -196,6 +200,7 @@ fn key_list_matches_the_structs() {
     full.agent.working_dir = Some(PathBuf::from("/w"));
     full.environments.helper = Some(PathBuf::from("/troupe"));
     full.environments.disk_files = Some(1);
+    full.browser.chrome = Some(PathBuf::from("/usr/bin/chromium"));
     for budget in [
         &mut full.budgets.per_turn,
         &mut full.budgets.per_bot_day,
@@ -332,7 +337,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, files, server, environments, telemetry \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, browser, files, server, environments, telemetry \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

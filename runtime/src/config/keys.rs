@@ -69,6 +69,8 @@ pub const KEYS: &[&str] = &[
     "web.giphy_url",
     "web.klipy_url",
     "web.timeout_secs",
+    "browser.chrome",
+    "browser.idle_s",
     "files.max_file_bytes",
     "files.house_quota_bytes",
     "server.listen",

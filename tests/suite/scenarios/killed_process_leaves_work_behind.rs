@@ -1,9 +1,10 @@
 //! **A killed process leaves work behind.** `troupe run`, the real binary,
 //! has started a background command, is waiting on a foreground command
-//! that left a child of its own running, and holds an MCP server that
-//! started a helper of its own. It is killed with SIGKILL, so none of its
-//! clean-up code runs. Every one of those processes is gone afterwards:
-//! nothing troupe started is orphaned. (The same for a command alone, at
+//! that left a child of its own running, holds an MCP server that
+//! started a helper of its own, and has its browser running (a
+//! `browser_exec` call opened it, where a browser is installed). It is
+//! killed with SIGKILL, so none of its clean-up code runs. Every one of
+//! those processes is gone afterwards: nothing troupe started is orphaned. (The same for a command alone, at
 //! the tool's level: `troupe-tools`' `a_command_and_its_children_die_when_troupe_is_sigkilled`
 //! and its sandboxed twin; an executor's harness:
 //! `executors::troupe_killed_mid_instance_reports_it_interrupted_once_and_never_runs_it_again`.)
@@ -67,17 +68,24 @@ fn sigkill_of_troupe_leaves_no_command_or_mcp_server_running() {
     let fifo = work.path().join("ready.fifo");
     let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(made.success());
-    let model = write_script(
-        &home,
-        "turns.json",
-        json!([
-            {"tool_calls": [{"name": "run_command", "arguments": {
-                "command": format!("sleep {background}"), "background": true}}]},
-            {"tool_calls": [{"name": "run_command", "arguments": {
-                "command": format!("sleep {foreground} & echo go > ready.fifo; wait")}}]},
-            {"text": "never reached"}
-        ]),
-    );
+    // The browser's processes all name its profile, in the home.
+    let browser_mark = format!("{}/browser/", home.path().display());
+    let with_browser = troupe::tools::browser::chrome::find(None).is_ok()
+        || std::env::var_os("TROUPE_TEST_REQUIRE_BROWSER").is_some();
+    let mut turns = vec![json!({"tool_calls": [{"name": "run_command", "arguments": {
+        "command": format!("sleep {background}"), "background": true}}]})];
+    if with_browser {
+        turns.push(json!({"tool_calls": [{"name": "tool_search", "arguments": {
+            "query": "browser_exec"}}]}));
+        turns.push(
+            json!({"tool_calls": [{"name": "browser_exec", "arguments": {
+            "code": "# open the browser\nprint(page_info()['url'])", "mode": "headless"}}]}),
+        );
+    }
+    turns.push(json!({"tool_calls": [{"name": "run_command", "arguments": {
+        "command": format!("sleep {foreground} & echo go > ready.fifo; wait")}}]}));
+    turns.push(json!({"text": "never reached"}));
+    let model = write_script(&home, "turns.json", json!(turns));
     let mut troupe = Command::new(env!("CARGO_BIN_EXE_troupe"))
         .arg("--home")
         .arg(home.path())
@@ -113,6 +121,13 @@ fn sigkill_of_troupe_leaves_no_command_or_mcp_server_running() {
         server_helper.as_str(),
         server_mark.as_str(),
     ];
+    let browser = || {
+        if with_browser {
+            processes_naming(&browser_mark)
+        } else {
+            Vec::new()
+        }
+    };
     // A child forked a moment ago may not have become `sleep` yet.
     let deadline = Instant::now() + WAIT;
     let missing = |markers: &[&str]| -> Vec<String> {
@@ -130,14 +145,23 @@ fn sigkill_of_troupe_leaves_no_command_or_mcp_server_running() {
         Vec::<String>::new(),
         "not running before the kill"
     );
+    assert!(
+        !with_browser || !browser().is_empty(),
+        "the browser is not running before the kill"
+    );
 
     troupe.kill().unwrap();
     troupe.wait().unwrap();
     let deadline = Instant::now() + WAIT;
-    let mut left: Vec<(u32, String)> = markers.iter().flat_map(|m| processes_with(m)).collect();
+    let still = || -> Vec<(u32, String)> {
+        let mut left: Vec<(u32, String)> = markers.iter().flat_map(|m| processes_with(m)).collect();
+        left.extend(browser());
+        left
+    };
+    let mut left = still();
     while !left.is_empty() && Instant::now() < deadline {
         std::thread::yield_now();
-        left = markers.iter().flat_map(|m| processes_with(m)).collect();
+        left = still();
     }
     for (pid, _) in &left {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
