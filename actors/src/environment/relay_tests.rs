@@ -7,11 +7,11 @@ fn only_the_model_api_paths_are_routed() {
     assert_eq!(route(&Method::GET, "/v1/models"), Ok(Route::Models));
     assert_eq!(
         route(&Method::POST, "/v1/chat/completions"),
-        Ok(Route::Forward(Api::Openai))
+        Ok(Route::Call(Wire::Chat))
     );
     assert_eq!(
         route(&Method::POST, "/v1/messages"),
-        Ok(Route::Forward(Api::Anthropic))
+        Ok(Route::Call(Wire::Messages))
     );
     let wrong_method = route(&Method::GET, "/v1/chat/completions").unwrap_err();
     assert_eq!(
@@ -27,7 +27,7 @@ fn only_the_model_api_paths_are_routed() {
         assert!(
             refused
                 .message
-                .contains("forwards only POST /v1/chat/completions"),
+                .contains("forwards only POST /v1/chat/completions and /v1/responses"),
             "{path}: {}",
             refused.message
         );
