@@ -193,7 +193,6 @@ async fn claude_code_is_steered_edits_a_file_and_reports_once() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].row.status, "done");
     assert!(rows[0].row.session.is_some(), "{rows:?}");
-    assert!(rows[0].tokens > 0, "{rows:?}");
     // Reported once: no second report comes while the parent answers.
     let bot = runtime.bot("assistant").await.unwrap();
     let conversation = bot.conversation();
@@ -260,9 +259,9 @@ async fn claude_code_is_stopped_mid_command() {
 }
 
 #[tokio::test]
-async fn codex_edits_a_file_in_its_own_sandbox_then_is_resumed_in_the_same_session() {
+async fn codex_edits_a_file_then_is_resumed_in_the_same_session() {
     let Some(bench) = Bench::new(
-        "codex_edits_a_file_in_its_own_sandbox_then_is_resumed_in_the_same_session",
+        "codex_edits_a_file_then_is_resumed_in_the_same_session",
         "codex",
     ) else {
         return;
@@ -274,7 +273,7 @@ async fn codex_edits_a_file_in_its_own_sandbox_then_is_resumed_in_the_same_sessi
             "executors": {"codex": {"turns": [
                 {"tool_calls": [{"name": "exec_command", "arguments": {
                   "cmd": "printf hi-from-codex > hello.txt"}}], "expect": "Write hello.txt"},
-                {"text": "Wrote hello.txt."},
+                {"text": "Wrote hello.txt.", "expect": "Process exited with code 0"},
                 {"text": "Resumed: hello.txt is there.", "expect": "check it"}
             ]}}
         }))
@@ -291,9 +290,19 @@ async fn codex_edits_a_file_in_its_own_sandbox_then_is_resumed_in_the_same_sessi
         text.contains("[done]") && text.contains("Wrote hello.txt."),
         "{text}"
     );
+    let sub = instances(&runtime).await[0].row.id;
+    let record = runtime
+        .node()
+        .store()
+        .read(move |c| troupe::actors::delegation::record::events_of(c, sub, 0, 100))
+        .await
+        .unwrap();
     assert_eq!(
-        std::fs::read_to_string(proj.join("hello.txt")).unwrap(),
-        "hi-from-codex"
+        std::fs::read_to_string(proj.join("hello.txt"))
+            .ok()
+            .as_deref(),
+        Some("hi-from-codex"),
+        "{record:?}"
     );
     // Codex takes no steer while it works: it says how to go on instead.
     let steer = delegate(

@@ -474,13 +474,16 @@ async fn a_script_without_turns_for_the_executor_is_refused_naming_the_fix() {
         )
     );
 
-    // A model answered here speaks only OpenAI chat completions.
-    let (status, body) = post(address, "/v1/messages", &headers, &pi_request(vec![])).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(
-        message(&body).contains("send it to POST /v1/chat/completions"),
-        "{body}"
-    );
+    // A model answered here is answered in every wire format, the same
+    // refusal included.
+    for path in ["/v1/messages", "/v1/responses"] {
+        let (status, body) = post(address, path, &headers, &pi_request(vec![])).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+        assert!(
+            message(&body).contains("has no turns for executor pi"),
+            "{path}: {body}"
+        );
+    }
     assert_eq!(script.calls(), 0);
     stopped.cancel();
 }

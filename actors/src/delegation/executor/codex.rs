@@ -11,8 +11,11 @@
 //! model_providers.troupe…`: the relay's address, the secret read from
 //! `TROUPE_RELAY_KEY`, the harness's name in a header), so no config file
 //! is shared between instances. Its home (`CODEX_HOME`) is the harness's
-//! sessions folder. Codex runs its commands in its own sandbox
-//! (`workspace-write`: the folder writable, no network) inside troupe's.
+//! sessions folder. Its commands run in troupe's sandbox, which confines
+//! the whole harness (`sandbox_mode = "danger-full-access"` inside it):
+//! Codex's own `workspace-write` sandbox starts a helper
+//! (`codex-linux-sandbox`, an alias of its program it makes at start) that
+//! its nested bubblewrap cannot find inside troupe's sandbox.
 
 use serde_json::Value;
 use troupe_runtime::model::Api;
@@ -63,7 +66,7 @@ impl Harness for Codex {
                 "model_providers.troupe.http_headers={{\"x-troupe-executor\"={}}}",
                 toml_string(self.name())
             ),
-            "sandbox_mode=\"workspace-write\"".into(),
+            "sandbox_mode=\"danger-full-access\"".into(),
             "approval_policy=\"never\"".into(),
             "check_for_update_on_startup=false".into(),
             "analytics.enabled=false".into(),
