@@ -1,7 +1,7 @@
 //! Outside executors: the coding harnesses troupe hands coding work to, and
 //! installing them into the home.
 //!
-//! A harness (`pi` first; Claude Code and Codex later) is someone else's
+//! A harness (`pi`, `claude-code`, `codex`) is someone else's
 //! agent CLI, shipped as an npm package. troupe drives it from outside, so it
 //! depends on that CLI's flags and output: each harness is pinned to one
 //! version ([`HARNESSES`]), installed per home rather than globally, and
@@ -45,20 +45,51 @@ pub struct Harness {
     pub package: &'static str,
     /// The exact version troupe is written against.
     pub version: &'static str,
-    /// Its CLI's entry point, a path under `node_modules/`, run with `node`.
+    /// Its CLI's entry point, a path under `node_modules/`: a script run
+    /// with `node`, or (`native`) a program of its own.
     pub entry: &'static str,
-    /// The oldest Node.js it runs on, `(major, minor)`.
+    /// Whether `entry` is a native program (the package ships one per
+    /// platform in an optional dependency) rather than a script for `node`.
+    pub native: bool,
+    /// The oldest Node.js it runs on (or that installs it), `(major, minor)`.
     pub min_node: (u32, u32),
 }
 
 /// Every harness troupe knows.
-pub const HARNESSES: &[Harness] = &[Harness {
-    name: "pi",
-    package: "@mariozechner/pi-coding-agent",
-    version: "0.73.1",
-    entry: "@mariozechner/pi-coding-agent/dist/cli.js",
-    min_node: (20, 6),
-}];
+pub const HARNESSES: &[Harness] = &[
+    Harness {
+        name: "pi",
+        package: "@mariozechner/pi-coding-agent",
+        version: "0.73.1",
+        entry: "@mariozechner/pi-coding-agent/dist/cli.js",
+        native: false,
+        min_node: (20, 6),
+    },
+    Harness {
+        name: "claude-code",
+        package: "@anthropic-ai/claude-code",
+        version: "2.1.332",
+        entry: if cfg!(target_arch = "aarch64") {
+            "@anthropic-ai/claude-code-linux-arm64/claude"
+        } else {
+            "@anthropic-ai/claude-code-linux-x64/claude"
+        },
+        native: true,
+        min_node: (18, 0),
+    },
+    Harness {
+        name: "codex",
+        package: "@openai/codex",
+        version: "0.171.0",
+        entry: if cfg!(target_arch = "aarch64") {
+            "@openai/codex-linux-arm64/vendor/aarch64-unknown-linux-musl/bin/codex"
+        } else {
+            "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
+        },
+        native: true,
+        min_node: (16, 0),
+    },
+];
 
 /// The harness called `name`, if troupe knows one.
 ///

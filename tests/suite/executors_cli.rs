@@ -19,8 +19,9 @@ fn list(home: &TestHome) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// pi's entry in the list (the first), not installed.
 fn not_installed(home: &TestHome) -> Value {
-    json!([{
+    json!({
         "name": "pi",
         "package": "@mariozechner/pi-coding-agent",
         "pinned": "0.73.1",
@@ -29,7 +30,7 @@ fn not_installed(home: &TestHome) -> Value {
         "dir": home.path().join("executors/pi"),
         "entry": null,
         "from": null,
-    }])
+    })
 }
 
 #[test]
@@ -48,11 +49,23 @@ fn pi_is_installed_from_a_node_modules_folder_listed_and_removed() {
         return;
     }
     let home = TestHome::new();
-    assert_eq!(list(&home), not_installed(&home));
+    assert_eq!(list(&home)[0], not_installed(&home));
+    let names: Vec<Value> = list(&home)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("pi"), json!("claude-code"), json!("codex")]);
     let human = troupe(&home, &["executors", "list"]);
     assert_eq!(
-        text(&human.stdout),
-        "pi  -  not installed  (troupe executors install pi)\n"
+        text(&human.stdout).lines().next().unwrap(),
+        "pi  -  not installed  (troupe executors install pi)"
+    );
+    assert!(
+        text(&human.stdout).contains("codex  -  not installed  (troupe executors install codex)"),
+        "{}",
+        text(&human.stdout)
     );
 
     let from = modules.display().to_string();
@@ -66,8 +79,8 @@ fn pi_is_installed_from_a_node_modules_folder_listed_and_removed() {
 
     let canonical = modules.canonicalize().unwrap();
     assert_eq!(
-        list(&home),
-        json!([{
+        list(&home)[0],
+        json!({
             "name": "pi",
             "package": "@mariozechner/pi-coding-agent",
             "pinned": "0.73.1",
@@ -76,12 +89,12 @@ fn pi_is_installed_from_a_node_modules_folder_listed_and_removed() {
             "dir": dir,
             "entry": canonical.join("@mariozechner/pi-coding-agent/dist/cli.js"),
             "from": canonical.display().to_string(),
-        }])
+        })
     );
 
     let out = troupe(&home, &["executors", "remove", "pi"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(list(&home), not_installed(&home));
+    assert_eq!(list(&home)[0], not_installed(&home));
     assert!(
         modules
             .join("@mariozechner/pi-coding-agent/dist/cli.js")

@@ -19,6 +19,7 @@ mod environments_quota;
 mod environments_relay;
 mod executors;
 mod executors_cli;
+mod harnesses;
 mod home;
 mod house;
 mod house_cli;

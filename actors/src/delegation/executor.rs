@@ -1,5 +1,7 @@
-//! Outside executors: coding harnesses (pi) working on a folder, each
-//! running instance an actor under its delegation.
+//! Outside executors: coding harnesses (pi, Claude Code, Codex) working on
+//! a folder, each running instance an actor under its delegation; what is
+//! particular to each harness is behind one adapter ([`harness::Harness`]),
+//! one file per harness.
 //!
 //! ```text
 //! delegations
@@ -35,6 +37,9 @@
 //! interrupted, with `resume` offered — never run twice, never lost.
 
 mod actor;
+pub mod claude;
+pub mod codex;
+pub mod harness;
 pub mod house;
 mod output;
 pub mod pi;

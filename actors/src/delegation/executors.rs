@@ -284,7 +284,8 @@ impl Delegations {
         let Some(session) = sub
             .session
             .clone()
-            .filter(|s| std::path::Path::new(s).is_file())
+            // pi's is a file; Claude Code's and Codex's an id in their state.
+            .filter(|s| !s.starts_with('/') || std::path::Path::new(s).is_file())
         else {
             return ToolResult::error(format!(
                 "{id}'s {executor} session is not kept (it never said where, or it was deleted), \

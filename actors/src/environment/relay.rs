@@ -8,8 +8,10 @@
 //! `127.0.0.1:`[`PORT`] and hands each connection to the Sandbox actor,
 //! which serves HTTP here, outside:
 //!
-//! - `POST /v1/chat/completions` (OpenAI-compatible) and `POST /v1/messages`
-//!   (Anthropic) go to the provider of the model the request names, which
+//! - `POST /v1/chat/completions` and `POST /v1/responses` (OpenAI-compatible:
+//!   chat completions, and the Responses API Codex speaks), `POST
+//!   /v1/messages` and `POST /v1/messages/count_tokens` (Anthropic) go to
+//!   the provider of the model the request names, which
 //!   must be one of troupe's own ([`offered`]: a name `models.toml` defines,
 //!   or the default model's spec; a provider's model id that exactly one of
 //!   them uses is taken too). The request's `model` becomes the provider's
@@ -19,8 +21,9 @@
 //!   added here. The answer flows back as it arrives: a stream, event by
 //!   event.
 //! - A model troupe calls in-process, with no address (a script above
-//!   all, so that an executor can be tested offline), is answered here
-//!   (module `served`), over `POST /v1/chat/completions` only. A request with
+//!   all, so that an executor can be tested offline), is answered here in
+//!   each of those wire formats (modules `served`, `anthropic`,
+//!   `responses`; token counts are estimated). A request with
 //!   `x-troupe-executor: NAME` is answered by the provider for that
 //!   harness ([`Provider::for_executor`]: a script's `executors.NAME`
 //!   turns); a script with none for it is refused, saying so.
@@ -49,6 +52,8 @@
 //! status, the tokens the answer's `usage` reported and their cost at the
 //! model's prices.
 
+mod anthropic;
+mod responses;
 mod served;
 
 use std::convert::Infallible;
@@ -333,7 +338,7 @@ impl Relay {
             )),
             _ => match route(request.method(), request.uri().path()) {
                 Ok(Route::Models) => Ok(self.list()),
-                Ok(Route::Forward(api)) => self.forward(api, request).await,
+                Ok(Route::Call(wire)) => self.forward(wire, request).await,
                 Err(refusal) => Err(refusal),
             },
         };
@@ -457,9 +462,10 @@ impl Relay {
     /// Forwards a call to its model's provider and streams the answer back.
     async fn forward(
         &self,
-        api: Api,
+        wire: Wire,
         request: Request<Incoming>,
     ) -> Result<Response<Body>, Refusal> {
+        let api = wire.api();
         let started = Instant::now();
         let (parts, body) = request.into_parts();
         let mut body = read_json(&parts.headers, body).await?;
@@ -478,7 +484,7 @@ impl Relay {
             (Ok(endpoint), _) => endpoint,
             (Err(_), Some(provider)) => {
                 return self
-                    .answer_here(api, offered, provider, &parts.headers, &body, started)
+                    .answer_here(wire, offered, provider, &parts.headers, &body, started)
                     .await
             }
             (Err(why), None) => {
@@ -509,9 +515,11 @@ impl Relay {
         }
         body["model"] = Value::String(endpoint.model.clone());
         let base = endpoint.base_url.trim_end_matches('/');
-        let url = match api {
-            Api::Openai => format!("{base}/chat/completions"),
-            Api::Anthropic => format!("{base}/v1/messages"),
+        let url = match wire {
+            Wire::Chat => format!("{base}/chat/completions"),
+            Wire::Responses => format!("{base}/responses"),
+            Wire::Messages => format!("{base}/v1/messages"),
+            Wire::CountTokens => format!("{base}/v1/messages/count_tokens"),
         };
         let headers = upstream_headers(api, &parts.headers, endpoint)?;
         let unavailable = || {
@@ -602,27 +610,16 @@ impl Relay {
     }
 
     /// Answers a call to a model with no address from its provider here,
-    /// in the OpenAI chat completions shape.
+    /// in the wire format it came in.
     async fn answer_here(
         &self,
-        api: Api,
+        wire: Wire,
         offered: &Offered,
         provider: &Arc<dyn Provider>,
         headers: &HeaderMap,
         body: &Value,
         started: Instant,
     ) -> Result<Response<Body>, Refusal> {
-        if api != Api::Openai {
-            return Err(Refusal::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                format!(
-                    "model {} is answered by troupe itself, in OpenAI chat completions only: \
-                     send it to POST /v1/chat/completions ($OPENAI_BASE_URL)",
-                    offered.name
-                ),
-            ));
-        }
         let provider = match headers.get(served::EXECUTOR_HEADER) {
             None => Arc::clone(provider),
             Some(value) => {
@@ -644,12 +641,6 @@ impl Relay {
                 }
             }
         };
-        let chat = served::chat_request(body, &offered.name)?;
-        let events = provider
-            .stream(chat.request)
-            .await
-            .map_err(|e| served::refusal(&e))?;
-        let mut answer = served::Answer::new(&offered.name);
         let mut tally = Tally {
             origin: self.0.origin.clone(),
             model: offered.name.clone(),
@@ -662,7 +653,46 @@ impl Relay {
             bytes: 0,
             ended: "cut short",
         };
-        if chat.stream {
+        let (request, stream) = match wire {
+            Wire::Chat => {
+                let chat = served::chat_request(body, &offered.name)?;
+                (chat.request, chat.stream)
+            }
+            Wire::Messages => anthropic::request(body, &offered.name)?,
+            Wire::Responses => responses::request(body, &offered.name)?,
+            Wire::CountTokens => {
+                tally.ended = "complete";
+                return Ok(whole(StatusCode::OK, &anthropic::count_tokens(body)));
+            }
+        };
+        let events = provider
+            .stream(request)
+            .await
+            .map_err(|e| served::refusal(&e))?;
+        if wire != Wire::Chat {
+            let gathered = match served::gather(events).await {
+                Ok(gathered) => gathered,
+                Err(e) => {
+                    let refusal = served::refusal(&e);
+                    tally.status = refusal.status.as_u16();
+                    tally.ended = "the model failed";
+                    return Err(refusal);
+                }
+            };
+            tally.usage = gathered.usage.unwrap_or_default();
+            tally.ended = "complete";
+            let answer = match wire {
+                Wire::Messages => anthropic::answer(&gathered, &offered.name),
+                _ => responses::answer(&gathered, &offered.name),
+            };
+            return Ok(if stream {
+                served::event_stream(&answer.events)
+            } else {
+                whole(StatusCode::OK, &answer.whole)
+            });
+        }
+        let mut answer = served::Answer::new(&offered.name);
+        if stream {
             let mut response = Response::new(
                 StreamBody::new(served::chunks(events, answer, tally)).boxed_unsync(),
             );
@@ -695,6 +725,29 @@ impl Relay {
     }
 }
 
+/// A wire format the relay takes calls in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    /// OpenAI chat completions.
+    Chat,
+    /// OpenAI's Responses API.
+    Responses,
+    /// Anthropic messages.
+    Messages,
+    /// Anthropic's token count of a messages request.
+    CountTokens,
+}
+
+impl Wire {
+    /// The provider API it is forwarded to.
+    fn api(self) -> Api {
+        match self {
+            Wire::Chat | Wire::Responses => Api::Openai,
+            Wire::Messages | Wire::CountTokens => Api::Anthropic,
+        }
+    }
+}
+
 impl Offered {
     /// The API its calls are made in: its endpoint's, OpenAI's when the
     /// relay answers it itself; `None` when it cannot be called.
@@ -723,24 +776,27 @@ fn same_secret(given: &[u8], secret: &[u8]) -> bool {
 enum Route {
     /// `GET /v1/models`.
     Models,
-    /// A call to forward, in this API.
-    Forward(Api),
+    /// A call to forward (or answer here), in this wire format.
+    Call(Wire),
 }
 
 /// The route of `method path`, or why there is none.
 fn route(method: &Method, path: &str) -> Result<Route, Refusal> {
     let (route, allowed) = match path {
         "/v1/models" => (Route::Models, Method::GET),
-        "/v1/chat/completions" => (Route::Forward(Api::Openai), Method::POST),
-        "/v1/messages" => (Route::Forward(Api::Anthropic), Method::POST),
+        "/v1/chat/completions" => (Route::Call(Wire::Chat), Method::POST),
+        "/v1/responses" => (Route::Call(Wire::Responses), Method::POST),
+        "/v1/messages" => (Route::Call(Wire::Messages), Method::POST),
+        "/v1/messages/count_tokens" => (Route::Call(Wire::CountTokens), Method::POST),
         _ => {
             return Err(Refusal::new(
                 StatusCode::NOT_FOUND,
                 "not_found",
                 format!(
                     "nothing at {method} {path}: the relay forwards only POST \
-                     /v1/chat/completions (OpenAI-compatible) and POST /v1/messages (Anthropic), \
-                     and answers GET /v1/models"
+                     /v1/chat/completions and /v1/responses (OpenAI-compatible), POST \
+                     /v1/messages and /v1/messages/count_tokens (Anthropic), and answers GET \
+                     /v1/models"
                 ),
             ))
         }

@@ -7,11 +7,11 @@ fn only_the_model_api_paths_are_routed() {
     assert_eq!(route(&Method::GET, "/v1/models"), Ok(Route::Models));
     assert_eq!(
         route(&Method::POST, "/v1/chat/completions"),
-        Ok(Route::Forward(Api::Openai))
+        Ok(Route::Call(Wire::Chat))
     );
     assert_eq!(
         route(&Method::POST, "/v1/messages"),
-        Ok(Route::Forward(Api::Anthropic))
+        Ok(Route::Call(Wire::Messages))
     );
     let wrong_method = route(&Method::GET, "/v1/chat/completions").unwrap_err();
     assert_eq!(
@@ -27,7 +27,7 @@ fn only_the_model_api_paths_are_routed() {
         assert!(
             refused
                 .message
-                .contains("forwards only POST /v1/chat/completions"),
+                .contains("forwards only POST /v1/chat/completions and /v1/responses"),
             "{path}: {}",
             refused.message
         );
@@ -474,13 +474,16 @@ async fn a_script_without_turns_for_the_executor_is_refused_naming_the_fix() {
         )
     );
 
-    // A model answered here speaks only OpenAI chat completions.
-    let (status, body) = post(address, "/v1/messages", &headers, &pi_request(vec![])).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(
-        message(&body).contains("send it to POST /v1/chat/completions"),
-        "{body}"
-    );
+    // A model answered here is answered in every wire format, the same
+    // refusal included.
+    for path in ["/v1/messages", "/v1/responses"] {
+        let (status, body) = post(address, path, &headers, &pi_request(vec![])).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+        assert!(
+            message(&body).contains("has no turns for executor pi"),
+            "{path}: {body}"
+        );
+    }
     assert_eq!(script.calls(), 0);
     stopped.cancel();
 }

@@ -1,8 +1,9 @@
 //! The Executor actor: one harness process, from launch to its recorded end.
 //!
-//! `pre_start` launches the harness (see [`Launch`]) and a task reading its
-//! output (`output.rs`); the task writes every byte to the instance's output file, turns
-//! each line into a [`pi::Event`], queues what the record keeps for the
+//! `pre_start` launches the harness (see [`Launch`]; what is particular to
+//! each harness is its [`Harness`]) and a task reading its output
+//! (`output.rs`); the task writes every byte to the instance's output file, turns
+//! each line into [`Event`]s, queues what the record keeps for the
 //! store's writer in the order it came (awaiting the queue, so a flood
 //! waits for the writer instead of filling memory), and tells the actor
 //! what changes its state. The actor decides the end — done, failed,
@@ -23,9 +24,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use troupe_runtime::id::{ConversationId, DelegationId, SubagentId};
 use troupe_runtime::sandbox::{Confinement, Sandbox};
 
+use super::harness::{self, Event, Harness, Setup, Stopping};
 use super::output::read;
 pub(super) use super::output::Output;
-use super::pi::{self, Event};
 use crate::delegation::{record, Delegations};
 use crate::environment::relay::{Offered, Relay};
 use crate::node::Node;
@@ -45,13 +46,14 @@ pub struct Launch {
     pub sub: SubagentId,
     /// The key its end is recorded under (the row's conversation id).
     pub key: ConversationId,
-    /// The harness (`pi`).
+    /// The harness (`pi`, `claude-code`, `codex`).
     pub executor: String,
     /// The folder it works in (checked).
     pub folder: PathBuf,
     /// Its first message: the task.
     pub prompt: String,
-    /// A session file to continue (`resume`).
+    /// A session to continue (`resume`): what the harness said of it (pi's
+    /// session file, Claude Code's or Codex's session id).
     pub session: Option<PathBuf>,
     /// troupe's model spec its calls are answered by.
     pub model: String,
@@ -124,6 +126,23 @@ impl Group {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
     }
+
+    /// Asks it to stop, as Ctrl-C in its terminal would.
+    fn interrupt(&self) {
+        if let Some(pid) = self.0 {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::INT);
+        }
+    }
+}
+
+/// The harness an instance runs, or why there is none.
+fn harness_of(launch: &Launch) -> Result<&'static dyn Harness, ActorProcessingErr> {
+    harness::of(&launch.executor).ok_or_else(|| {
+        ActorProcessingErr::from(format!(
+            "troupe drives no executor called {}; `troupe executors list` names them",
+            launch.executor
+        ))
+    })
 }
 
 impl Drop for Group {
@@ -134,8 +153,10 @@ impl Drop for Group {
 
 /// A started harness: how to talk to it, read it, and end it.
 pub(super) struct Started {
-    /// Its input (pi's RPC mode), if it takes any.
+    /// Its input (a long-lived harness), if it takes any.
     pub input: Option<ChildStdin>,
+    /// The lines written on its input once it runs: its task.
+    pub first: Vec<String>,
     /// Its output.
     pub output: Output,
     /// Its process group on the machine (killed when dropped).
@@ -147,6 +168,7 @@ pub(super) struct Started {
 /// Its state.
 pub struct ExecutorState {
     args: ExecutorArgs,
+    harness: &'static dyn Harness,
     stdin: Option<ChildStdin>,
     group: Group,
     _stop: DropGuard,
@@ -156,6 +178,10 @@ pub struct ExecutorState {
     stopping: Option<&'static str>,
     reported: bool,
     exited: bool,
+    /// Whether its output was read to its end.
+    output_ended: bool,
+    /// Its exit, judged once its output is read (a one-shot harness).
+    exit_waits: Option<String>,
     started: Instant,
 }
 
@@ -170,24 +196,25 @@ impl Actor for Executor {
         args: ExecutorArgs,
     ) -> Result<ExecutorState, ActorProcessingErr> {
         let started = Instant::now();
+        let harness = harness_of(&args.launch)?;
         let run = match &args.launch.place {
-            Place::Host => launch(&args, &myself).await,
+            Place::Host => launch(&args, harness, &myself).await,
             Place::Environment { .. } => super::house::launch(&args, &myself).await,
         }
         .map_err(ActorProcessingErr::from)?;
         let Started {
             input: mut stdin,
+            first,
             output,
             group,
             stop,
         } = run;
         let launch = &args.launch;
         if let Some(input) = stdin.as_mut() {
-            let prompt = pi::command("prompt", Some(&launch.prompt), Some("task"));
-            let state = pi::command("get_state", None, Some("state"));
             let written = async {
-                input.write_all(prompt.as_bytes()).await?;
-                input.write_all(state.as_bytes()).await?;
+                for line in &first {
+                    input.write_all(line.as_bytes()).await?;
+                }
                 input.flush().await
             };
             written
@@ -200,6 +227,7 @@ impl Actor for Executor {
             Place::Environment { thread, bot, .. } => Some((*thread, bot.clone())),
         };
         tokio::spawn(read(
+            harness,
             output,
             file,
             args.node.clone(),
@@ -218,6 +246,7 @@ impl Actor for Executor {
         );
         Ok(ExecutorState {
             args,
+            harness,
             stdin,
             group,
             _stop: stop.clone().drop_guard(),
@@ -227,6 +256,8 @@ impl Actor for Executor {
             stopping: None,
             reported: false,
             exited: false,
+            output_ended: false,
+            exit_waits: None,
             started,
         })
     }
@@ -281,13 +312,24 @@ impl Actor for Executor {
                 | Event::Garbage => {}
             },
             ExecutorMsg::OutputEnded(why) => {
+                state.output_ended = true;
                 if let Some(why) = why {
                     state.group.kill();
                     finish(&myself, state, "failed", why);
                 }
+                if let Some(how) = state.exit_waits.take() {
+                    let _ = myself.send_message(ExecutorMsg::Exited(how));
+                }
             }
             ExecutorMsg::Exited(how) => {
                 state.exited = true;
+                // A one-shot harness exits as soon as it printed its end:
+                // that end is read before its exit is judged.
+                if !state.harness.long_lived() && !state.output_ended && !state.reported {
+                    state.exit_waits = Some(how);
+                    myself.send_after(EXIT_GRACE, || ExecutorMsg::Kill);
+                    return Ok(());
+                }
                 if !state.reported {
                     let status = state.stopping.unwrap_or("failed");
                     let tail = stderr_tail(&state.args);
@@ -326,13 +368,16 @@ impl Actor for Executor {
                         // One task, no input: the job is killed.
                         state.stop.cancel();
                     }
-                    if let Some(input) = state.stdin.as_mut() {
-                        let abort = pi::command("abort", None, None);
-                        let _ = tokio::time::timeout(
-                            Duration::from_secs(1),
-                            input.write_all(abort.as_bytes()),
-                        )
-                        .await;
+                    match (state.harness.stop(), state.stdin.as_mut()) {
+                        (Stopping::Line(abort), Some(input)) => {
+                            let _ = tokio::time::timeout(
+                                Duration::from_secs(1),
+                                input.write_all(abort.as_bytes()),
+                            )
+                            .await;
+                        }
+                        (Stopping::Line(_), None) => {}
+                        (Stopping::Interrupt, _) => state.group.interrupt(),
                     }
                     myself.send_after(ABORT_GRACE, || ExecutorMsg::Kill);
                 }
@@ -403,10 +448,15 @@ async fn steer(state: &mut ExecutorState, message: &str) -> Result<(), String> {
             "{executor} has ended its task; `resume` continues its session"
         ));
     }
+    let Some(line) = state.harness.steer(message) else {
+        return Err(format!(
+            "{executor} runs one task at a time and takes no messages while it works; \
+             stop it and `resume` its session with the message, or let it finish"
+        ));
+    };
     let Some(input) = state.stdin.as_mut() else {
         return Err(format!("{executor} no longer takes input"));
     };
-    let line = pi::command("steer", Some(message), Some("steer"));
     match tokio::time::timeout(Duration::from_secs(5), input.write_all(line.as_bytes())).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(format!("{executor} did not take the message: {e}")),
@@ -439,7 +489,11 @@ fn describe(status: std::process::ExitStatus) -> String {
 
 /// Starts the harness on the machine: its folder of state, its relay, its
 /// sandbox; a task reports its exit.
-async fn launch(args: &ExecutorArgs, myself: &ActorRef<ExecutorMsg>) -> Result<Started, String> {
+async fn launch(
+    args: &ExecutorArgs,
+    harness: &'static dyn Harness,
+    myself: &ActorRef<ExecutorMsg>,
+) -> Result<Started, String> {
     let launch = &args.launch;
     let node = &args.node;
     let home = node.home();
@@ -463,7 +517,7 @@ async fn launch(args: &ExecutorArgs, myself: &ActorRef<ExecutorMsg>) -> Result<S
     // Its relay: on the machine's loopback, for this instance alone.
     let secret = secret();
     let ctx = node.context();
-    let model = pi::model_id(&launch.model);
+    let model = super::pi::model_id(&launch.model);
     let endpoint = ctx.model_endpoint(&launch.model).map_err(|e| e.to_string());
     // A model with no address is answered here: a script, or the provider
     // the program gave the node.
@@ -473,9 +527,10 @@ async fn launch(args: &ExecutorArgs, myself: &ActorRef<ExecutorMsg>) -> Result<S
             .served_model(&launch.model)
             .or_else(|| ctx.model_override()),
     };
-    let api = match &endpoint {
-        Ok(e) if e.api == troupe_runtime::model::Api::Anthropic => "anthropic-messages",
-        _ => "openai-completions",
+    let api = match (&endpoint, &served) {
+        (Ok(e), _) => Some(e.api),
+        (Err(_), Some(_)) => None,
+        (Err(_), None) => Some(troupe_runtime::model::Api::Openai),
     };
     let offered = Offered {
         name: model.clone(),
@@ -489,21 +544,23 @@ async fn launch(args: &ExecutorArgs, myself: &ActorRef<ExecutorMsg>) -> Result<S
         .listen(stopped.clone())
         .await
         .map_err(|e| format!("its model relay could not listen on the loopback: {e}"))?;
-    let base_url = match api {
-        "anthropic-messages" => format!("http://{addr}"),
-        _ => format!("http://{addr}/v1"),
-    };
-    let access = pi::ModelAccess {
-        base_url,
+    // The relay stops with the instance, or now if the harness cannot start.
+    let unstarted = stopped.clone().drop_guard();
+    let session = launch.session.as_ref().map(|s| s.display().to_string());
+    let start = harness.start(&Setup {
+        dir: &dir,
+        sessions: &sessions,
+        folder: &launch.folder,
+        relay: addr.to_string(),
+        key: &secret,
+        model: &model,
         api,
-        key: secret,
-        model: model.clone(),
-        executor: name.to_string(),
-    };
-    write_private(
-        &dir.join("models.json"),
-        &pi::models_json(&access).to_string(),
-    )?;
+        prompt: &launch.prompt,
+        session: session.as_deref(),
+    })?;
+    for (path, text) in &start.files {
+        write_private(path, text)?;
+    }
 
     // Its sandbox: the folder writable, the home hidden but for its own
     // state (writable) and its installed files (read-only).
@@ -513,18 +570,28 @@ async fn launch(args: &ExecutorArgs, myself: &ActorRef<ExecutorMsg>) -> Result<S
         network: troupe_runtime::sandbox::Network::Machine,
         hidden: vec![home.root().to_path_buf()],
     };
-    let mut argv = vec![installed.entry.display().to_string()];
-    argv.extend(pi::rpc_args(&model, &sessions, launch.session.as_deref()));
-    let mut command = sandbox.command("node", &argv, &launch.folder, &confinement);
+    let (program, argv) = if installed.harness.native {
+        (installed.entry.display().to_string(), start.args)
+    } else {
+        let mut argv = vec![installed.entry.display().to_string()];
+        argv.extend(start.args);
+        ("node".to_string(), argv)
+    };
+    let mut command = sandbox.command(&program, &argv, &launch.folder, &confinement);
     let stderr = std::fs::File::create(dir.join("stderr.log"))
         .map_err(|e| format!("its error log could not be made: {e}"))?;
+    let long_lived = harness.long_lived();
     command
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", &dir)
         .env("LANG", "C.UTF-8")
-        .envs(pi::environment(&dir))
-        .stdin(Stdio::piped())
+        .envs(start.env)
+        .stdin(if long_lived {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr));
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
@@ -553,8 +620,10 @@ async fn launch(args: &ExecutorArgs, myself: &ActorRef<ExecutorMsg>) -> Result<S
         };
         let _ = me.send_message(ExecutorMsg::Exited(how));
     });
+    unstarted.disarm();
     Ok(Started {
         input,
+        first: start.input,
         output,
         group,
         stop: stopped,
@@ -567,6 +636,7 @@ impl Started {
     pub(super) fn job(output: Output, stop: CancellationToken) -> Self {
         Self {
             input: None,
+            first: Vec::new(),
             output,
             group: Group(None),
             stop,

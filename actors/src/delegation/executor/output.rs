@@ -13,7 +13,7 @@ use troupe_runtime::id::{DelegationId, SubagentId};
 use troupe_runtime::rusqlite::params;
 
 use super::actor::ExecutorMsg;
-use super::pi::{self, Event};
+use super::harness::{self, Event, Harness};
 use crate::delegation::{record, Delegations};
 use crate::node::Node;
 
@@ -50,6 +50,7 @@ impl Output {
 /// order (watchers told as each commits), state changes told to the actor.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn read(
+    harness: &'static dyn Harness,
     mut source: Output,
     output: PathBuf,
     node: Node,
@@ -84,18 +85,20 @@ pub(super) async fn read(
             if text.trim().is_empty() {
                 continue;
             }
-            let event = pi::parse(&text);
-            if let Some(write) = keep(&node, delegation, sub, &event, &text, &mut garbage).await {
-                let _ = committed.send(write);
-            }
-            if let Some((thread, bot)) = &posts {
-                super::house::progress(&node, *thread, bot, &event).await;
-            }
-            if matches!(
-                event,
-                Event::Assistant { .. } | Event::AgentEnd | Event::Refused { .. }
-            ) {
-                let _ = actor.send_message(ExecutorMsg::Event(event));
+            for event in harness.parse(&text) {
+                if let Some(write) = keep(&node, delegation, sub, &event, &text, &mut garbage).await
+                {
+                    let _ = committed.send(write);
+                }
+                if let Some((thread, bot)) = &posts {
+                    super::house::progress(&node, *thread, bot, &event).await;
+                }
+                if matches!(
+                    event,
+                    Event::Assistant { .. } | Event::AgentEnd | Event::Refused { .. }
+                ) {
+                    let _ = actor.send_message(ExecutorMsg::Event(event));
+                }
             }
         }
         pending.drain(..start);
@@ -164,7 +167,7 @@ async fn keep(
             }
             (
                 "note",
-                pi::bounded(&format!("not a record: {line}")),
+                harness::bounded(&format!("not a record: {line}")),
                 0,
                 None,
             )

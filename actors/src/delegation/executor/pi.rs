@@ -11,7 +11,7 @@
 //! This module knows pi's words and nothing of actors: the command lines
 //! it is started with, the `models.json` that points it at troupe's model
 //! relay, the commands written to it, and what each of its events means
-//! for the delegation record ([`Event`]).
+//! for the delegation record ([`Event`]) — [`Pi`], its [`Harness`].
 
 use std::path::Path;
 
@@ -24,9 +24,8 @@ pub const PROVIDER: &str = "troupe";
 /// `executors` section answers it).
 pub const EXECUTOR_HEADER: &str = "x-troupe-executor";
 
-/// The longest text kept of one event in the record (the whole of it is
-/// in the instance's spilled output).
-pub const MAX_EVENT_TEXT: usize = 4000;
+pub use super::harness::{bounded, Event, MAX_EVENT_TEXT};
+use super::harness::{compact, text_of, Harness, Setup, Start, Stopping};
 
 /// The variables pi runs with (besides `PATH`, `HOME` and the locale):
 /// its own config dir, no network of its own, no telemetry.
@@ -114,47 +113,61 @@ pub fn command(kind: &str, message: Option<&str>, id: Option<&str>) -> String {
     format!("{c}\n")
 }
 
-/// What one line of pi's output means for troupe.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    /// A tool call started: the tool and what it works on.
-    ToolStarted(String),
-    /// A tool call ended: the tool and what it returned, bounded.
-    ToolEnded(String),
-    /// Something worth a note in the record: `kind` is the record's.
-    Record {
-        /// The record's kind.
-        kind: &'static str,
-        /// Its text, bounded.
-        text: String,
-    },
-    /// An assistant message ended: its text (maybe empty) and the tokens
-    /// its call used.
-    Assistant {
-        /// Its text.
-        text: String,
-        /// Input plus output tokens.
-        tokens: u64,
-        /// pi's stop reason (`stop`, `toolUse`, `aborted`, `error`, …).
-        stop: String,
-        /// The error pi gives for a failed call.
-        error: Option<String>,
-    },
-    /// The agent finished the prompt (or was aborted).
-    AgentEnd,
-    /// pi answered `get_state`: where its session is kept.
-    Session(String),
-    /// A command was refused.
-    Refused {
-        /// The command.
-        command: String,
-        /// Why.
-        error: String,
-    },
-    /// Nothing troupe keeps (streaming deltas, turn markers).
-    Ignored,
-    /// Not one of pi's records.
-    Garbage,
+/// pi on the machine: long-lived, in its RPC mode.
+#[derive(Debug, Clone, Copy)]
+pub struct Pi;
+
+impl Harness for Pi {
+    fn name(&self) -> &'static str {
+        "pi"
+    }
+
+    fn long_lived(&self) -> bool {
+        true
+    }
+
+    fn start(&self, setup: &Setup<'_>) -> Result<Start, String> {
+        let api = match setup.api {
+            Some(troupe_runtime::model::Api::Anthropic) => "anthropic-messages",
+            _ => "openai-completions",
+        };
+        let base_url = match api {
+            "anthropic-messages" => format!("http://{}", setup.relay),
+            _ => format!("http://{}/v1", setup.relay),
+        };
+        let access = ModelAccess {
+            base_url,
+            api,
+            key: setup.key.to_string(),
+            model: setup.model.to_string(),
+            executor: self.name().to_string(),
+        };
+        let session = setup.session.map(Path::new);
+        Ok(Start {
+            args: rpc_args(setup.model, setup.sessions, session),
+            env: environment(setup.dir),
+            files: vec![(
+                setup.dir.join("models.json"),
+                models_json(&access).to_string(),
+            )],
+            input: vec![
+                command("prompt", Some(setup.prompt), Some("task")),
+                command("get_state", None, Some("state")),
+            ],
+        })
+    }
+
+    fn steer(&self, message: &str) -> Option<String> {
+        Some(command("steer", Some(message), Some("steer")))
+    }
+
+    fn stop(&self) -> Stopping {
+        Stopping::Line(command("abort", None, None))
+    }
+
+    fn parse(&self, line: &str) -> Vec<Event> {
+        vec![parse(line)]
+    }
 }
 
 /// Reads one line of pi's output.
@@ -229,20 +242,6 @@ pub fn parse(line: &str) -> Event {
     }
 }
 
-/// The text parts of a content list (or a plain string).
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter(|p| p["type"].as_str() == Some("text"))
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
 /// A tool call's arguments in a line: the command for `bash`, the path
 /// for the file tools.
 fn describe_args(tool: &str, args: &Value) -> String {
@@ -251,21 +250,6 @@ fn describe_args(tool: &str, args: &Value) -> String {
         (_, a) => a["path"].as_str().map(str::to_string),
     }
     .unwrap_or_else(|| compact(args))
-}
-
-fn compact(value: &Value) -> String {
-    bounded(&value.to_string())
-}
-
-/// `text` cut to [`MAX_EVENT_TEXT`] characters, saying so.
-pub fn bounded(text: &str) -> String {
-    match text.char_indices().nth(MAX_EVENT_TEXT) {
-        None => text.to_string(),
-        Some((cut, _)) => format!(
-            "{}… [cut; the whole is in the instance's output file]",
-            &text[..cut]
-        ),
-    }
 }
 
 #[cfg(test)]

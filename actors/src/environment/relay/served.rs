@@ -398,3 +398,76 @@ pub(super) fn chunks(
         }
     })
 }
+
+/// A provider's whole answer, gathered from its events: for the wire
+/// formats answered in one go (Anthropic messages, the Responses API).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(super) struct Gathered {
+    /// Its text.
+    pub text: String,
+    /// Its tool calls, in order.
+    pub calls: Vec<ToolCall>,
+    /// Why it stopped, if it said.
+    pub stop: Option<StopReason>,
+    /// Its usage, if it said.
+    pub usage: Option<Usage>,
+}
+
+/// Reads a provider's events to their end.
+pub(super) async fn gather(mut events: ModelStream) -> Result<Gathered, ModelError> {
+    let mut gathered = Gathered::default();
+    let mut calls: BTreeMap<usize, ToolCall> = BTreeMap::new();
+    while let Some(event) = events.next().await {
+        match event? {
+            ModelEvent::TextDelta { text } => gathered.text.push_str(&text),
+            ModelEvent::ToolCallStarted { .. } | ModelEvent::ToolCallDelta { .. } => {}
+            ModelEvent::ToolCallCompleted { index, call } => {
+                calls.insert(index, call);
+            }
+            ModelEvent::Usage { usage } => gathered.usage = Some(usage),
+            ModelEvent::Stop { reason } => gathered.stop = Some(reason),
+        }
+    }
+    gathered.calls = calls.into_values().collect();
+    Ok(gathered)
+}
+
+/// An answer in a wire format: its stream's events (name, data), and the
+/// same answer whole.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Rendered {
+    /// The stream's events, in order.
+    pub events: Vec<(&'static str, Value)>,
+    /// The answer whole, for a client that asked for no stream.
+    pub whole: Value,
+}
+
+/// Named server-sent events, sent at once.
+pub(super) fn event_stream(events: &[(&'static str, Value)]) -> hyper::Response<super::Body> {
+    use http_body_util::{BodyExt, Full};
+    let mut out = String::new();
+    for (name, data) in events {
+        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    }
+    let mut response = hyper::Response::new(
+        Full::new(Bytes::from(out))
+            .map_err(|never: std::convert::Infallible| match never {})
+            .boxed_unsync(),
+    );
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-cache"),
+    );
+    response
+}
+
+/// A rough token count of a request (a quarter of its characters), for
+/// the count endpoints of a model troupe answers itself.
+pub(super) fn estimate_tokens(body: &Value) -> u64 {
+    (body.to_string().chars().count() as u64).div_ceil(4)
+}
