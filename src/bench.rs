@@ -236,6 +236,10 @@ impl Tool for Weather {
         &self.spec
     }
 
+    fn offer_varies(&self) -> bool {
+        false
+    }
+
     async fn call(&self, _args: serde_json::Value, _ctx: &ToolContext) -> ToolResult {
         ToolResult::ok("sunny, 21C")
     }

@@ -142,6 +142,10 @@ impl Tool for Added {
         Some(spec)
     }
 
+    fn offer_varies(&self) -> bool {
+        self.tool.offer_varies()
+    }
+
     fn carried(&self, ctx: &ToolContext) -> Option<String> {
         self.tool.carried(ctx)
     }

@@ -132,7 +132,7 @@ pub struct NodeContext {
     /// Work the node finishes before it stops (background reviews).
     pub background: tokio_util::task::TaskTracker,
     /// One copy of each distinct toolset, shared by conversations.
-    pub toolsets: crate::intern::Interner<crate::toolset::Toolset>,
+    pub toolsets: crate::toolset::SharedToolsets,
     /// One copy of each distinct system prompt, shared by conversations.
     pub prompts: crate::intern::Interner<str>,
     /// Background reviews running now.

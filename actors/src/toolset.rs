@@ -6,12 +6,13 @@
 //! request; deferred ones wait in the conversation's [`DeferredCatalog`]
 //! until `tool_search` loads them.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use troupe_runtime::tool::catalog::{DeferredCatalog, TOOL_SEARCH};
 use troupe_runtime::tool::registry::Registry;
-use troupe_runtime::tool::{Exposure, ToolContext, ToolDefinition, ToolSpec};
+use troupe_runtime::tool::{Exposure, Tool, ToolContext, ToolDefinition, ToolSpec};
 use troupe_tools::table;
 
 use crate::intern::Interner;
@@ -61,6 +62,15 @@ pub struct Narrowing {
     pub parent: Option<Arc<HashSet<String>>>,
 }
 
+/// The node's shared toolsets and deferred catalogs: conversations with the
+/// same tools hold one copy, and a new conversation whose tools equal a held
+/// toolset's copies nothing (see [`compute_shared`]).
+#[derive(Debug, Default)]
+pub struct SharedToolsets {
+    toolsets: Interner<Toolset>,
+    catalogs: Interner<DeferredCatalog>,
+}
+
 /// Computes the toolset of a conversation (and puts its deferred catalog
 /// into `ctx.services`).
 pub fn compute(
@@ -71,14 +81,19 @@ pub fn compute(
     ctx: &ToolContext,
     loaded: &BTreeSet<String>,
 ) -> Toolset {
-    select(registry, bot, has_bots, narrowing, ctx, loaded).build()
+    let tools: Vec<_> = registry.iter().collect();
+    let made = |parts: CatalogParts<'_>| Arc::new(parts.build());
+    select(&tools, bot, has_bots, narrowing, ctx, loaded, made).build()
 }
 
-/// Like [`compute`], but the shared copy from `toolsets` when an equal
-/// toolset is held already: then only the specs on offer are gathered, and
-/// nothing is built (a thousand conversations of one bot compute one).
+/// Like [`compute`], but the shared copy from `shared` when an equal
+/// toolset is held already: then only the specs on offer are gathered,
+/// borrowed from their tools where they cannot vary
+/// ([`Tool::offer_varies`](troupe_runtime::tool::Tool::offer_varies)), and
+/// nothing is copied or built (a thousand conversations of one bot compute
+/// one).
 pub fn compute_shared(
-    toolsets: &Interner<Toolset>,
+    shared: &SharedToolsets,
     registry: &Registry,
     bot: &BotSpec,
     has_bots: bool,
@@ -86,45 +101,131 @@ pub fn compute_shared(
     ctx: &ToolContext,
     loaded: &BTreeSet<String>,
 ) -> Arc<Toolset> {
-    let selection = select(registry, bot, has_bots, narrowing, ctx, loaded);
-    toolsets.get_or_make(
+    let tools: Vec<_> = registry.iter().collect();
+    let catalog = |parts: CatalogParts<'_>| {
+        shared.catalogs.get_or_make(
+            parts.fingerprint(),
+            parts,
+            |held, parts| parts.equals(held),
+            |parts| Arc::new(parts.build()),
+        )
+    };
+    let selection = select(&tools, bot, has_bots, narrowing, ctx, loaded, catalog);
+    shared.toolsets.get_or_make(
         selection.fingerprint(),
         selection,
-        |shared, selection| {
-            shared.specs == selection.specs && shared.deferred == selection.deferred
+        |held, selection| {
+            Arc::ptr_eq(&held.deferred, &selection.deferred)
+                && held.specs.len() == selection.specs.len()
+                && held
+                    .specs
+                    .iter()
+                    .zip(&selection.specs)
+                    .all(|(a, b)| same_spec(a, b))
         },
         |selection| Arc::new(selection.build()),
     )
 }
 
-/// The specs a conversation is offered, before the toolset is built.
-struct Selection {
-    specs: Vec<ToolSpec>,
-    deferred: Arc<DeferredCatalog>,
+/// Whether two specs are equal; a schema both share is not walked (held
+/// toolsets share their schemas with the tools).
+fn same_spec(a: &ToolSpec, b: &ToolSpec) -> bool {
+    // Every field, so that a new one cannot be left out.
+    let ToolSpec {
+        name,
+        description,
+        parameters,
+        flags,
+        exposure,
+        source,
+        timeout_secs,
+        gate,
+        aliases,
+    } = a;
+    std::ptr::eq(a, b)
+        || (*name == b.name
+            && *description == b.description
+            && (Arc::ptr_eq(parameters, &b.parameters) || *parameters == b.parameters)
+            && *flags == b.flags
+            && *exposure == b.exposure
+            && *source == b.source
+            && *timeout_secs == b.timeout_secs
+            && *gate == b.gate
+            && *aliases == b.aliases)
 }
 
-impl Selection {
-    /// A cheap key for [`Interner`]: the names and the descriptions'
-    /// lengths (two selections with one key are compared whole anyway).
+/// What a deferred catalog is made of, the specs borrowed where they can be.
+struct CatalogParts<'a> {
+    specs: Vec<Cow<'a, ToolSpec>>,
+    pending: Vec<String>,
+    allow: &'a [String],
+    deny: &'a [String],
+}
+
+impl CatalogParts<'_> {
     fn fingerprint(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        for spec in self.specs.iter().chain(&self.deferred.specs) {
+        for spec in &self.specs {
             spec.name.hash(&mut h);
             spec.description.len().hash(&mut h);
         }
-        self.deferred.pending.hash(&mut h);
-        self.deferred.allow.hash(&mut h);
-        self.deferred.deny.hash(&mut h);
+        self.pending.hash(&mut h);
+        self.allow.hash(&mut h);
+        self.deny.hash(&mut h);
+        h.finish()
+    }
+
+    fn equals(&self, held: &DeferredCatalog) -> bool {
+        held.specs.len() == self.specs.len()
+            && held
+                .specs
+                .iter()
+                .zip(&self.specs)
+                .all(|(a, b)| same_spec(a, b))
+            && held.pending == self.pending
+            && held.allow == self.allow
+            && held.deny == self.deny
+    }
+
+    fn build(self) -> DeferredCatalog {
+        DeferredCatalog {
+            specs: self.specs.into_iter().map(Cow::into_owned).collect(),
+            pending: self.pending,
+            allow: self.allow.to_vec(),
+            deny: self.deny.to_vec(),
+        }
+    }
+}
+
+/// The specs a conversation is offered, before the toolset is built.
+struct Selection<'a> {
+    specs: Vec<Cow<'a, ToolSpec>>,
+    deferred: Arc<DeferredCatalog>,
+}
+
+impl Selection<'_> {
+    /// A cheap key for [`Interner`]: the names and the descriptions'
+    /// lengths, and the catalog (two selections with one key are compared
+    /// whole anyway).
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for spec in &self.specs {
+            spec.name.hash(&mut h);
+            spec.description.len().hash(&mut h);
+        }
+        Arc::as_ptr(&self.deferred).hash(&mut h);
         self.specs.len().hash(&mut h);
         h.finish()
     }
 
     fn build(self) -> Toolset {
-        let names = Arc::new(self.specs.iter().map(|s| s.name.clone()).collect());
-        let definitions = Arc::new(self.specs.iter().map(ToolSpec::definition).collect());
+        let specs: Vec<ToolSpec> = self.specs.into_iter().map(Cow::into_owned).collect();
+        let names = Arc::new(specs.iter().map(|s| s.name.clone()).collect());
+        let definitions = Arc::new(specs.iter().map(ToolSpec::definition).collect());
         Toolset {
-            specs: self.specs,
+            specs,
             names,
             definitions,
             deferred: self.deferred,
@@ -132,14 +233,18 @@ impl Selection {
     }
 }
 
-fn select(
-    registry: &Registry,
-    bot: &BotSpec,
+/// Gathers the specs on offer; `catalog` makes (or finds) the deferred
+/// catalog, which goes into `ctx.services` before `tool_search` is asked
+/// (its description lists the catalog).
+fn select<'a>(
+    tools: &'a [Arc<dyn Tool>],
+    bot: &'a BotSpec,
     has_bots: bool,
     narrowing: &Narrowing,
     ctx: &ToolContext,
     loaded: &BTreeSet<String>,
-) -> Selection {
+    catalog: impl FnOnce(CatalogParts<'a>) -> Arc<DeferredCatalog>,
+) -> Selection<'a> {
     let mcp = ctx.services.get::<McpOffers>();
     let source_offered = |source: &str| {
         if let Some(server) = source.strip_prefix("mcp:") {
@@ -165,15 +270,14 @@ fn select(
                 .is_none_or(|p| p.contains(&spec.name) || spec.name == TOOL_SEARCH)
     };
     let mut deferred = Vec::new();
-    let tools: Vec<_> = registry.iter().collect();
-    let mut chosen: Vec<Option<ToolSpec>> = Vec::with_capacity(tools.len());
-    for tool in &tools {
+    let mut chosen: Vec<Option<Cow<'a, ToolSpec>>> = Vec::with_capacity(tools.len());
+    for tool in tools {
         let base = tool.spec();
         if base.name == TOOL_SEARCH || !offered(base) {
             chosen.push(None);
             continue;
         }
-        let Some(spec) = tool.available(ctx) else {
+        let Some(spec) = tool.offered(ctx) else {
             chosen.push(None);
             continue;
         };
@@ -181,8 +285,13 @@ fn select(
             Exposure::AlwaysOn => chosen.push(Some(spec)),
             Exposure::Deferred => {
                 let is_loaded = loaded.contains(&spec.name);
-                deferred.push(spec.clone());
-                chosen.push(is_loaded.then_some(spec));
+                if is_loaded {
+                    deferred.push(spec.clone());
+                    chosen.push(Some(spec));
+                } else {
+                    deferred.push(spec);
+                    chosen.push(None);
+                }
             }
         }
     }
@@ -195,18 +304,18 @@ fn select(
         .into_iter()
         .filter(|source| source_offered(source))
         .collect();
-    let deferred = Arc::new(DeferredCatalog {
+    let deferred = catalog(CatalogParts {
         specs: deferred,
         pending,
-        allow: bot.tools.clone(),
-        deny: bot.deny_tools.clone(),
+        allow: &bot.tools,
+        deny: &bot.deny_tools,
     });
     ctx.services.insert(Arc::clone(&deferred));
     let mut specs = Vec::new();
     for (tool, spec) in tools.iter().zip(chosen) {
         if tool.spec().name == TOOL_SEARCH {
             if offered(tool.spec()) {
-                specs.extend(tool.available(ctx));
+                specs.extend(tool.offered(ctx));
             }
         } else if let Some(spec) = spec {
             specs.push(spec);
@@ -219,3 +328,46 @@ fn select(
 /// in its tools' services.
 #[derive(Debug, Clone, Default)]
 pub struct VisibleTools(pub Arc<std::collections::HashSet<String>>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_runtime::home::Home;
+
+    fn context(home: &std::path::Path) -> ToolContext {
+        ToolContext::standalone(Home::new(home), home.to_path_buf())
+    }
+
+    #[test]
+    fn conversations_with_the_same_tools_share_one_toolset_equal_to_a_fresh_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = troupe_tools::builtin();
+        let bot = BotSpec::new("assistant", "Assistant", "Helps.");
+        let shared = SharedToolsets::default();
+        let none = BTreeSet::new();
+        let narrowing = Narrowing::default();
+        let (a, b) = (context(dir.path()), context(dir.path()));
+        let first = compute_shared(&shared, &registry, &bot, false, &narrowing, &a, &none);
+        let second = compute_shared(&shared, &registry, &bot, false, &narrowing, &b, &none);
+        assert!(Arc::ptr_eq(&first, &second), "a second conversation built its own");
+        assert!(Arc::ptr_eq(
+            &b.services.get::<DeferredCatalog>().unwrap(),
+            &first.deferred
+        ));
+        let fresh = compute(&registry, &bot, false, &narrowing, &context(dir.path()), &none);
+        assert_eq!(*first, fresh);
+        assert!(!fresh.specs.is_empty() && !fresh.deferred.specs.is_empty());
+
+        // Another offer (a bot that denies a tool) is another toolset.
+        let mut narrow = bot.clone();
+        narrow.deny_tools = vec![fresh.specs[0].name.clone()];
+        let other = compute_shared(&shared, &registry, &narrow, false, &narrowing, &a, &none);
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert!(!other.names.contains(&fresh.specs[0].name));
+        // A deferred tool once loaded is offered whole.
+        let loaded: BTreeSet<String> = [fresh.deferred.specs[0].name.clone()].into();
+        let with = compute_shared(&shared, &registry, &bot, false, &narrowing, &a, &loaded);
+        assert!(with.names.contains(&fresh.deferred.specs[0].name));
+        assert!(!first.names.contains(&fresh.deferred.specs[0].name));
+    }
+}

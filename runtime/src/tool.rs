@@ -331,6 +331,25 @@ pub trait Tool: Send + Sync + 'static {
         Some(self.spec().clone())
     }
 
+    /// Whether [`Tool::available`] may answer anything but `Some` of
+    /// [`Tool::spec`]. When it cannot, the toolsets and the dispatcher use
+    /// the spec itself, uncopied, and never call `available`. A tool that
+    /// overrides `available` keeps the default (`true`); a tool that does
+    /// not may say `false`.
+    fn offer_varies(&self) -> bool {
+        true
+    }
+
+    /// The spec this conversation sees (see [`Tool::available`]), borrowed
+    /// from the tool when it cannot vary ([`Tool::offer_varies`]).
+    fn offered(&self, ctx: &ToolContext) -> Option<std::borrow::Cow<'_, ToolSpec>> {
+        if self.offer_varies() {
+            self.available(ctx).map(std::borrow::Cow::Owned)
+        } else {
+            Some(std::borrow::Cow::Borrowed(self.spec()))
+        }
+    }
+
     /// For carried tools: the text that comes back after a compaction (the
     /// open plan items, the skills in use); `None` when nothing is held.
     fn carried(&self, _ctx: &ToolContext) -> Option<String> {

@@ -113,6 +113,10 @@ impl Tool for McpTool {
         &self.spec
     }
 
+    fn offer_varies(&self) -> bool {
+        false
+    }
+
     async fn call(&self, args: Value, ctx: &ToolContext) -> ToolResult {
         let server = &self.slot.config.name;
         let peer = match self.slot.peer().await {

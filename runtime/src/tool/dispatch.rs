@@ -207,8 +207,10 @@ impl Dispatcher {
         };
         // The spec this conversation was offered: a tool may take other
         // arguments in some conversations (`read_file` in a house turn).
-        let spec = tool.available(ctx).unwrap_or_else(|| tool.spec().clone());
-        let spec = &spec;
+        let spec = tool
+            .offered(ctx)
+            .unwrap_or(std::borrow::Cow::Borrowed(tool.spec()));
+        let spec = &*spec;
         if let Some(refusal) = depth::refusal(call) {
             return ToolResult::error(refusal);
         }
@@ -247,7 +249,7 @@ impl Dispatcher {
             .timeout_secs
             .map(Duration::from_secs)
             .unwrap_or(self.settings.default_timeout);
-        let result = run_isolated(tool, args, call_ctx, timeout).await;
+        let result = run_isolated(Arc::clone(&tool), args, call_ctx, timeout).await;
         if spec.flags.pages_own_output
             || result.text.chars().count() <= self.settings.spill_limit_chars
         {

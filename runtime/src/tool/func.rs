@@ -367,6 +367,10 @@ impl<H: Handler> Tool for FnTool<H> {
         }
     }
 
+    fn offer_varies(&self) -> bool {
+        self.offer.is_some()
+    }
+
     fn carried(&self, ctx: &ToolContext) -> Option<String> {
         self.carry.as_ref()?.carried(ctx)
     }
