@@ -349,12 +349,22 @@ mod tests {
         let (a, b) = (context(dir.path()), context(dir.path()));
         let first = compute_shared(&shared, &registry, &bot, false, &narrowing, &a, &none);
         let second = compute_shared(&shared, &registry, &bot, false, &narrowing, &b, &none);
-        assert!(Arc::ptr_eq(&first, &second), "a second conversation built its own");
+        assert!(
+            Arc::ptr_eq(&first, &second),
+            "a second conversation built its own"
+        );
         assert!(Arc::ptr_eq(
             &b.services.get::<DeferredCatalog>().unwrap(),
             &first.deferred
         ));
-        let fresh = compute(&registry, &bot, false, &narrowing, &context(dir.path()), &none);
+        let fresh = compute(
+            &registry,
+            &bot,
+            false,
+            &narrowing,
+            &context(dir.path()),
+            &none,
+        );
         assert_eq!(*first, fresh);
         assert!(!fresh.specs.is_empty() && !fresh.deferred.specs.is_empty());
 
