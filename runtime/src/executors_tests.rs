@@ -29,7 +29,11 @@ fn nothing_is_installed_in_a_new_home() {
     let dir = tempfile::tempdir().unwrap();
     let home = Home::new(dir.path().join("home"));
     assert_eq!(installed(&home, "pi"), None);
-    assert_eq!(list(&home), vec![(pi(), None)]);
+    let listed: Vec<_> = list(&home).into_iter().map(|(h, i)| (h.name, i)).collect();
+    assert_eq!(
+        listed,
+        vec![("pi", None), ("claude-code", None), ("codex", None)]
+    );
 }
 
 #[test]
@@ -52,7 +56,8 @@ fn install_from_links_node_modules_and_records_the_pin() {
     assert_eq!(got, expected);
     assert!(got.current());
     assert_eq!(installed(&home, "pi"), Some(expected.clone()));
-    assert_eq!(list(&home), vec![(pi(), Some(expected))]);
+    assert_eq!(list(&home)[0], (pi(), Some(expected)));
+    assert!(list(&home)[1..].iter().all(|(_, i)| i.is_none()));
 
     let link = got.dir.join("node_modules");
     assert_eq!(std::fs::read_link(&link).unwrap(), canonical);
@@ -206,7 +211,7 @@ fn an_unknown_name_is_refused_with_the_known_ones() {
 
     assert_eq!(
         err.to_string(),
-        "there is no executor named `vi`; the known ones are: pi"
+        "there is no executor named `vi`; the known ones are: pi, claude-code, codex"
     );
     assert!(install_from(&home, "vi", dir.path()).is_err());
     assert_eq!(installed(&home, "vi"), None);
