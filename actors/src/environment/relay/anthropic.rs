@@ -11,18 +11,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hyper::StatusCode;
 use serde_json::{json, Value};
 use troupe_runtime::model::ModelRequest;
 use troupe_runtime::protocol::{Message, StopReason, ToolCall, ToolResult};
-use troupe_runtime::tool::ToolDefinition;
 
-use super::served::{estimate_tokens, Gathered, Rendered};
+use super::served::{estimate_tokens, invalid, tool_definition, Gathered, Rendered};
 use super::Refusal;
-
-fn invalid(message: String) -> Refusal {
-    Refusal::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
-}
 
 /// The text of a system prompt or a content list (or a plain string).
 fn text_of(content: &Value) -> String {
@@ -108,17 +102,7 @@ pub(super) fn request(body: &Value, model: &str) -> Result<(ModelRequest, bool),
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|tool| {
-            Some(ToolDefinition {
-                name: tool["name"].as_str()?.to_string(),
-                description: tool["description"].as_str().unwrap_or_default().to_string(),
-                parameters: Arc::new(
-                    tool.get("input_schema")
-                        .cloned()
-                        .unwrap_or_else(|| json!({"type": "object"})),
-                ),
-            })
-        })
+        .filter_map(|tool| tool_definition(tool, "input_schema"))
         .collect();
     Ok((
         ModelRequest {

@@ -11,18 +11,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hyper::StatusCode;
 use serde_json::{json, Value};
 use troupe_runtime::model::ModelRequest;
 use troupe_runtime::protocol::{Message, ToolCall, ToolResult};
-use troupe_runtime::tool::ToolDefinition;
 
-use super::served::{Gathered, Rendered};
+use super::served::{invalid, tool_definition, Gathered, Rendered};
 use super::Refusal;
-
-fn invalid(message: String) -> Refusal {
-    Refusal::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
-}
 
 /// The text of a content list (`input_text`, `output_text`, …) or a string.
 fn text_of(content: &Value) -> String {
@@ -121,17 +115,7 @@ pub(super) fn request(body: &Value, model: &str) -> Result<(ModelRequest, bool),
         .into_iter()
         .flatten()
         .filter(|tool| tool["type"].as_str() == Some("function"))
-        .filter_map(|tool| {
-            Some(ToolDefinition {
-                name: tool["name"].as_str()?.to_string(),
-                description: tool["description"].as_str().unwrap_or_default().to_string(),
-                parameters: Arc::new(
-                    tool.get("parameters")
-                        .cloned()
-                        .unwrap_or_else(|| json!({"type": "object"})),
-                ),
-            })
-        })
+        .filter_map(|tool| tool_definition(tool, "parameters"))
         .collect();
     Ok((
         ModelRequest {

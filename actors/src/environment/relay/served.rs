@@ -7,8 +7,10 @@
 //! `messages` and `tools` become a [`ModelRequest`], and the provider's
 //! [`ModelEvent`]s become `chat.completion.chunk`s (or one
 //! `chat.completion` when the client did not ask for a stream) — the
-//! standard shape any OpenAI client parses. Only this API is spoken: it is
-//! the one executors' harnesses can all be pointed at.
+//! standard shape any OpenAI client parses. Anthropic's messages and
+//! OpenAI's Responses API, which Claude Code and Codex speak, are read and
+//! written by `anthropic` and `responses` beside this module, on the same
+//! gathering of the provider's events.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,8 +40,25 @@ pub(super) struct ChatRequest {
     pub stream: bool,
 }
 
-fn invalid(message: String) -> Refusal {
+/// A request the relay cannot read, in the error type every wire format
+/// it speaks uses.
+pub(super) fn invalid(message: String) -> Refusal {
     Refusal::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
+}
+
+/// One tool a request offers: its `name`, `description` and the schema
+/// under the wire format's `schema` key (an object with no properties when
+/// left out); `None` without a name.
+pub(super) fn tool_definition(tool: &Value, schema: &str) -> Option<ToolDefinition> {
+    Some(ToolDefinition {
+        name: tool["name"].as_str()?.to_string(),
+        description: tool["description"].as_str().unwrap_or_default().to_string(),
+        parameters: Arc::new(
+            tool.get(schema)
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object"})),
+        ),
+    })
 }
 
 /// Reads an OpenAI chat completions body into troupe's request for `model`:
@@ -109,22 +128,7 @@ pub(super) fn chat_request(body: &Value, model: &str) -> Result<ChatRequest, Ref
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|tool| {
-            let function = tool.get("function")?;
-            Some(ToolDefinition {
-                name: function["name"].as_str()?.to_string(),
-                description: function["description"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-                parameters: Arc::new(
-                    function
-                        .get("parameters")
-                        .cloned()
-                        .unwrap_or_else(|| json!({"type": "object"})),
-                ),
-            })
-        })
+        .filter_map(|tool| tool_definition(tool.get("function")?, "parameters"))
         .collect();
     let max_tokens = body
         .get("max_completion_tokens")
