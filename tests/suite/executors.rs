@@ -107,8 +107,18 @@ async fn delegate(
 /// Waits until instance `id`'s record has an event whose text starts with
 /// `prefix` (pi's progress, recorded as it arrives).
 async fn recorded(runtime: &Runtime, id: &str, prefix: &str) {
+    recorded_within(runtime, id, prefix, WAIT).await
+}
+
+/// [`recorded`], waiting at most `wait` (a real harness starts slowly).
+pub(super) async fn recorded_within(
+    runtime: &Runtime,
+    id: &str,
+    prefix: &str,
+    wait: std::time::Duration,
+) {
     let (id, prefix) = (id.to_string(), prefix.to_string());
-    tokio::time::timeout(WAIT, async {
+    tokio::time::timeout(wait, async {
         loop {
             let s = id.clone();
             let events = runtime

@@ -109,27 +109,7 @@ fn started(result: &troupe::runtime::protocol::ToolResult) -> String {
 
 /// Waits until instance `id`'s record has an event starting with `prefix`.
 async fn recorded(runtime: &Runtime, id: &str, prefix: &str) {
-    let (id, prefix) = (id.to_string(), prefix.to_string());
-    tokio::time::timeout(WAIT * 2, async {
-        loop {
-            let s = id.clone();
-            let events = runtime
-                .node()
-                .store()
-                .read(move |c| {
-                    let row = troupe::actors::delegation::record::instance(c, &s)?.unwrap();
-                    troupe::actors::delegation::record::events_of(c, row.id, 0, 1000)
-                })
-                .await
-                .unwrap();
-            if events.iter().any(|e| e.2.starts_with(&prefix)) {
-                return;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("instance {id} never recorded {prefix:?}"));
+    super::executors::recorded_within(runtime, id, prefix, WAIT * 2).await
 }
 
 async fn instances(runtime: &Runtime) -> Vec<troupe::actors::delegation::record::Instance> {
