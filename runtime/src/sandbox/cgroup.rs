@@ -64,9 +64,67 @@ const INIT: &str = "init";
 
 impl Cgroup {
     /// Makes (or takes again) the group `name` with `limits`; `None` when
-    /// this machine gives troupe no controller at all.
+    /// this machine gives troupe no controller at all. The group's folder
+    /// is `<pid>.<name>`: it names the process that made it, so that
+    /// [`Cgroup::sweep`] can tell a group of a troupe that is gone from one
+    /// of a troupe still running on the machine.
+    ///
+    /// The first group a process makes sweeps the groups of troupes gone
+    /// before it ([`Cgroup::sweep`]).
     pub fn create(name: &str, limits: GroupLimits) -> Option<Cgroup> {
-        Self::create_v2(name, limits).or_else(|| Self::create_v1(name, limits))
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| {
+            let swept = Self::sweep();
+            if swept > 0 {
+                tracing::info!(swept, "removed the control groups of troupes that are gone");
+            }
+        });
+        let name = format!("{}.{name}", std::process::id());
+        Self::create_v2(&name, limits).or_else(|| Self::create_v1(&name, limits))
+    }
+
+    /// Removes the groups of troupe processes that are gone (killed before
+    /// they could remove their own): every empty one whose folder names a
+    /// process that no longer runs, or names none (made before folders named
+    /// their process). A group something still runs in cannot be removed
+    /// and is left. Returns how many went.
+    pub fn sweep() -> usize {
+        let mut parents: Vec<PathBuf> = Vec::new();
+        if let Some(own) = own_path("") {
+            for mount in [PathBuf::from(ROOT), Path::new(ROOT).join("unified")] {
+                if mount.join("cgroup.controllers").is_file() {
+                    let group = mount.join(own.trim_start_matches('/'));
+                    parents.extend(group.parent().map(|p| p.join(PARENT)));
+                    parents.push(mount.join(PARENT));
+                }
+            }
+        }
+        for controller in ["memory", "pids", "cpu"] {
+            if let Some(own) = own_path(controller) {
+                let mount = Path::new(ROOT).join(controller);
+                parents.push(mount.join(own.trim_start_matches('/')).join(PARENT));
+            }
+        }
+        parents.sort();
+        parents.dedup();
+        let mut removed = 0;
+        for parent in parents {
+            let Ok(entries) = std::fs::read_dir(&parent) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if !entry.file_type().is_ok_and(|t| t.is_dir()) || !owner_gone(&path) {
+                    continue;
+                }
+                let _ = std::fs::remove_dir(path.join(COMMANDS));
+                let _ = std::fs::remove_dir(path.join(INIT));
+                if std::fs::remove_dir(&path).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
     }
 
     fn create_v2(name: &str, limits: GroupLimits) -> Option<Cgroup> {
@@ -294,15 +352,52 @@ impl Cgroup {
         })
     }
 
-    /// Kills what is left and removes the group.
+    /// Kills what is left and removes the group. A killed process leaves
+    /// its group a moment after the signal, and a group with a process in
+    /// it cannot be removed, so removing is tried again for a short while
+    /// (at most [`REMOVE_TRIES`] × 5 ms) until the group is empty.
     pub fn remove(&self) {
         self.kill_all();
-        for dir in &self.dirs {
-            // The sub-groups first: a group with children cannot go.
-            let _ = std::fs::remove_dir(dir.join(COMMANDS));
-            let _ = std::fs::remove_dir(dir.join(INIT));
-            let _ = std::fs::remove_dir(dir);
+        for attempt in 0..REMOVE_TRIES {
+            let mut left = false;
+            for dir in &self.dirs {
+                // The sub-groups first: a group with children cannot go.
+                for sub in [dir.join(COMMANDS), dir.join(INIT), dir.clone()] {
+                    if let Err(e) = std::fs::remove_dir(&sub) {
+                        left |= e.kind() != std::io::ErrorKind::NotFound;
+                    }
+                }
+            }
+            if !left {
+                return;
+            }
+            if attempt + 1 < REMOVE_TRIES {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
         }
+        tracing::warn!(group = ?self.dirs, "an environment's control group could not be removed");
+    }
+}
+
+/// How many times [`Cgroup::remove`] tries.
+const REMOVE_TRIES: u32 = 40;
+
+/// Whether the group at `path` was made by a process that no longer runs
+/// (its folder is `<pid>.<name>`), or by one that did not say.
+fn owner_gone(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    match name
+        .split_once('.')
+        .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        Some(pid) => {
+            rustix::process::test_kill_process(pid).is_err_and(|e| e == rustix::io::Errno::SRCH)
+        }
+        None => true,
     }
 }
 
@@ -320,4 +415,46 @@ fn own_path(controller: &str) -> Option<String> {
         };
         matches.then(|| path.to_string())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where this machine gives no control group (not root, no delegated
+    /// tree), there is nothing to sweep and the test says so.
+    #[test]
+    fn the_groups_of_a_troupe_that_is_gone_are_swept_and_a_live_ones_kept() {
+        let limits = GroupLimits {
+            memory_bytes: 64 << 20,
+            pids: 64,
+            cpu_percent: 100,
+        };
+        let name = format!("sweep-test-{}", uuid::Uuid::now_v7().simple());
+        let Some(live) = Cgroup::create(&name, limits) else {
+            eprintln!("skipping: no control group can be made here");
+            return;
+        };
+        // A group left by a troupe killed before it could remove it: its
+        // folder names a process that cannot exist (beyond any pid_max).
+        let orphans: Vec<PathBuf> = live
+            .dirs
+            .iter()
+            .map(|d| d.with_file_name(format!("2147483000.{name}")))
+            .collect();
+        for orphan in &orphans {
+            std::fs::create_dir(orphan).unwrap();
+        }
+        assert!(Cgroup::sweep() >= orphans.len());
+        for orphan in &orphans {
+            assert!(!orphan.exists(), "{} was left", orphan.display());
+        }
+        for dir in &live.dirs {
+            assert!(dir.exists(), "the live group {} was swept", dir.display());
+        }
+        live.remove();
+        for dir in &live.dirs {
+            assert!(!dir.exists(), "{} was not removed", dir.display());
+        }
+    }
 }
