@@ -141,7 +141,8 @@ impl Head {
 
     /// Carries the request on to `upstream` and the bytes both ways until
     /// either side closes: a tunnel is told it is established; a plain
-    /// request goes on in origin form, the rest of it as sent.
+    /// request goes on in origin form, the rest of it as sent, with
+    /// `Connection: close` (one request per plain connection).
     pub async fn forward(self, mut client: TcpStream, mut upstream: TcpStream) {
         let pending = match &self.origin_form {
             None => {
@@ -153,12 +154,7 @@ impl Head {
             }
             Some(path) => {
                 let mut out = format!("{} {path} {}\r\n", self.method, self.version).into_bytes();
-                let after_line = self
-                    .head
-                    .iter()
-                    .position(|b| *b == b'\n')
-                    .map_or(&self.head[self.head.len()..], |i| &self.head[i + 1..]);
-                out.extend_from_slice(after_line);
+                out.extend_from_slice(&one_request_headers(&self.head));
                 out.extend_from_slice(&self.rest);
                 out
             }
@@ -168,6 +164,32 @@ impl Head {
         }
         let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
     }
+}
+
+/// A plain request's header lines (after its request line, through the
+/// blank line) with `Connection: close` in place of whatever the client
+/// asked: the connection is spliced to one upstream after this request, so
+/// a client keeping it alive (a browser does, across hosts) must not send
+/// its next request, meant for another host, down it.
+fn one_request_headers(head: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(head);
+    let mut out = String::with_capacity(text.len() + 20);
+    for line in text.split("\r\n").skip(1) {
+        if line.is_empty() {
+            break;
+        }
+        let name = line.split(':').next().unwrap_or_default().trim();
+        if ["connection", "proxy-connection", "keep-alive"]
+            .iter()
+            .any(|hop| name.eq_ignore_ascii_case(hop))
+        {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    out.into_bytes()
 }
 
 /// Answers `status` with `text` as a short plain-text body, and closes.
@@ -214,4 +236,20 @@ fn split_host_port(authority: &str, default: Option<u16>) -> Option<(String, u16
         None => default?,
     };
     (!host.is_empty()).then(|| (host.to_ascii_lowercase(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_request_headers;
+
+    #[test]
+    fn a_kept_alive_plain_request_goes_on_with_connection_close() {
+        let head = b"GET http://example.com/a HTTP/1.1\r\nHost: example.com\r\n\
+            Proxy-Connection: keep-alive\r\nconnection: Keep-Alive\r\nKeep-Alive: timeout=5\r\n\
+            Accept: */*\r\n\r\n";
+        assert_eq!(
+            String::from_utf8(one_request_headers(head)).unwrap(),
+            "Host: example.com\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+    }
 }
