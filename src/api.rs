@@ -389,7 +389,7 @@ fn say_where_commands_run(settings: &troupe_runtime::sandbox::SandboxSettings, a
 /// without one, the tool is not offered and `troupe doctor` says why.
 async fn start_browser(node: &Node, config: &Config) -> Result<(), RuntimeError> {
     use troupe_tools::browser::{Browser, BrowserSettings};
-    match BrowserSettings::configured(&config.browser, node.home()) {
+    match BrowserSettings::configured(config, node.home()) {
         Ok(settings) => {
             let browser = Browser::new(settings);
             node.supervise(browser.child()).await?;

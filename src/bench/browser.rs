@@ -96,6 +96,10 @@ pub async fn run(n: usize) -> anyhow::Result<serde_json::Value> {
         dir: home.root().join("browser"),
         idle: Duration::from_secs(600),
         display: false,
+        policy: Policy {
+            allow_private: true,
+            allow: vec![],
+        },
     };
     // Starts: each a fresh browser, to its connection and first tab.
     let mut starts = Vec::new();
@@ -134,6 +138,7 @@ pub async fn run(n: usize) -> anyhow::Result<serde_json::Value> {
             allow_private: true,
             allow: vec![],
         },
+        network: None,
     });
     let args = json!({
         "code": format!("# read the title\nprint(goto_url({url:?})['title'])"),

@@ -41,7 +41,7 @@ pub async fn browser(home: Option<PathBuf>, command: BrowserCommand) -> anyhow::
 /// `troupe doctor`'s line: the browser found, or why `browser_exec` is
 /// not offered.
 pub async fn finding(home: &Home, config: &Config) -> (bool, String) {
-    match BrowserSettings::configured(&config.browser, home) {
+    match BrowserSettings::configured(config, home) {
         Ok(settings) => {
             let version = chrome::version(&settings.program).await;
             (
@@ -83,8 +83,8 @@ async fn status(home: &Home, config: &Config) -> anyhow::Result<ExitCode> {
 }
 
 async fn start(home: &Home, config: &Config) -> anyhow::Result<ExitCode> {
-    let settings = BrowserSettings::configured(&config.browser, home)
-        .map_err(|why| anyhow::anyhow!("{why}"))?;
+    let settings =
+        BrowserSettings::configured(config, home).map_err(|why| anyhow::anyhow!("{why}"))?;
     let profile = profile(home);
     if let Some(pid) = running_on(&profile) {
         anyhow::bail!(
@@ -98,6 +98,7 @@ async fn start(home: &Home, config: &Config) -> anyhow::Result<ExitCode> {
         headless: !settings.display,
         log: settings.dir.join("profile.log"),
         scratch: false,
+        proxy: None,
     };
     let mut process = chrome::start(&launch)
         .await

@@ -198,3 +198,71 @@ async fn the_proxy_carries_a_commands_request_to_an_allowed_address() {
     assert!(around.is_error(), "{}", around.text);
     assert_eq!(l.accepted.load(Ordering::SeqCst), 2);
 }
+
+/// A `browser_exec` program is code run on the machine like a command, so
+/// it gets a command's network: through the same proxy, under the same
+/// rule (here 127.0.0.1 allowed, the rest of the machine not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_programs_network_is_a_commands() {
+    use troupe::tools::browser::{chrome, Browser, BrowserSettings};
+    use troupe::tools::browser_exec::{browser_exec, BrowserExecHost};
+    use troupe::tools::web::guard::Policy;
+
+    if Sandbox::detect_or_skip("a browser program's network").is_none() {
+        return;
+    }
+    let program = match chrome::find(None) {
+        Ok(program) => program,
+        Err(why) => {
+            assert!(
+                std::env::var_os("TROUPE_TEST_REQUIRE_BROWSER").is_none(),
+                "a browser is required here (TROUPE_TEST_REQUIRE_BROWSER) but {why}"
+            );
+            eprintln!("skipping a browser program's network: {why}");
+            return;
+        }
+    };
+    let home = TestHome::new();
+    let ctx = context(&home);
+    let browser = Browser::new(BrowserSettings {
+        program,
+        dir: ctx.home.root().join("browser"),
+        idle: Duration::from_secs(120),
+        display: false,
+        policy: Policy::default(),
+    });
+    ctx.services.insert(Arc::clone(&browser));
+    let commands = CommandHost::with_sandbox(SandboxSettings {
+        allow_addresses: vec!["127.0.0.1".parse().unwrap()],
+        helper: Some(env!("CARGO_BIN_EXE_troupe").into()),
+        ..SandboxSettings::default()
+    });
+    let tool = browser_exec::tool(BrowserExecHost {
+        sandbox: SandboxSettings {
+            allow_addresses: vec!["127.0.0.1".parse().unwrap()],
+            helper: Some(env!("CARGO_BIN_EXE_troupe").into()),
+            ..SandboxSettings::default()
+        },
+        policy: Policy::default(),
+        network: Some(commands.network()),
+    });
+    let l = listener();
+    let fetch = |host: &str| {
+        json!({
+            "code": format!(
+                "# fetch a page from Python\nimport urllib.request\ntry:\n    \
+                 print(urllib.request.urlopen('http://{host}:{}/', timeout=10).read().decode())\n\
+                 except Exception as e:\n    print('refused:', e)",
+                l.port
+            ),
+            "mode": "headless",
+        })
+    };
+    let allowed = tool.call(fetch("127.0.0.1"), &ctx).await;
+    assert!(allowed.text.contains("reached"), "{}", allowed.text);
+    let refused = tool.call(fetch("127.0.0.2"), &ctx).await;
+    assert!(refused.text.contains("refused:"), "{}", refused.text);
+    assert!(!refused.text.contains("reached"), "{}", refused.text);
+    assert_eq!(l.accepted.load(Ordering::SeqCst), 1);
+    browser.stop(None).await.unwrap();
+}

@@ -90,21 +90,26 @@ pub struct BrowserSettings {
     /// Whether windows may open (a display is there); without, every
     /// mode runs headless.
     pub display: bool,
+    /// `[web]`'s outside-the-machine rules, which every request of the
+    /// browser's pages follows (through its egress proxy).
+    pub policy: crate::web::guard::Policy,
 }
 
 impl BrowserSettings {
     /// The browser `[browser]` names or the one found on `PATH`, with its
-    /// files in `home`'s `browser/`; `Err` says why there is none.
+    /// files in `home`'s `browser/` and its pages under `[web]`'s rules;
+    /// `Err` says why there is none.
     pub fn configured(
-        config: &troupe_runtime::config::Browser,
+        config: &troupe_runtime::config::Config,
         home: &Home,
     ) -> Result<Self, String> {
-        let program = chrome::find(config.chrome.as_deref())?;
+        let program = chrome::find(config.browser.chrome.as_deref())?;
         Ok(Self {
             program,
             dir: home.root().join("browser"),
-            idle: Duration::from_secs(config.idle_s.max(1)),
+            idle: Duration::from_secs(config.browser.idle_s.max(1)),
             display: has_display(),
+            policy: crate::web::guard::Policy::from_settings(&config.web),
         })
     }
 

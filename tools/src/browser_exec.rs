@@ -1,8 +1,9 @@
 //! `browser_exec`: a short Python program driving troupe's own browser.
 //!
 //! The program is code run on the machine, so it runs where `run_command`'s
-//! commands run: in the sandbox (troupe's home hidden, `/tmp` private, no
-//! network of its own), with only the browser's workspace writable and this
+//! commands run: in the sandbox (troupe's home hidden, `/tmp` private, the
+//! commands' network — the public internet through their egress proxy, or
+//! none, as `[sandbox] network` says), with only the browser's workspace writable and this
 //! call's control socket bound in ([`crate::browser::control`]). It reaches
 //! the browser only through the helpers, which troupe carries out: every
 //! navigation they make passes `web_fetch`'s outside-the-machine rules, and
@@ -22,12 +23,13 @@ use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::sandbox::{Confinement, Network, Placement, SandboxSettings};
+use troupe_runtime::sandbox::{proxy, Confinement, Network, Placement, SandboxSettings};
 use troupe_runtime::tool::untrusted::untrusted;
 use troupe_runtime::tool::ToolContext;
 
 use crate::browser::control::{Control, MODULE};
 use crate::browser::{Browser, Mode};
+use crate::run_command::network::CommandNetwork;
 use crate::run_command::output::BoundedOutput;
 use crate::run_command::process::{end_tree, Ending, TERM_GRACE};
 use crate::run_command::tether;
@@ -58,12 +60,15 @@ pub struct BrowserExecParams {
 }
 
 /// Where `browser_exec` runs its programs and which pages they may open.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct BrowserExecHost {
     /// `[sandbox]`: where the program runs.
     pub sandbox: SandboxSettings,
     /// `[web]`'s outside-the-machine rules for navigations.
     pub policy: Policy,
+    /// The network sandboxed commands share, which a sandboxed program
+    /// joins as a command does (`run_command`'s); none when `None`.
+    pub network: Option<Arc<CommandNetwork>>,
 }
 
 /// Offered only where a browser was found or configured.
@@ -140,18 +145,33 @@ pub async fn browser_exec(
     };
     let mut cmd = match &placement {
         Placement::Sandboxed(sandbox) => {
+            let network = match &host.network {
+                Some(network) => match network.for_program(sandbox).await {
+                    Ok(network) => network,
+                    Err(e) => return ToolResult::error(format!("the program did not run: {e}")),
+                },
+                None => Network::None,
+            };
+            let joined = matches!(network, Network::Joined(_));
             let confinement = Confinement {
                 writable: vec![workspace.clone(), control.dir.clone()],
                 read_only: vec![],
-                network: Network::None,
+                network,
                 hidden: vec![ctx.home.root().to_path_buf()],
             };
-            tokio::process::Command::from(sandbox.command(
+            let mut cmd = tokio::process::Command::from(sandbox.command(
                 python(),
                 ["-u", "-c", &prelude()],
                 &workspace,
                 &confinement,
-            ))
+            ));
+            if let (true, Some(network)) = (joined, &host.network) {
+                cmd.envs(proxy::environment(
+                    troupe_runtime::sandbox::network::PORT,
+                    network.allowed(),
+                ));
+            }
+            cmd
         }
         Placement::Unsandboxed(_) => {
             let mut cmd = tokio::process::Command::new(python());

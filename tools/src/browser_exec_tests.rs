@@ -28,8 +28,19 @@ struct Fixture {
 
 /// A temp home with a headless browser service, or `None` (the test is
 /// skipped) where no browser is installed and none is required.
-#[allow(clippy::panic)]
 fn fixture(test: &str) -> Option<Fixture> {
+    fixture_with(
+        test,
+        Policy {
+            allow_private: true,
+            allow: vec![],
+        },
+    )
+}
+
+/// [`fixture`] with a browser whose pages follow `policy`.
+#[allow(clippy::panic)]
+fn fixture_with(test: &str, policy: Policy) -> Option<Fixture> {
     let program = match chrome::find(None) {
         Ok(program) => program,
         Err(why) if std::env::var_os("TROUPE_TEST_REQUIRE_BROWSER").is_some() => {
@@ -50,6 +61,7 @@ fn fixture(test: &str) -> Option<Fixture> {
         dir: home.root().join("browser"),
         idle: Duration::from_secs(120),
         display: false,
+        policy,
     });
     let ctx = ToolContext::standalone(home, cwd);
     ctx.services.insert(Arc::clone(&browser));
@@ -76,6 +88,7 @@ fn tool(strict: bool) -> impl Tool {
             allow_private: !strict,
             allow: vec![],
         },
+        network: None,
     })
 }
 
@@ -216,6 +229,82 @@ async fn a_session_drives_pages_across_calls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_cannot_take_the_browser_where_the_user_did_not_allow() {
+    // The user allows one address of this machine (127.0.0.1); another
+    // (127.0.0.2) holds a secret. Pages on the allowed one redirect there,
+    // load an image from there and fetch from there: none of it reaches it.
+    let Some(f) = fixture_with(
+        "a_page_cannot_take_the_browser_where_the_user_did_not_allow",
+        Policy {
+            allow_private: false,
+            allow: vec![[127, 0, 0, 1].into()],
+        },
+    ) else {
+        return;
+    };
+    let secret = TestServer::start_on(
+        [127, 0, 0, 2].into(),
+        vec![
+            (
+                "/secret",
+                Reply::html("<html><head><title>Secret</title></head><body>s3cr3t</body></html>"),
+            ),
+            ("/pixel", Reply::new(200, "image/gif", "GIF89a")),
+        ],
+    )
+    .await;
+    let page = format!(
+        "<html><head><title>Public</title></head><body><img src={:?}>\
+         <script>fetch({:?}).then(r => r.text()).then(t => document.title = t, \
+         e => document.title = 'refused')</script></body></html>",
+        secret.url("/pixel"),
+        secret.url("/secret"),
+    );
+    let public = TestServer::start(vec![
+        ("/go", Reply::redirect(302, &secret.url("/secret"))),
+        ("/page", Reply::html(&page)),
+    ])
+    .await;
+    let strict = browser_exec::tool(BrowserExecHost {
+        sandbox: SandboxSettings {
+            network: false,
+            ..SandboxSettings::default()
+        },
+        policy: Policy {
+            allow_private: false,
+            allow: vec![[127, 0, 0, 1].into()],
+        },
+        network: None,
+    });
+
+    // A redirect to the secret: the navigation fails, nothing is read.
+    let r = strict
+        .call(
+            json!({"code": format!("# follow a redirect\nprint(goto_url({:?}))", public.url("/go")), "mode": "headless"}),
+            &f.ctx,
+        )
+        .await;
+    assert!(!r.text.contains("s3cr3t"), "{}", r.text);
+    assert!(!r.text.contains("'title': 'Secret'"), "{}", r.text);
+
+    // A page of the allowed address reaching for the secret one.
+    let r = strict
+        .call(
+            json!({"code": format!("# open the page\ngoto_url({:?})\nimport time\nfor _ in range(100):\n    t = js('document.title')\n    if t != 'Public':\n        break\n    time.sleep(0.05)\nprint('title:', t)", public.url("/page")), "mode": "headless"}),
+            &f.ctx,
+        )
+        .await;
+    assert_eq!(r.status, ToolStatus::Ok, "{}", r.text);
+    assert!(r.text.contains("title: refused"), "{}", r.text);
+    assert!(
+        secret.requests().is_empty(),
+        "the secret address was reached: {:?}",
+        secret.requests()
+    );
+    assert!(!public.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runaway_program_is_killed_and_a_killed_browser_is_restarted() {
     let Some(f) = fixture("a_runaway_program_is_killed_and_a_killed_browser_is_restarted") else {
         return;
@@ -310,6 +399,7 @@ fn offered_only_with_a_browser() {
         dir: dir.path().join("browser"),
         idle: Duration::from_secs(1),
         display: false,
+        policy: Policy::default(),
     }));
     let spec = tool(false).available(&ctx).expect("offered with a browser");
     assert_eq!(spec.exposure, troupe_runtime::tool::Exposure::Deferred);

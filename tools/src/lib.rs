@@ -75,6 +75,9 @@ pub fn builtin_configured(
     web: &troupe_runtime::config::Web,
     env: web::Env,
 ) -> Registry {
+    let commands = run_command::CommandHost::with_sandbox(sandbox.clone())
+        .output_cap(settings.command_output_cap);
+    let command_network = commands.network();
     let tools: Vec<Arc<dyn troupe_runtime::tool::Tool>> = vec![
         Arc::new(
             read_file::read_file::tool()
@@ -87,11 +90,8 @@ pub fn builtin_configured(
         Arc::new(edit_file::edit_file::tool()),
         Arc::new(find_files::find_files::tool()),
         Arc::new(
-            run_command::run_command::tool(
-                run_command::CommandHost::with_sandbox(sandbox.clone())
-                    .output_cap(settings.command_output_cap),
-            )
-            .instead_where(host::in_house, run_command::house::run_command::tool()),
+            run_command::run_command::tool(commands)
+                .instead_where(host::in_house, run_command::house::run_command::tool()),
         ),
         Arc::new(web::search::web_search::tool(web::search::Engines::new(
             web,
@@ -102,6 +102,7 @@ pub fn builtin_configured(
             browser_exec::BrowserExecHost {
                 sandbox: sandbox.clone(),
                 policy: web::guard::Policy::from_settings(web),
+                network: Some(command_network),
             },
         )),
         Arc::new(web::gif::send_gif::tool(web::gif::GifSearch::new(

@@ -25,6 +25,7 @@
 pub mod background;
 pub mod egress;
 pub mod house;
+pub mod network;
 pub mod output;
 pub mod process;
 pub use troupe_runtime::tether;
@@ -37,8 +38,7 @@ use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::sandbox::network::Held;
-use troupe_runtime::sandbox::{Confinement, Network, Placement, Sandbox, SandboxSettings};
+use troupe_runtime::sandbox::{Confinement, Placement, Sandbox, SandboxSettings};
 use troupe_runtime::tool::{GateSubject, ToolContext};
 use troupe_runtime::trust::seal::Seal;
 
@@ -94,9 +94,8 @@ pub const DEFAULT_OUTPUT_CAP: u64 = 64 * 1024 * 1024;
 pub struct CommandHost {
     sandbox: SandboxSettings,
     output_cap: u64,
-    /// The namespace sandboxed commands share, started with the first.
-    network: tokio::sync::Mutex<Option<Held>>,
-    egress: Arc<egress::Egress>,
+    /// The network sandboxed programs share (`browser_exec`'s too).
+    network: Arc<network::CommandNetwork>,
 }
 
 impl CommandHost {
@@ -104,11 +103,16 @@ impl CommandHost {
     /// bytes of output.
     pub fn with_sandbox(sandbox: SandboxSettings) -> Self {
         Self {
-            egress: Arc::new(egress::Egress::new(sandbox.allow_addresses.clone())),
-            network: tokio::sync::Mutex::new(None),
+            network: Arc::new(network::CommandNetwork::new(sandbox.clone())),
             sandbox,
             output_cap: DEFAULT_OUTPUT_CAP,
         }
+    }
+
+    /// The network its sandboxed commands share, for other programs that
+    /// run as commands do (`browser_exec`'s).
+    pub fn network(&self) -> Arc<network::CommandNetwork> {
+        Arc::clone(&self.network)
     }
 
     /// Keeps at most `bytes` of a command's output in its output file
@@ -304,39 +308,13 @@ impl CommandHost {
                 ));
             }
         }
-        let network = if self.sandbox.network {
-            Network::Joined(self.network(sandbox).await?)
-        } else {
-            Network::None
-        };
+        let network = self.network.for_program(sandbox).await?;
         Ok(Confinement {
             writable: vec![ctx.cwd.clone()],
             read_only: vec![],
             network,
             hidden: vec![home.to_path_buf()],
         })
-    }
-
-    /// The namespace commands share, started at the first command (and
-    /// again if its process died).
-    async fn network(
-        &self,
-        sandbox: &Sandbox,
-    ) -> Result<Arc<troupe_runtime::sandbox::network::Namespace>, String> {
-        let mut held = self.network.lock().await;
-        if let Some(h) = held.as_ref().filter(|h| h.alive()) {
-            return Ok(h.namespace());
-        }
-        let helper = self
-            .sandbox
-            .helper
-            .clone()
-            .or_else(|| std::env::current_exe().ok())
-            .unwrap_or_else(|| "troupe".into());
-        let started = Held::start(sandbox, &helper, self.egress.on_connection()).await?;
-        let namespace = started.namespace();
-        *held = Some(started);
-        Ok(namespace)
     }
 }
 

@@ -13,10 +13,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio_util::sync::CancellationToken;
 
 use super::chrome::{self, Launch};
 use super::page::Instance;
 use super::{BrowserSettings, Mode, Running};
+use crate::run_command::egress::Egress;
+use crate::web::guard::Policy;
 
 type Reply = RpcReplyPort<Result<Arc<Instance>, String>>;
 
@@ -96,6 +99,13 @@ impl Actor for BrowserActor {
         _myself: ActorRef<Self::Msg>,
         settings: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let swept = sweep_scratch_profiles(&settings.dir);
+        if swept > 0 {
+            tracing::info!(
+                swept,
+                "removed the throwaway browser profiles of ended processes"
+            );
+        }
         Ok(BrowserState {
             settings,
             slots: HashMap::new(),
@@ -177,8 +187,9 @@ impl BrowserState {
                 self.slots.insert(mode, Slot::Starting(vec![reply]));
                 let launch = launch(&self.settings, mode);
                 let myself = myself.clone();
+                let policy = self.settings.policy.clone();
                 tokio::spawn(async move {
-                    let outcome = start(launch).await;
+                    let outcome = start(launch, policy).await;
                     let _ = myself.send_message(BrowserMsg::Started { mode, outcome });
                 });
             }
@@ -248,9 +259,11 @@ fn launch(settings: &BrowserSettings, mode: Mode) -> Launch {
     let scratch = mode != Mode::Profile;
     let profile = if scratch {
         let id = uuid::Uuid::now_v7().simple().to_string();
-        settings
-            .dir
-            .join(format!("{mode}-{}", &id[id.len() - 12..]))
+        settings.dir.join(format!(
+            "{mode}-{}-{}",
+            std::process::id(),
+            &id[id.len() - 12..]
+        ))
     } else {
         settings.dir.join("profile")
     };
@@ -260,16 +273,65 @@ fn launch(settings: &BrowserSettings, mode: Mode) -> Launch {
         headless: mode == Mode::Headless || !settings.display,
         log: settings.dir.join(format!("{mode}.log")),
         scratch,
+        proxy: None,
     }
 }
 
-async fn start(launch: Launch) -> Result<Arc<Instance>, String> {
+/// Starts a browser whose pages go out only through an egress proxy of its
+/// own under `policy`; the proxy ends with the instance.
+async fn start(mut launch: Launch, policy: Policy) -> Result<Arc<Instance>, String> {
     if let Some(parent) = launch.log.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot make {}: {e}", parent.display()))?;
     }
+    let egress = CancellationToken::new();
+    let guard = egress.clone().drop_guard();
+    let proxy = Arc::new(Egress::for_browser(policy))
+        .listen(egress)
+        .await
+        .map_err(|e| format!("its egress proxy could not listen on the loopback: {e}"))?;
+    launch.proxy = Some(proxy);
     let process = chrome::start(&launch).await?;
-    Ok(Arc::new(Instance::connect(process).await?))
+    Ok(Arc::new(Instance::connect(process, guard).await?))
+}
+
+/// Removes the throwaway profiles (`clean-…`, `headless-…`) of troupe
+/// processes that are gone: a browser's own watcher removes its profile
+/// when the browser ends, but not when troupe was killed first. A folder
+/// names the process that made it, so another troupe on the same home keeps
+/// its own.
+pub(super) fn sweep_scratch_profiles(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = [Mode::Clean, Mode::Headless]
+            .iter()
+            .find_map(|m| name.strip_prefix(m.name())?.strip_prefix('-'))
+        else {
+            continue;
+        };
+        // `<mode>-<pid>-<id>`; a folder without a live owner's pid (one made
+        // before folders named their process, too) is gone.
+        let gone = rest
+            .split('-')
+            .next()
+            .and_then(|pid| pid.parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+            .is_none_or(|pid| {
+                rustix::process::test_kill_process(pid).is_err_and(|e| e == rustix::io::Errno::SRCH)
+            });
+        if gone
+            && entry.file_type().is_ok_and(|t| t.is_dir())
+            && std::fs::remove_dir_all(entry.path()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 fn watch_exit(

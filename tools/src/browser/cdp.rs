@@ -59,10 +59,20 @@ pub enum CdpError {
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>>;
 
+/// Someone waiting for the next event of a method (on a session).
+struct Waiter {
+    method: String,
+    session: Option<String>,
+    reply: oneshot::Sender<Value>,
+}
+
+type Waiters = Arc<Mutex<Vec<Waiter>>>;
+
 /// One connection to a browser's DevTools endpoint.
 pub struct Cdp {
     out: mpsc::UnboundedSender<Message>,
     pending: Pending,
+    waiters: Waiters,
     next: AtomicU64,
     closed: CancellationToken,
 }
@@ -101,6 +111,8 @@ impl Cdp {
             writer_closed.cancel();
         });
         let reader_pending = Arc::clone(&pending);
+        let waiters: Waiters = Arc::default();
+        let reader_waiters = Arc::clone(&waiters);
         let reader_closed = closed.clone();
         tokio::spawn(async move {
             loop {
@@ -109,10 +121,14 @@ impl Cdp {
                     () = reader_closed.cancelled() => break,
                 };
                 match message {
-                    Some(Ok(Message::Text(text))) => answer(&reader_pending, text.as_str()),
-                    Some(Ok(Message::Binary(bytes))) => {
-                        answer(&reader_pending, &String::from_utf8_lossy(&bytes))
+                    Some(Ok(Message::Text(text))) => {
+                        answer(&reader_pending, &reader_waiters, text.as_str())
                     }
+                    Some(Ok(Message::Binary(bytes))) => answer(
+                        &reader_pending,
+                        &reader_waiters,
+                        &String::from_utf8_lossy(&bytes),
+                    ),
                     Some(Ok(_)) => {}
                     Some(Err(_)) | None => break,
                 }
@@ -120,10 +136,12 @@ impl Cdp {
             reader_closed.cancel();
             // Every caller still waiting learns the connection is gone.
             reader_pending.lock().clear();
+            reader_waiters.lock().clear();
         });
         Ok(Self {
             out,
             pending,
+            waiters,
             next: AtomicU64::new(1),
             closed,
         })
@@ -165,6 +183,23 @@ impl Cdp {
         })
     }
 
+    /// The next event `method` (of the page session `session`, or the
+    /// browser's when `None`), as its `params`. Ask before sending the
+    /// command that causes it, so it cannot pass unseen; the receiver
+    /// errs when the connection closes.
+    pub fn next_event(&self, method: &str, session: Option<&str>) -> oneshot::Receiver<Value> {
+        let (reply, event) = oneshot::channel();
+        let mut waiters = self.waiters.lock();
+        // Waiters given up on (their receiver dropped) go now.
+        waiters.retain(|w| !w.reply.is_closed());
+        waiters.push(Waiter {
+            method: method.to_owned(),
+            session: session.map(str::to_owned),
+            reply,
+        });
+        event
+    }
+
     /// Whether the connection has closed.
     pub fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
@@ -182,13 +217,24 @@ impl Drop for Cdp {
     }
 }
 
-/// Hands an answer to the call waiting for it; events and anything
-/// unexpected are let through.
-fn answer(pending: &Pending, text: &str) {
-    let Ok(value) = serde_json::from_str::<Value>(text) else {
+/// Hands an answer to the call waiting for it, and an event to whoever
+/// waits for it; anything else, and every unknown field, is let through.
+fn answer(pending: &Pending, waiters: &Waiters, text: &str) {
+    let Ok(mut value) = serde_json::from_str::<Value>(text) else {
         return;
     };
     let Some(id) = value.get("id").and_then(Value::as_u64) else {
+        if let Some(method) = value.get("method").and_then(Value::as_str) {
+            let session = value.get("sessionId").and_then(Value::as_str);
+            let mut waiters = waiters.lock();
+            if let Some(at) = waiters
+                .iter()
+                .position(|w| w.method == method && w.session.as_deref() == session)
+            {
+                let waiter = waiters.swap_remove(at);
+                let _ = waiter.reply.send(value["params"].take());
+            }
+        }
         return;
     };
     let Some(reply) = pending.lock().remove(&id) else {

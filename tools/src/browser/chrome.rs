@@ -99,6 +99,10 @@ pub struct Launch {
     pub log: PathBuf,
     /// The profile is thrown away when the browser ends (`clean`, `headless`).
     pub scratch: bool,
+    /// The egress proxy every request of its pages goes through
+    /// ([`crate::run_command::egress::Egress::for_browser`]); `None` for the
+    /// user's own session (`troupe browser start`).
+    pub proxy: Option<std::net::SocketAddr>,
 }
 
 /// A started browser: its DevTools address, its process group, and the
@@ -143,6 +147,11 @@ pub fn arguments(launch: &Launch) -> Vec<String> {
         "--use-mock-keychain".to_owned(),
         "--window-size=1280,900".to_owned(),
     ];
+    if let Some(proxy) = launch.proxy {
+        args.push(format!("--proxy-server=http://{proxy}"));
+        // Loopback too: Chromium sends it around a proxy unless told not to.
+        args.push("--proxy-bypass-list=<-loopback>".to_owned());
+    }
     if launch.headless {
         args.push("--headless=new".to_owned());
         args.push("--hide-scrollbars".to_owned());

@@ -23,7 +23,8 @@ use crate::web::guard::{self, Policy};
 
 /// How long `wait_for_load` waits when not told.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(15);
-/// How often the page's load state is read while waiting.
+/// How often the page's load state is read again while waiting for its
+/// load event.
 const LOAD_POLL: Duration = Duration::from_millis(25);
 
 /// One running browser: its process, its DevTools connection, its tab.
@@ -34,6 +35,8 @@ pub struct Instance {
     pub cdp: Cdp,
     /// The current tab: its target id and its session.
     tab: Mutex<Option<Tab>>,
+    /// Ends the browser's egress proxy with the instance.
+    _egress: tokio_util::sync::DropGuard,
 }
 
 #[derive(Debug, Clone)]
@@ -50,8 +53,12 @@ impl Drop for Instance {
 }
 
 impl Instance {
-    /// Connects to a started browser.
-    pub async fn connect(process: Process) -> Result<Self, String> {
+    /// Connects to a started browser, whose egress proxy ends when `egress`
+    /// is dropped (with the instance).
+    pub async fn connect(
+        process: Process,
+        egress: tokio_util::sync::DropGuard,
+    ) -> Result<Self, String> {
         let cdp = Cdp::connect(&process.endpoint)
             .await
             .map_err(|e| e.to_string())?;
@@ -59,6 +66,7 @@ impl Instance {
             process: Mutex::new(process),
             cdp,
             tab: Mutex::new(None),
+            _egress: egress,
         })
     }
 
@@ -195,6 +203,10 @@ impl Instance {
             .cdp
             .call("Target.activateTarget", json!({"targetId": target}), None)
             .await;
+        // Its load events, which navigations wait on.
+        self.cdp
+            .call("Page.enable", json!({}), Some(&session))
+            .await?;
         *self.tab.lock() = Some(Tab {
             target: target.to_owned(),
             session,
@@ -216,17 +228,43 @@ impl Instance {
 
     async fn goto_url(&self, url: &str, policy: &Policy) -> Result<Value, Failure> {
         check_navigation(url, policy).await?;
-        let went = self.call("Page.navigate", json!({"url": url})).await?;
+        let tab = self.tab().await?;
+        let loaded = self
+            .cdp
+            .next_event("Page.loadEventFired", Some(&tab.session));
+        let went = self
+            .cdp
+            .call("Page.navigate", json!({"url": url}), Some(&tab.session))
+            .await?;
         if let Some(error) = went["errorText"].as_str().filter(|e| !e.is_empty()) {
-            return Err(Failure::Refused(format!("{url} did not load: {error}")));
+            return Err(Failure::Refused(format!(
+                "{url} did not load: {error}{}",
+                if error.contains("TUNNEL") || error.contains("PROXY") {
+                    " (troupe's browser opens only public pages unless [web] allows more)"
+                } else {
+                    ""
+                }
+            )));
         }
-        self.wait_for_load(LOAD_TIMEOUT).await?;
+        // A new document fires its load event; a same-document navigation
+        // (another `#fragment`) has none to wait for.
+        if went.get("loaderId").is_some() {
+            let _ = tokio::time::timeout(LOAD_TIMEOUT, loaded).await;
+            self.wait_for_load(LOAD_TIMEOUT).await?;
+        }
         self.page_info().await
     }
 
+    /// Waits until the page's `document.readyState` is `complete`: woken by
+    /// its load event, read again at least every [`LOAD_POLL`] (a page
+    /// loaded by its own script fires none this tab was asked for).
     async fn wait_for_load(&self, timeout: Duration) -> Result<Value, Failure> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let tab = self.tab().await?;
         loop {
+            let loaded = self
+                .cdp
+                .next_event("Page.loadEventFired", Some(&tab.session));
             let state = self
                 .evaluate("document.readyState")
                 .await
@@ -237,7 +275,10 @@ impl Instance {
             if tokio::time::Instant::now() >= deadline {
                 return Ok(Value::Bool(false));
             }
-            tokio::time::sleep(LOAD_POLL).await;
+            tokio::select! {
+                _ = loaded => {}
+                () = tokio::time::sleep(LOAD_POLL) => {}
+            }
         }
     }
 

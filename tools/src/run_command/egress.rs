@@ -12,12 +12,19 @@
 //! exactly the addresses checked. `[sandbox] allow_addresses` lets single
 //! addresses through. So a command cannot reach `troupe serve` or any other
 //! service of the machine, whatever address it writes.
+//!
+//! troupe's browser goes out the same way ([`Egress::for_browser`],
+//! [`Egress::listen`]): Chromium is started with this proxy on the machine's
+//! loopback as its only way out, so every request a page makes — the
+//! navigation, each redirect, images, scripts, `fetch`, WebSockets — is
+//! resolved and checked here under `[web]`'s rules, not only the addresses
+//! the helpers are asked to open.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use troupe_runtime::sandbox::proxy::{answer, Head};
 use troupe_runtime::sandbox::zygote::OnConnection;
@@ -33,6 +40,16 @@ const CONNECT: Duration = Duration::from_secs(10);
 pub struct Egress {
     resolver: GuardedResolver,
     policy: Policy,
+    who: Who,
+}
+
+/// Whose traffic the proxy carries, for the words of its refusals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    /// Sandboxed commands (`[sandbox] allow_addresses` lets an address through).
+    Commands,
+    /// troupe's browser (`[web]` lets addresses through).
+    Browser,
 }
 
 impl Egress {
@@ -51,7 +68,61 @@ impl Egress {
         Self {
             resolver: GuardedResolver::new(lookup, policy.clone()),
             policy,
+            who: Who::Commands,
         }
+    }
+
+    /// The rule of troupe's browser: `[web]`'s `policy`, as `web_fetch`
+    /// follows it.
+    pub fn for_browser(policy: Policy) -> Self {
+        Self::for_browser_with_lookup(policy, Arc::new(SystemLookup))
+    }
+
+    /// [`Egress::for_browser`] resolving names through `lookup`.
+    pub fn for_browser_with_lookup(policy: Policy, lookup: Arc<dyn Lookup>) -> Self {
+        Self {
+            resolver: GuardedResolver::new(lookup, policy.clone()),
+            policy,
+            who: Who::Browser,
+        }
+    }
+
+    /// Serves the proxy on the machine's loopback, on a port of its own
+    /// choosing, until `stopped`; returns where it listens.
+    ///
+    /// # Errors
+    ///
+    /// The loopback could not be listened on.
+    pub async fn listen(
+        self: &Arc<Self>,
+        stopped: CancellationToken,
+    ) -> std::io::Result<SocketAddr> {
+        let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await?;
+        let addr = listener.local_addr()?;
+        let egress = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                let client = tokio::select! {
+                    () = stopped.cancelled() => return,
+                    accepted = listener.accept() => match accepted {
+                        Ok((client, _)) => client,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the egress proxy stopped accepting");
+                            return;
+                        }
+                    },
+                };
+                let egress = Arc::clone(&egress);
+                let stopped = stopped.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = stopped.cancelled() => {}
+                        () = egress.serve(client) => {}
+                    }
+                });
+            }
+        });
+        Ok(addr)
     }
 
     /// Where a connection to `host:port` may go, or why it may not.
@@ -61,7 +132,7 @@ impl Egress {
     /// The refusal, saying what was refused and how to allow it.
     pub async fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
         // An address as written (in any notation) is checked, not looked up.
-        check_name(host, &self.policy).map_err(|r| refused(&r))?;
+        check_name(host, &self.policy).map_err(|r| refused(&r, self.who))?;
         let bare = host.trim_matches(['[', ']']);
         if let Some(ip) = bare
             .parse::<IpAddr>()
@@ -75,7 +146,7 @@ impl Egress {
                 .into_iter()
                 .map(|ip| SocketAddr::new(ip, port))
                 .collect()),
-            Err(GuardError::Refused(refusal)) => Err(refused(&refusal)),
+            Err(GuardError::Refused(refusal)) => Err(refused(&refusal, self.who)),
             Err(e @ GuardError::Lookup { .. }) => Err(e.to_string()),
         }
     }
@@ -113,7 +184,7 @@ impl Egress {
         let addrs = match self.decide(&head.host, head.port).await {
             Ok(addrs) => addrs,
             Err(why) => {
-                tracing::info!(endpoint = %endpoint, "command egress refused");
+                tracing::info!(endpoint = %endpoint, who = ?self.who, "egress refused");
                 return answer(&mut client, 403, &why).await;
             }
         };
@@ -121,7 +192,7 @@ impl Egress {
         for addr in addrs {
             match tokio::time::timeout(CONNECT, TcpStream::connect(addr)).await {
                 Ok(Ok(upstream)) => {
-                    tracing::debug!(endpoint = %endpoint, "command egress allowed");
+                    tracing::debug!(endpoint = %endpoint, who = ?self.who, "egress allowed");
                     return head.forward(client, upstream).await;
                 }
                 Ok(Err(e)) => last = e.to_string(),
@@ -137,8 +208,8 @@ impl Egress {
     }
 }
 
-/// A refusal in the words of a command's network.
-fn refused(refusal: &Refusal) -> String {
+/// A refusal in the words of whose network it is.
+fn refused(refusal: &Refusal, who: Who) -> String {
     let what = match refusal {
         Refusal::Localhost { host } => format!("{host} is this machine (localhost)"),
         Refusal::Address {
@@ -152,10 +223,16 @@ fn refused(refusal: &Refusal) -> String {
         ),
         other => other.to_string(),
     };
-    format!(
-        "{what}; sandboxed commands reach only the public internet, never this machine or its \
-         network (list the address in [sandbox] allow_addresses in config.toml to reach it)"
-    )
+    match who {
+        Who::Commands => format!(
+            "{what}; sandboxed commands reach only the public internet, never this machine or \
+             its network (list the address in [sandbox] allow_addresses in config.toml to reach it)"
+        ),
+        Who::Browser => format!(
+            "{what}; troupe's browser opens only public pages, never this machine or its network \
+             (list the address in [web] allow_addresses in config.toml to open it)"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -93,9 +93,15 @@ impl Drop for TestServer {
 
 impl TestServer {
     pub async fn start(routes: Vec<(&str, Reply)>) -> Self {
+        Self::start_on([127, 0, 0, 1].into(), routes).await
+    }
+
+    /// The server on another loopback address (`127.0.0.2`: Linux answers
+    /// the whole of 127.0.0.0/8), for a test allowing one address only.
+    pub async fn start_on(ip: std::net::Ipv4Addr, routes: Vec<(&str, Reply)>) -> Self {
         let routes: Arc<HashMap<String, Reply>> =
             Arc::new(routes.into_iter().map(|(p, r)| (p.to_owned(), r)).collect());
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = TcpListener::bind((ip, 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let recorded = Arc::clone(&requests);
@@ -134,7 +140,7 @@ impl TestServer {
         }
     }
 
-    /// `http://127.0.0.1:PORT` followed by `path`.
+    /// `http://IP:PORT` followed by `path`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
