@@ -361,3 +361,40 @@ fn arm_idle(
         stamp,
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::sweep_scratch_profiles;
+
+    #[test]
+    fn the_throwaway_profiles_of_ended_processes_are_swept_and_the_rest_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let gone = [
+            "clean-2147483000-0123456789ab".to_owned(),
+            "headless-2147483001-0123456789ab".to_owned(),
+            // Made before a folder named its process.
+            "clean-0123456789ab".to_owned(),
+        ];
+        let kept = [
+            format!("headless-{me}-0123456789ab"),
+            "profile".to_owned(),
+            "workspace".to_owned(),
+            "calls".to_owned(),
+        ];
+        for name in gone.iter().chain(&kept) {
+            std::fs::create_dir_all(dir.path().join(name).join("Default")).unwrap();
+        }
+        std::fs::write(dir.path().join("clean.log"), "").unwrap();
+        assert_eq!(sweep_scratch_profiles(dir.path()), gone.len());
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut expected: Vec<String> = kept.to_vec();
+        expected.push("clean.log".into());
+        expected.sort();
+        assert_eq!(left, expected);
+    }
+}
