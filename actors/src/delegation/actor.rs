@@ -223,6 +223,7 @@ impl Actor for Delegation {
                 }
             }
             DelegationMsg::Launch(launch) => {
+                tracing::debug!(instance = %launch.sub, "launching an executor instance");
                 let key = launch.key;
                 state.args.delegations.note_instance(&launch);
                 let args = crate::delegation::executor::ExecutorArgs {

@@ -108,6 +108,7 @@ impl Delegations {
             rows.clone(),
             start.report_to,
         );
+        let asked = std::time::Instant::now();
         let admitted = node
             .store()
             .write(move |tx| {
@@ -119,6 +120,7 @@ impl Delegations {
                 Ok(admitted)
             })
             .await;
+        tracing::debug!(%delegation, admission_us = asked.elapsed().as_micros() as u64, "delegation admission committed");
         match admitted {
             Ok(record::Admitted::Yes) => {}
             Ok(record::Admitted::No(why)) => return Err(ToolResult::error(why)),

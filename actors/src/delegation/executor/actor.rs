@@ -498,6 +498,11 @@ async fn launch(
     let node = &args.node;
     let home = node.home();
     let name = launch.executor.as_str();
+    let t = Instant::now();
+    let mut phases = [0_u64; 5];
+    let mut lap = |i: usize| {
+        phases[i] = t.elapsed().as_micros() as u64;
+    };
     let installed = troupe_runtime::executors::installed(home, name).ok_or_else(|| {
         format!("{name} is not installed here; `troupe executors install {name}` installs it")
     })?;
@@ -544,6 +549,7 @@ async fn launch(
         .listen(stopped.clone())
         .await
         .map_err(|e| format!("its model relay could not listen on the loopback: {e}"))?;
+    lap(2);
     // The relay stops with the instance, or now if the harness cannot start.
     let unstarted = stopped.clone().drop_guard();
     let session = launch.session.as_ref().map(|s| s.display().to_string());
@@ -561,6 +567,7 @@ async fn launch(
     for (path, text) in &start.files {
         write_private(path, text)?;
     }
+    lap(3);
 
     // Its sandbox: the folder writable, the home hidden but for its own
     // state (writable) and its installed files (read-only).
@@ -611,6 +618,16 @@ async fn launch(
             .id()
             .and_then(|p| i32::try_from(p).ok())
             .and_then(rustix::process::Pid::from_raw),
+    );
+    lap(4);
+    tracing::debug!(
+        instance = %launch.sub,
+        installed_us = phases[0],
+        dirs_us = phases[1],
+        relay_us = phases[2],
+        files_us = phases[3],
+        spawned_us = phases[4],
+        "harness spawned"
     );
     let me = myself.clone();
     tokio::spawn(async move {

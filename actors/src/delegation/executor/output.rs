@@ -88,6 +88,7 @@ pub(super) async fn read(
             for event in harness.parse(&text) {
                 if let Some(write) = keep(&node, delegation, sub, &event, &text, &mut garbage).await
                 {
+                    tracing::trace!(instance = %sub, "an event queued for the record");
                     let _ = committed.send(write);
                 }
                 if let Some((thread, bot)) = &posts {
@@ -137,6 +138,7 @@ fn tell_when_committed(
                 newest = later;
             }
             let _ = newest.wait().await;
+            tracing::trace!("events committed");
             delegations.record_grew();
         }
     });
