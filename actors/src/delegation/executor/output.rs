@@ -70,11 +70,6 @@ pub(super) async fn read(
             Ok(n) => n,
             Err(e) => break Some(format!("its output could not be read: {e}")),
         };
-        if let Some(file) = spill.as_mut() {
-            if file.write_all(&chunk[..n]).await.is_err() {
-                spill = None;
-            }
-        }
         pending.extend_from_slice(&chunk[..n]);
         let mut start = 0;
         while let Some(at) = pending[start..].iter().position(|&b| b == b'\n') {
@@ -100,6 +95,13 @@ pub(super) async fn read(
                 ) {
                     let _ = actor.send_message(ExecutorMsg::Event(event));
                 }
+            }
+        }
+        // Spilled once its records are queued: the file is not on the
+        // way from a line printed to its record committed.
+        if let Some(file) = spill.as_mut() {
+            if file.write_all(&chunk[..n]).await.is_err() {
+                spill = None;
             }
         }
         pending.drain(..start);
