@@ -4,13 +4,18 @@
 //! (`tests/executors/fake-pi.mjs`, installed into a temp home like pi) is
 //! run two ways, so the harness's own start-up cancels out:
 //!
-//! - **start**: the bare process (`node fake-pi.mjs`, given its task) to
-//!   its first event printed, against troupe's instance — delegation
-//!   recorded, actor, relay, sandbox, process — to that event recorded in
-//!   the store. The overhead is the difference of the medians. A third
-//!   leg runs the bare process in a sandbox confined as an instance's is,
-//!   so the overhead splits into the sandbox's own start (bubblewrap's
-//!   namespaces and mounts) and troupe's part.
+//! - **start**, three legs alternated: (1) the bare process (`node
+//!   fake-pi.mjs`, given its task) to its first event printed; (2) the
+//!   same process in a sandbox confined as an instance's is; (3) troupe's
+//!   instance — delegation recorded, relay, sandbox, process, actors — to
+//!   that event recorded in the store. The overhead is the difference of
+//!   the medians of (3) and (1), split into the sandbox's own start
+//!   (bubblewrap's namespaces and mounts: (2) less (1)) and troupe's part
+//!   ((3) less (2)). Node's own start is the largest and, under load,
+//!   the most variable piece of every leg, so troupe's part is also given
+//!   without it, from the stand-in's stamps (its process's start, its
+//!   event's writing): before the process (asked to node's start, (3)
+//!   less (2)) and after the event (written to seen, (3) less (1)).
 //! - **event to recorded**: one instance printing an event every
 //!   millisecond, each stamped with the wall time it was written; the bench
 //!   watches the record as a live watcher does (woken by each commit) and
@@ -120,13 +125,22 @@ pub async fn executors(n: usize) -> anyhow::Result<serde_json::Value> {
             )
             .await?,
         );
-        let t = Instant::now();
+        let (t, asked) = (Instant::now(), wall_us());
         let subs = start(&node, &folder, &["events 1"]).await?;
         wait_recorded(&node, subs[0], 1).await?;
-        through.push(t.elapsed());
+        let (total, seen) = (t.elapsed(), wall_us());
+        let sub = subs[0];
+        let first = node
+            .store()
+            .read(move |c| record::events_of(c, sub, 0, 100))
+            .await?
+            .into_iter()
+            .find(|e| e.1 == "tool")
+            .map(|e| e.2)
+            .unwrap_or_default();
+        through.push(Timed::new(total, asked, &first, seen)?);
         wait_ended(&node, &subs).await?;
     }
-
     // Event to recorded, paced.
     let paced = 2_000;
     let subs = start(&node, &folder, &[&format!("events {paced} every 1")]).await?;
@@ -155,19 +169,45 @@ pub async fn executors(n: usize) -> anyhow::Result<serde_json::Value> {
         v.sort_unstable();
         v[v.len() / 2]
     };
-    let overhead = median(&through).saturating_sub(median(&bare));
-    let confined = median(&sandboxed).saturating_sub(median(&bare));
-    let own = median(&through).saturating_sub(median(&sandboxed));
+    let leg = |v: &[Timed], f: fn(&Timed) -> Duration| v.iter().map(f).collect::<Vec<_>>();
+    let (bare_total, sandboxed_total, through_total) = (
+        leg(&bare, |t| t.total),
+        leg(&sandboxed, |t| t.total),
+        leg(&through, |t| t.total),
+    );
+    let overhead = median(&through_total).saturating_sub(median(&bare_total));
+    let confined = median(&sandboxed_total).saturating_sub(median(&bare_total));
+    let own = median(&through_total).saturating_sub(median(&sandboxed_total));
+    // troupe's part again, without node's own start in it (the largest
+    // and, under load, the most variable piece): before the process
+    // (asked to node's start, less the bare sandbox's) and after the
+    // event (written to seen, less the bare pipe's).
+    let before_process = median(&leg(&through, |t| t.to_process))
+        .saturating_sub(median(&leg(&sandboxed, |t| t.to_process)));
+    let after_event = median(&leg(&through, |t| t.after_event))
+        .saturating_sub(median(&leg(&bare, |t| t.after_event)));
+    let split = |v: &[Timed]| {
+        json!({
+            "to_first_event": percentiles(leg(v, |t| t.total)),
+            "to_its_process_start": percentiles(leg(v, |t| t.to_process)),
+            "event_written_to_seen": percentiles(leg(v, |t| t.after_event)),
+        })
+    };
     let ms = |d: Duration| (d.as_secs_f64() * 1e4).round() / 10.0;
     Ok(json!({
         "workload": "executors",
         "starts": n,
-        "bare_start_to_first_event": percentiles(bare),
-        "bare_in_its_sandbox_to_first_event": percentiles(sandboxed),
-        "troupe_start_to_first_event_recorded": percentiles(through),
-        "start_overhead_p50_ms": ms(overhead),
-        "of_which_the_sandbox_p50_ms": ms(confined),
-        "of_which_troupe_p50_ms": ms(own),
+        // The three legs, then the overhead split between the last two.
+        "start": {
+            "1_bare": split(&bare),
+            "2_bare_in_its_sandbox": split(&sandboxed),
+            "3_through_troupe_to_recorded": split(&through),
+            "overhead_p50_ms": ms(overhead),
+            "of_which_the_sandbox_p50_ms": ms(confined),
+            "of_which_troupe_p50_ms": ms(own),
+            "troupe_before_the_process_p50_ms": ms(before_process),
+            "troupe_after_the_event_p50_ms": ms(after_event),
+        },
         "event_to_recorded": percentiles(ages),
         "concurrent": {
             "instances": 10,
@@ -192,8 +232,8 @@ async fn first_line(
     )>,
     task: &str,
     marker: &str,
-) -> anyhow::Result<Duration> {
-    let t = Instant::now();
+) -> anyhow::Result<Timed> {
+    let (t, asked) = (Instant::now(), wall_us());
     let args = [entry.as_os_str(), "--mode".as_ref(), "rpc".as_ref()];
     let mut command = match confined {
         Some((sandbox, confinement)) => {
@@ -237,20 +277,52 @@ async fn first_line(
             .ok_or_else(|| anyhow::anyhow!("no output"))?,
     )
     .lines();
-    loop {
+    let first = loop {
         match tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await {
-            Ok(Ok(Some(line))) if line.contains(marker) => break,
+            Ok(Ok(Some(line))) if line.contains(marker) => break line,
             Ok(Ok(Some(_))) => {}
             Ok(Ok(None)) | Ok(Err(_)) => {
                 anyhow::bail!("the harness ended before printing {marker}")
             }
             Err(_) => anyhow::bail!("the harness printed no {marker} within 60 s"),
         }
-    }
-    let took = t.elapsed();
+    };
+    let (total, seen) = (t.elapsed(), wall_us());
     drop(input);
     let _ = child.kill().await;
-    Ok(took)
+    Timed::new(total, asked, &first, seen)
+}
+
+/// One start, timed whole and in two pieces by the stand-in's stamps (its
+/// process's start and its event's writing, wall clock µs): asked to its
+/// process started, and its event written to seen (read from its pipe, or
+/// recorded).
+struct Timed {
+    total: Duration,
+    to_process: Duration,
+    after_event: Duration,
+}
+
+impl Timed {
+    fn new(total: Duration, asked_us: i64, event: &str, seen_us: i64) -> anyhow::Result<Self> {
+        let stamp = |key: &str| {
+            event
+                .split(|c: char| c.is_whitespace() || c == '"')
+                .find_map(|w| w.strip_prefix(key)?.parse::<i64>().ok())
+                .ok_or_else(|| anyhow::anyhow!("the stand-in's event has no {key}: {event}"))
+        };
+        let us = |d: i64| Duration::from_micros(u64::try_from(d).unwrap_or(0));
+        Ok(Self {
+            total,
+            to_process: us(stamp("o=")? - asked_us),
+            after_event: us(seen_us - stamp("t=")?),
+        })
+    }
+}
+
+/// The wall clock, in µs (the stand-in stamps its events with it).
+fn wall_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
 }
 
 /// The real pi's start-up (`pi --version`, process to exit), where

@@ -4,7 +4,8 @@
 // to do, in words:
 //
 //   events N [every MS]   N tool_execution_start events (each carrying its
-//                         number and the wall time it was written, in µs),
+//                         number, the wall time its process started and the
+//                         wall time it was written, in µs: `step N o=… t=…`),
 //                         then an assistant message and agent_end
 //   garbage               lines that are not JSON, then a normal end
 //   flood                 one line of 9 MiB with no end
@@ -16,6 +17,7 @@ import { performance } from "node:perf_hooks";
 
 const out = (value) => process.stdout.write(JSON.stringify(value) + "\n");
 const now = () => Math.round((performance.timeOrigin + performance.now()) * 1000);
+const origin = Math.round(performance.timeOrigin * 1000);
 let buffer = "";
 let aborted = false;
 
@@ -35,7 +37,7 @@ async function run(message) {
   const n = at("events") >= 0 ? Number(words[at("events") + 1]) : 0;
   const every = at("every") >= 0 ? Number(words[at("every") + 1]) : 0;
   for (let i = 1; i <= n && !aborted; i++) {
-    out({ type: "tool_execution_start", toolCallId: `c${i}`, toolName: "bash", args: { command: `step ${i} t=${now()}` } });
+    out({ type: "tool_execution_start", toolCallId: `c${i}`, toolName: "bash", args: { command: `step ${i} o=${origin} t=${now()}` } });
     if (every > 0) await new Promise((r) => setTimeout(r, every));
     else if (i % 256 === 0) await new Promise((r) => setImmediate(r));
   }

@@ -110,7 +110,9 @@ async fn recorded(runtime: &Runtime, id: &str, prefix: &str) {
     recorded_within(runtime, id, prefix, WAIT).await
 }
 
-/// [`recorded`], waiting at most `wait` (a real harness starts slowly).
+/// [`recorded`], waiting at most `wait` (a real harness starts slowly):
+/// the record is read again each time one of its writes commits
+/// (`Delegations::record_changes`), not polled.
 pub(super) async fn recorded_within(
     runtime: &Runtime,
     id: &str,
@@ -118,6 +120,8 @@ pub(super) async fn recorded_within(
     wait: std::time::Duration,
 ) {
     let (id, prefix) = (id.to_string(), prefix.to_string());
+    // Subscribed before the first read: no commit falls between the two.
+    let mut changes = runtime.node().delegations().unwrap().record_changes();
     tokio::time::timeout(wait, async {
         loop {
             let s = id.clone();
@@ -133,7 +137,10 @@ pub(super) async fn recorded_within(
             if events.iter().any(|e| e.2.starts_with(&prefix)) {
                 return;
             }
-            tokio::task::yield_now().await;
+            changes
+                .changed()
+                .await
+                .expect("the node's delegations outlive its runtime");
         }
     })
     .await
@@ -751,6 +758,114 @@ async fn a_harness_that_exits_floods_prints_garbage_or_hangs_is_reported_with_it
     let flood =
         troupe::actors::delegation::executor::output_file(node.home(), "pi", started.instances[2]);
     assert!(std::fs::metadata(flood).unwrap().len() > 8 * 1024 * 1024);
+    runtime.shutdown().await;
+}
+
+/// The harnesses are started while the admission commits; one refused
+/// (here: past the owner's limit) leaves nothing behind: no process of
+/// them, no instance folder, nothing in the record; an admitted one still
+/// runs its task.
+#[tokio::test]
+async fn a_refused_admission_kills_the_harnesses_started_ahead_and_records_nothing() {
+    use troupe::actors::delegation::executor::Place;
+    use troupe::actors::delegation::executors::{Start, USER};
+    if Sandbox::detect_or_skip("a_refused_admission").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (home, folder) = fake_home(dir.path());
+    let runtime = Runtime::builder()
+        .home(&home)
+        .cwd(dir.path())
+        .provider(Arc::new(ScriptedProvider::new(Vec::new())))
+        .set("delegation.max_concurrent_per_bot", "1")
+        .build()
+        .await
+        .unwrap();
+    let node = runtime.node().clone();
+    let tasks = |n: usize| Start {
+        executor: "pi".into(),
+        owner: USER.into(),
+        parent: troupe::runtime::id::ConversationId::new(),
+        model: "script:none".into(),
+        waits: true,
+        tasks: (0..n)
+            .map(|_| {
+                (
+                    "events 1".to_string(),
+                    String::new(),
+                    folder.clone(),
+                    Place::Host,
+                )
+            })
+            .collect(),
+        report_to: None,
+        session: None,
+    };
+    // The store's write lock held elsewhere: the admission waits to commit
+    // while both harnesses start (bubblewrap hides the home, so its
+    // command line names it; pi's arguments name its sessions there).
+    let mut lock = troupe::runtime::rusqlite::Connection::open(node.home().database()).unwrap();
+    let held = lock
+        .transaction_with_behavior(troupe::runtime::rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    let delegations = node.delegations().unwrap();
+    let asked = {
+        let (node, start) = (node.clone(), tasks(2));
+        tokio::spawn(async move { delegations.start_instances(&node, start).await })
+    };
+    let home_named = home.display().to_string();
+    tokio::time::timeout(WAIT, async {
+        while processes_naming(&home_named) < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the harnesses did not start while the admission waited to commit");
+    held.rollback().unwrap();
+    let refused = asked
+        .await
+        .unwrap()
+        .err()
+        .expect("two instances pass a limit of one");
+    assert!(
+        refused.text.contains("max_concurrent_per_bot"),
+        "{}",
+        refused.text
+    );
+    // Killed and gone before the refusal is answered.
+    assert_eq!(processes_naming(&home_named), 0);
+    let instances = home.join("executors/pi/instances");
+    assert_eq!(
+        std::fs::read_dir(&instances)
+            .map(|d| d.count())
+            .unwrap_or_default(),
+        0,
+        "a refused instance's folder is left in {}",
+        instances.display()
+    );
+    let recorded = node
+        .store()
+        .read(|c| troupe::actors::delegation::record::instances(c, false, 10))
+        .await
+        .unwrap();
+    assert_eq!(recorded, Vec::new());
+    // Within the limit, the harness started ahead runs its task.
+    let started = node
+        .delegations()
+        .unwrap()
+        .start_instances(&node, tasks(1))
+        .await
+        .map_err(|e| e.text)
+        .unwrap();
+    let report = tokio::time::timeout(WAIT, started.waiter.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        report.contains("[done]") && report.contains("done 1"),
+        "{report}"
+    );
     runtime.shutdown().await;
 }
 

@@ -21,7 +21,8 @@
 //! them under their delegation.
 //!
 //! An outside executor's instance is the delegation's own child: an
-//! [`Executor`] actor it launches ([`DelegationMsg::Launch`]) and
+//! [`Executor`] actor it launches ([`DelegationMsg::Launch`], its harness
+//! often started already: [`HeadStart`]) and
 //! supervises — a failed one is reported failed, once — and reaches for
 //! `steer` and `stop`. Its end comes back as [`DelegationMsg::Ended`], like
 //! a subagent's.
@@ -37,7 +38,7 @@ use troupe_runtime::rusqlite::params;
 use troupe_runtime::supervise::{Backoff, Intensity, Restart};
 
 use super::{record, Delegations};
-use crate::delegation::executor::{Executor, ExecutorMsg, Launch};
+use crate::delegation::executor::{Executor, ExecutorMsg, HeadStart, Launch};
 use crate::node::routed::{Routed, RoutedKind};
 use crate::node::Node;
 
@@ -65,7 +66,12 @@ pub enum DelegationMsg {
     /// A subagent's stored deadline passed.
     Deadline(ConversationId),
     /// Start an executor instance (its row is recorded already).
-    Launch(Box<Launch>),
+    Launch {
+        /// The instance.
+        launch: Box<Launch>,
+        /// Its harness, started while its admission committed.
+        head: Option<Box<HeadStart>>,
+    },
     /// Tell a running executor instance `message`.
     Steer {
         /// The instance's key.
@@ -222,13 +228,15 @@ impl Actor for Delegation {
                     );
                 }
             }
-            DelegationMsg::Launch(launch) => {
+            DelegationMsg::Launch { launch, head } => {
+                tracing::debug!(instance = %launch.sub, "launching an executor instance");
                 let key = launch.key;
                 state.args.delegations.note_instance(&launch);
                 let args = crate::delegation::executor::ExecutorArgs {
                     launch: *launch,
                     node: state.args.node.clone(),
                     delegations: Arc::clone(&state.args.delegations),
+                    head: head.map(|h| *h),
                 };
                 match Actor::spawn_linked(None, Executor, args, myself.get_cell()).await {
                     Ok((executor, _)) => {

@@ -11,7 +11,10 @@
 //!
 //! `delegate {executor: "pi", tasks: [{goal, folder}]}` records one
 //! subagent row per task (with `executor` and `folder` set) and asks the
-//! Delegation actor to launch an [`Executor`] for each. The actor owns the
+//! Delegation actor to launch an [`Executor`] for each. The harness's
+//! process is started while that record commits, without its task
+//! ([`HeadStart`]); the actor gives it its task, or it is killed and its
+//! folder removed if the delegation was refused. The actor owns the
 //! harness process, started in the `run_command` sandbox (bubblewrap: the
 //! task's folder writable, troupe's home hidden but for the harness's own
 //! files, dying with troupe), because pi runs `bash` without asking anyone.
@@ -34,17 +37,20 @@
 //! whole to `<home>/executors/<name>/instances/<id>/output.jsonl`. After a
 //! crash of troupe the harness died with it (its sandbox dies with its
 //! parent): each instance still recorded as running is reported as
-//! interrupted, with `resume` offered — never run twice, never lost.
+//! interrupted, with `resume` offered — never run twice, never lost; one
+//! whose record had not committed left nothing at all.
 
 mod actor;
 pub mod claude;
 pub mod codex;
 pub mod harness;
+mod host;
 pub mod house;
 mod output;
 pub mod pi;
 
 pub use actor::{Executor, ExecutorArgs, ExecutorMsg, Launch, Place};
+pub use host::HeadStart;
 
 use std::path::{Path, PathBuf};
 

@@ -11,7 +11,7 @@ use troupe_runtime::protocol::{ActorKind, ToolResult};
 use troupe_runtime::tool::ToolContext;
 
 use super::{deadline_after, record, DelegationMsg, Delegations};
-use crate::delegation::executor::{self, Launch, Place};
+use crate::delegation::executor::{self, HeadStart, Launch, Place};
 use crate::node::Node;
 
 /// Whose the user's own instances are (`troupe workbench start`): the
@@ -69,7 +69,10 @@ pub struct Started {
 impl Delegations {
     /// Records a delegation of `start`'s tasks to instances of its
     /// executor (within the delegation limits, in one transaction) and
-    /// launches them under its actor.
+    /// launches them under its actor. The harnesses on the machine are
+    /// started while that transaction commits and get their tasks once it
+    /// did; if it refused them, they are killed and their folders removed
+    /// before the refusal is returned.
     pub async fn start_instances(
         self: &Arc<Self>,
         node: &Node,
@@ -108,9 +111,10 @@ impl Delegations {
             rows.clone(),
             start.report_to,
         );
-        let admitted = node
+        let asked = std::time::Instant::now();
+        let queued = node
             .store()
-            .write(move |tx| {
+            .submit(move |tx| {
                 let admitted =
                     record::admit(tx, delegation, parent, &agent, waits, &owned, &admission)?;
                 if admitted == record::Admitted::Yes {
@@ -119,33 +123,71 @@ impl Delegations {
                 Ok(admitted)
             })
             .await;
-        match admitted {
-            Ok(record::Admitted::Yes) => {}
-            Ok(record::Admitted::No(why)) => return Err(ToolResult::error(why)),
-            Err(e) => {
-                return Err(ToolResult::error(format!(
-                    "the delegation could not be recorded: {e}"
-                )))
+        let launches: Vec<Launch> = rows
+            .iter()
+            .zip(start.tasks)
+            .map(
+                |((sub, key, goal, context), (_, _, folder, place))| Launch {
+                    delegation,
+                    sub: *sub,
+                    key: *key,
+                    executor: start.executor.clone(),
+                    folder,
+                    prompt: prompt(goal, context),
+                    session: start.session.as_deref().map(Into::into),
+                    model: model.clone(),
+                    place,
+                },
+            )
+            .collect();
+        // While the admission commits, the harnesses on the machine start
+        // (without their tasks): see `executor::HeadStart`.
+        let mut heads = Vec::with_capacity(launches.len());
+        if queued.is_ok() {
+            for launch in &launches {
+                heads.push(match launch.place {
+                    Place::Host => Some(Box::new(HeadStart::begin(node, launch).await)),
+                    Place::Environment { .. } => None,
+                });
             }
+        }
+        let started_us = asked.elapsed().as_micros() as u64;
+        let admitted = match queued {
+            Ok(pending) => pending.wait().await,
+            Err(e) => Err(e),
+        };
+        tracing::debug!(
+            %delegation,
+            harnesses_started_us = started_us,
+            admission_committed_us = asked.elapsed().as_micros() as u64,
+            "delegation admission committed"
+        );
+        let refused = match admitted {
+            Ok(record::Admitted::Yes) => None,
+            Ok(record::Admitted::No(why)) => Some(why),
+            Err(e) => Some(format!("the delegation could not be recorded: {e}")),
+        };
+        if let Some(why) = refused {
+            for head in heads.into_iter().flatten() {
+                head.abandon().await;
+            }
+            return Err(ToolResult::error(why));
         }
         let waiter = waits.then(|| {
             let (tx, rx) = oneshot::channel();
             self.waiters.insert(delegation, tx);
             rx
         });
-        for ((sub, key, goal, context), (_, _, folder, place)) in rows.iter().zip(start.tasks) {
-            let launch = Launch {
+        let mut heads = heads.into_iter();
+        for launch in launches {
+            let head = heads.next().flatten();
+            self.send(
                 delegation,
-                sub: *sub,
-                key: *key,
-                executor: start.executor.clone(),
-                folder,
-                prompt: prompt(goal, context),
-                session: start.session.as_deref().map(Into::into),
-                model: model.clone(),
-                place,
-            };
-            self.send(delegation, DelegationMsg::Launch(Box::new(launch)));
+                DelegationMsg::Launch {
+                    launch: Box::new(launch),
+                    head,
+                },
+            );
         }
         Ok(Started {
             delegation,

@@ -13,7 +13,6 @@
 //! whatever the reason.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,13 +21,12 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use troupe_runtime::id::{ConversationId, DelegationId, SubagentId};
-use troupe_runtime::sandbox::{Confinement, Sandbox};
 
-use super::harness::{self, Event, Harness, Setup, Stopping};
+use super::harness::{self, Event, Harness, Stopping};
+use super::host::{describe, Group, HeadStart, Started};
 use super::output::read;
 pub(super) use super::output::Output;
 use crate::delegation::{record, Delegations};
-use crate::environment::relay::{Offered, Relay};
 use crate::node::Node;
 
 /// How long a harness has to end its task after `abort` before it is killed.
@@ -115,24 +113,9 @@ pub struct ExecutorArgs {
     pub node: Node,
     /// The delegations its end goes to.
     pub delegations: Arc<Delegations>,
-}
-
-/// The harness's process group, killed when dropped.
-struct Group(Option<rustix::process::Pid>);
-
-impl Group {
-    fn kill(&self) {
-        if let Some(pid) = self.0 {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-    }
-
-    /// Asks it to stop, as Ctrl-C in its terminal would.
-    fn interrupt(&self) {
-        if let Some(pid) = self.0 {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::INT);
-        }
-    }
+    /// Its harness, started on the machine while its admission committed
+    /// (none: the actor starts it).
+    pub head: Option<HeadStart>,
 }
 
 /// The harness an instance runs, or why there is none.
@@ -143,26 +126,6 @@ fn harness_of(launch: &Launch) -> Result<&'static dyn Harness, ActorProcessingEr
             launch.executor
         ))
     })
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A started harness: how to talk to it, read it, and end it.
-pub(super) struct Started {
-    /// Its input (a long-lived harness), if it takes any.
-    pub input: Option<ChildStdin>,
-    /// The lines written on its input once it runs: its task.
-    pub first: Vec<String>,
-    /// Its output.
-    pub output: Output,
-    /// Its process group on the machine (killed when dropped).
-    group: Group,
-    /// Cancelled when the instance ends: its relay, its environment job.
-    pub stop: CancellationToken,
 }
 
 /// Its state.
@@ -196,10 +159,12 @@ impl Actor for Executor {
         args: ExecutorArgs,
     ) -> Result<ExecutorState, ActorProcessingErr> {
         let started = Instant::now();
+        let mut args = args;
         let harness = harness_of(&args.launch)?;
-        let run = match &args.launch.place {
-            Place::Host => launch(&args, harness, &myself).await,
-            Place::Environment { .. } => super::house::launch(&args, &myself).await,
+        let run = match (args.head.take(), &args.launch.place) {
+            (Some(head), _) => head.into_started(),
+            (None, Place::Host) => super::host::start(&args.node, &args.launch, harness).await,
+            (None, Place::Environment { .. }) => super::house::launch(&args, &myself).await,
         }
         .map_err(ActorProcessingErr::from)?;
         let Started {
@@ -207,8 +172,20 @@ impl Actor for Executor {
             first,
             output,
             group,
+            child,
             stop,
+            stopped_on_drop,
         } = run;
+        if let Some(mut child) = child {
+            let me = myself.clone();
+            tokio::spawn(async move {
+                let how = match child.wait().await {
+                    Ok(status) => describe(status),
+                    Err(e) => format!("its exit could not be read: {e}"),
+                };
+                let _ = me.send_message(ExecutorMsg::Exited(how));
+            });
+        }
         let launch = &args.launch;
         if let Some(input) = stdin.as_mut() {
             let written = async {
@@ -249,7 +226,7 @@ impl Actor for Executor {
             harness,
             stdin,
             group,
-            _stop: stop.clone().drop_guard(),
+            _stop: stopped_on_drop,
             stop,
             last_text: String::new(),
             error: None,
@@ -476,193 +453,4 @@ fn stderr_tail(args: &ExecutorArgs) -> String {
     } else {
         format!(" It said:\n{}", text.trim())
     }
-}
-
-fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        (None, None) => "ended".into(),
-    }
-}
-
-/// Starts the harness on the machine: its folder of state, its relay, its
-/// sandbox; a task reports its exit.
-async fn launch(
-    args: &ExecutorArgs,
-    harness: &'static dyn Harness,
-    myself: &ActorRef<ExecutorMsg>,
-) -> Result<Started, String> {
-    let launch = &args.launch;
-    let node = &args.node;
-    let home = node.home();
-    let name = launch.executor.as_str();
-    let installed = troupe_runtime::executors::installed(home, name).ok_or_else(|| {
-        format!("{name} is not installed here; `troupe executors install {name}` installs it")
-    })?;
-    let sandbox = Sandbox::detect().map_err(|why| {
-        format!(
-            "{name} runs commands without asking anyone, so troupe runs it only in a sandbox, \
-             and none works here: {why}"
-        )
-    })?;
-    let dir = super::instance_dir(home, name, launch.sub);
-    let sessions = super::sessions_dir(home, name);
-    for d in [&dir, &sessions] {
-        std::fs::create_dir_all(d)
-            .map_err(|e| format!("{} could not be made: {e}", d.display()))?;
-    }
-
-    // Its relay: on the machine's loopback, for this instance alone.
-    let secret = secret();
-    let ctx = node.context();
-    let model = super::pi::model_id(&launch.model);
-    let endpoint = ctx.model_endpoint(&launch.model).map_err(|e| e.to_string());
-    // A model with no address is answered here: a script, or the provider
-    // the program gave the node.
-    let served = match &endpoint {
-        Ok(_) => None,
-        Err(_) => ctx
-            .served_model(&launch.model)
-            .or_else(|| ctx.model_override()),
-    };
-    let api = match (&endpoint, &served) {
-        (Ok(e), _) => Some(e.api),
-        (Err(_), Some(_)) => None,
-        (Err(_), None) => Some(troupe_runtime::model::Api::Openai),
-    };
-    let offered = Offered {
-        name: model.clone(),
-        endpoint,
-        served,
-    };
-    let relay =
-        Relay::new(format!("executor {}", launch.sub), vec![offered]).with_secret(secret.clone());
-    let stopped = CancellationToken::new();
-    let addr = relay
-        .listen(stopped.clone())
-        .await
-        .map_err(|e| format!("its model relay could not listen on the loopback: {e}"))?;
-    // The relay stops with the instance, or now if the harness cannot start.
-    let unstarted = stopped.clone().drop_guard();
-    let session = launch.session.as_ref().map(|s| s.display().to_string());
-    let start = harness.start(&Setup {
-        dir: &dir,
-        sessions: &sessions,
-        folder: &launch.folder,
-        relay: addr.to_string(),
-        key: &secret,
-        model: &model,
-        api,
-        prompt: &launch.prompt,
-        session: session.as_deref(),
-    })?;
-    for (path, text) in &start.files {
-        write_private(path, text)?;
-    }
-
-    // Its sandbox: the folder writable, the home hidden but for its own
-    // state (writable) and its installed files (read-only).
-    let confinement = Confinement {
-        writable: vec![launch.folder.clone(), dir.clone(), sessions.clone()],
-        read_only: vec![installed.modules.clone()],
-        network: troupe_runtime::sandbox::Network::Machine,
-        hidden: vec![home.root().to_path_buf()],
-    };
-    let (program, argv) = if installed.harness.native {
-        (installed.entry.display().to_string(), start.args)
-    } else {
-        let mut argv = vec![installed.entry.display().to_string()];
-        argv.extend(start.args);
-        ("node".to_string(), argv)
-    };
-    let mut command = sandbox.command(&program, &argv, &launch.folder, &confinement);
-    let stderr = std::fs::File::create(dir.join("stderr.log"))
-        .map_err(|e| format!("its error log could not be made: {e}"))?;
-    let long_lived = harness.long_lived();
-    command
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", &dir)
-        .env("LANG", "C.UTF-8")
-        .envs(start.env)
-        .stdin(if long_lived {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(stderr));
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut command = tokio::process::Command::from(command);
-    command.kill_on_drop(true);
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("{name} could not start: {e}"))?;
-    let input = child.stdin.take();
-    let output = child
-        .stdout
-        .take()
-        .map(Output::Pipe)
-        .ok_or_else(|| format!("{name}'s output could not be read"))?;
-    let group = Group(
-        child
-            .id()
-            .and_then(|p| i32::try_from(p).ok())
-            .and_then(rustix::process::Pid::from_raw),
-    );
-    let me = myself.clone();
-    tokio::spawn(async move {
-        let how = match child.wait().await {
-            Ok(status) => describe(status),
-            Err(e) => format!("its exit could not be read: {e}"),
-        };
-        let _ = me.send_message(ExecutorMsg::Exited(how));
-    });
-    unstarted.disarm();
-    Ok(Started {
-        input,
-        first: start.input,
-        output,
-        group,
-        stop: stopped,
-    })
-}
-
-impl Started {
-    /// A harness with no process of its own on the machine (an
-    /// environment's job), ended through `stop`.
-    pub(super) fn job(output: Output, stop: CancellationToken) -> Self {
-        Self {
-            input: None,
-            first: Vec::new(),
-            output,
-            group: Group(None),
-            stop,
-        }
-    }
-}
-
-/// A file only its owner reads (the relay's secret is in it).
-fn write_private(path: &std::path::Path, text: &str) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("{} could not be written: {e}", path.display()))?;
-    file.write_all(text.as_bytes())
-        .map_err(|e| format!("{} could not be written: {e}", path.display()))
-}
-
-/// A per-instance secret: 32 random bytes, hex.
-fn secret() -> String {
-    use rand::RngCore;
-    let mut bytes = [0_u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -24,7 +24,8 @@ use troupe_runtime::protocol::house::{MemberKind, Post};
 use troupe_runtime::protocol::{Address, Envelope, Payload, ToolResult};
 use troupe_runtime::tool::ToolContext;
 
-use super::actor::{ExecutorArgs, ExecutorMsg, Output, Place, Started};
+use super::actor::{ExecutorArgs, ExecutorMsg, Output, Place};
+use super::host::Started;
 use super::pi::{self, Event};
 use crate::environment::relay;
 use crate::node::Node;

@@ -70,11 +70,6 @@ pub(super) async fn read(
             Ok(n) => n,
             Err(e) => break Some(format!("its output could not be read: {e}")),
         };
-        if let Some(file) = spill.as_mut() {
-            if file.write_all(&chunk[..n]).await.is_err() {
-                spill = None;
-            }
-        }
         pending.extend_from_slice(&chunk[..n]);
         let mut start = 0;
         while let Some(at) = pending[start..].iter().position(|&b| b == b'\n') {
@@ -88,6 +83,7 @@ pub(super) async fn read(
             for event in harness.parse(&text) {
                 if let Some(write) = keep(&node, delegation, sub, &event, &text, &mut garbage).await
                 {
+                    tracing::trace!(instance = %sub, "an event queued for the record");
                     let _ = committed.send(write);
                 }
                 if let Some((thread, bot)) = &posts {
@@ -99,6 +95,13 @@ pub(super) async fn read(
                 ) {
                     let _ = actor.send_message(ExecutorMsg::Event(event));
                 }
+            }
+        }
+        // Spilled once its records are queued: the file is not on the
+        // way from a line printed to its record committed.
+        if let Some(file) = spill.as_mut() {
+            if file.write_all(&chunk[..n]).await.is_err() {
+                spill = None;
             }
         }
         pending.drain(..start);
@@ -137,6 +140,7 @@ fn tell_when_committed(
                 newest = later;
             }
             let _ = newest.wait().await;
+            tracing::trace!("events committed");
             delegations.record_grew();
         }
     });
