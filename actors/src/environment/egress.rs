@@ -1,5 +1,5 @@
 //! An environment's egress proxy: the only way out of a sandbox that has
-//! no network, owned by its Sandbox actor.
+//! no network, owned by its environment actor.
 //!
 //! Inside, process 1 listens on `127.0.0.1:`[`PORT`] and hands each
 //! connection over; commands find it through `HTTPS_PROXY` and

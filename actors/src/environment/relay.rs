@@ -5,7 +5,7 @@
 //! model. Handing it troupe's key would put the key where every command
 //! can read it, and send it wherever the egress allow-list reaches; handing
 //! it the network would undo the sandbox. So inside, process 1 listens on
-//! `127.0.0.1:`[`PORT`] and hands each connection to the Sandbox actor,
+//! `127.0.0.1:`[`PORT`] and hands each connection to the environment actor,
 //! which serves HTTP here, outside:
 //!
 //! - `POST /v1/chat/completions` and `POST /v1/responses` (OpenAI-compatible:
