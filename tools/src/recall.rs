@@ -76,13 +76,16 @@ pub(crate) fn bounded(
     }
 }
 
+/// A time range: after this, before that, each bound optional.
+pub(crate) type Range = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
 /// Both bounds of a time range (`after`, `before`), each parsed by
 /// [`parse_when`] when given.
 pub(crate) fn range(
     after: Option<&str>,
     before: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<(Option<DateTime<Utc>>, Option<DateTime<Utc>>), String> {
+) -> Result<Range, String> {
     let after = after.map(|t| parse_when("after", t, now)).transpose()?;
     let before = before.map(|t| parse_when("before", t, now)).transpose()?;
     Ok((after, before))
