@@ -205,7 +205,7 @@ pub enum Command {
     Files(files::FilesArgs),
     /// People's tokens for the server: issue, list, revoke.
     Token(token::TokenArgs),
-    /// A house's environments (sandboxes): list, create, exec a command, stop; its policy.
+    /// A house's environments: list, create, exec a command, stop; its policy.
     Env(env::EnvArgs),
     /// Measure a workload with a zero-latency model; prints one JSON line.
     Bench(crate::bench::BenchArgs),

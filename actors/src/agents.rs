@@ -14,14 +14,15 @@ use crate::delegation::Delegations;
 use crate::messaging::LoopGuard;
 use crate::node::{Node, NodeContext};
 
-/// The node's agent services.
-pub struct NodeAgents {
+/// The desk where the agent tools (`delegate`, `message_agent`, `bot_create`,
+/// `ask_user`, `cronjob_manage`) are served: the node's [`AgentServices`].
+pub struct AgentDesk {
     node: Weak<NodeContext>,
     delegations: Weak<Delegations>,
     loops: LoopGuard,
 }
 
-impl NodeAgents {
+impl AgentDesk {
     /// The services of `node`, delegating through `delegations`.
     pub(crate) fn new(node: &Node, delegations: Weak<Delegations>) -> Arc<Self> {
         let s = &node.context().settings;
@@ -41,7 +42,7 @@ impl NodeAgents {
 }
 
 #[async_trait::async_trait]
-impl AgentServices for NodeAgents {
+impl AgentServices for AgentDesk {
     async fn delegate_task(
         &self,
         ctx: &ToolContext,

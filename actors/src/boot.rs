@@ -20,9 +20,9 @@ use std::sync::{Arc, LazyLock, Weak};
 
 use troupe_runtime::agents::Agents;
 
-use crate::agents::NodeAgents;
+use crate::agents::AgentDesk;
 use crate::delegation::Delegations;
-use crate::environment::{BindingChanges, Sandboxes};
+use crate::environment::{BindingChanges, Environments};
 use crate::house::Threads;
 use crate::kinds::Kinds;
 use crate::node::routed;
@@ -35,7 +35,7 @@ pub(crate) struct Features {
     /// The house threads.
     pub threads: Arc<Threads>,
     /// The environments.
-    pub sandboxes: Arc<Sandboxes>,
+    pub environments: Arc<Environments>,
     /// The actor kinds a Rust program registers.
     pub kinds: Arc<Kinds>,
     /// The delegations.
@@ -46,7 +46,7 @@ impl Features {
     fn new(node: &Weak<NodeContext>, bindings: &BindingChanges) -> Self {
         Self {
             threads: Arc::new(Threads::new(node.clone())),
-            sandboxes: Arc::new(Sandboxes::new(node.clone(), bindings)),
+            environments: Arc::new(Environments::new(node.clone(), bindings)),
             kinds: Arc::new(Kinds::default()),
             delegations: Delegations::new(node.clone()),
         }
@@ -74,8 +74,8 @@ impl Node {
 
     /// The node's environments: their router, the threads bound to them,
     /// and their control groups.
-    pub(crate) fn sandboxes(&self) -> &Arc<Sandboxes> {
-        &self.features().sandboxes
+    pub(crate) fn environments(&self) -> &Arc<Environments> {
+        &self.features().environments
     }
 
     /// The node's delegations (`delegate`, executor instances).
@@ -97,30 +97,30 @@ impl Node {
         let ctx = Arc::clone(node.context());
         let Features {
             threads,
-            sandboxes,
+            environments,
             kinds,
             delegations,
         } = node.features();
         ctx.route_threads(threads.clone());
         ctx.add_branch(threads.clone());
-        ctx.add_branch(sandboxes.clone());
+        ctx.add_branch(environments.clone());
         ctx.route_actors(kinds.clone());
         ctx.add_roster(kinds.clone());
         ctx.add_branch(kinds.clone());
-        node.start_tree(vec![routed::child(threads), routed::child(sandboxes)])
+        node.start_tree(vec![routed::child(threads), routed::child(environments)])
             .await?;
         ctx.add_branch(delegations.clone());
         node.supervise(routed::child(delegations)).await?;
-        ctx.services.insert(Arc::new(Agents(NodeAgents::new(
+        ctx.services.insert(Arc::new(Agents(AgentDesk::new(
             &node,
             Arc::downgrade(delegations),
         ))));
         ctx.services.insert(Arc::new(troupe_runtime::house::Houses(
-            crate::house::tools::NodeHouses::new(&node),
+            crate::house::tools::HouseDesk::new(&node),
         )));
         ctx.services
             .insert(Arc::new(troupe_runtime::environment::Environments(
-                crate::environment::tools::NodeEnvironments::new(&node),
+                crate::environment::tools::EnvironmentDesk::new(&node),
             )));
         ctx.services.insert(Arc::new(ctx.settings.files));
         ctx.services.insert(Arc::new(

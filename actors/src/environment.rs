@@ -1,12 +1,14 @@
-//! Environments: a house's sandboxes, each an actor under the node's tree.
+//! Environments: a house's places where commands run, each in a sandbox of
+//! its own, each an actor under the node's tree.
 //!
 //! ```text
 //! node
-//! └─ sandboxes      the router of environments by id (one_for_one, transient)
-//!    └─ sandbox_…   one environment: its commands, control group, idle clock
+//! └─ environments   the router of environments by id (one_for_one, transient)
+//!    └─ sandbox_…   one environment (its id keeps its stored prefix): its
+//!                   commands, control group, idle clock
 //! ```
 //!
-//! - [`sandbox`] — the Sandbox actor;
+//! - [`actor`] — the environment actor;
 //! - [`relay`] — its model relay: troupe's models, reached from inside
 //!   without a key; [`egress`] — its proxy to the allow-listed endpoints;
 //! - [`api`] — the Rust API: [`HouseRef::environments`] and
@@ -27,11 +29,11 @@
 //! [`HouseRef::environments`]: crate::house::HouseRef::environments
 //! [`EnvironmentServices`]: troupe_runtime::environment::EnvironmentServices
 
+pub mod actor;
 pub mod api;
 pub mod egress;
 pub mod quota;
 pub mod relay;
-pub mod sandbox;
 pub mod tools;
 
 use std::path::{Path, PathBuf};
@@ -43,7 +45,7 @@ use dashmap::DashMap;
 use ractor::{ActorCell, ActorProcessingErr, ActorRef};
 use troupe_runtime::environment::EnvironmentSettings;
 use troupe_runtime::home::Home;
-use troupe_runtime::id::{SandboxId, ThreadId};
+use troupe_runtime::id::{EnvironmentId, ThreadId};
 use troupe_runtime::router::{Router, RouterConfig, RouterEvent};
 use troupe_runtime::sandbox::cgroup::Cgroup;
 use troupe_runtime::sandbox::jail::{Jail, Rlimits};
@@ -52,19 +54,19 @@ use troupe_runtime::sandbox::Sandbox;
 use troupe_runtime::store::environments::{self as table, EnvironmentRow};
 use troupe_runtime::supervise::{Backoff, Intensity, Restart};
 
+pub use actor::EnvironmentMsg;
 pub use api::EnvironmentsRef;
-pub use sandbox::SandboxMsg;
 
 use crate::node::routed::{Routed, RoutedKind};
 use crate::node::{ActorInfo, Branch, NodeContext};
 
 /// The folder of an environment: `<home>/environments/<id>`.
-pub fn folder(home: &Home, id: SandboxId) -> PathBuf {
+pub fn folder(home: &Home, id: EnvironmentId) -> PathBuf {
     home.root().join("environments").join(id.to_string())
 }
 
 /// The workdir of an environment: `<home>/environments/<id>/work`.
-pub fn workdir(home: &Home, id: SandboxId) -> PathBuf {
+pub fn workdir(home: &Home, id: EnvironmentId) -> PathBuf {
     folder(home, id).join("work")
 }
 
@@ -130,23 +132,23 @@ pub fn helper_program(settings: &EnvironmentSettings) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("troupe"))
 }
 
-impl Branch for Sandboxes {
+impl Branch for Environments {
     fn live(&self) -> Vec<ActorInfo> {
         self.routed.actors()
     }
 
     fn stop(&self) -> futures::future::BoxFuture<'_, ()> {
-        Box::pin(Sandboxes::stop(self))
+        Box::pin(Environments::stop(self))
     }
 }
 
 /// The node's environments: their router, the threads bound to them, and
 /// their control groups.
-pub struct Sandboxes {
+pub struct Environments {
     node: Weak<NodeContext>,
-    routed: Routed<SandboxId, SandboxMsg>,
-    bindings: DashMap<ThreadId, SandboxId>,
-    groups: DashMap<SandboxId, Option<Cgroup>>,
+    routed: Routed<EnvironmentId, EnvironmentMsg>,
+    bindings: DashMap<ThreadId, EnvironmentId>,
+    groups: DashMap<EnvironmentId, Option<Cgroup>>,
     readiness: tokio::sync::OnceCell<Result<(), String>>,
     changes: Arc<AtomicU64>,
 }
@@ -180,13 +182,13 @@ impl troupe_runtime::tool::registry::ToolSource for BindingChanges {
     }
 }
 
-impl Sandboxes {
+impl Environments {
     /// The environments of the node `node` (not running until the root
     /// starts their router).
     pub(crate) fn new(node: Weak<NodeContext>, changes: &BindingChanges) -> Self {
         Self {
             node,
-            routed: Routed::new("sandboxes", "sandbox"),
+            routed: Routed::new("environments", "environment"),
             bindings: DashMap::new(),
             groups: DashMap::new(),
             readiness: tokio::sync::OnceCell::new(),
@@ -195,7 +197,7 @@ impl Sandboxes {
     }
 }
 
-impl Drop for Sandboxes {
+impl Drop for Environments {
     /// A node dropped without a shutdown leaves no control group behind.
     fn drop(&mut self) {
         for entry in self.groups.iter() {
@@ -206,57 +208,57 @@ impl Drop for Sandboxes {
     }
 }
 
-impl std::fmt::Debug for Sandboxes {
+impl std::fmt::Debug for Environments {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sandboxes").finish_non_exhaustive()
+        f.debug_struct("Environments").finish_non_exhaustive()
     }
 }
 
-impl Sandboxes {
+impl Environments {
     /// The environment bound to `thread`.
-    pub fn bound(&self, thread: ThreadId) -> Option<SandboxId> {
+    pub fn bound(&self, thread: ThreadId) -> Option<EnvironmentId> {
         self.bindings.get(&thread).map(|e| *e)
     }
 
-    pub(crate) fn bind(&self, thread: ThreadId, env: SandboxId) {
+    pub(crate) fn bind(&self, thread: ThreadId, env: EnvironmentId) {
         self.bindings.insert(thread, env);
         self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn unbind_env(&self, env: SandboxId) {
+    pub(crate) fn unbind_env(&self, env: EnvironmentId) {
         self.bindings.retain(|_, e| *e != env);
         self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Environments whose actor is live now.
-    pub fn live(&self) -> Vec<SandboxId> {
+    pub fn live(&self) -> Vec<EnvironmentId> {
         self.routed.live()
     }
 
-    pub(crate) fn router(&self) -> Result<Router<SandboxId, SandboxMsg>, String> {
+    pub(crate) fn router(&self) -> Result<Router<EnvironmentId, EnvironmentMsg>, String> {
         self.routed
             .router()
-            .map_err(|_| "the node's sandboxes have stopped".to_string())
+            .map_err(|_| "the node's environments have stopped".to_string())
     }
 
     /// The control group of `id`, made by `make` the first time.
     pub(crate) fn group(
         &self,
-        id: SandboxId,
+        id: EnvironmentId,
         make: impl FnOnce() -> Option<Cgroup>,
     ) -> Option<Cgroup> {
         self.groups.entry(id).or_insert_with(make).clone()
     }
 
     /// Kills what is left in `id`'s control group and removes it.
-    pub(crate) fn remove_group(&self, id: SandboxId) {
+    pub(crate) fn remove_group(&self, id: EnvironmentId) {
         if let Some((_, Some(group))) = self.groups.remove(&id) {
             group.remove();
         }
     }
 
     /// Kills what is left in `id`'s control group (its actor exited).
-    fn empty_group(&self, id: SandboxId) {
+    fn empty_group(&self, id: EnvironmentId) {
         if let Some(group) = self.groups.get(&id) {
             if let Some(group) = group.value() {
                 group.kill_all();
@@ -266,7 +268,7 @@ impl Sandboxes {
 
     /// Asks the router to passivate `id`'s incarnation `actor` (from a task:
     /// the actor does not wait for its own stop).
-    pub(crate) fn passivate(&self, id: SandboxId, actor: ractor::ActorId) {
+    pub(crate) fn passivate(&self, id: EnvironmentId, actor: ractor::ActorId) {
         if let Ok(router) = self.router() {
             tokio::spawn(async move {
                 let _ = router.passivate(id, actor).await;
@@ -338,7 +340,7 @@ fn prepare_probe(
     std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o711))
         .map_err(|e| format!("could not prepare {}: {e}", scratch.display()))?;
     let row = EnvironmentRow {
-        id: SandboxId::new(),
+        id: EnvironmentId::new(),
         house: troupe_runtime::id::HouseId::new(),
         uid,
         sandboxed: true,
@@ -375,11 +377,11 @@ async fn probe(sandbox: &Sandbox, jail: &Jail) -> Result<(), String> {
 /// themselves when idle; every exit, a crash included, empties the
 /// control group of what the actor's processes left.
 #[async_trait::async_trait]
-impl RoutedKind for Sandboxes {
-    type Key = SandboxId;
-    type Msg = SandboxMsg;
+impl RoutedKind for Environments {
+    type Key = EnvironmentId;
+    type Msg = EnvironmentMsg;
 
-    fn routed(&self) -> &Routed<SandboxId, SandboxMsg> {
+    fn routed(&self) -> &Routed<EnvironmentId, EnvironmentMsg> {
         &self.routed
     }
 
@@ -398,16 +400,16 @@ impl RoutedKind for Sandboxes {
 
     async fn activate(
         self: Arc<Self>,
-        id: SandboxId,
+        id: EnvironmentId,
         supervisor: ActorCell,
         restarted: bool,
-    ) -> Result<ActorRef<SandboxMsg>, ActorProcessingErr> {
+    ) -> Result<ActorRef<EnvironmentMsg>, ActorProcessingErr> {
         let (actor, _) = ractor::Actor::spawn_linked(
             None,
-            sandbox::SandboxActor,
-            sandbox::SandboxArgs {
+            actor::EnvironmentActor,
+            actor::EnvironmentArgs {
                 node: self.node.clone(),
-                sandboxes: Arc::downgrade(&self),
+                environments: Arc::downgrade(&self),
                 id,
                 restarted,
             },
@@ -426,7 +428,7 @@ impl RoutedKind for Sandboxes {
         Ok(())
     }
 
-    async fn on_event(&self, event: RouterEvent<SandboxId>) {
+    async fn on_event(&self, event: RouterEvent<EnvironmentId>) {
         match event {
             RouterEvent::Exited { key, .. } | RouterEvent::GaveUp { key, .. } => {
                 self.empty_group(key);

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use endpoint::Endpoint;
 
-use crate::id::{HouseId, SandboxId, ThreadId};
+use crate::id::{EnvironmentId, HouseId, ThreadId};
 use crate::protocol::ToolResult;
 use crate::sandbox::jail::LandlockMode;
 use crate::tool::ToolContext;
@@ -154,7 +154,7 @@ impl EnvironmentStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnvironmentInfo {
     /// Its id.
-    pub id: SandboxId,
+    pub id: EnvironmentId,
     /// Its house.
     pub house: HouseId,
     /// Where it is in its life.
@@ -178,7 +178,7 @@ pub struct EnvironmentInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandOutcome {
     /// The environment.
-    pub environment: SandboxId,
+    pub environment: EnvironmentId,
     /// The exit code, when it exited.
     pub exit_code: Option<i32>,
     /// `[exit N]`, `[killed by signal N]`, `[killed: timeout after N s]`, …
@@ -207,7 +207,7 @@ impl CommandOutcome {
 pub trait EnvironmentServices: Send + Sync {
     /// The environment bound to `thread`, from memory (what tools are
     /// offered depends on it).
-    fn bound(&self, thread: ThreadId) -> Option<SandboxId>;
+    fn bound(&self, thread: ThreadId) -> Option<EnvironmentId>;
     /// `create_environment`.
     async fn create_environment(&self, ctx: &ToolContext) -> ToolResult;
     /// `list_sandboxes`.

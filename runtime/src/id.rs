@@ -132,8 +132,10 @@ typed_id!(
     RoutineId, "routine", "routine"
 );
 typed_id!(
-    /// A sandboxed environment where commands run.
-    SandboxId, "sandbox", "sandbox"
+    /// A house's environment, where commands run (in a sandbox). It prints
+    /// with the prefix `sandbox`, as the ids stored before the type was named
+    /// after the environment do.
+    EnvironmentId, "sandbox", "environment"
 );
 typed_id!(
     /// A delegation: a set of subagents spawned by one `delegate` call.

@@ -90,7 +90,7 @@ pub async fn env(n: usize) -> anyhow::Result<serde_json::Value> {
         .tree()
         .await
         .iter()
-        .filter(|a| a.kind == "sandbox")
+        .filter(|a| a.kind == "environment")
         .count();
     runtime.shutdown().await;
     Ok(serde_json::json!({

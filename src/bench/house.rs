@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
-use troupe_actors::house::tools::NodeHouses;
+use troupe_actors::house::tools::HouseDesk;
 use troupe_runtime::house::{Houses, Seat};
 use troupe_runtime::id::MsgId;
 use troupe_runtime::model::{ScriptedProvider, Turn};
@@ -175,8 +175,7 @@ pub async fn house(messages: usize) -> anyhow::Result<serde_json::Value> {
     // The tools, as a bot seated in thread 0 calls them.
     let mut ctx = ToolContext::standalone(node.home().clone(), home.path().to_path_buf());
     ctx.agent = names[0].clone();
-    ctx.services
-        .insert(Arc::new(Houses(NodeHouses::new(&node))));
+    ctx.services.insert(Arc::new(Houses(HouseDesk::new(&node))));
     ctx.services.insert(Arc::new(Seat {
         house: house_id,
         thread: threads[0],

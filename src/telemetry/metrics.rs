@@ -117,9 +117,9 @@ pub async fn render(node: &Node) -> String {
     );
     gauge(
         &mut text,
-        "troupe_sandboxes",
-        "House environments' sandbox actors alive now.",
-        [(None, count("sandbox") as f64)],
+        "troupe_environments",
+        "House environments' actors alive now.",
+        [(None, count("environment") as f64)],
     );
     gauge(
         &mut text,

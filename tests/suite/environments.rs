@@ -78,7 +78,7 @@ pub async fn house_with(
 pub async fn with_environment(
     home: &TestHome,
     extra: &[(&str, &str)],
-) -> (Runtime, EnvironmentsRef, troupe::runtime::id::SandboxId) {
+) -> (Runtime, EnvironmentsRef, troupe::runtime::id::EnvironmentId) {
     let (runtime, acme, general) = house_with(home, script(vec![]), extra).await;
     let envs = acme.environments();
     let made = envs.create(Some(general.info.id)).await.unwrap();
@@ -213,8 +213,8 @@ async fn environments_are_reused_when_unbound_and_stop_for_good() {
     let tree = rt.node().tree().await;
     assert!(tree
         .iter()
-        .any(|a| a.kind == "sandbox" && a.id == spare.info.id.to_string()));
-    assert!(tree.iter().any(|a| a.kind == "sandboxes"));
+        .any(|a| a.kind == "environment" && a.id == spare.info.id.to_string()));
+    assert!(tree.iter().any(|a| a.kind == "environments"));
     let stopped = envs.stop(spare.info.id).await.unwrap();
     assert_eq!(stopped.status, EnvironmentStatus::Stopped);
     assert!(stopped.threads.is_empty());
@@ -236,7 +236,13 @@ async fn an_idle_environment_stops_and_kills_what_it_ran_then_comes_back() {
     let out = envs.exec(id, "echo kept > f", None).await.unwrap();
     assert!(out.success(), "{out:?}");
     let stopped = tokio::time::timeout(WAIT, async {
-        while rt.node().tree().await.iter().any(|a| a.kind == "sandbox") {
+        while rt
+            .node()
+            .tree()
+            .await
+            .iter()
+            .any(|a| a.kind == "environment")
+        {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })

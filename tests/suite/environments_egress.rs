@@ -1,4 +1,4 @@
-//! An environment's egress proxy, owned by its Sandbox actor: commands
+//! An environment's egress proxy, owned by its environment actor: commands
 //! reach the endpoints on the allow-list through it (plain HTTP and
 //! `CONNECT` tunnels), any other endpoint is refused with a 403 that names
 //! it, and nothing reaches the machine's network directly. Loopback only:

@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 use troupe::runtime::environment::CommandOutcome;
-use troupe::runtime::id::SandboxId;
+use troupe::runtime::id::EnvironmentId;
 use troupe::runtime::sandbox::Sandbox;
 use troupe::{EnvironmentsRef, Runtime};
 
@@ -180,7 +180,7 @@ async fn environment_with_fake(
     home: &TestHome,
     fake_port: u16,
     extra: &[(&str, &str)],
-) -> (Runtime, EnvironmentsRef, SandboxId) {
+) -> (Runtime, EnvironmentsRef, EnvironmentId) {
     std::fs::write(
         home.path().join("models.toml"),
         format!(
@@ -208,7 +208,7 @@ async fn environment_with_fake(
 
 /// Runs `command` in the environment; whatever it printed never holds the
 /// real key.
-async fn run(envs: &EnvironmentsRef, id: SandboxId, command: &str) -> CommandOutcome {
+async fn run(envs: &EnvironmentsRef, id: EnvironmentId, command: &str) -> CommandOutcome {
     let out = envs
         .exec(id, command, Some(Duration::from_secs(30)))
         .await

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use troupe::runtime::environment::CommandOutcome;
-use troupe::runtime::id::SandboxId;
+use troupe::runtime::id::EnvironmentId;
 use troupe::runtime::sandbox::Sandbox;
 use troupe::{EnvironmentsRef, Runtime};
 
@@ -22,7 +22,7 @@ struct Env {
     home: TestHome,
     _rt: Runtime,
     envs: EnvironmentsRef,
-    id: SandboxId,
+    id: EnvironmentId,
 }
 
 impl Env {

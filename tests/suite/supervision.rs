@@ -585,7 +585,7 @@ fn ps_shows_the_tree_at_rest_and_a_run_that_crashed_and_recovered() {
         "node",
         "conversations",
         "threads",
-        "sandboxes",
+        "environments",
         "post_office",
         "delegations",
         "commands",

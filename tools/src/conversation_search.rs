@@ -10,7 +10,7 @@
 //! sees only its own conversations; the main agent sees every agent's.
 //! Every message shows its stable id, so a hit can be scrolled around.
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe_macros::tool;
@@ -18,8 +18,9 @@ use troupe_runtime::home::MAIN_AGENT;
 use troupe_runtime::id::{ConversationId, MsgId};
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::store::search::{self, ConversationSummary, Filter, Found, Line, Order};
-use troupe_runtime::store::Store;
 use troupe_runtime::tool::ToolContext;
+
+use crate::recall::{self, bounded, short_time, Indexing, Visible};
 
 /// The tool's name.
 pub const NAME: &str = "conversation_search";
@@ -107,75 +108,12 @@ pub async fn conversation_search(params: Params, ctx: &ToolContext) -> ToolResul
         Ok(r) => r,
         Err(text) => return ToolResult::error(text),
     };
-    let Some(store) = ctx.services.get::<Store>() else {
-        return ToolResult::error(
-            "conversation_search has no store in this conversation; it cannot search here.",
-        );
-    };
     // Every message committed so far is found, even the ones the
     // writer has not indexed yet.
-    if let Err(e) = store.catch_up().await {
-        return ToolResult::error(format!("conversation_search failed: {e}"));
-    }
-    match store.read(move |conn| Ok(request.run(conn))).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(text)) => ToolResult::error(text),
-        Err(e) => ToolResult::error(format!("conversation_search failed: {e}")),
-    }
-}
-
-/// Parses a time bound: an ISO date or date-time (UTC unless it says
-/// otherwise), or an age before `now` (`7d`, `24h`, `2w`, `30m`).
-pub fn parse_when(name: &str, text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
-    let text = text.trim();
-    let bad = || {
-        format!(
-            "`{name}` is not a date or an age: `{text}`. Give an ISO date (2026-03-01, \
-             2026-03-01T14:00:00Z) or an age such as 7d, 24h, 2w or 30m."
-        )
-    };
-    if let Some((number, unit)) = text
-        .char_indices()
-        .find(|(_, c)| !c.is_ascii_digit())
-        .map(|(i, _)| text.split_at(i))
-    {
-        let age = match (number.parse::<i64>(), unit) {
-            (Ok(n), "m" | "min") => Some(chrono::Duration::try_minutes(n)),
-            (Ok(n), "h") => Some(chrono::Duration::try_hours(n)),
-            (Ok(n), "d") => Some(chrono::Duration::try_days(n)),
-            (Ok(n), "w") => Some(chrono::Duration::try_weeks(n)),
-            _ => None,
-        };
-        if let Some(age) = age {
-            return age.and_then(|a| now.checked_sub_signed(a)).ok_or_else(bad);
-        }
-    }
-    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    for format in [
-        "%Y-%m-%dT%H:%M:%S",
-        "%Y-%m-%d %H:%M:%S",
-        "%Y-%m-%dT%H:%M",
-        "%Y-%m-%d %H:%M",
-    ] {
-        if let Ok(t) = NaiveDateTime::parse_from_str(text, format) {
-            return Ok(t.and_utc());
-        }
-    }
-    NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|t| t.and_utc())
-        .ok_or_else(bad)
-}
-
-/// Checks `limit`-like numbers: 1 to `max`, `default` when absent.
-pub fn bounded(name: &str, value: Option<u32>, default: u32, max: u32) -> Result<usize, String> {
-    match value.unwrap_or(default) {
-        v if (1..=max).contains(&v) => Ok(v as usize),
-        v => Err(format!("`{name}` must be between 1 and {max}, not {v}.")),
-    }
+    recall::read(ctx, NAME, Indexing::CatchUp, move |conn| {
+        Ok(request.run(conn))
+    })
+    .await
 }
 
 /// What a call asks for, checked.
@@ -243,16 +181,7 @@ impl Request {
                 roles
             }
         };
-        let after = p
-            .after
-            .as_deref()
-            .map(|t| parse_when("after", t, now))
-            .transpose()?;
-        let before = p
-            .before
-            .as_deref()
-            .map(|t| parse_when("before", t, now))
-            .transpose()?;
+        let (after, before) = recall::range(p.after.as_deref(), p.before.as_deref(), now)?;
         if let (Some(a), Some(b)) = (after, before) {
             if a >= b {
                 return Err(
@@ -321,16 +250,12 @@ impl Request {
     fn run(mut self, conn: &rusqlite::Connection) -> Result<ToolResult, String> {
         if let Some(scope) = self.house {
             let failed = |e| format!("conversation_search failed: {e}");
-            if scope.home {
-                let elsewhere = troupe_runtime::store::house::seated_elsewhere(conn, scope.house)
-                    .map_err(failed)?;
-                self.filter.exclude.extend(elsewhere.iter().copied());
-                self.elsewhere = elsewhere;
-            } else {
-                self.filter.only = Some(
-                    troupe_runtime::store::house::conversations_of(conn, scope.house)
-                        .map_err(failed)?,
-                );
+            match Visible::from(conn, scope).map_err(failed)? {
+                Visible::AllBut(elsewhere) => {
+                    self.filter.exclude.extend(elsewhere.iter().copied());
+                    self.elsewhere = elsewhere;
+                }
+                Visible::Only(only) => self.filter.only = Some(only),
             }
         }
         let failed =
@@ -607,10 +532,6 @@ fn cut(text: &str, max: usize) -> String {
             text[at..].chars().count()
         ),
     }
-}
-
-fn short_time(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
 fn summary_json(s: &ConversationSummary) -> serde_json::Value {

@@ -11,6 +11,7 @@ use troupe_runtime::store::conversations::{self, NewConversation};
 use troupe_runtime::store::{timestamp, Store};
 
 use super::*;
+use crate::recall::parse_when;
 use troupe_runtime::tool::Tool as _;
 
 struct Fixture {

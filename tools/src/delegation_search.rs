@@ -22,10 +22,10 @@ use troupe_runtime::store::search::delegations::{
     self, DelegationFilter, DelegationRow, EventRow, FoundDelegation,
 };
 use troupe_runtime::store::search::{self, Line};
-use troupe_runtime::store::{Store, StoreError};
+use troupe_runtime::store::StoreError;
 use troupe_runtime::tool::ToolContext;
 
-use crate::conversation_search::{bounded, parse_when};
+use crate::recall::{self, bounded, short_time, Indexing, Visible};
 
 mod session;
 
@@ -80,16 +80,7 @@ pub async fn delegation_search(params: Params, ctx: &ToolContext) -> ToolResult 
         Ok(r) => r,
         Err(text) => return ToolResult::error(text),
     };
-    let Some(store) = ctx.services.get::<Store>() else {
-        return ToolResult::error(
-            "delegation_search has no store in this conversation; it cannot search here.",
-        );
-    };
-    match store.read(move |conn| request.run(conn)).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(text)) => ToolResult::error(text),
-        Err(e) => ToolResult::error(format!("delegation_search failed: {e}")),
-    }
+    recall::read(ctx, NAME, Indexing::AsIs, move |conn| request.run(conn)).await
 }
 
 enum Shape {
@@ -132,16 +123,7 @@ fn check_instance(text: &str) -> Result<String, String> {
 
 impl Request {
     fn from_params(p: Params, ctx: &ToolContext, now: DateTime<Utc>) -> Result<Self, String> {
-        let after = p
-            .after
-            .as_deref()
-            .map(|t| parse_when("after", t, now))
-            .transpose()?;
-        let before = p
-            .before
-            .as_deref()
-            .map(|t| parse_when("before", t, now))
-            .transpose()?;
+        let (after, before) = recall::range(p.after.as_deref(), p.before.as_deref(), now)?;
         let limit = bounded("limit", p.limit, 3, 10)?;
         let window = bounded("window", p.window, 5, 20)
             .map_err(|e| format!("{e} Entries each side of `around`."))?;
@@ -199,16 +181,9 @@ impl Request {
             let ids = |v: Vec<troupe_runtime::id::ConversationId>| {
                 v.into_iter().map(|c| c.to_string()).collect::<Vec<_>>()
             };
-            if scope.home {
-                self.filter.not_parents = ids(troupe_runtime::store::house::seated_elsewhere(
-                    conn,
-                    scope.house,
-                )?);
-            } else {
-                self.filter.parents = Some(ids(troupe_runtime::store::house::conversations_of(
-                    conn,
-                    scope.house,
-                )?));
+            match Visible::from(conn, scope)? {
+                Visible::AllBut(elsewhere) => self.filter.not_parents = ids(elsewhere),
+                Visible::Only(only) => self.filter.parents = Some(ids(only)),
             }
         }
         match &self.shape {
@@ -557,10 +532,6 @@ fn cut(text: &str, max: usize) -> String {
         None => text.to_string(),
         Some((at, _)) => format!("{} …[cut]", &text[..at]),
     }
-}
-
-fn short_time(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
 fn delegation_json(d: &DelegationRow) -> serde_json::Value {

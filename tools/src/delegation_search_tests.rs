@@ -9,7 +9,7 @@ use troupe_runtime::home::Home;
 use troupe_runtime::id::{BotId, MsgId};
 use troupe_runtime::protocol::{Message, ToolCall};
 use troupe_runtime::store::conversations::{self, NewConversation};
-use troupe_runtime::store::timestamp;
+use troupe_runtime::store::{timestamp, Store};
 
 use super::*;
 use troupe_runtime::tool::Tool as _;

@@ -45,6 +45,7 @@ pub mod write_file;
 
 #[cfg(test)]
 mod fuzz;
+mod recall;
 
 use std::sync::Arc;
 

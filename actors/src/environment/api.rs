@@ -7,11 +7,11 @@ use std::time::Duration;
 use troupe_runtime::environment::{
     CommandOutcome, EnvironmentInfo, EnvironmentStatus, HouseEnvironmentPolicy,
 };
-use troupe_runtime::id::{SandboxId, ThreadId};
+use troupe_runtime::id::{EnvironmentId, ThreadId};
 use troupe_runtime::rusqlite::{params, OptionalExtension};
 use troupe_runtime::store::environments::{self as table, EnvironmentRow};
 
-use super::SandboxMsg;
+use super::EnvironmentMsg;
 use crate::house::HouseRef;
 use crate::node::{Node, NodeError};
 
@@ -64,7 +64,7 @@ impl EnvironmentsRef {
     }
 
     /// The environment `id` of this house.
-    pub async fn get(&self, id: SandboxId) -> Result<EnvironmentInfo, NodeError> {
+    pub async fn get(&self, id: EnvironmentId) -> Result<EnvironmentInfo, NodeError> {
         let house = self.house.house.id;
         let row = self
             .node()
@@ -84,13 +84,13 @@ impl EnvironmentsRef {
     /// The environment `reference` names: its id, or the thread bound to it
     /// (an id, name or link).
     pub async fn find(&self, reference: &str) -> Result<EnvironmentInfo, NodeError> {
-        if let Ok(id) = reference.parse::<SandboxId>() {
+        if let Ok(id) = reference.parse::<EnvironmentId>() {
             return self.get(id).await;
         }
         let thread = self.house.thread(reference).await?;
         let id = self
             .node()
-            .sandboxes()
+            .environments()
             .bound(thread.info.id)
             .ok_or_else(|| {
                 refused(format!(
@@ -105,7 +105,7 @@ impl EnvironmentsRef {
 
     fn info(&self, row: EnvironmentRow) -> EnvironmentInfo {
         let ctx = self.node().context();
-        let live = self.node().sandboxes().live().contains(&row.id);
+        let live = self.node().environments().live().contains(&row.id);
         EnvironmentInfo {
             id: row.id,
             house: row.house,
@@ -158,14 +158,14 @@ impl EnvironmentsRef {
     pub async fn create(&self, thread: Option<ThreadId>) -> Result<Provisioned, NodeError> {
         let ctx = self.node().context().clone();
         if let Some(thread) = thread {
-            if let Some(env) = self.node().sandboxes().bound(thread) {
+            if let Some(env) = self.node().environments().bound(thread) {
                 return Ok(Provisioned {
                     info: self.get(env).await?,
                     reused: true,
                 });
             }
         }
-        let sandboxed = match self.node().sandboxes().readiness(&ctx).await {
+        let sandboxed = match self.node().environments().readiness(&ctx).await {
             Ok(()) => true,
             Err(why) => {
                 if !self.policy().await?.allow_unsandboxed {
@@ -201,12 +201,12 @@ impl EnvironmentsRef {
             })
             .await?;
         if let Some(thread) = thread {
-            self.node().sandboxes().bind(thread, row.id);
+            self.node().environments().bind(thread, row.id);
         }
         // Provisioned now: the workdir, the control group, the actor.
-        let router = self.node().sandboxes().router().map_err(refused)?;
+        let router = self.node().environments().router().map_err(refused)?;
         router
-            .call(row.id, SandboxMsg::Touch, Duration::from_secs(30))
+            .call(row.id, EnvironmentMsg::Touch, Duration::from_secs(30))
             .await
             .map_err(|e| refused(format!("the environment {} did not start: {e}", row.id)))?;
         Ok(Provisioned {
@@ -216,7 +216,7 @@ impl EnvironmentsRef {
     }
 
     /// Binds `thread` to the environment `id` (another thread may share it).
-    pub async fn bind(&self, id: SandboxId, thread: ThreadId) -> Result<(), NodeError> {
+    pub async fn bind(&self, id: EnvironmentId, thread: ThreadId) -> Result<(), NodeError> {
         let info = self.get(id).await?;
         if info.status == EnvironmentStatus::Stopped {
             return Err(refused(format!("environment {id} is stopped")));
@@ -225,7 +225,7 @@ impl EnvironmentsRef {
             .store()
             .write(move |tx| table::bind(tx, id, thread))
             .await?;
-        self.node().sandboxes().bind(thread, id);
+        self.node().environments().bind(thread, id);
         Ok(())
     }
 
@@ -233,7 +233,7 @@ impl EnvironmentsRef {
     /// default of `[environments]` when `None`).
     pub async fn exec(
         &self,
-        id: SandboxId,
+        id: EnvironmentId,
         command: &str,
         timeout: Option<Duration>,
     ) -> Result<CommandOutcome, NodeError> {
@@ -253,7 +253,7 @@ impl EnvironmentsRef {
     /// workdir grow.
     pub async fn free_space(
         &self,
-        id: SandboxId,
+        id: EnvironmentId,
         command: &str,
         timeout: Option<Duration>,
     ) -> Result<CommandOutcome, NodeError> {
@@ -266,30 +266,30 @@ impl EnvironmentsRef {
 
     /// Stops the environment `id` for good: its processes are killed, its
     /// threads unbound; its workdir stays on disk.
-    pub async fn stop(&self, id: SandboxId) -> Result<EnvironmentInfo, NodeError> {
+    pub async fn stop(&self, id: EnvironmentId) -> Result<EnvironmentInfo, NodeError> {
         self.get(id).await?;
         self.node()
             .store()
             .write(move |tx| table::stop(tx, id))
             .await?;
-        self.node().sandboxes().unbind_env(id);
-        if self.node().sandboxes().live().contains(&id) {
-            if let Ok(router) = self.node().sandboxes().router() {
+        self.node().environments().unbind_env(id);
+        if self.node().environments().live().contains(&id) {
+            if let Ok(router) = self.node().environments().router() {
                 let _ = router
-                    .call(id, SandboxMsg::Stop, Duration::from_secs(30))
+                    .call(id, EnvironmentMsg::Stop, Duration::from_secs(30))
                     .await;
             }
         }
-        self.node().sandboxes().remove_group(id);
+        self.node().environments().remove_group(id);
         self.get(id).await
     }
 
     /// Makes the actor of `id` fail (tests of supervision).
     #[doc(hidden)]
-    pub async fn inject_failure(&self, id: SandboxId) -> Result<(), NodeError> {
-        let router = self.node().sandboxes().router().map_err(refused)?;
+    pub async fn inject_failure(&self, id: EnvironmentId) -> Result<(), NodeError> {
+        let router = self.node().environments().router().map_err(refused)?;
         router
-            .send(id, SandboxMsg::Fail)
+            .send(id, EnvironmentMsg::Fail)
             .map_err(|e| refused(e.to_string()))
     }
 }
@@ -322,7 +322,7 @@ pub(crate) async fn house_policy(
 /// Runs `command` in environment `id` through its actor.
 pub(crate) async fn run(
     node: &Node,
-    id: SandboxId,
+    id: EnvironmentId,
     command: &str,
     timeout: Option<Duration>,
 ) -> Result<CommandOutcome, NodeError> {
@@ -333,7 +333,7 @@ pub(crate) async fn run(
 /// command runs, and is killed if it makes the workdir grow.
 pub(crate) async fn run_to_free_space(
     node: &Node,
-    id: SandboxId,
+    id: EnvironmentId,
     command: &str,
     timeout: Option<Duration>,
 ) -> Result<CommandOutcome, NodeError> {
@@ -343,32 +343,32 @@ pub(crate) async fn run_to_free_space(
 /// [`run`], with `watch` given the output as it comes.
 pub(crate) async fn run_watched(
     node: &Node,
-    id: SandboxId,
+    id: EnvironmentId,
     command: &str,
     timeout: Option<Duration>,
-    watch: Option<super::sandbox::Watch>,
+    watch: Option<super::actor::Watch>,
 ) -> Result<CommandOutcome, NodeError> {
     run_ordered(node, id, command, timeout, watch, false).await
 }
 
 async fn run_ordered(
     node: &Node,
-    id: SandboxId,
+    id: EnvironmentId,
     command: &str,
     timeout: Option<Duration>,
-    watch: Option<super::sandbox::Watch>,
+    watch: Option<super::actor::Watch>,
     free_space: bool,
 ) -> Result<CommandOutcome, NodeError> {
     let settings = &node.settings().environments;
     let timeout = timeout
         .unwrap_or(Duration::from_secs(settings.command_timeout_secs))
         .min(Duration::from_secs(settings.max_command_timeout_secs));
-    let router = node.sandboxes().router().map_err(refused)?;
+    let router = node.environments().router().map_err(refused)?;
     let owned = command.to_string();
     let answer = router
         .call(
             id,
-            move |reply| SandboxMsg::Run {
+            move |reply| EnvironmentMsg::Run {
                 command: owned,
                 timeout,
                 watch,

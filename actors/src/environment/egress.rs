@@ -1,5 +1,5 @@
 //! An environment's egress proxy: the only way out of a sandbox that has
-//! no network, owned by its Sandbox actor.
+//! no network, owned by its environment actor.
 //!
 //! Inside, process 1 listens on `127.0.0.1:`[`PORT`] and hands each
 //! connection over; commands find it through `HTTPS_PROXY` and
@@ -23,18 +23,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use troupe_runtime::environment::Endpoint;
+use troupe_runtime::sandbox::proxy::{answer, Head};
 
 use super::relay::{self, Relay};
 
 /// The proxy's port on the sandbox's own loopback.
 pub const PORT: u16 = 3128;
-
-/// The largest request head read.
-const MAX_HEAD: usize = 16 * 1024;
 
 /// How long connecting to an endpoint may take.
 const CONNECT: Duration = Duration::from_secs(10);
@@ -79,53 +77,12 @@ impl Egress {
     }
 
     async fn proxy(&self, mut client: TcpStream) {
-        let mut head = Vec::with_capacity(1024);
-        let mut buf = [0_u8; 4096];
-        let end = loop {
-            if let Some(end) = find_end(&head) {
-                break end;
-            }
-            if head.len() > MAX_HEAD {
-                return answer(&mut client, 431, "the request head is too large").await;
-            }
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
+        let head = match Head::read(&mut client).await {
+            Ok(head) => head,
+            Err(Some((status, text))) => return answer(&mut client, status, &text).await,
+            Err(None) => return,
         };
-        let (head, rest) = head.split_at(end);
-        let text = String::from_utf8_lossy(head);
-        let mut lines = text.split("\r\n");
-        let request_line = lines.next().unwrap_or_default();
-        let mut words = request_line.split(' ');
-        let (method, target, version) = (
-            words.next().unwrap_or_default(),
-            words.next().unwrap_or_default(),
-            words.next().unwrap_or("HTTP/1.1"),
-        );
-        let (host, port, origin_form) = if method.eq_ignore_ascii_case("CONNECT") {
-            match split_host_port(target, None) {
-                Some((host, port)) => (host, port, None),
-                None => return answer(&mut client, 400, "CONNECT needs host:port").await,
-            }
-        } else if let Some(rest) = target.strip_prefix("http://") {
-            let (authority, path) = match rest.find('/') {
-                Some(i) => (&rest[..i], &rest[i..]),
-                None => (rest, "/"),
-            };
-            match split_host_port(authority, Some(80)) {
-                Some((host, port)) => (host, port, Some(path.to_string())),
-                None => return answer(&mut client, 400, "the URL has no host").await,
-            }
-        } else {
-            return answer(
-                &mut client,
-                400,
-                "send requests to this proxy with an absolute http:// URL, or CONNECT host:port \
-                 (for https)",
-            )
-            .await;
-        };
+        let (host, port) = (head.host.clone(), head.port);
         if let Some(relay) = self
             .relay
             .as_ref()
@@ -133,15 +90,8 @@ impl Egress {
         {
             // A tunnel carries requests on; a proxied request is served
             // alone (the client's next one may be for another host).
-            let (pending, keep_alive) = match origin_form {
-                None => {
-                    let established = b"HTTP/1.1 200 Connection established\r\n\r\n";
-                    if client.write_all(established).await.is_err() {
-                        return;
-                    }
-                    (rest.to_vec(), true)
-                }
-                Some(_) => ([head, rest].concat(), false),
+            let Some((pending, keep_alive)) = head.served_here(&mut client).await else {
+                return;
             };
             return relay
                 .serve_io(Replayed::new(pending, client), keep_alive)
@@ -159,7 +109,7 @@ impl Egress {
         }
         let upstream =
             tokio::time::timeout(CONNECT, TcpStream::connect((host.as_str(), port))).await;
-        let mut upstream = match upstream {
+        let upstream = match upstream {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
                 return answer(
@@ -182,28 +132,7 @@ impl Egress {
             }
         };
         tracing::info!(endpoint = %format!("{host}:{port}"), "egress allowed");
-        let forwarded = match origin_form {
-            None => client
-                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                .await
-                .and(Ok(rest.to_vec())),
-            Some(path) => {
-                // The request goes on in origin form, the rest of it as sent.
-                let mut out = format!("{method} {path} {version}\r\n").into_bytes();
-                let after_line = head
-                    .iter()
-                    .position(|b| *b == b'\n')
-                    .map_or(&head[head.len()..], |i| &head[i + 1..]);
-                out.extend_from_slice(after_line);
-                out.extend_from_slice(rest);
-                Ok(out)
-            }
-        };
-        let Ok(pending) = forwarded else { return };
-        if upstream.write_all(&pending).await.is_err() {
-            return;
-        }
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        head.forward(client, upstream).await;
     }
 }
 
@@ -258,49 +187,4 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replayed<S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
-}
-
-/// Where the head ends (after its blank line).
-fn find_end(head: &[u8]) -> Option<usize> {
-    head.windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| i + 4)
-}
-
-/// `host:port` (or `host` with `default`), an IPv6 host in brackets.
-fn split_host_port(authority: &str, default: Option<u16>) -> Option<(String, u16)> {
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-    let (host, port) = if authority.starts_with('[') {
-        let close = authority.find(']')?;
-        let port = authority[close + 1..].strip_prefix(':');
-        (&authority[1..close], port)
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
-    };
-    let port = match port {
-        Some(p) => p.parse().ok()?,
-        None => default?,
-    };
-    (!host.is_empty()).then(|| (host.to_ascii_lowercase(), port))
-}
-
-async fn answer(client: &mut TcpStream, status: u16, text: &str) {
-    let reason = match status {
-        400 => "Bad Request",
-        403 => "Forbidden",
-        431 => "Request Header Fields Too Large",
-        502 => "Bad Gateway",
-        _ => "Gateway Timeout",
-    };
-    let body = format!("troupe egress proxy: {text}\n");
-    let response = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = client.write_all(response.as_bytes()).await;
-    let _ = client.shutdown().await;
 }

@@ -1,7 +1,7 @@
 //! An environment's workdir quota: bytes and files.
 //!
 //! The workdir is a folder of the machine's file system, so no file system
-//! quota holds it; the Sandbox actor measures it instead — before each
+//! quota holds it; the environment actor measures it instead — before each
 //! command (refused while over) and every 250 ms while one runs (killed
 //! when it passes). Bytes alone are not enough: an empty file costs no
 //! block but costs the kernel an inode and a name, charged to the

@@ -5,7 +5,7 @@
 //! model. Handing it troupe's key would put the key where every command
 //! can read it, and send it wherever the egress allow-list reaches; handing
 //! it the network would undo the sandbox. So inside, process 1 listens on
-//! `127.0.0.1:`[`PORT`] and hands each connection to the Sandbox actor,
+//! `127.0.0.1:`[`PORT`] and hands each connection to the environment actor,
 //! which serves HTTP here, outside:
 //!
 //! - `POST /v1/chat/completions` and `POST /v1/responses` (OpenAI-compatible:
@@ -53,32 +53,32 @@
 //! model's prices.
 
 mod anthropic;
+mod forward;
+mod in_process;
+mod refusal;
 mod responses;
 mod served;
+mod tally;
 
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited, StreamBody};
-use hyper::body::{Frame, Incoming};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, AUTHORIZATION};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
-use troupe_runtime::model::limit::{ConcurrencyLimits, DEFAULT_CONCURRENCY};
-use troupe_runtime::model::sse::SseParser;
-use troupe_runtime::model::{Api, ModelEndpoint, Pricing, Provider, Timeouts};
-use troupe_runtime::protocol::Usage;
+use troupe_runtime::model::limit::ConcurrencyLimits;
+use troupe_runtime::model::{Api, ModelEndpoint, Provider, Timeouts};
 
 use crate::node::NodeContext;
+use refusal::{whole, Refusal};
+use tally::Tally;
 
 /// The relay's port on the sandbox's own loopback.
 pub const PORT: u16 = 3129;
@@ -89,9 +89,6 @@ pub const MAX_BODY: usize = 8 * 1024 * 1024;
 /// The key commands are given: any client's "a key is set" check passes,
 /// and it opens nothing (the relay drops it and adds the real one).
 pub const PLACEHOLDER_KEY: &str = "troupe-model-relay-adds-the-real-key";
-
-/// The largest whole (not streamed) answer read for its usage.
-const MAX_TALLIED: usize = MAX_BODY;
 
 /// A response body: whole, or streamed from the provider.
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
@@ -179,16 +176,6 @@ pub fn model_id(name: &str) -> String {
         id
     }
 }
-
-/// The connection pool of every relay: it follows no redirect (a key is
-/// never sent on to where a provider points).
-static CLIENT: LazyLock<reqwest::Client> = LazyLock::new(|| {
-    troupe_runtime::net::client_builder()
-        .connect_timeout(Timeouts::default().connect)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap_or_default()
-});
 
 /// One environment's (or one executor's) relay; clones share it.
 #[derive(Debug, Clone)]
@@ -458,271 +445,6 @@ impl Relay {
             format!("use one of: {}", usable.join(", "))
         }
     }
-
-    /// Forwards a call to its model's provider and streams the answer back.
-    async fn forward(
-        &self,
-        wire: Wire,
-        request: Request<Incoming>,
-    ) -> Result<Response<Body>, Refusal> {
-        let api = wire.api();
-        let started = Instant::now();
-        let (parts, body) = request.into_parts();
-        let mut body = read_json(&parts.headers, body).await?;
-        let named = match body.get("model") {
-            Some(Value::String(model)) => model.clone(),
-            _ => {
-                return Err(Refusal::new(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request_error",
-                    format!("the request names no \"model\"; {}", self.choices()),
-                ))
-            }
-        };
-        let offered = self.find(&named)?;
-        let endpoint = match (&offered.endpoint, &offered.served) {
-            (Ok(endpoint), _) => endpoint,
-            (Err(_), Some(provider)) => {
-                return self
-                    .answer_here(wire, offered, provider, &parts.headers, &body, started)
-                    .await
-            }
-            (Err(why), None) => {
-                return Err(Refusal::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "model_unavailable",
-                    format!("model {} cannot be relayed: {why}", offered.name),
-                ))
-            }
-        };
-        if endpoint.api != api {
-            let (speaks, path, variable) = match endpoint.api {
-                Api::Openai => (
-                    "OpenAI chat completions",
-                    "/v1/chat/completions",
-                    "OPENAI_BASE_URL",
-                ),
-                Api::Anthropic => ("Anthropic messages", "/v1/messages", "ANTHROPIC_BASE_URL"),
-            };
-            return Err(Refusal::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                format!(
-                    "model {} speaks {speaks}: send it to POST {path} (${variable})",
-                    offered.name
-                ),
-            ));
-        }
-        body["model"] = Value::String(endpoint.model.clone());
-        let base = endpoint.base_url.trim_end_matches('/');
-        let url = match wire {
-            Wire::Chat => format!("{base}/chat/completions"),
-            Wire::Responses => format!("{base}/responses"),
-            Wire::Messages => format!("{base}/v1/messages"),
-            Wire::CountTokens => format!("{base}/v1/messages/count_tokens"),
-        };
-        let headers = upstream_headers(api, &parts.headers, endpoint)?;
-        let unavailable = || {
-            Refusal::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "model_unavailable",
-                "the relay is stopping".into(),
-            )
-        };
-        let permit = self
-            .0
-            .limits
-            .get(
-                &endpoint.base_url,
-                endpoint.max_concurrency.unwrap_or(DEFAULT_CONCURRENCY),
-            )
-            .acquire()
-            .await
-            .map_err(|_| unavailable())?;
-        let send = CLIENT
-            .post(&url)
-            .headers(headers)
-            .body(body.to_string())
-            .send();
-        let response = match tokio::time::timeout(self.0.timeouts.first_byte, send).await {
-            Ok(Ok(response)) => response,
-            Ok(Err(e)) => {
-                return Err(Refusal::new(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream_error",
-                    format!(
-                        "model {}'s provider could not be reached: {}",
-                        offered.name,
-                        e.without_url()
-                    ),
-                ))
-            }
-            Err(_) => {
-                return Err(Refusal::new(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "upstream_timeout",
-                    format!(
-                        "model {}'s provider did not answer within {} s",
-                        offered.name,
-                        self.0.timeouts.first_byte.as_secs()
-                    ),
-                ))
-            }
-        };
-        let status = response.status();
-        let mut out = Response::builder().status(status);
-        for (name, value) in response.headers() {
-            if passes_back(name) {
-                out = out.header(name, value);
-            }
-        }
-        let streamed = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        let tally = Tally {
-            origin: self.0.origin.clone(),
-            model: offered.name.clone(),
-            pricing: endpoint.pricing,
-            status: status.as_u16(),
-            started,
-            sse: streamed.then(SseParser::new),
-            whole: Vec::new(),
-            usage: Usage::default(),
-            bytes: 0,
-            ended: "cut short",
-        };
-        let stream = relayed(
-            response.bytes_stream(),
-            self.0.timeouts.between_chunks,
-            tally,
-            permit,
-        );
-        out.body(StreamBody::new(stream).boxed_unsync())
-            .map_err(|e| {
-                Refusal::new(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream_error",
-                    format!("the provider's answer could not be passed on: {e}"),
-                )
-            })
-    }
-
-    /// Answers a call to a model with no address from its provider here,
-    /// in the wire format it came in.
-    async fn answer_here(
-        &self,
-        wire: Wire,
-        offered: &Offered,
-        provider: &Arc<dyn Provider>,
-        headers: &HeaderMap,
-        body: &Value,
-        started: Instant,
-    ) -> Result<Response<Body>, Refusal> {
-        let provider = match headers.get(served::EXECUTOR_HEADER) {
-            None => Arc::clone(provider),
-            Some(value) => {
-                let executor = value.to_str().unwrap_or_default().trim();
-                match provider.for_executor(executor) {
-                    Some(own) => own,
-                    None if provider.name() == "script" => {
-                        return Err(Refusal::new(
-                            StatusCode::BAD_REQUEST,
-                            "invalid_request_error",
-                            format!(
-                                "script {} has no turns for executor {executor}; add an \
-                                 `executors.{executor}.turns` section to it",
-                                offered.name
-                            ),
-                        ))
-                    }
-                    None => Arc::clone(provider),
-                }
-            }
-        };
-        let mut tally = Tally {
-            origin: self.0.origin.clone(),
-            model: offered.name.clone(),
-            pricing: Pricing::default(),
-            status: StatusCode::OK.as_u16(),
-            started,
-            sse: None,
-            whole: Vec::new(),
-            usage: Usage::default(),
-            bytes: 0,
-            ended: "cut short",
-        };
-        let (request, stream) = match wire {
-            Wire::Chat => {
-                let chat = served::chat_request(body, &offered.name)?;
-                (chat.request, chat.stream)
-            }
-            Wire::Messages => anthropic::request(body, &offered.name)?,
-            Wire::Responses => responses::request(body, &offered.name)?,
-            Wire::CountTokens => {
-                tally.ended = "complete";
-                return Ok(whole(StatusCode::OK, &anthropic::count_tokens(body)));
-            }
-        };
-        let events = provider
-            .stream(request)
-            .await
-            .map_err(|e| served::refusal(&e))?;
-        if wire != Wire::Chat {
-            let gathered = match served::gather(events).await {
-                Ok(gathered) => gathered,
-                Err(e) => {
-                    let refusal = served::refusal(&e);
-                    tally.status = refusal.status.as_u16();
-                    tally.ended = "the model failed";
-                    return Err(refusal);
-                }
-            };
-            tally.usage = gathered.usage.unwrap_or_default();
-            tally.ended = "complete";
-            let answer = match wire {
-                Wire::Messages => anthropic::answer(&gathered, &offered.name),
-                _ => responses::answer(&gathered, &offered.name),
-            };
-            return Ok(if stream {
-                served::event_stream(&answer.events)
-            } else {
-                whole(StatusCode::OK, &answer.whole)
-            });
-        }
-        let mut answer = served::Answer::new(&offered.name);
-        if stream {
-            let mut response = Response::new(
-                StreamBody::new(served::chunks(events, answer, tally)).boxed_unsync(),
-            );
-            let headers = response.headers_mut();
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-            headers.insert(
-                hyper::header::CACHE_CONTROL,
-                HeaderValue::from_static("no-cache"),
-            );
-            return Ok(response);
-        }
-        let mut events = events;
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(event) => {
-                    answer.event(event);
-                }
-                Err(e) => {
-                    let refusal = served::refusal(&e);
-                    tally.status = refusal.status.as_u16();
-                    tally.ended = "the model failed";
-                    return Err(refusal);
-                }
-            }
-        }
-        let whole_answer = answer.whole();
-        tally.usage = answer.usage().unwrap_or_default();
-        tally.ended = "complete";
-        Ok(whole(StatusCode::OK, &whole_answer))
-    }
 }
 
 /// A wire format the relay takes calls in.
@@ -821,297 +543,6 @@ fn api_name(api: Api) -> &'static str {
         Api::Openai => "openai",
         Api::Anthropic => "anthropic",
     }
-}
-
-/// The request's body, bounded, as a JSON object.
-async fn read_json(headers: &HeaderMap, body: Incoming) -> Result<Value, Refusal> {
-    let too_large = || {
-        Refusal::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request_too_large",
-            format!(
-                "the request body is over the relay's limit of {} MiB",
-                MAX_BODY / (1024 * 1024)
-            ),
-        )
-    };
-    let declared = headers
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY as u64) {
-        return Err(too_large());
-    }
-    let bytes = match Limited::new(body, MAX_BODY).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
-        Err(e) => {
-            return Err(Refusal::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                format!("the request body could not be read: {e}"),
-            ))
-        }
-    };
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(value) if value.is_object() => Ok(value),
-        Ok(_) => Err(Refusal::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "the request body is JSON but not an object; send an object naming a \"model\"".into(),
-        )),
-        Err(e) => Err(Refusal::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            format!("the request body is not JSON ({e}); send an object naming a \"model\""),
-        )),
-    }
-}
-
-/// The headers sent to the provider: the few the API reads from the
-/// client, and the real key. Nothing else of the request passes.
-fn upstream_headers(
-    api: Api,
-    incoming: &HeaderMap,
-    endpoint: &ModelEndpoint,
-) -> Result<HeaderMap, Refusal> {
-    let bad_key = || {
-        Refusal::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "model_unavailable",
-            "the model's key is not a valid header value; the house's owner must fix it".into(),
-        )
-    };
-    let mut headers = HeaderMap::new();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Some(accept) = incoming.get(ACCEPT) {
-        headers.insert(ACCEPT, accept.clone());
-    }
-    match api {
-        Api::Openai => {
-            if let Some(key) = &endpoint.api_key {
-                let mut value =
-                    HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| bad_key())?;
-                value.set_sensitive(true);
-                headers.insert(AUTHORIZATION, value);
-            }
-        }
-        Api::Anthropic => {
-            let version = HeaderName::from_static("anthropic-version");
-            let beta = HeaderName::from_static("anthropic-beta");
-            let given = incoming.get(&version).cloned().unwrap_or_else(|| {
-                HeaderValue::from_static(troupe_runtime::model::anthropic::API_VERSION)
-            });
-            headers.insert(version, given);
-            if let Some(value) = incoming.get(&beta) {
-                headers.insert(beta, value.clone());
-            }
-            if let Some(key) = &endpoint.api_key {
-                let mut value = HeaderValue::from_str(key).map_err(|_| bad_key())?;
-                value.set_sensitive(true);
-                headers.insert(HeaderName::from_static("x-api-key"), value);
-            }
-        }
-    }
-    Ok(headers)
-}
-
-/// Whether a provider's response header is passed back to the client.
-fn passes_back(name: &HeaderName) -> bool {
-    let name = name.as_str();
-    matches!(
-        name,
-        "content-type" | "cache-control" | "retry-after" | "request-id" | "x-request-id"
-    ) || name.starts_with("x-ratelimit-")
-        || name.starts_with("anthropic-ratelimit-")
-}
-
-/// The provider's body as the client's: each piece passed on as it comes,
-/// tallied, the endpoint's permit held until it ends or is dropped. A
-/// provider that breaks off or falls silent too long breaks the client's
-/// response off too (it is not ended as if complete).
-fn relayed(
-    upstream: impl Stream<Item = reqwest::Result<Bytes>> + Send + Unpin + 'static,
-    silence: Duration,
-    tally: Tally,
-    permit: OwnedSemaphorePermit,
-) -> impl Stream<Item = Result<Frame<Bytes>, std::io::Error>> + Send + 'static {
-    futures::stream::unfold(Some((upstream, tally, permit)), move |state| async move {
-        let (mut upstream, mut tally, permit) = state?;
-        match tokio::time::timeout(silence, upstream.next()).await {
-            Ok(Some(Ok(bytes))) => {
-                tally.push(&bytes);
-                Some((Ok(Frame::data(bytes)), Some((upstream, tally, permit))))
-            }
-            Ok(None) => {
-                tally.finish();
-                None
-            }
-            Ok(Some(Err(e))) => {
-                tally.ended = "broken off by the provider";
-                Some((Err(std::io::Error::other(e.without_url())), None))
-            }
-            Err(_) => {
-                tally.ended = "the provider fell silent";
-                let why = format!("the provider sent nothing for {} s", silence.as_secs());
-                Some((
-                    Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why)),
-                    None,
-                ))
-            }
-        }
-    })
-}
-
-/// A relayed call's account: its answer's usage, logged when it ends.
-struct Tally {
-    origin: String,
-    model: String,
-    pricing: Pricing,
-    status: u16,
-    started: Instant,
-    /// An event stream's parser; `None` for a whole answer.
-    sse: Option<SseParser>,
-    /// A whole answer, read for its usage at the end.
-    whole: Vec<u8>,
-    usage: Usage,
-    bytes: u64,
-    ended: &'static str,
-}
-
-impl Tally {
-    fn push(&mut self, bytes: &[u8]) {
-        self.bytes += bytes.len() as u64;
-        match &mut self.sse {
-            Some(parser) => {
-                for event in parser.push(bytes) {
-                    if let Ok(value) = serde_json::from_str::<Value>(&event.data) {
-                        read_usage(&value, &mut self.usage);
-                    }
-                }
-            }
-            None if self.whole.len() + bytes.len() <= MAX_TALLIED => {
-                self.whole.extend_from_slice(bytes);
-            }
-            None => {}
-        }
-    }
-
-    fn finish(&mut self) {
-        if self.sse.is_none() {
-            if let Ok(value) = serde_json::from_slice::<Value>(&self.whole) {
-                read_usage(&value, &mut self.usage);
-            }
-        }
-        self.ended = "complete";
-    }
-}
-
-impl Drop for Tally {
-    /// Every call is accounted for, a client that went away included.
-    fn drop(&mut self) {
-        let usage = &self.usage;
-        tracing::info!(
-            origin = %self.origin,
-            model = %self.model,
-            status = self.status,
-            ended = self.ended,
-            input_tokens = usage.input_tokens,
-            output_tokens = usage.output_tokens,
-            cache_read_tokens = usage.cache_read_tokens,
-            cache_write_tokens = usage.cache_write_tokens,
-            cost_usd = self.pricing.cost(usage),
-            bytes = self.bytes,
-            millis = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "model call relayed"
-        );
-    }
-}
-
-/// Reads the usage in one answer or stream event into `usage`: OpenAI's
-/// (`usage.prompt_tokens`, …) or Anthropic's (`usage` or
-/// `message.usage`, running totals: the latest wins).
-fn read_usage(value: &Value, usage: &mut Usage) {
-    let found = value
-        .get("usage")
-        .or_else(|| value.get("message").and_then(|m| m.get("usage")))
-        .filter(|u| u.is_object());
-    let Some(reported) = found else {
-        return;
-    };
-    let count = |key: &str| reported.get(key).and_then(Value::as_u64);
-    if let Some(prompt) = count("prompt_tokens") {
-        let cached = reported["prompt_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap_or(0);
-        usage.input_tokens = prompt.saturating_sub(cached);
-        usage.cache_read_tokens = cached;
-    }
-    if let Some(n) = count("completion_tokens") {
-        usage.output_tokens = n;
-    }
-    if let Some(n) = count("input_tokens") {
-        usage.input_tokens = n;
-    }
-    if let Some(n) = count("output_tokens") {
-        usage.output_tokens = n;
-    }
-    if let Some(n) = count("cache_read_input_tokens") {
-        usage.cache_read_tokens = n;
-    }
-    if let Some(n) = count("cache_creation_input_tokens") {
-        usage.cache_write_tokens = n;
-    }
-}
-
-/// A request the relay does not forward, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Refusal {
-    status: StatusCode,
-    kind: &'static str,
-    message: String,
-}
-
-impl Refusal {
-    fn new(status: StatusCode, kind: &'static str, message: String) -> Self {
-        Self {
-            status,
-            kind,
-            message,
-        }
-    }
-
-    /// The error in a shape both APIs' clients read: Anthropic's
-    /// (`type`, `error.type`) and OpenAI's (`error.message`, `error.code`).
-    fn response(&self) -> Response<Body> {
-        whole(
-            self.status,
-            &json!({"type": "error", "error": self.error()}),
-        )
-    }
-
-    /// The `error` object itself.
-    fn error(&self) -> Value {
-        json!({
-            "type": self.kind,
-            "code": self.kind,
-            "message": format!("troupe model relay: {}", self.message),
-        })
-    }
-}
-
-/// A whole JSON response.
-fn whole(status: StatusCode, body: &Value) -> Response<Body> {
-    let mut response = Response::new(
-        Full::new(Bytes::from(format!("{body}\n")))
-            .map_err(|never: Infallible| match never {})
-            .boxed_unsync(),
-    );
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
 }
 
 #[cfg(test)]

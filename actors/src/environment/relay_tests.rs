@@ -1,5 +1,13 @@
 use pretty_assertions::assert_eq;
 
+use http_body_util::BodyExt;
+use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+use troupe_runtime::model::sse::SseParser;
+use troupe_runtime::model::Pricing;
+use troupe_runtime::protocol::Usage;
+
+use super::forward::upstream_headers;
+use super::tally::read_usage;
 use super::*;
 
 #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use troupe_runtime::environment::{EnvironmentInfo, EnvironmentServices};
 use troupe_runtime::house::Seat;
-use troupe_runtime::id::{SandboxId, ThreadId};
+use troupe_runtime::id::{EnvironmentId, ThreadId};
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::store::house as house_table;
 use troupe_runtime::tool::ToolContext;
@@ -16,12 +16,13 @@ use troupe_runtime::tool::ToolContext;
 use super::api::EnvironmentsRef;
 use crate::node::{Node, NodeContext};
 
-/// The node's environment services.
-pub struct NodeEnvironments {
+/// The desk where the environment tools are served, within the caller's
+/// house and thread: the node's [`EnvironmentServices`].
+pub struct EnvironmentDesk {
     node: Weak<NodeContext>,
 }
 
-impl NodeEnvironments {
+impl EnvironmentDesk {
     /// The services of `node`.
     pub fn new(node: &Node) -> Arc<Self> {
         Arc::new(Self {
@@ -79,10 +80,10 @@ fn age(info: &EnvironmentInfo) -> String {
 }
 
 #[async_trait::async_trait]
-impl EnvironmentServices for NodeEnvironments {
-    fn bound(&self, thread: ThreadId) -> Option<SandboxId> {
+impl EnvironmentServices for EnvironmentDesk {
+    fn bound(&self, thread: ThreadId) -> Option<EnvironmentId> {
         Node::from_context(self.node.upgrade()?)
-            .sandboxes()
+            .environments()
             .bound(thread)
     }
 
@@ -186,7 +187,7 @@ impl EnvironmentServices for NodeEnvironments {
         let Some(seat) = Seat::of(ctx) else {
             return ToolResult::error("this conversation is not in a house thread.");
         };
-        let Some(env) = node.sandboxes().bound(seat.thread) else {
+        let Some(env) = node.environments().bound(seat.thread) else {
             return ToolResult::ok_with(
                 "This thread has no environment yet, so the command did not run. In a house, \
                  run_command runs in the thread's environment (a sandbox), never on the host: \

@@ -24,12 +24,13 @@ use crate::node::{Node, NodeContext};
 /// Handles shown per thread by `list_threads` before `+N`.
 const HANDLES_SHOWN: usize = 12;
 
-/// The node's house services.
-pub struct NodeHouses {
+/// The desk where the house tools are served, within the caller's house:
+/// the node's [`HouseServices`].
+pub struct HouseDesk {
     node: Weak<NodeContext>,
 }
 
-impl NodeHouses {
+impl HouseDesk {
     /// The services of `node`.
     pub fn new(node: &Node) -> Arc<Self> {
         Arc::new(Self {
@@ -92,7 +93,7 @@ fn thread_data(t: &ThreadInfo) -> serde_json::Value {
 }
 
 #[async_trait::async_trait]
-impl HouseServices for NodeHouses {
+impl HouseServices for HouseDesk {
     async fn read_thread(
         &self,
         ctx: &ToolContext,

@@ -31,7 +31,7 @@ const RESERVED: &[&str] = &[
     "node",
     "conversations",
     "threads",
-    "sandboxes",
+    "environments",
     "post_office",
     "delegations",
     "commands",

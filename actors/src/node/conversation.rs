@@ -16,9 +16,11 @@
 //! and resumes the turn the store marks open.
 
 pub mod carry;
+mod close;
 pub mod compaction;
 pub mod history;
 pub mod journal;
+mod open;
 pub mod prompt;
 pub(crate) mod step;
 mod turn;
@@ -313,7 +315,7 @@ impl Actor for Conversation {
         myself: ActorRef<Self::Msg>,
         args: ConversationArgs,
     ) -> Result<State, ActorProcessingErr> {
-        let mut state = Box::pin(turn::open(args)).await?;
+        let mut state = Box::pin(open::open(args)).await?;
         announce(&state);
         // A conversation just made has no turn to resume: no read.
         let open = if state.args.fresh {
@@ -335,7 +337,7 @@ impl Actor for Conversation {
             if let Some(waiter) = state.args.carry.end() {
                 // The turn closed in the store, but its incarnation died
                 // before it told its caller.
-                turn::report_closed(&state, waiter);
+                close::report_closed(&state, waiter);
             }
             if let Some(next) = state.args.carry.next() {
                 myself.send_message(ConversationMsg::Turn(Box::new(next)))?;

@@ -1,6 +1,6 @@
 //! One routed kind of actor: the piece every routed feature is made of.
 //!
-//! Conversations, house threads, sandboxes, delegations and each actor
+//! Conversations, house threads, environments, delegations and each actor
 //! kind a Rust program registers are actors addressed by a key through a
 //! [`Router`] (`runtime::router`) that runs as a child of the node's root
 //! supervisor. Each is one [`RoutedKind`]: it holds a [`Routed`] (the
@@ -22,7 +22,7 @@ use super::ActorInfo;
 /// The actors of one routed kind: its router (once started under the root)
 /// and its names in the tree.
 pub struct Routed<K, M> {
-    /// The root's child that routes them (`threads`, `sandboxes`, …).
+    /// The root's child that routes them (`threads`, `environments`, …).
     name: Arc<str>,
     /// What each of them is called in the tree (`thread`, `sandbox`, …).
     kind: Arc<str>,

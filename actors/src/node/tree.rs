@@ -8,7 +8,7 @@
 //! │  └─ conv_…    a conversation (a subagent hangs under its delegation)
 //! ├─ threads      the router of house threads by id
 //! │  └─ thread_…  a thread's actor and director
-//! ├─ sandboxes    the router of house environments by id
+//! ├─ environments the router of house environments by id
 //! │  └─ sandbox_… an environment's actor: its commands and limits
 //! ├─ post_office  hands over durable messages left waiting
 //! ├─ delegations  the router of delegations by id
@@ -49,7 +49,7 @@ pub struct ActorInfo {
 }
 
 /// A feature's part of the tree: its actors under a child of the root (a
-/// router of threads, of sandboxes, of delegations). Features register
+/// router of threads, of environments, of delegations). Features register
 /// theirs as the node boots ([`NodeContext::add_branch`](super::NodeContext::add_branch)); the node names
 /// none of them.
 pub trait Branch: Send + Sync + 'static {

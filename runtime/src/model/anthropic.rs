@@ -17,8 +17,7 @@
 //! A server or proxy that answers with the non-streaming Messages object
 //! (`application/json`) is decoded into the same events, as one answer.
 
-use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};
 
 use super::http::{self, Call, Decoder, HttpOptions};
@@ -79,6 +78,14 @@ impl AnthropicClient {
             self.config.sees_images,
         )
     }
+
+    /// Who calls, for the retry rules and their errors.
+    fn caller(&self) -> Caller {
+        Caller {
+            provider: self.config.name.clone(),
+            key_var: self.config.key_var.clone(),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -88,31 +95,19 @@ impl Provider for AnthropicClient {
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let body = serde_json::to_vec(&self.body(&request))
-            .map_err(|err| ModelError::Config(format!("cannot encode the request: {err}")))?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        headers.insert(
-            HeaderName::from_static("anthropic-version"),
-            HeaderValue::from_static(API_VERSION),
-        );
-        let key = HeaderValue::from_str(&self.config.api_key).map_err(|_| {
-            ModelError::Config(format!(
-                "{} holds characters that cannot go in an HTTP header",
-                self.config.key_var
-            ))
-        })?;
-        headers.insert(HeaderName::from_static("x-api-key"), key);
-        let call = Call {
-            caller: Caller {
-                provider: self.config.name.clone(),
-                key_var: self.config.key_var.clone(),
-            },
-            url: format!("{}/v1/messages", self.config.base_url.trim_end_matches('/')),
-            headers,
-            body: Bytes::from(body),
-        };
+        let call = Call::streamed_json(
+            self.caller(),
+            format!("{}/v1/messages", self.config.base_url.trim_end_matches('/')),
+            &self.body(&request),
+            &[(
+                HeaderName::from_static("anthropic-version"),
+                HeaderValue::from_static(API_VERSION),
+            )],
+            Some((
+                HeaderName::from_static("x-api-key"),
+                self.config.api_key.clone(),
+            )),
+        )?;
         let provider = self.config.name.clone();
         Ok(http::start(self.http.clone(), call, move || {
             AnthropicDecoder::new(&provider)

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use reqwest::header::HeaderMap;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use tokio::sync::mpsc;
 
 use super::answer::{bad_json, error_object, not_the_api, Declared, MAX_WHOLE_BYTES};
@@ -92,6 +92,45 @@ pub(crate) struct Call {
     pub url: String,
     pub headers: HeaderMap,
     pub body: Bytes,
+}
+
+impl Call {
+    /// A streamed JSON call of `caller`'s API: `body` posted to `url`,
+    /// asking for an event stream, with `headers` besides and the key as
+    /// the header `auth` names (`key` written as it goes there; none for a
+    /// keyless endpoint). A key that cannot go in a header is a
+    /// configuration error naming its variable.
+    pub(crate) fn streamed_json(
+        caller: Caller,
+        url: String,
+        body: &serde_json::Value,
+        headers: &[(HeaderName, HeaderValue)],
+        auth: Option<(HeaderName, String)>,
+    ) -> Result<Self, ModelError> {
+        let body = serde_json::to_vec(body)
+            .map_err(|err| ModelError::Config(format!("cannot encode the request: {err}")))?;
+        let mut all = HeaderMap::new();
+        all.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        all.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        for (name, value) in headers {
+            all.insert(name.clone(), value.clone());
+        }
+        if let Some((name, key)) = auth {
+            let value = HeaderValue::from_str(&key).map_err(|_| {
+                ModelError::Config(format!(
+                    "{} holds characters that cannot go in an HTTP header",
+                    caller.key_var
+                ))
+            })?;
+            all.insert(name, value);
+        }
+        Ok(Self {
+            caller,
+            url,
+            headers: all,
+            body: Bytes::from(body),
+        })
+    }
 }
 
 /// Starts the call in its own task and returns its event stream.

@@ -16,8 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::AUTHORIZATION;
 use serde_json::{json, Map, Value};
 
 use super::http::{self, Call, Decoder, HttpOptions};
@@ -64,6 +63,14 @@ impl OpenAiClient {
     pub fn body(&self, request: &ModelRequest) -> Value {
         request_body(request, &self.config.model, self.config.sees_images)
     }
+
+    /// Who calls, for the retry rules and their errors.
+    fn caller(&self) -> Caller {
+        Caller {
+            provider: self.config.name.clone(),
+            key_var: self.config.key_var.clone(),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -73,32 +80,19 @@ impl Provider for OpenAiClient {
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let body = serde_json::to_vec(&self.body(&request))
-            .map_err(|err| ModelError::Config(format!("cannot encode the request: {err}")))?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        if let Some(key) = &self.config.api_key {
-            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ModelError::Config(format!(
-                    "{} holds characters that cannot go in an HTTP header",
-                    self.config.key_var
-                ))
-            })?;
-            headers.insert(AUTHORIZATION, value);
-        }
-        let call = Call {
-            caller: Caller {
-                provider: self.config.name.clone(),
-                key_var: self.config.key_var.clone(),
-            },
-            url: format!(
+        let call = Call::streamed_json(
+            self.caller(),
+            format!(
                 "{}/chat/completions",
                 self.config.base_url.trim_end_matches('/')
             ),
-            headers,
-            body: Bytes::from(body),
-        };
+            &self.body(&request),
+            &[],
+            self.config
+                .api_key
+                .as_ref()
+                .map(|key| (AUTHORIZATION, format!("Bearer {key}"))),
+        )?;
         let provider = self.config.name.clone();
         Ok(http::start(self.http.clone(), call, move || {
             OpenAiDecoder::new(&provider)

@@ -139,6 +139,24 @@ impl Head {
         }
     }
 
+    /// Takes the connection to be served here rather than forwarded (a
+    /// server of the proxy's own, such as an environment's model relay):
+    /// a tunnel is told it is established and `(what followed the head,
+    /// true)` is returned, for a server to read on request after request;
+    /// a plain request gives `(the whole request as sent, false)`, to be
+    /// served alone (the client's next one may be for another host).
+    /// `None` when the client went away.
+    pub async fn served_here(self, client: &mut TcpStream) -> Option<(Vec<u8>, bool)> {
+        match self.origin_form {
+            None => {
+                let established = b"HTTP/1.1 200 Connection established\r\n\r\n";
+                client.write_all(established).await.ok()?;
+                Some((self.rest, true))
+            }
+            Some(_) => Some(([self.head, self.rest].concat(), false)),
+        }
+    }
+
     /// Carries the request on to `upstream` and the bytes both ways until
     /// either side closes: a tunnel is told it is established; a plain
     /// request goes on in origin form, the rest of it as sent, with

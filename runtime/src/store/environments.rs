@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::error::StoreError;
 use super::{now, parse_time};
-use crate::id::{HouseId, SandboxId, ThreadId};
+use crate::id::{EnvironmentId, HouseId, ThreadId};
 
 /// The migration that adds the environments' tables.
 pub const ENVIRONMENTS: &str = r#"
@@ -50,7 +50,7 @@ pub const FIRST_UID: u32 = 1_500_000_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvironmentRow {
     /// Its id.
-    pub id: SandboxId,
+    pub id: EnvironmentId,
     /// Its house.
     pub house: HouseId,
     /// The user its commands run as, when troupe is root.
@@ -122,7 +122,7 @@ fn row_of(c: &Connection, id: &str) -> Result<Option<EnvironmentRow>, StoreError
 }
 
 /// The environment `id`.
-pub fn get(c: &Connection, id: SandboxId) -> Result<Option<EnvironmentRow>, StoreError> {
+pub fn get(c: &Connection, id: EnvironmentId) -> Result<Option<EnvironmentRow>, StoreError> {
     row_of(c, &id.to_string())
 }
 
@@ -165,7 +165,7 @@ pub fn create(
     sandboxed: bool,
     with_uid: bool,
 ) -> Result<EnvironmentRow, StoreError> {
-    let id = SandboxId::new();
+    let id = EnvironmentId::new();
     let uid = if with_uid {
         let last: Option<u32> =
             tx.query_row("SELECT MAX(uid) FROM environments", [], |r| r.get(0))?;
@@ -191,7 +191,7 @@ pub fn create(
 
 /// The newest environment of `house` that is not stopped and has no
 /// thread bound (to reuse).
-pub fn unbound(c: &Connection, house: HouseId) -> Result<Option<SandboxId>, StoreError> {
+pub fn unbound(c: &Connection, house: HouseId) -> Result<Option<EnvironmentId>, StoreError> {
     let id: Option<String> = c
         .prepare_cached(
             "SELECT id FROM environments e WHERE house_id = ?1 AND stopped = 0 AND NOT EXISTS \
@@ -204,7 +204,7 @@ pub fn unbound(c: &Connection, house: HouseId) -> Result<Option<SandboxId>, Stor
 }
 
 /// Binds `thread` to `env` (replacing any binding it had).
-pub fn bind(tx: &Transaction, env: SandboxId, thread: ThreadId) -> Result<(), StoreError> {
+pub fn bind(tx: &Transaction, env: EnvironmentId, thread: ThreadId) -> Result<(), StoreError> {
     tx.prepare_cached(
         "INSERT INTO environment_threads (thread_id, env_id, bound_at) VALUES (?1, ?2, ?3) \
          ON CONFLICT (thread_id) DO UPDATE SET env_id = excluded.env_id, bound_at = excluded.bound_at",
@@ -214,7 +214,7 @@ pub fn bind(tx: &Transaction, env: SandboxId, thread: ThreadId) -> Result<(), St
 }
 
 /// Every binding of a live environment: thread → environment.
-pub fn bindings(c: &Connection) -> Result<Vec<(ThreadId, SandboxId)>, StoreError> {
+pub fn bindings(c: &Connection) -> Result<Vec<(ThreadId, EnvironmentId)>, StoreError> {
     let rows = c
         .prepare_cached(
             "SELECT t.thread_id, t.env_id FROM environment_threads t \
@@ -228,14 +228,14 @@ pub fn bindings(c: &Connection) -> Result<Vec<(ThreadId, SandboxId)>, StoreError
 }
 
 /// Notes that a command ran in `env` now.
-pub fn touch(tx: &Transaction, env: SandboxId) -> Result<(), StoreError> {
+pub fn touch(tx: &Transaction, env: EnvironmentId) -> Result<(), StoreError> {
     tx.prepare_cached("UPDATE environments SET last_used = ?2 WHERE id = ?1")?
         .execute(params![env.to_string(), now()])?;
     Ok(())
 }
 
 /// Stops `env` for good and unbinds its threads; the threads it had.
-pub fn stop(tx: &Transaction, env: SandboxId) -> Result<Vec<ThreadId>, StoreError> {
+pub fn stop(tx: &Transaction, env: EnvironmentId) -> Result<Vec<ThreadId>, StoreError> {
     let threads = row_of(tx, &env.to_string())?
         .map(|r| r.threads)
         .unwrap_or_default();
@@ -250,7 +250,7 @@ pub fn stop(tx: &Transaction, env: SandboxId) -> Result<Vec<ThreadId>, StoreErro
 pub fn command_started(
     tx: &Transaction,
     id: &str,
-    env: SandboxId,
+    env: EnvironmentId,
     command: &str,
 ) -> Result<(), StoreError> {
     let at = now();
@@ -285,7 +285,7 @@ pub fn command_lost(tx: &Transaction, id: &str) -> Result<(), StoreError> {
 }
 
 /// Marks the commands of `env` still `running` as lost; the commands.
-pub fn mark_lost(tx: &Transaction, env: SandboxId) -> Result<Vec<String>, StoreError> {
+pub fn mark_lost(tx: &Transaction, env: EnvironmentId) -> Result<Vec<String>, StoreError> {
     let lost = tx
         .prepare_cached(
             "SELECT command FROM environment_commands WHERE env_id = ?1 AND status = 'running' \

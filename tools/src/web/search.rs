@@ -134,6 +134,34 @@ impl EngineError {
     }
 }
 
+/// `engine`'s answer to `request`: its HTTP status and body, or an error
+/// naming the engine when the request failed on the way.
+async fn fetch(
+    engine: Engine,
+    request: reqwest::RequestBuilder,
+) -> Result<(u16, String), EngineError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| EngineError::request(engine, &e))?;
+    let status = response.status().as_u16();
+    let body = response
+        .text()
+        .await
+        .map_err(|e| EngineError::request(engine, &e))?;
+    Ok((status, body))
+}
+
+/// The body of `engine`'s successful (HTTP 200) answer to `request`; any
+/// other status is an error saying what it means.
+async fn answered(engine: Engine, request: reqwest::RequestBuilder) -> Result<String, EngineError> {
+    let (status, body) = fetch(engine, request).await?;
+    if status != 200 {
+        return Err(EngineError::status(engine, status, &body));
+    }
+    Ok(body)
+}
+
 /// The engines' addresses and keys, and the client that calls them.
 #[derive(Clone)]
 pub struct Engines {

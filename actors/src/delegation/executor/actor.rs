@@ -69,7 +69,7 @@ pub enum Place {
     /// JSON mode), its progress posted by `bot` into `thread`.
     Environment {
         /// The environment.
-        sandbox: troupe_runtime::id::SandboxId,
+        sandbox: troupe_runtime::id::EnvironmentId,
         /// The thread its progress goes to.
         thread: troupe_runtime::id::ThreadId,
         /// The bot it works for.

@@ -157,7 +157,7 @@ pub(super) async fn launch(
     );
     let (tap, output) = tokio::sync::mpsc::unbounded_channel();
     let stop = CancellationToken::new();
-    let watch = crate::environment::sandbox::Watch {
+    let watch = crate::environment::actor::Watch {
         tap,
         cancel: stop.clone(),
     };
@@ -221,7 +221,7 @@ pub async fn delegate_task(node: &Node, ctx: &ToolContext, task: TaskRequest) ->
     let Some(seat) = Seat::of(ctx) else {
         return ToolResult::error("this conversation is not in a house thread.");
     };
-    let Some(env) = node.sandboxes().bound(seat.thread) else {
+    let Some(env) = node.environments().bound(seat.thread) else {
         return ToolResult::ok_with(
             "This thread has no environment yet, so pi was not started. delegate_task runs the pi \
              coding agent inside the thread's environment (a sandbox), never on the host: call \
@@ -348,7 +348,7 @@ mod tests {
     #[test]
     fn the_job_prepares_pi_s_state_and_quotes_what_it_is_given() {
         let place = Place::Environment {
-            sandbox: troupe_runtime::id::SandboxId::new(),
+            sandbox: troupe_runtime::id::EnvironmentId::new(),
             thread: ThreadId::new(),
             bot: "b".into(),
             continued: Continue::Recent,

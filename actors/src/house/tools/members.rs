@@ -8,11 +8,11 @@ use troupe_runtime::protocol::house::{ListenMode, MemberKind};
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::tool::ToolContext;
 
-use super::{err, NodeHouses};
+use super::{err, HouseDesk};
 use crate::bot::BotSpec;
 use crate::node::Node;
 
-impl NodeHouses {
+impl HouseDesk {
     pub(super) async fn list_house_members(&self, ctx: &ToolContext) -> ToolResult {
         let (house, _) = match self.house(ctx).await {
             Ok(x) => x,

@@ -10,9 +10,9 @@ use troupe_runtime::protocol::house::{Attachment, MemberKind, Post};
 use troupe_runtime::protocol::{Address, Envelope, Payload, ToolResult};
 use troupe_runtime::tool::ToolContext;
 
-use super::{err, thread_data, NodeHouses};
+use super::{err, thread_data, HouseDesk};
 
-impl NodeHouses {
+impl HouseDesk {
     pub(super) async fn post_elsewhere(
         &self,
         ctx: &ToolContext,

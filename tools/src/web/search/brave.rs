@@ -35,22 +35,12 @@ pub(super) async fn search(
     query: &str,
     limit: usize,
 ) -> Result<Vec<Hit>, EngineError> {
-    let response = client
+    let request = client
         .get(endpoint)
         .query(&[("q", query), ("count", &limit.to_string())])
         .header("X-Subscription-Token", key)
-        .header(reqwest::header::ACCEPT, "application/json")
-        .send()
-        .await
-        .map_err(|e| EngineError::request(Engine::Brave, &e))?;
-    let status = response.status().as_u16();
-    let body = response
-        .text()
-        .await
-        .map_err(|e| EngineError::request(Engine::Brave, &e))?;
-    if status != 200 {
-        return Err(EngineError::status(Engine::Brave, status, &body));
-    }
+        .header(reqwest::header::ACCEPT, "application/json");
+    let body = super::answered(Engine::Brave, request).await?;
     parse(&body)
 }
 

@@ -15,18 +15,11 @@ pub(super) async fn search(
     endpoint: &str,
     query: &str,
 ) -> Result<Vec<Hit>, EngineError> {
-    let response = client
+    let request = client
         .post(endpoint)
         .form(&[("q", query), ("kl", "wt-wt")])
-        .header(reqwest::header::ACCEPT, "text/html")
-        .send()
-        .await
-        .map_err(|e| EngineError::request(Engine::DuckDuckGo, &e))?;
-    let status = response.status().as_u16();
-    let body = response
-        .text()
-        .await
-        .map_err(|e| EngineError::request(Engine::DuckDuckGo, &e))?;
+        .header(reqwest::header::ACCEPT, "text/html");
+    let (status, body) = super::fetch(Engine::DuckDuckGo, request).await?;
     if is_bot_check(&body) {
         return Err(bot_check());
     }

@@ -28,7 +28,7 @@ pub(super) async fn search(
     query: &str,
     limit: usize,
 ) -> Result<Vec<Hit>, EngineError> {
-    let response = client
+    let request = client
         .post(endpoint)
         .bearer_auth(key)
         .json(&serde_json::json!({
@@ -36,18 +36,8 @@ pub(super) async fn search(
             "max_results": limit,
             "search_depth": "basic",
             "include_answer": false,
-        }))
-        .send()
-        .await
-        .map_err(|e| EngineError::request(Engine::Tavily, &e))?;
-    let status = response.status().as_u16();
-    let body = response
-        .text()
-        .await
-        .map_err(|e| EngineError::request(Engine::Tavily, &e))?;
-    if status != 200 {
-        return Err(EngineError::status(Engine::Tavily, status, &body));
-    }
+        }));
+    let body = super::answered(Engine::Tavily, request).await?;
     parse(&body)
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use troupe_runtime::environment::CommandOutcome;
-use troupe_runtime::id::SandboxId;
+use troupe_runtime::id::EnvironmentId;
 use troupe_runtime::sandbox::cgroup::Cgroup;
 use troupe_runtime::sandbox::zygote::{Exit, Zygote};
 use troupe_runtime::store::environments as table;
@@ -26,7 +26,7 @@ const KEPT: usize = 15_000;
 /// Where a command runs: its environment and what the actor holds for it.
 pub(super) struct Spot<'a> {
     pub(super) node: &'a Weak<NodeContext>,
-    pub(super) id: SandboxId,
+    pub(super) id: EnvironmentId,
     pub(super) workdir: &'a Path,
     pub(super) place: &'a Place,
     pub(super) zygote: &'a ZygoteSlot,

@@ -1,7 +1,7 @@
-//! A Sandbox actor: one environment, its running commands, its control
-//! group and its idle clock.
+//! The environment actor: one environment, its running commands, its
+//! control group and its idle clock.
 //!
-//! It is activated by the `sandboxes` router on its first message and
+//! It is activated by the `environments` router on its first message and
 //! rebuilds itself from the store: the workdir (made again if missing, and
 //! owned by the environment's user), the control group, the jail its
 //! commands run in. It owns the environment's sandbox: one long-lived
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use troupe_runtime::environment::CommandOutcome;
-use troupe_runtime::id::{MsgId, SandboxId};
+use troupe_runtime::id::{EnvironmentId, MsgId};
 use troupe_runtime::sandbox::cgroup::{Cgroup, GroupLimits};
 use troupe_runtime::sandbox::jail::Jail;
 use troupe_runtime::sandbox::zygote::{OnConnection, Zygote};
@@ -42,9 +42,9 @@ use command::{run, Spot};
 
 mod command;
 
-/// A Sandbox actor's messages.
+/// An environment actor's messages.
 #[derive(Debug)]
-pub enum SandboxMsg {
+pub enum EnvironmentMsg {
     /// Runs a command; answered with how it ended.
     Run {
         /// The command, for `bash -c`.
@@ -84,7 +84,7 @@ pub struct Watch {
 
 /// The actor.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SandboxActor;
+pub struct EnvironmentActor;
 
 /// A running command's task, aborted (and its process killed) when dropped.
 struct Running(tokio::task::JoinHandle<()>);
@@ -96,10 +96,10 @@ impl Drop for Running {
 }
 
 /// What the actor keeps.
-pub struct SandboxState {
+pub struct EnvironmentState {
     node: Weak<NodeContext>,
-    sandboxes: Weak<super::Sandboxes>,
-    id: SandboxId,
+    environments: Weak<super::Environments>,
+    id: EnvironmentId,
     workdir: PathBuf,
     place: Place,
     zygote: ZygoteSlot,
@@ -152,21 +152,21 @@ impl ZygoteSlot {
 }
 
 /// What the actor starts with.
-pub struct SandboxArgs {
+pub struct EnvironmentArgs {
     /// The node.
     pub node: Weak<NodeContext>,
     /// The node's environments.
-    pub sandboxes: Weak<super::Sandboxes>,
+    pub environments: Weak<super::Environments>,
     /// The environment.
-    pub id: SandboxId,
+    pub id: EnvironmentId,
     /// Whether this incarnation replaces one that failed.
     pub restarted: bool,
 }
 
-impl Actor for SandboxActor {
-    type Msg = SandboxMsg;
-    type State = SandboxState;
-    type Arguments = SandboxArgs;
+impl Actor for EnvironmentActor {
+    type Msg = EnvironmentMsg;
+    type State = EnvironmentState;
+    type Arguments = EnvironmentArgs;
 
     async fn pre_start(
         &self,
@@ -206,8 +206,8 @@ impl Actor for SandboxActor {
         let mut group = None;
         let place = if row.sandboxed {
             let sandbox = Sandbox::detect().map_err(|why| why.clone())?.clone();
-            let sandboxes = args.sandboxes.upgrade().ok_or("the node is stopping")?;
-            let group_made = sandboxes.group(id, || {
+            let environments = args.environments.upgrade().ok_or("the node is stopping")?;
+            let group_made = environments.group(id, || {
                 Cgroup::create(
                     &id.to_string(),
                     GroupLimits {
@@ -254,9 +254,9 @@ impl Actor for SandboxActor {
         if let Some(idle) = idle {
             schedule_idle_check(&myself, idle);
         }
-        Ok(SandboxState {
+        Ok(EnvironmentState {
             node: args.node,
-            sandboxes: args.sandboxes,
+            environments: args.environments,
             id,
             workdir,
             place,
@@ -277,7 +277,7 @@ impl Actor for SandboxActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SandboxMsg::Run {
+            EnvironmentMsg::Run {
                 command,
                 timeout,
                 watch,
@@ -293,38 +293,38 @@ impl Actor for SandboxActor {
                 };
                 start(&myself, state, run, reply);
             }
-            SandboxMsg::Touch(reply) => {
+            EnvironmentMsg::Touch(reply) => {
                 state.last_used = Instant::now();
                 let _ = reply.send(());
             }
-            SandboxMsg::Ended(call) => {
+            EnvironmentMsg::Ended(call) => {
                 state.last_used = Instant::now();
                 // Finished: aborting it on drop does nothing.
                 state.running.remove(&call);
             }
-            SandboxMsg::IdleCheck => {
+            EnvironmentMsg::IdleCheck => {
                 let Some(idle) = state.idle else {
                     return Ok(());
                 };
                 let quiet = state.last_used.elapsed();
                 if state.running.is_empty() && quiet >= idle {
-                    if let Some(sandboxes) = state.sandboxes.upgrade() {
-                        sandboxes.passivate(state.id, myself.get_id());
+                    if let Some(environments) = state.environments.upgrade() {
+                        environments.passivate(state.id, myself.get_id());
                     }
                 } else {
                     schedule_idle_check(&myself, idle.saturating_sub(quiet).max(idle / 8));
                 }
             }
-            SandboxMsg::Stop(reply) => {
+            EnvironmentMsg::Stop(reply) => {
                 state.running.clear();
                 state.zygote.clear().await;
-                if let Some(sandboxes) = state.sandboxes.upgrade() {
-                    sandboxes.remove_group(state.id);
+                if let Some(environments) = state.environments.upgrade() {
+                    environments.remove_group(state.id);
                 }
                 let _ = reply.send(());
                 myself.stop(Some("stopped".into()));
             }
-            SandboxMsg::Fail => {
+            EnvironmentMsg::Fail => {
                 return Err("a failure injected by a test".into());
             }
         }
@@ -332,11 +332,11 @@ impl Actor for SandboxActor {
     }
 }
 
-fn schedule_idle_check(myself: &ActorRef<SandboxMsg>, after: Duration) {
+fn schedule_idle_check(myself: &ActorRef<EnvironmentMsg>, after: Duration) {
     let me = myself.clone();
     tokio::spawn(async move {
         tokio::time::sleep(after).await;
-        let _ = me.send_message(SandboxMsg::IdleCheck);
+        let _ = me.send_message(EnvironmentMsg::IdleCheck);
     });
 }
 
@@ -389,8 +389,8 @@ struct Order {
 
 /// Starts a command's task.
 fn start(
-    myself: &ActorRef<SandboxMsg>,
-    state: &mut SandboxState,
+    myself: &ActorRef<EnvironmentMsg>,
+    state: &mut EnvironmentState,
     order: Order,
     reply: RpcReplyPort<Result<CommandOutcome, String>>,
 ) {
@@ -420,7 +420,7 @@ fn start(
         };
         let outcome = run(&spot, &call, &order).await;
         let _ = reply.send(outcome);
-        let _ = me.send_message(SandboxMsg::Ended(call));
+        let _ = me.send_message(EnvironmentMsg::Ended(call));
     });
     state.running.insert(key, Running(task));
 }
