@@ -114,7 +114,16 @@ pub struct OpenOptions {
     /// How long to wait for another process's write lock before failing
     /// with [`StoreError::Locked`].
     pub busy_timeout: Duration,
+    /// How long the writer must go without a job before it indexes the
+    /// messages it deferred (once enough wait; see
+    /// [`conversations::catch_up`]), so that a burst of writes never waits
+    /// on the index.
+    pub index_when_idle: Duration,
 }
+
+/// The writer's idle wait before it indexes deferred messages, by default:
+/// longer than the gaps between the batches of a burst.
+pub const INDEX_WHEN_IDLE: Duration = Duration::from_millis(10);
 
 impl Default for OpenOptions {
     fn default() -> Self {
@@ -122,6 +131,7 @@ impl Default for OpenOptions {
             synchronous_full: false,
             readers: 2,
             busy_timeout: BUSY_TIMEOUT,
+            index_when_idle: INDEX_WHEN_IDLE,
         }
     }
 }
@@ -142,6 +152,10 @@ struct Inner {
     /// The check after start (`None` read-only: such a store writes nothing).
     check: Option<Arc<check::Check>>,
     reads: mpsc::Sender<reader::ReadJob>,
+    /// The last message the writer's idle catch-up indexed (`None`
+    /// read-only); only tests wait on it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    indexed: Option<tokio::sync::watch::Receiver<i64>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -212,12 +226,13 @@ impl Store {
         checkpointer
             .pragma_update(None, "cache_size", -1024)
             .map_err(|e| StoreError::from(e).at(path))?;
-        writer::spawn(
+        let indexed = writer::spawn(
             conn,
             checkpointer,
             path.to_path_buf(),
             write_rx,
             Arc::clone(&check),
+            options.index_when_idle,
         )
         .map_err(io)?;
         let (reads, read_rx) = mpsc::channel(READ_QUEUE);
@@ -228,6 +243,7 @@ impl Store {
                 writes: Some(writes),
                 check: Some(check),
                 reads,
+                indexed: Some(indexed),
             }),
         })
     }
@@ -296,6 +312,7 @@ impl Store {
                 writes: None,
                 check: None,
                 reads,
+                indexed: None,
             }),
         })
     }
@@ -384,6 +401,13 @@ impl Store {
             self.write(conversations::catch_up).await?;
         }
         Ok(())
+    }
+
+    /// The last message `seq` the writer's idle catch-up indexed, changed
+    /// after each of its steps (tests wait on it); `None` read-only.
+    #[cfg(test)]
+    pub(crate) fn idle_indexed(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
+        self.inner.indexed.clone()
     }
 
     /// [`Store::write`] for code outside an async runtime (it blocks; it

@@ -38,7 +38,7 @@ fn key(conversation: ConversationId, call_id: &str) -> String {
 }
 
 /// The key range of `conversation`'s requests (`:` < `;`).
-fn range(conversation: ConversationId) -> (String, String) {
+pub(crate) fn range(conversation: ConversationId) -> (String, String) {
     (
         format!("request:{conversation}:"),
         format!("request:{conversation};"),
@@ -95,7 +95,14 @@ pub fn remove(
 
 /// Removes every request of `conversation` (its turn closed).
 pub fn remove_all(tx: &Transaction<'_>, conversation: ConversationId) -> Result<(), StoreError> {
-    let (from, to) = range(conversation);
+    remove_range(tx, &range(conversation))
+}
+
+/// [`remove_all`] with the conversation's [`range`] printed beforehand.
+pub(crate) fn remove_range(
+    tx: &Transaction<'_>,
+    (from, to): &(String, String),
+) -> Result<(), StoreError> {
     tx.prepare_cached("DELETE FROM kv WHERE key >= ?1 AND key < ?2")?
         .execute([from, to])?;
     Ok(())

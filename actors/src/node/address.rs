@@ -63,9 +63,7 @@ impl Node {
             self.ctx
                 .store
                 .write(move |tx| {
-                    if conversations::get_conversation(tx, id)?.is_none() {
-                        conversations::create_conversation(tx, &row)?;
-                    }
+                    conversations::create_conversation_if_missing(tx, &row)?;
                     match &stored {
                         Some(stored) => super::opening::save(tx, id, stored),
                         None => Ok(()),

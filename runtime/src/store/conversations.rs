@@ -4,8 +4,8 @@
 //! a subagent's task. Its messages are stored in order (`seq`) with their
 //! plain text in `text` and the rest of the protocol [`Message`] as JSON in
 //! `body` (its text left empty, so the text is stored once), which
-//! the FTS5 index `messages_fts` takes in once per writer batch (accents
-//! ignored, so "cafe" finds "café"; see `finish_batch`) and mirrors
+//! the FTS5 index `messages_fts` takes in when the writer catches up (accents
+//! ignored, so "cafe" finds "café"; see [`catch_up`]) and mirrors
 //! through triggers on update and delete. When a long conversation is compacted, the new
 //! segment is a conversation of its own whose `previous_segment` points at
 //! the one it replaced.
@@ -115,6 +115,30 @@ pub fn create_conversation(tx: &Transaction<'_>, new: &NewConversation) -> Resul
         new.previous_segment.map(|p| p.to_string()),
     ])?;
     Ok(())
+}
+
+/// Creates a conversation unless one with its id exists (then it changes
+/// nothing); whether it created it. One statement: no read first.
+pub fn create_conversation_if_missing(
+    tx: &Transaction<'_>,
+    new: &NewConversation,
+) -> Result<bool, StoreError> {
+    let at = now();
+    let created = tx
+        .prepare_cached(
+            "INSERT INTO conversations (id, bot_id, kind, parent_id, title, created_at, updated_at, previous_segment)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7) ON CONFLICT (id) DO NOTHING",
+        )?
+        .execute(params![
+            new.id.to_string(),
+            new.bot.to_string(),
+            new.kind,
+            new.parent.map(|p| p.to_string()),
+            new.title,
+            at,
+            new.previous_segment.map(|p| p.to_string()),
+        ])?;
+    Ok(created == 1)
 }
 
 /// Appends a message to a conversation and returns its `seq`.
@@ -240,24 +264,28 @@ const INSERT_MESSAGE: &str =
 /// The `kv` key holding the last message `seq` in the full-text index.
 const FTS_SEQ_KEY: &str = "store.messages_fts_seq";
 
-/// Messages left out of the full-text index before a batch catches up by
-/// itself. FTS5 writes each catch-up as a new segment and merges segments
-/// as they pile up, so larger catch-ups cost less per message: 2,048 at a
-/// time cost a quarter less than 256.
+/// Messages left out of the full-text index before the writer catches up
+/// when it is idle (see [`catch_up_step`]), and how many it indexes per
+/// transaction then. FTS5 writes each catch-up as a new segment and merges
+/// segments as they pile up, so larger catch-ups cost less per message:
+/// 2,048 at a time cost a quarter less than 256.
 pub(crate) const CATCH_UP_ROWS: i64 = 2048;
 
-/// The same while the writer is busy (see [`catch_up_if_due`]): 16,384 at
-/// a time cost another fifth less, and the work waits for a quieter batch
-/// unless this many pile up. A search meanwhile catches up first, so it
-/// may wait for up to this many messages to be indexed (tens of ms).
-pub(crate) const CATCH_UP_ROWS_BUSY: i64 = 16384;
+/// The most messages left out of the full-text index: a batch that finds
+/// this many catches up before it commits, idle or not (see
+/// [`catch_up_if_due`]). 16,384 at a time cost another fifth less per
+/// message than [`CATCH_UP_ROWS`]. A search meanwhile catches up first, so
+/// it may wait for up to this many messages to be indexed (tens of ms).
+pub(crate) const CATCH_UP_ROWS_MOST: i64 = 16384;
 
 /// What appends defer, brought up to date: the full-text index takes the
 /// messages appended since it last caught up, and their conversations'
 /// `updated_at` moves to their newest message. Per append, both cost more
 /// than the append itself (FTS5 flushes its pending terms at every
 /// savepoint; the update rewrites two index entries), so the writer runs
-/// this only once [`CATCH_UP_ROWS`] messages wait ([`catch_up_if_due`]), or
+/// this in transactions of its own once [`CATCH_UP_ROWS`] messages wait and
+/// no job has come for a while ([`catch_up_step`]: off a burst's path), in a
+/// batch only once [`CATCH_UP_ROWS_MOST`] wait ([`catch_up_if_due`]), and
 /// when its queue closes; a reader that needs every message searchable or
 /// the latest `updated_at` calls [`Store::catch_up`](super::Store::catch_up)
 /// first. Nothing is lost meanwhile: the messages are stored, and the next
@@ -267,20 +295,26 @@ pub fn catch_up(tx: &Transaction<'_>) -> Result<(), StoreError> {
     catch_up_from(tx, indexed, newest)
 }
 
-/// [`catch_up`] when [`CATCH_UP_ROWS`] messages wait, or
-/// [`CATCH_UP_ROWS_BUSY`] when the writer is `busy` (its batch was large,
-/// or more jobs wait behind it); run by the writer before every commit.
-pub(crate) fn catch_up_if_due(tx: &Transaction<'_>, busy: bool) -> Result<(), StoreError> {
+/// [`catch_up`] when [`CATCH_UP_ROWS_MOST`] messages wait; run by the
+/// writer before every batch's commit. Answers how many messages are left
+/// out of the index.
+pub(crate) fn catch_up_if_due(tx: &Transaction<'_>) -> Result<i64, StoreError> {
     let (indexed, newest) = positions(tx)?;
-    let due = if busy {
-        CATCH_UP_ROWS_BUSY
-    } else {
-        CATCH_UP_ROWS
-    };
-    if newest - indexed >= due {
+    if newest - indexed >= CATCH_UP_ROWS_MOST {
         catch_up_from(tx, indexed, newest)?;
+        return Ok(0);
     }
-    Ok(())
+    Ok((newest - indexed).max(0))
+}
+
+/// One step of catching up while the writer is idle: the next
+/// [`CATCH_UP_ROWS`] messages at most, oldest first. Answers the last
+/// message indexed and how many are still left out.
+pub(crate) fn catch_up_step(tx: &Transaction<'_>) -> Result<(i64, i64), StoreError> {
+    let (indexed, newest) = positions(tx)?;
+    let upto = newest.min(indexed.saturating_add(CATCH_UP_ROWS));
+    catch_up_from(tx, indexed, upto)?;
+    Ok((upto.max(indexed), (newest - upto).max(0)))
 }
 
 /// How many messages wait for [`catch_up`] to become searchable (a
@@ -303,25 +337,28 @@ pub(crate) fn positions(tx: &Connection) -> Result<(i64, i64), StoreError> {
     Ok((indexed, newest))
 }
 
-fn catch_up_from(tx: &Transaction<'_>, indexed: i64, newest: i64) -> Result<(), StoreError> {
-    if newest <= indexed {
+/// Indexes the messages after `indexed` up to `upto`, moves their
+/// conversations' `updated_at`, and records `upto` as indexed.
+fn catch_up_from(tx: &Transaction<'_>, indexed: i64, upto: i64) -> Result<(), StoreError> {
+    if upto <= indexed {
         return Ok(());
     }
     tx.prepare_cached(
-        "INSERT INTO messages_fts(rowid, text) SELECT seq, text FROM messages WHERE seq > ?1 ORDER BY seq",
+        "INSERT INTO messages_fts(rowid, text)
+         SELECT seq, text FROM messages WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
     )?
-    .execute([indexed])?;
+    .execute([indexed, upto])?;
     tx.prepare_cached(
         // NOT INDEXED: walk only the new rows by seq, never the whole
         // conversation index (which the GROUP BY would otherwise pick).
         "UPDATE conversations SET updated_at = pending.at
          FROM (SELECT conversation_id, max(created_at) AS at FROM messages NOT INDEXED
-               WHERE seq > ?1 GROUP BY conversation_id) AS pending
+               WHERE seq > ?1 AND seq <= ?2 GROUP BY conversation_id) AS pending
          WHERE conversations.id = pending.conversation_id AND conversations.updated_at < pending.at",
     )?
-    .execute([indexed])?;
+    .execute([indexed, upto])?;
     tx.prepare_cached("INSERT INTO kv (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value")?
-        .execute(params![FTS_SEQ_KEY, newest.to_string()])?;
+        .execute(params![FTS_SEQ_KEY, upto.to_string()])?;
     Ok(())
 }
 

@@ -519,33 +519,71 @@ fn kv_values_are_set_replaced_and_removed() {
     assert_eq!(values, (Some("node-b".to_string()), None));
 }
 
-#[test]
-fn the_index_catches_up_by_itself_once_enough_messages_wait() {
+/// A store whose writer goes idle, for the index, after `idle`.
+fn open_idle_after(path: &std::path::Path, idle: Duration) -> Store {
+    let options = OpenOptions {
+        index_when_idle: idle,
+        ..OpenOptions::default()
+    };
+    Store::open_with(path, options).unwrap()
+}
+
+/// Messages with "lentil" found by a search that does not catch up first.
+fn lentils(store: &Store) -> usize {
+    store
+        .read_blocking(|conn| conversations::search_messages(conn, "lentil", 100_000))
+        .unwrap()
+        .len()
+}
+
+/// Appends `n` messages with "lentil" in one job.
+fn append_lentils(store: &Store, conv: ConversationId, n: i64) {
+    store
+        .write_blocking(move |tx| {
+            for _ in 0..n {
+                conversations::append_message(tx, conv, &Message::user("lentil soup"))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_catches_up_by_itself_once_enough_messages_wait_and_the_writer_is_idle() {
     let (_dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
-    let (_, conv) = new_conversation(&store);
-    let append = |n: i64| {
-        for _ in 0..n {
-            store
-                .write_blocking(move |tx| {
-                    conversations::append_message(tx, conv, &Message::user("lentil soup")).map(drop)
-                })
-                .unwrap();
-        }
-    };
-    let found = || {
-        store
-            .read_blocking(|conn| conversations::search_messages(conn, "lentil", 10_000))
-            .unwrap()
-            .len()
-    };
-    append(conversations::CATCH_UP_ROWS - 1);
-    assert_eq!(found(), 0, "deferred until enough waits");
-    append(1);
-    assert_eq!(found(), conversations::CATCH_UP_ROWS as usize);
-    append(3);
-    store.write_blocking(conversations::catch_up).unwrap();
-    assert_eq!(found(), conversations::CATCH_UP_ROWS as usize + 3);
+    let store = open_idle_after(&path, Duration::from_millis(1));
+    let mut indexed = store.idle_indexed().unwrap();
+    let (_, conv) = new_conversation_async(&store).await;
+    let n = conversations::CATCH_UP_ROWS;
+    let blocking = store.clone();
+    tokio::task::spawn_blocking(move || append_lentils(&blocking, conv, n - 1))
+        .await
+        .unwrap();
+    // Too few to be worth a catch-up: the writer waits for jobs, not idle.
+    let fewer = store.clone();
+    let found = tokio::task::spawn_blocking(move || lentils(&fewer))
+        .await
+        .unwrap();
+    assert_eq!(found, 0, "deferred until enough waits");
+    assert_eq!(*indexed.borrow_and_update(), 0);
+
+    // Enough: indexed in steps once no job comes, all of them.
+    let (more, total) = (store.clone(), n + 3);
+    tokio::task::spawn_blocking(move || append_lentils(&more, conv, 4))
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        indexed.wait_for(|&seq| seq >= total),
+    )
+    .await
+    .expect("the idle writer indexes what waits")
+    .unwrap();
+    let all = store.clone();
+    let found = tokio::task::spawn_blocking(move || lentils(&all))
+        .await
+        .unwrap();
+    assert_eq!(found, total as usize);
 }
 
 #[test]
@@ -663,45 +701,26 @@ fn a_message_text_is_stored_once_and_read_back_whole() {
 }
 
 #[test]
-fn a_busy_writer_defers_the_index_until_a_quieter_batch() {
+fn a_writer_that_never_idles_indexes_in_a_batch_only_when_far_behind() {
     let (_dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
+    // Never idle long enough: as in a long burst of writes.
+    let store = open_idle_after(&path, Duration::from_secs(3600));
     let (_, conv) = new_conversation(&store);
-    let found = || {
-        store
-            .read_blocking(|conn| conversations::search_messages(conn, "lentil", 10_000))
-            .unwrap()
-            .len()
-    };
-
-    // Enough jobs queue behind the held writer to make one large batch.
-    let held = hold_writer(&store);
-    let per_job = conversations::CATCH_UP_ROWS as usize / writer::BUSY_BATCH;
-    let done: Vec<_> = (0..writer::BUSY_BATCH)
-        .map(|_| {
-            let (job, done) = writer::TypedJob::boxed(move |tx| {
-                for _ in 0..per_job {
-                    conversations::append_message(tx, conv, &Message::user("lentil soup"))?;
-                }
-                Ok(())
-            });
-            store.writes().unwrap().try_send(job).unwrap();
-            done
-        })
-        .collect();
-    held.release();
-    for d in done {
-        d.blocking_recv().unwrap().unwrap();
-    }
-    assert_eq!(found(), 0, "a large batch leaves the index for later");
-
-    // The next small batch finds enough waiting and catches up.
-    store
-        .write_blocking(move |tx| {
-            conversations::append_message(tx, conv, &Message::user("lentil stew")).map(drop)
-        })
-        .unwrap();
-    assert_eq!(found(), conversations::CATCH_UP_ROWS as usize + 1);
+    append_lentils(&store, conv, conversations::CATCH_UP_ROWS_MOST - 1);
+    assert_eq!(lentils(&store), 0, "a burst leaves the index for later");
+    append_lentils(&store, conv, 1);
+    assert_eq!(
+        lentils(&store),
+        conversations::CATCH_UP_ROWS_MOST as usize,
+        "far behind, the batch catches up before it commits"
+    );
+    // A search's catch-up takes what waits at any time.
+    append_lentils(&store, conv, 3);
+    store.write_blocking(conversations::catch_up).unwrap();
+    assert_eq!(
+        lentils(&store),
+        conversations::CATCH_UP_ROWS_MOST as usize + 3
+    );
 }
 
 #[tokio::test]

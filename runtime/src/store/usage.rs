@@ -30,32 +30,80 @@ pub fn add(
     cost_usd: f64,
     at: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), StoreError> {
-    let day = at.format("%Y-%m-%d").to_string();
-    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    tx.prepare_cached(
-        "INSERT INTO usage (conversation_id, bot_id, day, model, calls, input_tokens, output_tokens,
-                            cache_read_tokens, cache_write_tokens, cost_usd)
-         VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (conversation_id, day, model) DO UPDATE SET
-            calls = calls + 1,
-            input_tokens = input_tokens + excluded.input_tokens,
-            output_tokens = output_tokens + excluded.output_tokens,
-            cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-            cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
-            cost_usd = cost_usd + excluded.cost_usd",
-    )?
-    .execute(params![
-        conversation.to_string(),
-        bot.to_string(),
-        day,
-        model,
-        n(usage.input_tokens),
-        n(usage.output_tokens),
-        n(usage.cache_read_tokens),
-        n(usage.cache_write_tokens),
-        cost_usd,
-    ])?;
-    Ok(())
+    PreparedUsage::new(conversation, bot, model, usage, cost_usd, at).add(tx)
+}
+
+/// A model call's usage made ready to add: its ids and day printed by the
+/// caller, so the store's one writer thread only runs the upsert (as
+/// [`super::conversations::PreparedMessage`] does for messages).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedUsage {
+    conversation: String,
+    bot: String,
+    day: String,
+    model: String,
+    calls: i64,
+    tokens: [i64; 4],
+    cost_usd: f64,
+}
+
+impl PreparedUsage {
+    /// One call's usage, dated `at` (UTC day).
+    pub fn new(
+        conversation: ConversationId,
+        bot: BotId,
+        model: &str,
+        usage: &Usage,
+        cost_usd: f64,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Self {
+        use chrono::Datelike;
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let date = at.date_naive();
+        Self {
+            conversation: conversation.to_string(),
+            bot: bot.to_string(),
+            day: format!("{:04}-{:02}-{:02}", date.year(), date.month(), date.day()),
+            model: model.to_string(),
+            calls: 1,
+            tokens: [
+                n(usage.input_tokens),
+                n(usage.output_tokens),
+                n(usage.cache_read_tokens),
+                n(usage.cache_write_tokens),
+            ],
+            cost_usd,
+        }
+    }
+
+    /// Adds it to its conversation's row for its day and model.
+    pub fn add(&self, tx: &Transaction<'_>) -> Result<(), StoreError> {
+        tx.prepare_cached(
+            "INSERT INTO usage (conversation_id, bot_id, day, model, calls, input_tokens, output_tokens,
+                                cache_read_tokens, cache_write_tokens, cost_usd)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+             ON CONFLICT (conversation_id, day, model) DO UPDATE SET
+                calls = calls + excluded.calls,
+                input_tokens = input_tokens + excluded.input_tokens,
+                output_tokens = output_tokens + excluded.output_tokens,
+                cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+                cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+                cost_usd = cost_usd + excluded.cost_usd",
+        )?
+        .execute(params![
+            self.conversation,
+            self.bot,
+            self.day,
+            self.model,
+            self.calls,
+            self.tokens[0],
+            self.tokens[1],
+            self.tokens[2],
+            self.tokens[3],
+            self.cost_usd,
+        ])?;
+        Ok(())
+    }
 }
 
 /// What one conversation used, all days and models together.

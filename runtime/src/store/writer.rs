@@ -15,17 +15,21 @@
 //! lock on the `-shm` file, another troupe's transaction) delays a tool
 //! result's save; it neither loses it nor saves it twice.
 //!
-//! Work that would cost more per row than the row itself is done once per
-//! batch, just before `COMMIT`: indexing the new messages for full-text
-//! search and moving their conversations' `updated_at`
-//! ([`super::conversations`]). House files are indexed for search after
-//! the write that made them, in transactions of their own while no job is
-//! queued ([`super::house_files::index`]). Checkpoints (copying the WAL back into the
+//! Work that would cost more per row than the row itself is deferred:
+//! indexing the new messages for full-text search and moving their
+//! conversations' `updated_at` ([`super::conversations::catch_up`]) wait
+//! until enough messages do and then until no job has come for the
+//! store's idle wait ([`super::OpenOptions::index_when_idle`]), so a burst
+//! of turns does not wait on them; they run in a batch only when far
+//! behind. House files are indexed for search after the write that made
+//! them, in transactions of their own while no job is queued
+//! ([`super::house_files::index`]). Checkpoints (copying the WAL back into the
 //! database) run on a thread of their own, off the writer's path.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
@@ -44,11 +48,6 @@ pub(crate) static LOCKED_RETRIES: std::sync::atomic::AtomicU64 =
 
 /// The most jobs committed in one transaction.
 pub(crate) const MAX_BATCH: usize = 1024;
-
-/// A batch of at least this many jobs, or jobs queued behind the batch,
-/// mean the writer is busy: deferred work (the full-text index) waits for a
-/// quieter batch, up to a point.
-pub(crate) const BUSY_BATCH: usize = 64;
 
 /// One queued write, type-erased so the writer can hold many kinds.
 pub(crate) trait Job: Send {
@@ -147,7 +146,13 @@ pub(crate) fn spawn(
     path: PathBuf,
     jobs: mpsc::Receiver<Box<dyn Job>>,
     check: Arc<Check>,
-) -> std::io::Result<()> {
+    idle: Duration,
+) -> std::io::Result<tokio::sync::watch::Receiver<i64>> {
+    let (indexed, indexed_rx) = tokio::sync::watch::channel(0);
+    // Only to wait for a job with a timeout (the idle wait).
+    let clock = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
     let (wake, woken) = std::sync::mpsc::sync_channel::<()>(1);
     let checkpoint_path = path.clone();
     let checkpoint_check = Arc::clone(&check);
@@ -159,8 +164,16 @@ pub(crate) fn spawn(
         })?;
     std::thread::Builder::new()
         .name("troupe-store-writer".into())
-        .spawn(move || run(conn, &path, jobs, &wake, &check))
-        .map(drop)
+        .spawn(move || {
+            let mut queue = Queue {
+                jobs,
+                clock,
+                idle,
+                indexed,
+            };
+            run(conn, &path, &mut queue, &wake, &check);
+        })
+        .map(|_| indexed_rx)
 }
 
 /// Checkpoints after commits, at most every [`CHECKPOINT_EVERY`], until the
@@ -208,42 +221,102 @@ fn checkpoint(conn: &Connection, path: &std::path::Path) {
     }
 }
 
+/// The writer's queue, and how it waits for the next job.
+struct Queue {
+    jobs: mpsc::Receiver<Box<dyn Job>>,
+    /// A runtime of the writer's thread, for the idle wait's timer.
+    clock: tokio::runtime::Runtime,
+    /// How long no job must come before deferred work runs.
+    idle: Duration,
+    /// Told the last message the idle catch-up indexed.
+    indexed: tokio::sync::watch::Sender<i64>,
+}
+
+/// What waiting for the next job came to.
+enum Next {
+    Job(Box<dyn Job>),
+    /// No job came within the wait: time for background work.
+    Idle,
+    /// Every sender is gone.
+    Closed,
+}
+
+impl Queue {
+    /// The next job; with `wait`, [`Next::Idle`] if none comes within it.
+    fn next(&mut self, wait: Option<Duration>) -> Next {
+        use tokio::sync::mpsc::error::TryRecvError;
+        let job = match wait {
+            None => self.jobs.blocking_recv(),
+            Some(wait) if wait.is_zero() => match self.jobs.try_recv() {
+                Ok(job) => Some(job),
+                Err(TryRecvError::Empty) => return Next::Idle,
+                Err(TryRecvError::Disconnected) => None,
+            },
+            Some(wait) => {
+                let jobs = &mut self.jobs;
+                match self
+                    .clock
+                    .block_on(async { tokio::time::timeout(wait, jobs.recv()).await })
+                {
+                    Ok(job) => job,
+                    Err(_elapsed) => return Next::Idle,
+                }
+            }
+        };
+        job.map_or(Next::Closed, Next::Job)
+    }
+}
+
 fn run(
     mut conn: Connection,
     path: &std::path::Path,
-    mut jobs: mpsc::Receiver<Box<dyn Job>>,
+    queue: &mut Queue,
     wake: &std::sync::mpsc::SyncSender<()>,
     check: &Check,
 ) {
-    use tokio::sync::mpsc::error::TryRecvError;
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     // What a crash left pending is indexed first.
     let mut files_pending = pending_files(&conn, path);
+    let mut unindexed = unindexed_messages(&conn, path);
+    // Whether the idle catch-up of messages has begun (it goes on, a step
+    // at a time, while no job comes).
+    let mut indexing = false;
     loop {
-        // Queued jobs go first; background work fills the gaps.
-        let first = if files_pending {
-            match jobs.try_recv() {
-                Ok(job) => job,
-                Err(TryRecvError::Empty) if check.refusal().is_some() => {
-                    files_pending = false;
-                    continue;
-                }
-                Err(TryRecvError::Empty) => {
-                    files_pending = index_files(&mut conn, path);
-                    let _ = wake.try_send(());
-                    continue;
-                }
-                Err(TryRecvError::Disconnected) => break,
-            }
+        // Queued jobs go first; background work fills the gaps: house
+        // files as soon as the queue is empty, messages once enough wait
+        // and the writer has been idle a while.
+        let wait = if files_pending || indexing {
+            Some(Duration::ZERO)
+        } else if unindexed >= super::conversations::CATCH_UP_ROWS {
+            Some(queue.idle)
         } else {
-            match jobs.blocking_recv() {
-                Some(job) => job,
-                None => break,
+            None
+        };
+        let first = match queue.next(wait) {
+            Next::Job(job) => job,
+            Next::Closed => break,
+            Next::Idle if check.refusal().is_some() => {
+                files_pending = false;
+                indexing = false;
+                unindexed = 0;
+                continue;
+            }
+            Next::Idle if files_pending => {
+                files_pending = index_files(&mut conn, path);
+                let _ = wake.try_send(());
+                continue;
+            }
+            Next::Idle => {
+                unindexed = index_messages(&mut conn, path, &queue.indexed);
+                indexing = unindexed > 0;
+                let _ = wake.try_send(());
+                continue;
             }
         };
+        indexing = false;
         batch.push(first);
         while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
+            match queue.jobs.try_recv() {
                 Ok(job) => batch.push(job),
                 Err(_) => break,
             }
@@ -252,9 +325,12 @@ fn run(
             // Found damaged: nothing more is written.
             batch.drain(..).for_each(|job| job.finish(Err(&refusal)));
             files_pending = false;
+            unindexed = 0;
             continue;
         }
-        commit_batch(&mut conn, path, &mut batch, &jobs);
+        if let Some(left) = commit_batch(&mut conn, path, &mut batch) {
+            unindexed = left;
+        }
         files_pending = pending_files(&conn, path);
         // Full means a wake-up is already pending.
         let _ = wake.try_send(());
@@ -277,6 +353,43 @@ fn run(
         tracing::warn!(path = %path.display(), error = %e, "store could not catch up at close");
     }
     tracing::debug!(path = %path.display(), "store writer stopped");
+}
+
+/// How many messages wait for the full-text index (a failure to tell is
+/// logged and taken as none: a search still catches up first).
+fn unindexed_messages(conn: &Connection, path: &std::path::Path) -> i64 {
+    super::conversations::unindexed(conn).unwrap_or_else(|e| {
+        tracing::warn!(path = %path.display(), error = %e, "store could not count the messages to index");
+        0
+    })
+}
+
+/// One step of the idle catch-up of messages, in a transaction of its own
+/// (see [`super::conversations::catch_up_step`]); how many are left.
+fn index_messages(
+    conn: &mut Connection,
+    path: &std::path::Path,
+    indexed: &tokio::sync::watch::Sender<i64>,
+) -> i64 {
+    let stepped = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(StoreError::from)
+        .and_then(|tx| {
+            let (upto, left) = super::conversations::catch_up_step(&tx)?;
+            tx.commit()?;
+            Ok((upto, left))
+        });
+    stepped
+        .map(|(upto, left)| {
+            indexed.send_replace(upto);
+            left
+        })
+        .unwrap_or_else(|e| {
+            // Left pending: the next batch that finds too many, a search or
+            // the close catches up.
+            tracing::warn!(path = %path.display(), error = %e, "store could not index messages");
+            0
+        })
 }
 
 /// Whether house files wait to be indexed (a failure to tell is logged
@@ -322,12 +435,11 @@ fn commit_batch(
     conn: &mut Connection,
     path: &std::path::Path,
     batch: &mut Vec<Box<dyn Job>>,
-    queue: &mpsc::Receiver<Box<dyn Job>>,
-) {
+) -> Option<i64> {
     let mut tries = 1;
     let fate = loop {
-        let fate = match run_batch(conn, path, batch, queue, Isolation::Shared) {
-            Ran::JobFailed => match run_batch(conn, path, batch, queue, Isolation::PerJob) {
+        let fate = match run_batch(conn, path, batch, Isolation::Shared) {
+            Ran::JobFailed => match run_batch(conn, path, batch, Isolation::PerJob) {
                 Ran::Done(fate) => fate,
                 // Every job ran in its own savepoint: no job failure reaches here.
                 Ran::JobFailed => Err(StoreError::Aborted(
@@ -349,8 +461,10 @@ fn commit_batch(
     if let Err(err) = &fate {
         tracing::warn!(path = %path.display(), error = %err, jobs = batch.len(), "store batch failed");
     }
+    let unindexed = fate.as_ref().ok().copied();
     let fate = fate.as_ref().map(|_| ());
     batch.drain(..).for_each(|job| job.finish(fate));
+    unindexed
 }
 
 /// How a batch's jobs are kept apart.
@@ -364,20 +478,20 @@ enum Isolation {
 
 /// What running a batch came to.
 enum Ran {
-    /// Committed, or failed as a whole (the fate every job is told).
-    Done(Result<(), StoreError>),
+    /// Committed, with how many messages it left out of the full-text
+    /// index, or failed as a whole (the fate every job is told).
+    Done(Result<i64, StoreError>),
     /// A job failed in a [`Isolation::Shared`] run; nothing was committed.
     JobFailed,
 }
 
 /// Runs `batch` in one transaction, its jobs kept apart as `isolation`
-/// says, then catches up what appends defer and commits. Dropping the
-/// transaction on an early return rolls it back.
+/// says, then catches up what appends defer if far behind, and commits.
+/// Dropping the transaction on an early return rolls it back.
 fn run_batch(
     conn: &mut Connection,
     path: &std::path::Path,
     batch: &mut [Box<dyn Job>],
-    queue: &mpsc::Receiver<Box<dyn Job>>,
     isolation: Isolation,
 ) -> Ran {
     let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
@@ -421,13 +535,17 @@ fn run_batch(
             return Ran::Done(Err(e.at(path)));
         }
     }
-    // What appends defer (the full-text index, `updated_at`), when enough
-    // waits; if it fails, nothing of the batch stands.
-    let busy = batch.len() >= BUSY_BATCH || !queue.is_empty();
-    if let Err(e) = super::conversations::catch_up_if_due(&tx, busy) {
-        return Ran::Done(Err(e.at(path)));
-    }
-    Ran::Done(tx.commit().map_err(|e| StoreError::from(e).at(path)))
+    // What appends defer (the full-text index, `updated_at`), when far
+    // behind; if it fails, nothing of the batch stands.
+    let unindexed = match super::conversations::catch_up_if_due(&tx) {
+        Ok(left) => left,
+        Err(e) => return Ran::Done(Err(e.at(path))),
+    };
+    Ran::Done(
+        tx.commit()
+            .map(|()| unindexed)
+            .map_err(|e| StoreError::from(e).at(path)),
+    )
 }
 
 fn savepoint(tx: &Transaction<'_>, sql: &str) -> Result<(), StoreError> {

@@ -132,10 +132,7 @@ impl Journal {
         new.parent = parent;
         new.title = title.chars().take(80).collect();
         self.write(store, move |tx| {
-            if conversations::get_conversation(tx, new.id)?.is_none() {
-                conversations::create_conversation(tx, &new)?;
-            }
-            Ok(())
+            conversations::create_conversation_if_missing(tx, &new).map(drop)
         })
         .await
     }
@@ -228,18 +225,21 @@ impl Journal {
         };
         let (conv, bot) = (self.conversation, self.bot);
         let prepared = PreparedMessage::new(conv, &message)?;
+        let usage =
+            usage::PreparedUsage::new(conv, bot, &model, &usage, cost_usd, chrono::Utc::now());
+        let keys = TurnKeys::new(conv);
         self.write(store, move |tx| {
             // The turn's opening was queued without waiting: if it did
             // not land, neither does what follows it.
-            if !turn_is_open(tx, conv)? {
+            if !turn_is_open(tx, &keys)? {
                 return Err(StoreError::Aborted(
                     "the turn's first message was not saved".into(),
                 ));
             }
             prepared.append(tx)?;
-            usage::add(tx, conv, bot, &model, &usage, cost_usd, chrono::Utc::now())?;
+            usage.add(tx)?;
             match &close {
-                Some(close) => close.write(tx, conv),
+                Some(close) => close.write(tx, &keys),
                 None => Ok(Vec::new()),
             }
         })
@@ -254,6 +254,8 @@ impl Journal {
             return Ok(true);
         };
         let prepared = PreparedMessage::with_id(envelope.id, conv, &message)?;
+        let keys = TurnKeys::new(conv);
+        let mark = open_mark(Some(&envelope))?;
         self.write(store, move |tx| {
             if !mailbox::consume(tx, envelope.id)? {
                 return Ok(false);
@@ -261,7 +263,7 @@ impl Journal {
             prepared.append(tx)?;
             // The open turn records what it answers: a turn resumed
             // after a crash still replies.
-            mark_turn(tx, conv, Some(Some(&envelope)))?;
+            mark_turn(tx, &keys, Some(&mark))?;
             Ok(true)
         })
         .await
@@ -278,10 +280,12 @@ impl Journal {
         };
         let conv = self.conversation;
         let first = PreparedMessage::new(conv, &first)?;
+        let keys = TurnKeys::new(conv);
+        let mark = open_mark(None)?;
         let pending = self
             .submit(store, move |tx| {
                 first.append(tx)?;
-                mark_turn(tx, conv, Some(None))
+                mark_turn(tx, &keys, Some(&mark))
             })
             .await?;
         Ok(Some(pending))
@@ -295,8 +299,8 @@ impl Journal {
         let Some(store) = &self.store else {
             return close.alone().await;
         };
-        let conv = self.conversation;
-        self.write(store, move |tx| close.write(tx, conv)).await
+        let keys = TurnKeys::new(self.conversation);
+        self.write(store, move |tx| close.write(tx, &keys)).await
     }
 
     /// Marks the conversation as mid-turn (or not), so a restart resumes it.
@@ -306,11 +310,13 @@ impl Journal {
         };
         let conv = self.conversation;
         let first = first.map(|m| PreparedMessage::new(conv, &m)).transpose()?;
+        let keys = TurnKeys::new(conv);
+        let mark = open.then(|| open_mark(None)).transpose()?;
         self.write(store, move |tx| {
             if let Some(m) = &first {
                 m.append(tx)?;
             }
-            mark_turn(tx, conv, open.then_some(None))
+            mark_turn(tx, &keys, mark.as_deref())
         })
         .await
     }
@@ -379,9 +385,9 @@ pub struct Close {
 }
 
 impl Close {
-    fn write(&self, tx: &Transaction<'_>, conv: ConversationId) -> Result<Vec<Committed>> {
-        mark_turn(tx, conv, None)?;
-        crate::channel::stored::remove_all(tx, conv)?;
+    fn write(&self, tx: &Transaction<'_>, keys: &TurnKeys) -> Result<Vec<Committed>> {
+        mark_turn(tx, keys, None)?;
+        crate::channel::stored::remove_range(tx, &keys.requests)?;
         if let Some(reply) = &self.reply {
             mailbox::enqueue(tx, reply)?;
         }
@@ -400,11 +406,30 @@ impl Close {
     }
 }
 
-/// Whether `conv` is marked mid-turn.
-fn turn_is_open(tx: &Transaction<'_>, conv: ConversationId) -> Result<bool> {
+/// A conversation's keys in `kv` that its turns write, printed before the
+/// job reaches the store's one writer thread.
+#[derive(Debug, Clone)]
+struct TurnKeys {
+    /// Its mark of a turn open, `open_turn:<conversation>`.
+    open_turn: String,
+    /// The range of its kept requests (see [`crate::channel::stored`]).
+    requests: (String, String),
+}
+
+impl TurnKeys {
+    fn new(conv: ConversationId) -> Self {
+        Self {
+            open_turn: format!("open_turn:{conv}"),
+            requests: crate::channel::stored::range(conv),
+        }
+    }
+}
+
+/// Whether the conversation is marked mid-turn.
+fn turn_is_open(tx: &Transaction<'_>, keys: &TurnKeys) -> Result<bool> {
     Ok(tx
         .prepare_cached("SELECT 1 FROM kv WHERE key = ?1")?
-        .query_row([format!("open_turn:{conv}")], |_| Ok(()))
+        .query_row([&keys.open_turn], |_| Ok(()))
         .optional()?
         .is_some())
 }
@@ -420,27 +445,29 @@ pub struct OpenTurn {
     pub answers: Option<Envelope>,
 }
 
-/// Marks `conv` as mid-turn (`Some`, with the message it answers), or not.
-fn mark_turn(
-    tx: &Transaction<'_>,
-    conv: ConversationId,
-    open: Option<Option<&Envelope>>,
-) -> Result<()> {
-    let key = format!("open_turn:{conv}");
-    if let Some(answers) = open {
-        let value = serde_json::to_string(&OpenTurn {
-            at: store::now(),
-            answers: answers.cloned(),
-        })
-        .map_err(|e| StoreError::Codec {
-            what: "open turn",
-            detail: e.to_string(),
-        })?;
-        tx.prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")?
-            .execute(params![key, value])?;
-    } else {
-        tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?
-            .execute(params![key])?;
+/// The mark of a turn open now, answering `answers`, as stored.
+fn open_mark(answers: Option<&Envelope>) -> Result<String> {
+    serde_json::to_string(&OpenTurn {
+        at: store::now(),
+        answers: answers.cloned(),
+    })
+    .map_err(|e| StoreError::Codec {
+        what: "open turn",
+        detail: e.to_string(),
+    })
+}
+
+/// Marks the conversation as mid-turn (`Some`, with its [`open_mark`]), or not.
+fn mark_turn(tx: &Transaction<'_>, keys: &TurnKeys, open: Option<&str>) -> Result<()> {
+    match open {
+        Some(mark) => {
+            tx.prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")?
+                .execute(params![keys.open_turn, mark])?;
+        }
+        None => {
+            tx.prepare_cached("DELETE FROM kv WHERE key = ?1")?
+                .execute(params![keys.open_turn])?;
+        }
     }
     Ok(())
 }
