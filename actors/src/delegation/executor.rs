@@ -39,8 +39,10 @@
 mod actor;
 pub mod claude;
 pub mod codex;
+pub mod hand_over;
 pub mod harness;
 pub mod house;
+pub mod limit;
 mod output;
 pub mod pi;
 
