@@ -14,7 +14,8 @@ use super::error::StoreError;
 
 /// Migration 13: executors' accounts. Each instance's account and route
 /// (`subagents` columns: the target names it goes on to, a JSON array),
-/// the accounts' usage and their reported limits.
+/// the accounts' usage (its index covers a window's sum) and their
+/// reported limits.
 pub const EXECUTOR_USAGE: &str = r#"
 ALTER TABLE subagents ADD COLUMN account TEXT;
 ALTER TABLE subagents ADD COLUMN route TEXT;
@@ -27,7 +28,7 @@ CREATE TABLE executor_usage (
     cost_usd    REAL NOT NULL DEFAULT 0,
     subagent_id TEXT
 );
-CREATE INDEX executor_usage_by_account ON executor_usage (executor, account, at);
+CREATE INDEX executor_usage_by_account ON executor_usage (executor, account, at, tokens, cost_usd);
 CREATE TABLE executor_limits (
     executor    TEXT NOT NULL,
     account     TEXT NOT NULL,

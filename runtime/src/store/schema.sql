@@ -374,7 +374,7 @@ CREATE TABLE executor_usage (
     cost_usd    REAL NOT NULL DEFAULT 0,
     subagent_id TEXT
 );
-CREATE INDEX executor_usage_by_account ON executor_usage (executor, account, at);
+CREATE INDEX executor_usage_by_account ON executor_usage (executor, account, at, tokens, cost_usd);
 CREATE TABLE executor_limits (
     executor    TEXT NOT NULL,
     account     TEXT NOT NULL,
