@@ -10,6 +10,7 @@
 //! `crash` is different: it measures nothing but checks that a process
 //! killed at random moments loses and duplicates nothing ([`crash`]).
 
+mod accounts;
 mod actors;
 mod actors_memory;
 mod browser;
@@ -82,6 +83,9 @@ pub enum Workload {
     /// against the bare harness (a stand-in for pi; `--n` starts; needs
     /// bubblewrap and node).
     Executors,
+    /// Executors' accounts: reading `executor_accounts` for 3 harnesses × 5
+    /// accounts with a week of usage (`--n` reads).
+    Accounts,
     /// A program's own actor kind: in-memory and durable sends, a call's
     /// round trip, the activation of a stored actor (`--n` sends each).
     Actors,
@@ -200,6 +204,7 @@ async fn in_process(
         Workload::Server => server::server(n.unwrap_or(2_000)).await,
         Workload::Env => env::env(n.unwrap_or(20)).await,
         Workload::Executors => executors::executors(n.unwrap_or(20)).await,
+        Workload::Accounts => accounts::accounts(n.unwrap_or(200)).await,
         Workload::Actors => actors::actors(n.unwrap_or(100_000)).await,
         Workload::ActorsMemory => {
             actors_memory::memory(n.unwrap_or(1_000_000), live.unwrap_or(100_000)).await

@@ -24,6 +24,7 @@
 //! Stopping the node (turns checkpointed, to resume at the next start) is
 //! the caller's next step.
 
+pub mod accounts;
 pub mod admin;
 pub mod auth;
 pub mod connections;
@@ -290,6 +291,7 @@ pub fn app(state: AppState) -> Router {
         .route("/usage", get(admin::usage))
         .route("/tree", get(admin::tree))
         .route("/metrics", get(metrics::scrape))
+        .route("/executors/accounts", get(accounts::list))
         .route("/workbench", get(workbench::list).post(workbench::start))
         .route("/workbench/{id}", get(workbench::show))
         .route("/workbench/{id}/events", get(workbench::events))

@@ -192,18 +192,25 @@ impl Delegations {
             DelegateRequest::Spawn {
                 tasks,
                 executor: Some(executor),
+                route,
             } => {
-                self.spawn_executor(&node, ctx, &executor, tasks, None)
+                self.spawn_executor(&node, ctx, &executor, tasks, None, route)
                     .await
             }
             DelegateRequest::Spawn {
                 tasks,
                 executor: None,
+                route: _,
             } => self.spawn(&node, ctx, tasks).await,
             DelegateRequest::Resume {
                 subagent_id,
                 message,
-            } => self.resume(&node, ctx, &subagent_id, message).await,
+                executor,
+                route,
+            } => {
+                self.resume(&node, ctx, &subagent_id, message, executor, route)
+                    .await
+            }
             DelegateRequest::List => list(&node, ctx).await,
             DelegateRequest::Steer {
                 subagent_id,

@@ -40,14 +40,25 @@ pub enum DelegateRequest {
         /// the tasks instead of subagents.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         executor: Option<String>,
+        /// Target names, in order, where each task goes on when its
+        /// account reaches its limit (empty: the executor's own order).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        route: Vec<String>,
     },
     /// Continue a stopped or ended executor instance in the same harness
-    /// session.
+    /// session — or, with `executor`, on another account (a copy of the
+    /// session) or harness (a handoff packet).
     Resume {
         /// The instance.
         subagent_id: String,
         /// What to tell it.
         message: String,
+        /// Another account or harness to go on on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        executor: Option<String>,
+        /// Its route from then on.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        route: Vec<String>,
     },
     /// List this conversation's subagents.
     List,

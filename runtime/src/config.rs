@@ -30,6 +30,7 @@
 //! ```
 
 mod browser;
+mod executors;
 mod init;
 mod keys;
 mod layers;
@@ -43,6 +44,9 @@ use serde::{Deserialize, Serialize};
 use crate::home::Home;
 
 pub use browser::Browser;
+pub use executors::{
+    account_dir, Account, ExecutorSettings, Executors, Target, Window, MAIN as MAIN_ACCOUNT,
+};
 pub use init::{ensure_home, init_home, InitReport, DEFAULT_CONFIG, MODELS_EXAMPLE};
 pub use keys::{env_var, KEYS, SHORT_ENV};
 pub use sections::{
@@ -99,6 +103,9 @@ pub struct Config {
     pub environments: crate::environment::EnvironmentSettings,
     /// `[telemetry]`: Prometheus metrics and OpenTelemetry traces.
     pub telemetry: Telemetry,
+    /// `[executors.NAME.accounts.ACCOUNT]`: the accounts each outside
+    /// harness runs on (from the file only).
+    pub executors: Executors,
 }
 
 /// A configuration failure. Each message names where the bad value came
@@ -205,9 +212,15 @@ impl Config {
         for (key, value, source) in layered {
             layers::apply(&mut table, &key, &value, &source)?;
         }
-        toml::Value::Table(table)
+        let config: Config = toml::Value::Table(table)
             .try_into()
-            .map_err(|error| ConfigError::Invalid(format!("the layered configuration: {error}")))
+            .map_err(|error| ConfigError::Invalid(format!("the layered configuration: {error}")))?;
+        executors::check(&config.executors).map_err(|message| ConfigError::File {
+            path: path.to_owned(),
+            position: None,
+            message,
+        })?;
+        Ok(config)
     }
 
     /// Parses the text of a config file, naming `path` in errors.
@@ -216,7 +229,14 @@ impl Config {
     ///
     /// [`ConfigError::File`] with the line, column and key of the problem.
     pub fn from_file_text(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|error| file_error(path, text, &error))
+        let config: Config =
+            toml::from_str(text).map_err(|error| file_error(path, text, &error))?;
+        executors::check(&config.executors).map_err(|message| ConfigError::File {
+            path: path.to_owned(),
+            position: None,
+            message,
+        })?;
+        Ok(config)
     }
 }
 

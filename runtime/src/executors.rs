@@ -29,6 +29,8 @@
 //! Neither takes the home's lock: the folder is troupe's alone and no other
 //! command writes it.
 
+pub mod accounts;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -56,6 +56,7 @@ mod check;
 pub mod conversations;
 pub mod environments;
 mod error;
+pub mod executor_usage;
 pub mod health;
 pub mod house;
 pub mod house_files;

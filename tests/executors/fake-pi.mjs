@@ -11,21 +11,35 @@
 //   flood                 one line of 9 MiB with no end
 //   hang                  nothing at all
 //   exit N                exit with code N at once
+//   touch NAME            write the file NAME in its folder first
+//   limit-in WORD         when its --session-dir holds WORD: its model
+//                         call fails at the plan's usage limit (the ChatGPT
+//                         backend's 429 body, resetting in an hour)
 //
+// It keeps a session file in its --session-dir (named by get_state), a line
+// per prompt, so a session copied to another account's folder is seen.
 // Split on "\n" only, as pi does.
 import { performance } from "node:perf_hooks";
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 const out = (value) => process.stdout.write(JSON.stringify(value) + "\n");
 const now = () => Math.round((performance.timeOrigin + performance.now()) * 1000);
 const origin = Math.round(performance.timeOrigin * 1000);
 let buffer = "";
 let aborted = false;
+const sessions = process.argv[process.argv.indexOf("--session-dir") + 1] ?? ".";
+const resumed = process.argv.indexOf("--session") >= 0 ? process.argv[process.argv.indexOf("--session") + 1] : null;
+const session = resumed ?? join(sessions, "fake-session.jsonl");
 
 async function run(message) {
   const words = message.split(/\s+/);
   const at = (w) => words.indexOf(w);
   out({ type: "agent_start" });
   if (at("exit") >= 0) process.exit(Number(words[at("exit") + 1]));
+  mkdirSync(sessions, { recursive: true });
+  appendFileSync(session, JSON.stringify({ prompt: message, sessions }) + "\n");
+  if (at("touch") >= 0) writeFileSync(words[at("touch") + 1], "touched\n");
   if (at("hang") >= 0) return;
   if (at("flood") >= 0) {
     process.stdout.write("x".repeat(9 * 1024 * 1024));
@@ -40,6 +54,15 @@ async function run(message) {
     out({ type: "tool_execution_start", toolCallId: `c${i}`, toolName: "bash", args: { command: `step ${i} o=${origin} t=${now()}` } });
     if (every > 0) await new Promise((r) => setTimeout(r, every));
     else if (i % 256 === 0) await new Promise((r) => setImmediate(r));
+  }
+  if (at("limit-in") >= 0 && sessions.includes(words[at("limit-in") + 1])) {
+    // Its state answer goes first, as a real model call takes a while.
+    await new Promise((r) => setTimeout(r, 20));
+    const resets = Math.floor(Date.now() / 1000) + 3600;
+    const body = { error: { type: "usage_limit_reached", message: "The usage limit has been reached", resets_at: resets } };
+    out({ type: "message_end", message: { role: "assistant", content: [], usage: { input: 7, output: 0 }, stopReason: "error", errorMessage: `429 ${JSON.stringify(body)}` } });
+    out({ type: "agent_end", messages: [] });
+    return;
   }
   out({ type: "message_end", message: { role: "assistant", content: [{ type: "text", text: `done ${n}` }], usage: { input: 1, output: 1 }, stopReason: aborted ? "aborted" : "stop" } });
   out({ type: "agent_end", messages: [] });
@@ -56,7 +79,7 @@ process.stdin.on("data", (chunk) => {
       out({ id: command.id, type: "response", command: "prompt", success: true });
       run(command.message);
     } else if (command.type === "get_state") {
-      out({ id: command.id, type: "response", command: "get_state", success: true, data: { sessionFile: null } });
+      out({ id: command.id, type: "response", command: "get_state", success: true, data: { sessionFile: session } });
     } else if (command.type === "abort") {
       aborted = true;
       out({ id: command.id, type: "response", command: "abort", success: true });

@@ -639,7 +639,7 @@ async fn delegate_task_runs_pi_in_the_threads_environment_with_progress_in_a_chi
 /// copy of it, under `dir`.
 /// A home in `dir` with the stand-in installed as pi, and a work folder
 /// beside it: (home, folder).
-fn fake_home(dir: &Path) -> (PathBuf, PathBuf) {
+pub(super) fn fake_home(dir: &Path) -> (PathBuf, PathBuf) {
     let home = dir.join("home");
     let folder = dir.join("work");
     std::fs::create_dir_all(&folder).unwrap();
@@ -654,7 +654,7 @@ fn fake_home(dir: &Path) -> (PathBuf, PathBuf) {
 
 /// Starts one instance per task in `folder` as the user's own (as `troupe
 /// workbench start` does), its report awaited through the waiter.
-async fn start_users_own(
+pub(super) async fn start_users_own(
     node: &troupe::actors::node::Node,
     folder: &Path,
     tasks: &[&str],

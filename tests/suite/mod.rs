@@ -1,5 +1,6 @@
 //! The integration suite's modules.
 
+mod accounts;
 mod added_tools;
 mod agents;
 mod background;

@@ -44,9 +44,15 @@ pub struct Params {
     /// `spawn` (default), `list`, `steer`, `stop` or `resume`.
     #[serde(default)]
     pub action: Action,
-    /// An outside executor (a coding harness: `pi`) to hand the tasks to
-    /// instead of subagents; each task then needs its `folder`.
+    /// An outside executor (a coding harness: `pi`, `claude-code`, `codex`) to hand the tasks to
+    /// instead of subagents; each task then needs its `folder`. `NAME@ACCOUNT` runs on that
+    /// account; `NAME` alone on the folder's account, else the main one. With `resume`: another
+    /// account or executor to go on on.
     pub executor: Option<String>,
+    /// Target names, in order, where each task goes on when its account reaches its plan's limit
+    /// (instead of the executor's own order): another account of the same executor goes on in a
+    /// copy of the session, another executor from a handoff packet.
+    pub route: Option<Vec<String>>,
     /// The subagent or executor instance to steer, stop or resume.
     pub subagent_id: Option<String>,
     /// The message for `steer` or `resume`.
@@ -107,9 +113,17 @@ pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
                     }
                 }
             }
+            let route = clean_route(params.route);
+            if !route.is_empty() && executor.is_none() {
+                return Err(ToolResult::error(
+                    "`route` says where an executor's task goes on at its account's limit; name \
+                     the `executor` too, or drop the route.",
+                ));
+            }
             Ok(DelegateRequest::Spawn {
                 tasks: params.tasks,
                 executor,
+                route,
             })
         }
         Action::List => Ok(DelegateRequest::List),
@@ -140,9 +154,24 @@ pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
             Ok(DelegateRequest::Resume {
                 subagent_id,
                 message,
+                executor: params
+                    .executor
+                    .map(|e| e.trim().to_string())
+                    .filter(|e| !e.is_empty()),
+                route: clean_route(params.route),
             })
         }
     }
+}
+
+/// The route's target names, trimmed, the empty ones dropped.
+fn clean_route(route: Option<Vec<String>>) -> Vec<String> {
+    route
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
 }
 
 /// Hand tasks to subagents that work in parallel, each with a clean context, your model and
@@ -150,9 +179,11 @@ pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
 /// `goal` and all the `context` it needs. Up to 10 tasks. In a conversation the call returns at
 /// once and the summaries arrive together in one message when the last subagent ends; in a
 /// routine run it waits for them. `action`: spawn (default), list, steer, stop, resume. With
-/// `executor` (e.g. "pi", when installed) each task goes to an outside coding agent working in
-/// the task's `folder` (required) instead; `list` shows every instance on the workbench, and
-/// `resume` continues an ended instance's session with `message`.
+/// `executor` (e.g. "pi", "claude-code@work", when installed) each task goes to an outside
+/// coding agent working in the task's `folder` (required) instead; `route` lists where it goes
+/// on when its account reaches its limit (`executor_accounts` shows the accounts); `list` shows
+/// every instance on the workbench, and `resume` continues an ended instance's session with
+/// `message` (with `executor`: on another account or executor).
 #[tool]
 pub async fn delegate(params: Params, ctx: &ToolContext) -> Result<ToolResult, ToolResult> {
     let request = request(params)?;
@@ -192,6 +223,7 @@ mod tests {
                     folder: None,
                 }],
                 executor: None,
+                route: Vec::new(),
             }
         );
     }
@@ -217,6 +249,7 @@ mod tests {
                     folder: Some("/p".into()),
                 }],
                 executor: Some("pi".into()),
+                route: Vec::new(),
             }
         );
         assert!(parse(json!({"action": "resume", "subagent_id": "s"}))

@@ -20,6 +20,7 @@ pub mod delegation_search;
 pub mod documents;
 pub mod edit_file;
 pub mod environment;
+pub mod executor_accounts;
 pub mod file_lock;
 pub mod find_files;
 pub mod host;
@@ -117,6 +118,7 @@ pub fn builtin_configured(
         Arc::new(use_skill::use_skill::tool()),
         Arc::new(conversation_search::conversation_search::tool()),
         Arc::new(delegation_search::delegation_search::tool()),
+        Arc::new(executor_accounts::executor_accounts::tool()),
         Arc::new(plan::plan::tool()),
         Arc::new(cronjob_manage::cronjob_manage::tool()),
         Arc::new(message_agent::message_agent::tool()),
@@ -153,7 +155,7 @@ mod tests {
     #[test]
     fn every_builtin_tool_registers_and_has_a_row_in_the_table() {
         let registry = super::builtin();
-        assert_eq!(registry.len(), 41, "{registry:?}");
+        assert_eq!(registry.len(), 42, "{registry:?}");
         for tool in registry.iter() {
             let name = &tool.spec().name;
             assert!(

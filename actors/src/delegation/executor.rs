@@ -43,9 +43,11 @@
 mod actor;
 pub mod claude;
 pub mod codex;
+pub mod hand_over;
 pub mod harness;
 mod host;
 pub mod house;
+pub mod limit;
 mod output;
 pub mod pi;
 

@@ -10,6 +10,10 @@ use troupe_runtime::id::{ConversationId, DelegationId, SubagentId, ThreadId};
 use troupe_runtime::protocol::{ActorKind, ToolResult};
 use troupe_runtime::tool::ToolContext;
 
+use troupe_runtime::config::{account_dir, Config, Target};
+use troupe_runtime::home::Home;
+use troupe_runtime::store::executor_usage;
+
 use super::{deadline_after, record, DelegationMsg, Delegations};
 use crate::delegation::executor::{self, HeadStart, Launch, Place};
 use crate::node::Node;
@@ -20,6 +24,127 @@ pub const USER: &str = "@user";
 
 /// How long a steer waits for the instance to take it.
 const STEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The account a task in `folder` runs on, and its config folder: the
+/// one `target` names, else the folder's, else the main one.
+fn account_of(
+    home: &Home,
+    target: &Target,
+    folder: &std::path::Path,
+) -> Result<(String, PathBuf), String> {
+    let config = Config::load(home, &|_| None, &[])
+        .map_err(|e| format!("the executors' accounts could not be read from config.toml: {e}"))?;
+    let settings = config
+        .executors
+        .get(&target.executor)
+        .cloned()
+        .unwrap_or_default();
+    let account = target
+        .account
+        .clone()
+        .unwrap_or_else(|| settings.account_for(folder));
+    let all = settings.accounts();
+    let Some(chosen) = all.get(&account) else {
+        let names: Vec<&str> = all.keys().map(String::as_str).collect();
+        return Err(format!(
+            "{} has no account `{account}`; its accounts are {} (`executor_accounts` shows them; \
+             the user adds one in config.toml as [executors.{}.accounts.{account}])",
+            target.executor,
+            names.join(", "),
+            target.executor
+        ));
+    };
+    Ok((
+        account.clone(),
+        account_dir(home, &target.executor, &account, chosen),
+    ))
+}
+
+/// Copies the session of an instance on `here` into `there`'s account
+/// folder (same harness): the session as the copy names it, and a note
+/// for the record (none when `there` is the same account).
+fn copy_to(
+    home: &Home,
+    here: &Target,
+    there: &Target,
+    folder: &std::path::Path,
+    session: &str,
+) -> Result<(String, Option<String>), String> {
+    let (current, from) = account_of(home, here, folder)?;
+    let (account, to) = account_of(home, there, folder)?;
+    if account == current || from == to {
+        return Ok((session.to_string(), None));
+    }
+    let (files, copy) = executor::hand_over::copy_session(&from, &to, session).map_err(|e| {
+        format!(
+            "the session could not be copied to {}@{account}: {e}",
+            there.executor
+        )
+    })?;
+    let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    Ok((
+        copy,
+        Some(format!(
+            "resumed on {}@{account} in a copy of its session ({})",
+            there.executor,
+            files.join(", ")
+        )),
+    ))
+}
+
+/// The handoff packet of an ended instance moving to another harness.
+async fn packet_of(
+    node: &Node,
+    sub: &record::SubagentRow,
+    here: &Target,
+    there: &Target,
+    folder: &std::path::Path,
+) -> executor::hand_over::Packet {
+    let (id, key) = (sub.id, sub.id.to_string());
+    let (tools, since) = node
+        .store()
+        .read(move |c| {
+            let tools: Vec<String> = record::events_of(c, id, 0, usize::MAX)?
+                .into_iter()
+                .filter(|(_, kind, ..)| kind == "tool")
+                .map(|(_, _, text, _)| text)
+                .collect();
+            let since: Option<String> = c
+                .query_row(
+                    "SELECT created_at FROM subagents WHERE id = ?1",
+                    [&key],
+                    |r| r.get(0),
+                )
+                .ok();
+            Ok((tools, since))
+        })
+        .await
+        .unwrap_or_default();
+    let since = since
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(&s).ok())
+        .map(|t| std::time::SystemTime::from(t.with_timezone(&chrono::Utc)))
+        .unwrap_or(std::time::UNIX_EPOCH);
+    let owned = folder.to_path_buf();
+    let files =
+        tokio::task::spawn_blocking(move || executor::hand_over::files_changed(&owned, since))
+            .await
+            .unwrap_or_default();
+    let skip = tools.len().saturating_sub(20);
+    executor::hand_over::Packet {
+        task: sub.goal.clone(),
+        from: here.to_string(),
+        why: format!("resumed on {there} by `delegate`"),
+        to: there.to_string(),
+        summary: sub.result.clone(),
+        files,
+        commands: tools.into_iter().skip(skip).collect(),
+        left: format!(
+            "{here} ended with the summary above ({}); what follows under \"Now\" is what to do \
+             next.",
+            sub.status
+        ),
+    }
+}
 
 /// An instance's first message: its task, and what troupe expects back.
 fn prompt(goal: &str, context: &str) -> String {
@@ -36,7 +161,8 @@ fn prompt(goal: &str, context: &str) -> String {
 
 /// Instances to start: one per task, each `(goal, context, folder, place)`.
 pub struct Start {
-    /// The harness.
+    /// The harness, or a target name: `NAME@ACCOUNT` runs on that account,
+    /// `NAME` alone on each task's folder's account, else the main one.
     pub executor: String,
     /// Whose they are: the delegating bot, or [`USER`].
     pub owner: String,
@@ -78,7 +204,29 @@ impl Delegations {
         node: &Node,
         start: Start,
     ) -> Result<Started, ToolResult> {
+        self.start_routed(node, start, Vec::new()).await
+    }
+
+    /// [`Delegations::start_instances`], each task going on along `route`
+    /// (target names) when its account reaches its limit.
+    pub async fn start_routed(
+        self: &Arc<Self>,
+        node: &Node,
+        start: Start,
+        route: Vec<String>,
+    ) -> Result<Started, ToolResult> {
         let settings = &node.context().settings;
+        let target = Target::parse(&start.executor);
+        let accounts: Vec<(String, PathBuf)> = start
+            .tasks
+            .iter()
+            .map(|(_, _, folder, _)| account_of(node.home(), &target, folder))
+            .collect::<Result<_, _>>()
+            .map_err(ToolResult::error)?;
+        let start = Start {
+            executor: target.executor.clone(),
+            ..start
+        };
         let model = start.model.clone();
         let waits = start.waits && start.report_to.is_none();
         let delegation = DelegationId::new();
@@ -111,6 +259,11 @@ impl Delegations {
             rows.clone(),
             start.report_to,
         );
+        let on: Vec<(String, String)> = rows
+            .iter()
+            .zip(&accounts)
+            .map(|((sub, ..), (account, _))| (sub.to_string(), account.clone()))
+            .collect();
         let asked = std::time::Instant::now();
         let queued = node
             .store()
@@ -119,6 +272,10 @@ impl Delegations {
                     record::admit(tx, delegation, parent, &agent, waits, &owned, &admission)?;
                 if admitted == record::Admitted::Yes {
                     record::mark_executor(tx, delegation, &name, &marks, report_to)?;
+                    for (sub, account) in &on {
+                        executor_usage::set_account(tx, sub, account)?;
+                        executor_usage::set_route(tx, sub, &route)?;
+                    }
                 }
                 Ok(admitted)
             })
@@ -126,17 +283,22 @@ impl Delegations {
         let launches: Vec<Launch> = rows
             .iter()
             .zip(start.tasks)
+            .zip(accounts)
             .map(
-                |((sub, key, goal, context), (_, _, folder, place))| Launch {
-                    delegation,
-                    sub: *sub,
-                    key: *key,
-                    executor: start.executor.clone(),
-                    folder,
-                    prompt: prompt(goal, context),
-                    session: start.session.as_deref().map(Into::into),
-                    model: model.clone(),
-                    place,
+                |(((sub, key, goal, context), (_, _, folder, place)), (account, account_dir))| {
+                    Launch {
+                        delegation,
+                        sub: *sub,
+                        key: *key,
+                        executor: start.executor.clone(),
+                        folder,
+                        prompt: prompt(goal, context),
+                        session: start.session.as_deref().map(Into::into),
+                        model: model.clone(),
+                        place,
+                        account,
+                        account_dir,
+                    }
                 },
             )
             .collect();
@@ -205,7 +367,11 @@ impl Delegations {
         executor: &str,
         tasks: Vec<Task>,
         resumed: Option<String>,
+        route: Vec<String>,
     ) -> ToolResult {
+        let named = executor;
+        let executor = Target::parse(named).executor;
+        let executor = executor.as_str();
         if troupe_runtime::executors::harness(executor).is_none() {
             let known: Vec<&str> = troupe_runtime::executors::HARNESSES
                 .iter()
@@ -253,7 +419,7 @@ impl Delegations {
             Err(e) => return e,
         };
         let start = Start {
-            executor: executor.to_string(),
+            executor: named.to_string(),
             owner: ctx.agent.clone(),
             parent: ctx.conversation,
             model,
@@ -262,7 +428,7 @@ impl Delegations {
             report_to: None,
             session: resumed,
         };
-        let started = match self.start_instances(node, start).await {
+        let started = match self.start_routed(node, start, route).await {
             Ok(started) => started,
             Err(e) => return e,
         };
@@ -307,6 +473,8 @@ impl Delegations {
         ctx: &ToolContext,
         id: &str,
         message: String,
+        to: Option<String>,
+        route: Vec<String>,
     ) -> ToolResult {
         let sub = match super::find(node, ctx, id).await {
             Ok(sub) => sub,
@@ -334,16 +502,68 @@ impl Delegations {
                  so it cannot be resumed; delegate a new task instead."
             ));
         };
+        // The session is in its account's folder: it goes on there,
+        // unless `to` names another account (a copy) or harness (a packet).
+        let key = sub.id.to_string();
+        let here = match node
+            .store()
+            .read(move |c| executor_usage::account_of(c, &key))
+            .await
+        {
+            Ok(Some((name, account))) => Target {
+                executor: name,
+                account: Some(account),
+            },
+            Ok(None) | Err(_) => Target {
+                executor: executor.clone(),
+                account: None,
+            },
+        };
+        let folder = PathBuf::from(&sub.folder);
+        let there = to.map(|t| Target::parse(&t)).filter(|t| *t != here);
+        let moved = match there {
+            None => Ok((here.to_string(), message, Some(session), None)),
+            Some(there) if there.executor == here.executor => {
+                copy_to(node.home(), &here, &there, &folder, &session)
+                    .map(|(copy, note)| (there.to_string(), message, Some(copy), note))
+            }
+            Some(there) => {
+                let packet = packet_of(node, &sub, &here, &there, &folder).await;
+                let note = packet.text();
+                let goal = format!("{note}\n\n## Now\n{message}");
+                Ok((there.to_string(), goal, None, Some(note)))
+            }
+        };
+        let (target, goal, session, note) = match moved {
+            Ok(moved) => moved,
+            Err(e) => return ToolResult::error(e),
+        };
+        if let Some(note) = note {
+            let (d, s) = (sub.delegation, sub.id);
+            let _ = node
+                .store()
+                .write(move |tx| record::event(tx, d, Some(s), "note", &note))
+                .await;
+            self.record_grew();
+        }
         let task = Task {
-            goal: message,
+            goal,
             context: String::new(),
             folder: Some(sub.folder.clone()),
         };
+        let copied = session.is_some() && target != here.to_string();
         let mut result = self
-            .spawn_executor(node, ctx, &executor, vec![task], Some(session))
+            .spawn_executor(node, ctx, &target, vec![task], session, route)
             .await;
         if !result.is_error() {
-            result.text = format!("Resuming {id}'s session.\n{}", result.text);
+            let how = if target == here.to_string() {
+                format!("Resuming {id}'s session.")
+            } else if copied {
+                format!("Resuming {id}'s session on {target}, in a copy of it.")
+            } else {
+                format!("{id} goes on on {target} from a handoff packet (in its record).")
+            };
+            result.text = format!("{how}\n{}", result.text);
         }
         result
     }

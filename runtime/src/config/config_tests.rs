@@ -163,6 +163,7 @@ fn documented_defaults() -> Config {
             otlp_endpoint: String::new(),
             service_name: "troupe".to_owned(),
         },
+        executors: Default::default(),
     }
 }
 
@@ -337,7 +338,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, browser, files, server, environments, telemetry \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, browser, files, server, environments, telemetry, executors \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

@@ -40,6 +40,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::house_files::HOUSE_FILE_USAGE],
     &[EXECUTOR_INSTANCES],
     &[super::house::THREAD_ATTACHMENTS],
+    &[super::executor_usage::EXECUTOR_USAGE],
 ];
 
 /// The schema the migrations make, as one script: every table, index,

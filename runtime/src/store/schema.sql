@@ -123,7 +123,7 @@ CREATE TABLE subagents (
     result          TEXT NOT NULL DEFAULT '',
     created_at      TEXT NOT NULL,
     ended_at        TEXT
-, deadline TEXT, executor TEXT, session TEXT, tokens INTEGER NOT NULL DEFAULT 0);
+, deadline TEXT, executor TEXT, session TEXT, tokens INTEGER NOT NULL DEFAULT 0, account TEXT, route TEXT);
 CREATE INDEX subagents_by_delegation ON subagents (delegation_id, position);
 CREATE UNIQUE INDEX subagents_by_conversation ON subagents (conversation_id);
 CREATE VIRTUAL TABLE delegation_fts USING fts5(
@@ -365,3 +365,22 @@ CREATE TRIGGER delegation_events_ad AFTER DELETE ON delegation_events BEGIN
     INSERT INTO delegation_fts(delegation_fts, rowid, text) VALUES ('delete', old.seq, old.text);
 END;
 CREATE INDEX subagents_by_executor ON subagents (executor, status) WHERE executor IS NOT NULL;
+CREATE TABLE executor_usage (
+    id          INTEGER PRIMARY KEY,
+    executor    TEXT NOT NULL,
+    account     TEXT NOT NULL,
+    at          INTEGER NOT NULL,
+    tokens      INTEGER NOT NULL DEFAULT 0,
+    cost_usd    REAL NOT NULL DEFAULT 0,
+    subagent_id TEXT
+);
+CREATE INDEX executor_usage_by_account ON executor_usage (executor, account, at, tokens, cost_usd);
+CREATE TABLE executor_limits (
+    executor    TEXT NOT NULL,
+    account     TEXT NOT NULL,
+    reached_at  INTEGER NOT NULL,
+    resets_at   INTEGER,
+    why         TEXT NOT NULL,
+    subagent_id TEXT,
+    PRIMARY KEY (executor, account)
+);

@@ -96,6 +96,8 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "environment_commands",
             "environment_threads",
             "environments",
+            "executor_limits",
+            "executor_usage",
             "file_contents",
             "file_pieces",
             "house_file_chunks",

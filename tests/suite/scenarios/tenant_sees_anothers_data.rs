@@ -98,6 +98,7 @@ fn reach(method: &Method, path: &str) -> Option<Reach> {
                 "/tree",
                 "/metrics",
                 "/workbench",
+                "/executors/",
             ]
             .iter()
             .any(|prefix| p.starts_with(prefix)) =>

@@ -57,6 +57,11 @@ pub struct Launch {
     pub model: String,
     /// Where it runs.
     pub place: Place,
+    /// The account it runs on (`[executors.NAME.accounts.ACCOUNT]`).
+    pub account: String,
+    /// That account's config folder: the harness's sessions and
+    /// credentials (its own variable points there).
+    pub account_dir: PathBuf,
 }
 
 /// Where an instance runs.
@@ -256,6 +261,19 @@ impl Actor for Executor {
                     }
                 }
                 Event::AgentEnd => {
+                    if let (None, Some(error)) = (state.stopping, state.error.clone()) {
+                        let started = std::time::SystemTime::now() - state.started.elapsed();
+                        let summary = state.last_text.clone();
+                        if super::hand_over::go_on(&state.args, &error, &summary, started).await {
+                            // The next account goes on under this row; no report.
+                            state.reported = true;
+                            state.stdin = None;
+                            if !state.exited {
+                                myself.send_after(EXIT_GRACE, || ExecutorMsg::Kill);
+                            }
+                            return Ok(());
+                        }
+                    }
                     let (status, result) = match (state.stopping, &state.error) {
                         (Some(status), _) => (
                             status,

@@ -205,7 +205,7 @@ pub(super) async fn start(
     })?;
     lap(0);
     let dir = super::instance_dir(home, name, launch.sub);
-    let sessions = super::sessions_dir(home, name);
+    let sessions = launch.account_dir.clone();
     for d in [&dir, &sessions] {
         std::fs::create_dir_all(d)
             .map_err(|e| format!("{} could not be made: {e}", d.display()))?;

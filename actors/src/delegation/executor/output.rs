@@ -11,6 +11,7 @@ use ractor::ActorRef;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use troupe_runtime::id::{DelegationId, SubagentId};
 use troupe_runtime::rusqlite::params;
+use troupe_runtime::store::executor_usage;
 
 use super::actor::ExecutorMsg;
 use super::harness::{self, Event, Harness};
@@ -156,10 +157,25 @@ async fn keep(
     line: &str,
     garbage: &mut usize,
 ) -> Option<troupe_runtime::store::Pending<()>> {
+    let now = chrono::Utc::now();
+    let limit = match event {
+        Event::Assistant {
+            error: Some(error), ..
+        } => super::limit::usage_limit(error, now),
+        _ => None,
+    };
     let (kind, text, tokens, session): (&str, String, u64, Option<String>) = match event {
         Event::Record { kind, text } => (kind, text.clone(), 0, None),
         Event::ToolStarted(text) | Event::ToolEnded(text) => ("tool", text.clone(), 0, None),
-        Event::Assistant { text, tokens, .. } => ("message", text.clone(), *tokens, None),
+        Event::Assistant { text, tokens, .. } => match &limit {
+            Some(limit) => (
+                "note",
+                format!("usage limit reached: {}", limit.why),
+                *tokens,
+                None,
+            ),
+            None => ("message", text.clone(), *tokens, None),
+        },
         Event::Session(file) => ("note", String::new(), 0, Some(file.clone())),
         Event::Refused { command, error } => {
             ("note", format!("`{command}` refused: {error}"), 0, None)
@@ -192,6 +208,20 @@ async fn keep(
                     "UPDATE subagents SET tokens = tokens + ?2, session = COALESCE(?3, session) WHERE id = ?1",
                 )?
                 .execute(params![sub.to_string(), tokens as i64, session])?;
+            }
+            let id = sub.to_string();
+            if tokens > 0 {
+                executor_usage::add_by_instance(tx, &id, now.timestamp(), tokens, 0.0)?;
+            }
+            if let Some(limit) = &limit {
+                if let Some((executor, account)) = executor_usage::account_of(tx, &id)? {
+                    let limit = executor_usage::Limit {
+                        reached_at: now.timestamp(),
+                        resets_at: limit.resets_at,
+                        why: limit.why.clone(),
+                    };
+                    executor_usage::reach(tx, (&executor, &account), &limit, Some(&id))?;
+                }
             }
             Ok(())
         })
