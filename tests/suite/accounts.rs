@@ -376,7 +376,7 @@ async fn a_route_to_another_harness_hands_over_with_a_handoff_packet() {
         "\n\n## Task\nlimit-in sessions touch notes.txt events 2\n",
         "\n## What was done\n(it gave no summary before it stopped)\n",
         "\n## Files changed\n- modified notes.txt\n",
-        "\n## Last commands and their results\n- bash step 1 t=",
+        "\n## Last commands and their results\n- bash step 1 o=",
         "\n## What is left\npi@main stopped at its usage limit before it said the task was done.",
     ] {
         assert!(received.contains(part), "{part:?} not in:\n{received}");
