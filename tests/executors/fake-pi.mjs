@@ -28,17 +28,22 @@ const now = () => Math.round((performance.timeOrigin + performance.now()) * 1000
 const origin = Math.round(performance.timeOrigin * 1000);
 let buffer = "";
 let aborted = false;
-const sessions = process.argv[process.argv.indexOf("--session-dir") + 1] ?? ".";
-const resumed = process.argv.indexOf("--session") >= 0 ? process.argv[process.argv.indexOf("--session") + 1] : null;
-const session = resumed ?? join(sessions, "fake-session.jsonl");
+// Run bare (the benchmark's first legs) it is given no --session-dir, and
+// keeps no session.
+const flag = (name) => (process.argv.indexOf(name) >= 0 ? process.argv[process.argv.indexOf(name) + 1] : null);
+const sessions = flag("--session-dir");
+const resumed = flag("--session");
+const session = resumed ?? (sessions === null ? null : join(sessions, "fake-session.jsonl"));
 
 async function run(message) {
   const words = message.split(/\s+/);
   const at = (w) => words.indexOf(w);
   out({ type: "agent_start" });
   if (at("exit") >= 0) process.exit(Number(words[at("exit") + 1]));
-  mkdirSync(sessions, { recursive: true });
-  appendFileSync(session, JSON.stringify({ prompt: message, sessions }) + "\n");
+  if (session !== null) {
+    if (sessions !== null) mkdirSync(sessions, { recursive: true });
+    appendFileSync(session, JSON.stringify({ prompt: message, sessions }) + "\n");
+  }
   if (at("touch") >= 0) writeFileSync(words[at("touch") + 1], "touched\n");
   if (at("hang") >= 0) return;
   if (at("flood") >= 0) {
@@ -55,7 +60,7 @@ async function run(message) {
     if (every > 0) await new Promise((r) => setTimeout(r, every));
     else if (i % 256 === 0) await new Promise((r) => setImmediate(r));
   }
-  if (at("limit-in") >= 0 && sessions.includes(words[at("limit-in") + 1])) {
+  if (at("limit-in") >= 0 && (sessions ?? "").includes(words[at("limit-in") + 1])) {
     // Its state answer goes first, as a real model call takes a while.
     await new Promise((r) => setTimeout(r, 20));
     const resets = Math.floor(Date.now() / 1000) + 3600;
