@@ -1005,3 +1005,35 @@ async fn a_bot_stops_the_users_own_instance_only_when_the_user_approves_each_tim
     assert!(report.contains("[stopped]"), "{report}");
     runtime.shutdown().await;
 }
+
+/// `troupe bench executors` runs end to end (a merge once broke its
+/// stand-in harness, and only measuring found it): every leg reports, and
+/// no event of the concurrent leg is lost or out of order.
+#[test]
+fn the_executors_benchmark_runs_every_leg() {
+    if !ready("the_executors_benchmark_runs_every_leg") {
+        return;
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["bench", "executors", "--n", "1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = String::from_utf8_lossy(&out.stdout);
+    let result: serde_json::Value = serde_json::from_str(line.trim().lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {line}"));
+    for leg in [
+        "1_bare",
+        "2_bare_in_its_sandbox",
+        "3_through_troupe_to_recorded",
+    ] {
+        assert!(
+            result["start"][leg]["to_first_event"]["p50_us"].is_number(),
+            "{leg}: {result}"
+        );
+    }
+    assert_eq!(result["concurrent"]["lost"], 0, "{result}");
+    assert_eq!(result["concurrent"]["out_of_order"], 0, "{result}");
+}
