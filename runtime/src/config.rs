@@ -215,12 +215,7 @@ impl Config {
         let config: Config = toml::Value::Table(table)
             .try_into()
             .map_err(|error| ConfigError::Invalid(format!("the layered configuration: {error}")))?;
-        executors::check(&config.executors).map_err(|message| ConfigError::File {
-            path: path.to_owned(),
-            position: None,
-            message,
-        })?;
-        Ok(config)
+        checked(config, path)
     }
 
     /// Parses the text of a config file, naming `path` in errors.
@@ -231,13 +226,19 @@ impl Config {
     pub fn from_file_text(path: &Path, text: &str) -> Result<Config, ConfigError> {
         let config: Config =
             toml::from_str(text).map_err(|error| file_error(path, text, &error))?;
-        executors::check(&config.executors).map_err(|message| ConfigError::File {
-            path: path.to_owned(),
-            position: None,
-            message,
-        })?;
-        Ok(config)
+        checked(config, path)
     }
+}
+
+/// `config` once what serde cannot check holds (the executors' accounts),
+/// an error naming the file `path` otherwise.
+fn checked(config: Config, path: &Path) -> Result<Config, ConfigError> {
+    executors::check(&config.executors).map_err(|message| ConfigError::File {
+        path: path.to_owned(),
+        position: None,
+        message,
+    })?;
+    Ok(config)
 }
 
 /// The file as a table, for the layers to merge into.

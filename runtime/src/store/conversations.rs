@@ -100,20 +100,7 @@ pub struct SearchHit {
 
 /// Creates a conversation; fails with a constraint error if the id exists.
 pub fn create_conversation(tx: &Transaction<'_>, new: &NewConversation) -> Result<(), StoreError> {
-    let at = now();
-    tx.prepare_cached(
-        "INSERT INTO conversations (id, bot_id, kind, parent_id, title, created_at, updated_at, previous_segment)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
-    )?
-    .execute(params![
-        new.id.to_string(),
-        new.bot.to_string(),
-        new.kind,
-        new.parent.map(|p| p.to_string()),
-        new.title,
-        at,
-        new.previous_segment.map(|p| p.to_string()),
-    ])?;
+    insert_conversation(tx, new, false)?;
     Ok(())
 }
 
@@ -123,12 +110,27 @@ pub fn create_conversation_if_missing(
     tx: &Transaction<'_>,
     new: &NewConversation,
 ) -> Result<bool, StoreError> {
+    Ok(insert_conversation(tx, new, true)? == 1)
+}
+
+/// Inserts `new`'s row; with `unless_there`, an existing id is left as it
+/// is. Returns the rows inserted.
+fn insert_conversation(
+    tx: &Transaction<'_>,
+    new: &NewConversation,
+    unless_there: bool,
+) -> Result<usize, StoreError> {
+    const INSERT: &str = "INSERT INTO conversations (id, bot_id, kind, parent_id, title, created_at, updated_at, previous_segment)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)";
+    const INSERT_UNLESS_THERE: &str = "INSERT INTO conversations (id, bot_id, kind, parent_id, title, created_at, updated_at, previous_segment)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7) ON CONFLICT (id) DO NOTHING";
     let at = now();
-    let created = tx
-        .prepare_cached(
-            "INSERT INTO conversations (id, bot_id, kind, parent_id, title, created_at, updated_at, previous_segment)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7) ON CONFLICT (id) DO NOTHING",
-        )?
+    Ok(tx
+        .prepare_cached(if unless_there {
+            INSERT_UNLESS_THERE
+        } else {
+            INSERT
+        })?
         .execute(params![
             new.id.to_string(),
             new.bot.to_string(),
@@ -137,8 +139,7 @@ pub fn create_conversation_if_missing(
             new.title,
             at,
             new.previous_segment.map(|p| p.to_string()),
-        ])?;
-    Ok(created == 1)
+        ])?)
 }
 
 /// Appends a message to a conversation and returns its `seq`.
