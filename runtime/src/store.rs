@@ -21,7 +21,10 @@
 //! Opening never takes an exclusive lock (the home's lock, not SQLite's,
 //! decides which process writes: see [`crate::home::HomeLock`]), never
 //! overwrites a file that is not a database, and refuses a schema newer
-//! than this binary. [`Store::open_read_only`] opens a store for the
+//! than this binary. A store whose file does not exist yet starts as a
+//! copy of the current schema already made (`fresh.rs`), and its readers
+//! open their connections on their own threads: a new home's first start
+//! parses no SQL schema. [`Store::open_read_only`] opens a store for the
 //! listing commands that run beside the home's owner: readers only, no
 //! migration, every write refused. [`health`] checks a database whole.
 //!
@@ -57,6 +60,7 @@ pub mod conversations;
 pub mod environments;
 mod error;
 pub mod executor_usage;
+mod fresh;
 pub mod health;
 pub mod house;
 pub mod house_files;
@@ -205,12 +209,21 @@ impl Store {
         options: OpenOptions,
         check: Option<impl FnOnce() + Send + 'static>,
     ) -> Result<Store> {
+        fresh::place(path).map_err(|source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         check_header(path)?;
         let mut conn = connect(path, &options, false)?;
         migrations::migrate(&mut conn, path)?;
+        // The readers and the checkpointer open their connections on their
+        // own threads, beside the rest of the start.
         let readers = (0..options.readers.max(1))
-            .map(|_| connect(path, &options, true))
-            .collect::<Result<Vec<_>>>()?;
+            .map(|_| {
+                let path = path.to_path_buf();
+                Box::new(move || connect(&path, &options, true)) as reader::Opener
+            })
+            .collect();
 
         let io = |source| StoreError::Io {
             path: path.to_path_buf(),
@@ -222,11 +235,16 @@ impl Store {
             None => check::Check::whole(path),
         };
         let (writes, write_rx) = mpsc::channel(WRITE_QUEUE);
-        let checkpointer = connect(path, &options, false)?;
-        // It only copies WAL frames back; it needs no cache of its own.
-        checkpointer
-            .pragma_update(None, "cache_size", -1024)
-            .map_err(|e| StoreError::from(e).at(path))?;
+        let checkpointer = {
+            let path = path.to_path_buf();
+            Box::new(move || {
+                let conn = connect(&path, &options, false)?;
+                // It only copies WAL frames back; it needs no cache of its own.
+                conn.pragma_update(None, "cache_size", -1024)
+                    .map_err(|e| StoreError::from(e).at(&path))?;
+                Ok(conn)
+            }) as reader::Opener
+        };
         let indexed = writer::spawn(
             conn,
             checkpointer,
@@ -303,6 +321,10 @@ impl Store {
             }
         }
         let (reads, read_rx) = mpsc::channel(READ_QUEUE);
+        let readers = readers
+            .into_iter()
+            .map(|conn| Box::new(move || Ok(conn)) as reader::Opener)
+            .collect();
         reader::spawn(readers, read_rx, None).map_err(|source| StoreError::Io {
             path: path.to_path_buf(),
             source,

@@ -10,7 +10,9 @@
 //! A new database skips the history: it takes the current schema
 //! ([`SCHEMA`], `schema.sql`: what the migrations make, kept in the
 //! repository) and the rows the migrations add ([`ROWS`]) in one
-//! transaction, a third of the work of replaying every migration. A test
+//! transaction, a third of the work of replaying every migration; a store
+//! whose file does not exist yet starts from the schema already made (see
+//! [`super::fresh`]) and takes only the rows. A test
 //! holds the two ways to one schema (`schema_tests.rs`); after a new
 //! migration, `TROUPE_BLESS_SCHEMA=1 cargo test -p troupe-runtime schema`
 //! writes the file again.
@@ -413,8 +415,15 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
         };
         let next = i64::try_from(upto).unwrap_or(i64::MAX);
         let script: Vec<&str> = if applied == 0 {
-            std::iter::once(SCHEMA)
+            // The built-in image has the schema made already (see `fresh`).
+            let image: i32 = tx
+                .query_row("PRAGMA application_id", [], |r| r.get(0))
+                .map_err(|e| StoreError::from(e).at(path))?;
+            let schema = (image != super::fresh::MARK).then_some(SCHEMA);
+            schema
+                .into_iter()
                 .chain(ROWS.iter().copied())
+                .chain((image == super::fresh::MARK).then_some("PRAGMA application_id = 0"))
                 .collect()
         } else {
             versions

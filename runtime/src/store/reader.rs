@@ -33,23 +33,38 @@ where
     (job, rx)
 }
 
-/// Starts one reader thread per connection; they stop when every sender of
+/// Opens a reader's connection, on the reader's own thread: a store's
+/// start does not wait for its readers to read the schema.
+pub(crate) type Opener = Box<dyn FnOnce() -> Result<Connection, StoreError> + Send>;
+
+/// Starts one reader thread per opener; they stop when every sender of
 /// the queue is dropped.
+///
+/// A reader whose connection cannot be opened says why and stops; reads
+/// are served by the others, and fail with the store closed when none is
+/// left.
 ///
 /// With `check` (a writing store's), each leaves the file alone as it
 /// closes when the check found it damaged.
 pub(crate) fn spawn(
-    conns: Vec<Connection>,
+    openers: Vec<Opener>,
     jobs: mpsc::Receiver<ReadJob>,
     check: Option<Arc<Check>>,
 ) -> std::io::Result<()> {
     let jobs = Arc::new(Mutex::new(jobs));
-    for (i, conn) in conns.into_iter().enumerate() {
+    for (i, open) in openers.into_iter().enumerate() {
         let jobs = Arc::clone(&jobs);
         let check = check.clone();
         std::thread::Builder::new()
             .name(format!("troupe-store-reader-{i}"))
             .spawn(move || {
+                let conn = match open() {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        tracing::error!(error = %e, "a store reader could not open its connection");
+                        return;
+                    }
+                };
                 run(&conn, &jobs);
                 if let Some(check) = check {
                     check.before_close(&conn);

@@ -79,13 +79,131 @@ fn rows(conn: &Connection) -> Vec<String> {
     out
 }
 
+/// The script `schema.sql` should hold: every object the migrations make.
+fn script_of(made: &[(String, String, String, String)]) -> String {
+    std::iter::once(HEADER.to_string())
+        .chain(made.iter().map(|o| format!("{};\n", o.3)))
+        .collect()
+}
+
+/// The new database's image made from `script`: its schema, no rows,
+/// version 0, marked (see `fresh.rs`), compacted.
+fn image_of(script: &str) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let (made, compact) = (dir.path().join("made.db"), dir.path().join("image.db"));
+    let conn = Connection::open(&made).unwrap();
+    conn.execute_batch(script).unwrap();
+    conn.pragma_update(None, "application_id", crate::store::fresh::MARK)
+        .unwrap();
+    conn.execute("VACUUM INTO ?1", [compact.to_str().unwrap()])
+        .unwrap();
+    lz4_flex::compress_prepend_size(&std::fs::read(&compact).unwrap())
+}
+
+#[test]
+fn the_new_database_image_is_what_the_schema_makes() {
+    let script = script_of(&objects(&migrated()));
+    if std::env::var_os("TROUPE_BLESS_SCHEMA").is_some() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/store/fresh.db.lz4");
+        std::fs::write(path, image_of(&script)).unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("image.db");
+    let pages = lz4_flex::decompress_size_prepended(crate::store::fresh::IMAGE).unwrap();
+    std::fs::write(&path, pages).unwrap();
+    let image = Connection::open(&path).unwrap();
+    let fresh = Connection::open_in_memory().unwrap();
+    fresh.execute_batch(&script).unwrap();
+    let (mut a, mut b) = (objects(&image), objects(&fresh));
+    a.sort();
+    b.sort();
+    assert_eq!(
+        a, b,
+        "fresh.db.lz4 is not what schema.sql makes: after a new migration, \
+         `TROUPE_BLESS_SCHEMA=1 cargo test -p troupe-runtime schema` writes it again"
+    );
+    let pragma = |name: &str| -> i64 {
+        image
+            .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(pragma("user_version"), 0);
+    assert_eq!(
+        pragma("application_id"),
+        i64::from(crate::store::fresh::MARK)
+    );
+    assert_eq!(pragma("page_size"), 4096);
+    assert!(
+        rows(&image).is_empty(),
+        "the image holds rows: {:?}",
+        rows(&image)
+    );
+}
+
+#[test]
+fn a_new_store_starts_from_the_image_and_holds_the_new_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("troupe.db");
+    drop(crate::store::Store::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    let pragma = |name: &str| -> i64 {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(pragma("application_id"), 0);
+    assert_eq!(pragma("user_version"), super::latest());
+    let fresh = Connection::open_in_memory().unwrap();
+    fresh.execute_batch(SCHEMA).unwrap();
+    for sql in ROWS {
+        fresh.execute_batch(sql).unwrap();
+    }
+    let (mut a, mut b) = (objects(&conn), objects(&fresh));
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    assert_eq!(rows(&conn), rows(&fresh));
+    let entries: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.contains(".new-"))
+        .collect();
+    assert!(entries.is_empty(), "the staged image was left: {entries:?}");
+}
+
+#[test]
+fn stores_opened_at_once_on_one_new_path_make_one_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("troupe.db");
+    let start = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let openers: Vec<_> = (0..4)
+        .map(|_| {
+            let (path, start) = (path.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                crate::store::Store::open(&path).map(drop)
+            })
+        })
+        .collect();
+    for opener in openers {
+        if let Err(e) = opener.join().unwrap() {
+            panic!("{e}");
+        }
+    }
+    let conn = Connection::open(&path).unwrap();
+    let houses: i64 = conn
+        .query_row("SELECT count(*) FROM houses WHERE name = 'home'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(houses, 1);
+}
+
 #[test]
 fn the_schema_file_is_what_the_migrations_make() {
     let conn = migrated();
     let made = objects(&conn);
-    let script: String = std::iter::once(HEADER.to_string())
-        .chain(made.iter().map(|o| format!("{};\n", o.3)))
-        .collect();
+    let script = script_of(&made);
     if std::env::var_os("TROUPE_BLESS_SCHEMA").is_some() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/store/schema.sql");
         std::fs::write(path, &script).unwrap();

@@ -142,7 +142,7 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(2
 /// reader), woken after commits, at most every [`CHECKPOINT_EVERY`].
 pub(crate) fn spawn(
     conn: Connection,
-    checkpointer: Connection,
+    checkpointer: super::reader::Opener,
     path: PathBuf,
     jobs: mpsc::Receiver<Box<dyn Job>>,
     check: Arc<Check>,
@@ -159,6 +159,14 @@ pub(crate) fn spawn(
     std::thread::Builder::new()
         .name("troupe-store-checkpoint".into())
         .spawn(move || {
+            let checkpointer = match checkpointer() {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Connections checkpoint by themselves past the fallback.
+                    tracing::error!(error = %e, "the store's checkpointer could not open its connection");
+                    return;
+                }
+            };
             checkpoints(&checkpointer, &checkpoint_path, &woken, &checkpoint_check);
             checkpoint_check.before_close(&checkpointer);
         })?;

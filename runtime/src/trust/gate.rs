@@ -119,8 +119,8 @@ impl std::fmt::Debug for Sandboxed {
 
 impl Gate {
     /// A gate with troupe's rules and the user's policy; no guardian, and
-    /// "always" approvals in memory. Fails when a rule's examples or a
-    /// pattern are wrong.
+    /// "always" approvals in memory. Fails when a pattern of the policy is
+    /// wrong.
     pub fn new(policy: &GatePolicy) -> Result<Self, TrustError> {
         Self::with_rules(policy, RuleSet::builtin()?)
     }

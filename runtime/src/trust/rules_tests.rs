@@ -14,6 +14,7 @@ fn is_ls(inv: &Invocation, _: &Env) -> bool {
 #[test]
 fn builtin_rules_load_with_their_examples_checked() {
     let set = RuleSet::builtin().unwrap();
+    set.check_examples().unwrap();
     assert!(set.rules().len() > 20);
     assert!(set.rules().iter().all(|r| !r.matches.is_empty()));
 }
