@@ -71,8 +71,11 @@ async fn next_first_event(node: &Node, sub: SubagentId) -> anyhow::Result<((i64,
         let (events, running, result) = node
             .store()
             .read(move |c| {
-                let events = record::events_of(c, sub, 0, usize::MAX)?;
+                // The row first: an end read here has its events in by
+                // the time they are read (each read sees what committed
+                // before it).
                 let row = record::instance(c, &id)?;
+                let events = record::events_of(c, sub, 0, usize::MAX)?;
                 let running = row.as_ref().is_some_and(|r| r.status == "running");
                 let result = row.map(|r| format!("{}: {}", r.status, r.result));
                 Ok((events, running, result))
