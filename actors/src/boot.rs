@@ -123,6 +123,9 @@ impl Node {
                 crate::environment::tools::EnvironmentDesk::new(&node),
             )));
         ctx.services.insert(Arc::new(ctx.settings.files));
+        // `executor_accounts` reads the accounts the node started with.
+        ctx.services
+            .insert(Arc::new(ctx.settings.executors.clone()));
         ctx.services.insert(Arc::new(
             troupe_tools::run_command::background::CommandNotifications(
                 crate::commands::CommandEnds::new(Arc::new(node.clone())),

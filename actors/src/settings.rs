@@ -93,6 +93,11 @@ pub struct Settings {
     pub files: troupe_runtime::store::house_files::FileLimits,
     /// The limits and lifetime of house environments (`[environments]`).
     pub environments: troupe_runtime::environment::EnvironmentSettings,
+    /// The outside executors' accounts (`[executors.NAME.accounts.ACCOUNT]`),
+    /// read with the rest of `config.toml` when the node starts, so a
+    /// `delegate` does not read the file again; an edit takes effect at the
+    /// next start, as every other setting's does.
+    pub executors: troupe_runtime::config::Executors,
 }
 
 impl Default for Settings {
@@ -126,6 +131,7 @@ impl Default for Settings {
             redeliver_after: Some(Duration::from_secs(60)),
             files: troupe_runtime::store::house_files::FileLimits::default(),
             environments: troupe_runtime::environment::EnvironmentSettings::default(),
+            executors: troupe_runtime::config::Executors::default(),
         }
     }
 }

@@ -381,6 +381,7 @@ pub fn settings_from(config: &Config, cwd: Option<PathBuf>) -> Settings {
         redeliver_after: Some(std::time::Duration::from_secs(60)),
         files: config.files.limits(),
         environments: config.environments.clone(),
+        executors: config.executors.clone(),
         passivate_after: (config.router.idle_secs > 0).then(|| config.router.idle()),
         max_user_message_bytes: usize::try_from(config.limits.max_user_message_bytes)
             .unwrap_or(usize::MAX),

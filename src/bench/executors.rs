@@ -22,6 +22,9 @@
 //!   takes each event's age when it appears.
 //! - **concurrent**: 10 instances at once printing 10,000 events each as
 //!   fast as they can; every event must be recorded, in order.
+//! - **hand-over**: `n` tasks whose account reaches its plan's limit, each
+//!   timed from the limit to the next account's first event
+//!   ([`hand_over`]).
 //!
 //! When the real pi is installed in `tests/executors`, its own start-up
 //! (`pi --version`, process to exit) is reported beside.
@@ -41,6 +44,8 @@ use troupe_runtime::id::{ConversationId, SubagentId};
 use troupe_runtime::model::ScriptedProvider;
 
 use super::percentiles;
+
+mod hand_over;
 
 const FAKE: &str = include_str!("../../tests/executors/fake-pi.mjs");
 
@@ -76,6 +81,7 @@ pub async fn executors(n: usize) -> anyhow::Result<serde_json::Value> {
         "pi",
         &modules,
     )?;
+    std::fs::write(home.join("config.toml"), hand_over::CONFIG)?;
 
     let runtime = crate::Runtime::builder()
         .home(&home)
@@ -161,6 +167,12 @@ pub async fn executors(n: usize) -> anyhow::Result<serde_json::Value> {
         lost += each.saturating_sub(steps.len());
         out_of_order += steps.windows(2).filter(|w| w[1] != w[0] + 1).count();
     }
+
+    // Hand-overs: the limit to the next account's first event.
+    let mut handed = Vec::with_capacity(n);
+    for _ in 0..n {
+        handed.push(hand_over::once(&node, &folder).await?);
+    }
     runtime.shutdown().await;
 
     let real = real_pi_start(&folder).await;
@@ -216,6 +228,11 @@ pub async fn executors(n: usize) -> anyhow::Result<serde_json::Value> {
             "events_per_s": ((10 * each) as f64 / wall.as_secs_f64()).round(),
             "lost": lost,
             "out_of_order": out_of_order,
+        },
+        "hand_over": {
+            "limit_to_next_process_start": percentiles(handed.iter().map(|h| h.to_process).collect()),
+            "limit_to_next_first_event_written": percentiles(handed.iter().map(|h| h.written).collect()),
+            "limit_to_next_first_event_recorded": percentiles(handed.iter().map(|h| h.recorded).collect()),
         },
         "real_pi_version": real,
     }))

@@ -1,13 +1,12 @@
 //! The executors' accounts over HTTP, for the node's owner: the same view
 //! as `executor_accounts` and `troupe executors accounts`
 //! ([`troupe_runtime::executors::accounts`]), read with no model call and
-//! no process started.
+//! no process started; the accounts are those the node started with.
 
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use troupe_runtime::config::Config;
 use troupe_runtime::executors::accounts;
 
 use super::auth::Caller;
@@ -31,15 +30,14 @@ pub async fn list(
 ) -> Result<Json<Value>, ApiError> {
     caller.require_owner()?;
     let home = state.node().home().clone();
-    let config = Config::load(&home, &|_| None, &[])
-        .map_err(|e| ApiError::Internal(format!("config.toml could not be read: {e}")))?;
+    let executors = state.node().settings().executors.clone();
     let found = state
         .node()
         .store()
         .read(move |conn| {
             accounts::view(
                 &home,
-                &config.executors,
+                &executors,
                 Some(conn),
                 chrono::Utc::now(),
                 filter.executor.as_deref(),

@@ -14,7 +14,8 @@
 //   touch NAME            write the file NAME in its folder first
 //   limit-in WORD         when its --session-dir holds WORD: its model
 //                         call fails at the plan's usage limit (the ChatGPT
-//                         backend's 429 body, resetting in an hour)
+//                         backend's 429 body, resetting in an hour, with
+//                         the wall time it was written, in µs, as `t`)
 //
 // It keeps a session file in its --session-dir (named by get_state), a line
 // per prompt, so a session copied to another account's folder is seen.
@@ -28,6 +29,11 @@ const now = () => Math.round((performance.timeOrigin + performance.now()) * 1000
 const origin = Math.round(performance.timeOrigin * 1000);
 let buffer = "";
 let aborted = false;
+// Resolved once it has said where its session is (troupe asks with
+// get_state, perhaps after the prompt): a limit waits for it, so the
+// session is on record before the limit is.
+let stated;
+const stateSaid = new Promise((r) => (stated = r));
 // Run bare (the benchmark's first legs) it is given no --session-dir, and
 // keeps no session.
 const flag = (name) => (process.argv.indexOf(name) >= 0 ? process.argv[process.argv.indexOf(name) + 1] : null);
@@ -62,9 +68,9 @@ async function run(message) {
   }
   if (at("limit-in") >= 0 && (sessions ?? "").includes(words[at("limit-in") + 1])) {
     // Its state answer goes first, as a real model call takes a while.
-    await new Promise((r) => setTimeout(r, 20));
+    await stateSaid;
     const resets = Math.floor(Date.now() / 1000) + 3600;
-    const body = { error: { type: "usage_limit_reached", message: "The usage limit has been reached", resets_at: resets } };
+    const body = { error: { type: "usage_limit_reached", message: "The usage limit has been reached", resets_at: resets }, t: now() };
     out({ type: "message_end", message: { role: "assistant", content: [], usage: { input: 7, output: 0 }, stopReason: "error", errorMessage: `429 ${JSON.stringify(body)}` } });
     out({ type: "agent_end", messages: [] });
     return;
@@ -85,6 +91,7 @@ process.stdin.on("data", (chunk) => {
       run(command.message);
     } else if (command.type === "get_state") {
       out({ id: command.id, type: "response", command: "get_state", success: true, data: { sessionFile: session } });
+      stated();
     } else if (command.type === "abort") {
       aborted = true;
       out({ id: command.id, type: "response", command: "abort", success: true });

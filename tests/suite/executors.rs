@@ -1007,8 +1007,9 @@ async fn a_bot_stops_the_users_own_instance_only_when_the_user_approves_each_tim
 }
 
 /// `troupe bench executors` runs end to end (a merge once broke its
-/// stand-in harness, and only measuring found it): every leg reports, and
-/// no event of the concurrent leg is lost or out of order.
+/// stand-in harness, and only measuring found it): every leg reports — the
+/// hand-over to another account too — and no event of the concurrent leg
+/// is lost or out of order.
 #[test]
 fn the_executors_benchmark_runs_every_leg() {
     if !ready("the_executors_benchmark_runs_every_leg") {
@@ -1036,4 +1037,14 @@ fn the_executors_benchmark_runs_every_leg() {
     }
     assert_eq!(result["concurrent"]["lost"], 0, "{result}");
     assert_eq!(result["concurrent"]["out_of_order"], 0, "{result}");
+    for part in [
+        "limit_to_next_process_start",
+        "limit_to_next_first_event_written",
+        "limit_to_next_first_event_recorded",
+    ] {
+        assert!(
+            result["hand_over"][part]["p50_us"].as_f64() > Some(0.0),
+            "{part}: {result}"
+        );
+    }
 }

@@ -6,15 +6,16 @@
 //! target name `delegate` takes (`claude-code@work`), who it is logged in
 //! as, its usage per limit window and when each frees up, whether it is at
 //! its limit now and why, whether it bills past its limits, the folders
-//! that start on it, and its place when a task moves on — read from
-//! `config.toml`, the store and the accounts' folders
+//! that start on it, and its place when a task moves on — read from the
+//! accounts the node started with (`config.toml`'s, which a call does not
+//! read again), the store and the accounts' folders
 //! ([`troupe_runtime::executors::accounts`]): no model call, no process.
 
 use chrono::Utc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe_macros::tool;
-use troupe_runtime::config::Config;
+use troupe_runtime::config::{Config, Executors};
 use troupe_runtime::executors::accounts;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::store::Store;
@@ -38,13 +39,17 @@ pub struct Params {
 /// its limit. `executor`: only that executor's accounts. Reads only; starts nothing.
 #[tool(read_only, deferred)]
 pub async fn executor_accounts(params: Params, ctx: &ToolContext) -> ToolResult {
-    let config = match Config::load(&ctx.home, &|_| None, &[]) {
-        Ok(config) => config,
-        Err(e) => {
-            return ToolResult::error(format!(
-                "the executors' accounts could not be read from config.toml: {e}"
-            ))
-        }
+    // The node's accounts; a context without a node reads the file.
+    let executors = match ctx.services.get::<Executors>() {
+        Some(executors) => executors,
+        None => match Config::load(&ctx.home, &|_| None, &[]) {
+            Ok(config) => std::sync::Arc::new(config.executors),
+            Err(e) => {
+                return ToolResult::error(format!(
+                    "the executors' accounts could not be read from config.toml: {e}"
+                ))
+            }
+        },
     };
     let Some(store) = ctx.services.get::<Store>() else {
         return ToolResult::error(
@@ -59,13 +64,7 @@ pub async fn executor_accounts(params: Params, ctx: &ToolContext) -> ToolResult 
     let filter = only.clone();
     let read = store
         .read(move |conn| {
-            accounts::view(
-                &home,
-                &config.executors,
-                Some(conn),
-                Utc::now(),
-                filter.as_deref(),
-            )
+            accounts::view(&home, &executors, Some(conn), Utc::now(), filter.as_deref())
         })
         .await;
     match read {
@@ -139,5 +138,26 @@ mod tests {
             "{}",
             none.text
         );
+    }
+
+    #[tokio::test]
+    async fn a_node_s_accounts_are_read_from_its_settings_not_from_the_file_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::new(dir.path());
+        // The file names `work`; the node started with `spare`.
+        std::fs::write(home.config_file(), "[executors.codex.accounts.work]\n").unwrap();
+        let started: Executors =
+            serde_json::from_value(serde_json::json!({"codex": {"accounts": {"spare": {}}}}))
+                .unwrap();
+        let store = Store::open(&home.database()).unwrap();
+        let ctx = ToolContext::standalone(home, dir.path().to_path_buf());
+        ctx.services.insert(Arc::new(store));
+        ctx.services.insert(Arc::new(started));
+        let shown = executor_accounts::tool()
+            .call(serde_json::json!({"executor": "codex"}), &ctx)
+            .await;
+        assert!(!shown.is_error(), "{}", shown.text);
+        assert!(shown.text.contains("codex@spare"), "{}", shown.text);
+        assert!(!shown.text.contains("codex@work"), "{}", shown.text);
     }
 }

@@ -101,9 +101,18 @@ impl Delegations {
         let accounts: Vec<(String, PathBuf)> = start
             .tasks
             .iter()
-            .map(|(_, _, folder, _)| account_of(node.home(), &target, folder))
+            .map(|(_, _, folder, _)| account_of(node.home(), &settings.executors, &target, folder))
             .collect::<Result<_, _>>()
             .map_err(ToolResult::error)?;
+        // Read once: the harnesses started below take it as it is.
+        let installed = if start.tasks.iter().any(|t| t.3 == Place::Host) {
+            Some(
+                troupe_runtime::executors::installed(node.home(), &target.executor)
+                    .ok_or_else(|| not_installed(&target.executor))?,
+            )
+        } else {
+            None
+        };
         let start = Start {
             executor: target.executor.clone(),
             ..start
@@ -189,7 +198,9 @@ impl Delegations {
         if queued.is_ok() {
             for launch in &launches {
                 heads.push(match launch.place {
-                    Place::Host => Some(Box::new(HeadStart::begin(node, launch).await)),
+                    Place::Host => Some(Box::new(
+                        HeadStart::begin(node, launch, installed.clone()).await,
+                    )),
                     Place::Environment { .. } => None,
                 });
             }
@@ -264,13 +275,6 @@ impl Delegations {
             ));
         }
         let home = node.home().clone();
-        if troupe_runtime::executors::installed(&home, executor).is_none() {
-            return ToolResult::error(format!(
-                "executor `{executor}` is not installed here, so it cannot take tasks; the user \
-                 installs it with `troupe executors install {executor}`. Delegate to subagents \
-                 (no `executor`) meanwhile."
-            ));
-        }
         let mut planned = Vec::with_capacity(tasks.len());
         for (i, task) in tasks.iter().enumerate() {
             let raw = task.folder.as_deref().unwrap_or_default();
@@ -404,10 +408,15 @@ impl Delegations {
         let there = to.map(|t| Target::parse(&t)).filter(|t| *t != here);
         let moved = match there {
             None => Ok((here.to_string(), message, Some(session), None)),
-            Some(there) if there.executor == here.executor => {
-                copy_to(node.home(), &here, &there, &folder, &session)
-                    .map(|(copy, note)| (there.to_string(), message, Some(copy), note))
-            }
+            Some(there) if there.executor == here.executor => copy_to(
+                node.home(),
+                &node.context().settings.executors,
+                &here,
+                &there,
+                &folder,
+                &session,
+            )
+            .map(|(copy, note)| (there.to_string(), message, Some(copy), note)),
             Some(there) => {
                 let packet = packet_of(node, &sub, &here, &there, &folder).await;
                 let note = packet.text();
@@ -516,6 +525,16 @@ impl Delegations {
             Err(e) => ToolResult::error(format!("could not reach {}: {e}", sub.id)),
         }
     }
+}
+
+/// The refusal of a task for an executor that is not installed (whether it
+/// is, `start_routed` reads once, for the harnesses it starts).
+fn not_installed(executor: &str) -> ToolResult {
+    ToolResult::error(format!(
+        "executor `{executor}` is not installed here, so it cannot take tasks; the user installs \
+         it with `troupe executors install {executor}`. Delegate to subagents (no `executor`) \
+         meanwhile."
+    ))
 }
 
 /// The model spec of `agent`'s calls (its own, or the default).

@@ -168,7 +168,9 @@ impl Actor for Executor {
         let harness = harness_of(&args.launch)?;
         let run = match (args.head.take(), &args.launch.place) {
             (Some(head), _) => head.into_started(),
-            (None, Place::Host) => super::host::start(&args.node, &args.launch, harness).await,
+            (None, Place::Host) => {
+                super::host::start(&args.node, &args.launch, harness, None).await
+            }
             (None, Place::Environment { .. }) => super::house::launch(&args, &myself).await,
         }
         .map_err(ActorProcessingErr::from)?;

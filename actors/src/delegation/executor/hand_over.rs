@@ -15,17 +15,24 @@
 //! row, its delegation, its report) goes on: its row names the new
 //! executor and account, and the record says what moved where — the
 //! packet whole — so `delegation_search` reads it.
+//!
+//! A hand-over is on the task's way (its target: the limit to the next
+//! instance's first event within 50 ms, most of it the next harness's own
+//! start), so the accounts come from the node's settings, not from
+//! `config.toml` again, and the next harness is started while the move is
+//! recorded ([`HeadStart`], as `delegate` does): it gets its task from its
+//! actor once the move has committed, and is killed if it did not.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use troupe_runtime::config::{Config, Target};
+use troupe_runtime::config::{Executors, Target};
 use troupe_runtime::executors::accounts;
 use troupe_runtime::home::Home;
 use troupe_runtime::store::executor_usage;
 
 use super::actor::ExecutorArgs;
-use super::Launch;
+use super::{HeadStart, Launch, Place};
 use crate::delegation::{record, DelegationMsg};
 
 /// The last commands a handoff packet shows.
@@ -47,19 +54,18 @@ pub struct Next {
 }
 
 /// The first account of `route` (or, with none, of `executor`'s own
-/// hand-over order) that is not `(executor, account)`, is installed, and
-/// is not at its limit at `now`.
+/// hand-over order in `executors`) that is not `(executor, account)`, is
+/// installed, and is not at its limit at `now`.
 pub fn next(
     home: &Home,
-    config: &Config,
+    executors: &Executors,
     conn: &troupe_runtime::rusqlite::Connection,
     (executor, account): (&str, &str),
     route: &[String],
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<Next> {
     let candidates: Vec<Target> = if route.is_empty() {
-        config
-            .executors
+        executors
             .get(executor)
             .cloned()
             .unwrap_or_default()
@@ -88,14 +94,7 @@ pub fn next(
         if t.executor == executor && wanted == account {
             return None;
         }
-        let view = accounts::view(
-            home,
-            &config.executors,
-            Some(conn),
-            now,
-            Some(&t.to_string()),
-        )
-        .ok()?;
+        let view = accounts::view(home, executors, Some(conn), now, Some(&t.to_string())).ok()?;
         let a = view.into_iter().next()?;
         (a.installed && a.at_limit.is_none()).then_some(Next {
             executor: a.executor,
@@ -287,14 +286,12 @@ pub(super) async fn go_on(
         return false;
     };
     let launch = &args.launch;
-    if launch.place != super::Place::Host {
+    if launch.place != Place::Host {
         return false;
     }
     let node = &args.node;
     let home = node.home().clone();
-    let Ok(config) = Config::load(&home, &|_| None, &[]) else {
-        return false;
-    };
+    let ctx = std::sync::Arc::clone(node.context());
     let id = launch.sub.to_string();
     let sub = launch.sub;
     let (executor, account) = (launch.executor.clone(), launch.account.clone());
@@ -304,7 +301,8 @@ pub(super) async fn go_on(
         .store()
         .write(move |c| {
             let route = executor_usage::route_of(c, &id)?;
-            let next = next(&home, &config, c, (&executor, &account), &route, now);
+            let executors = &ctx.settings.executors;
+            let next = next(&home, executors, c, (&executor, &account), &route, now);
             let row = record::instance(c, &id)?;
             let tools: Vec<String> = record::events_of(c, sub, 0, usize::MAX)?
                 .into_iter()
@@ -376,17 +374,13 @@ pub(super) async fn go_on(
     };
     let (d, id) = (launch.delegation, launch.sub.to_string());
     let (executor, account, kept) = (next.executor.clone(), next.account.clone(), session.clone());
-    let written = node
+    let queued = node
         .store()
-        .write(move |tx| {
+        .submit(move |tx| {
             executor_usage::move_to(tx, &id, (&executor, &account), kept.as_deref())?;
             record::event(tx, d, Some(sub), "note", &note)
         })
         .await;
-    if written.is_err() {
-        return false;
-    }
-    args.delegations.record_grew();
     let next_launch = Launch {
         executor: next.executor.clone(),
         prompt,
@@ -395,12 +389,31 @@ pub(super) async fn go_on(
         account_dir: next.dir,
         ..launch.clone()
     };
+    // The next harness starts while the move commits; its actor gives it
+    // the task once it has.
+    let head = match &queued {
+        Ok(_) => Some(Box::new(HeadStart::begin(node, &next_launch, None).await)),
+        Err(_) => None,
+    };
+    let written = match queued {
+        Ok(pending) => pending.wait().await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = written {
+        // Dropped, its process group is killed and its relay stops; its
+        // folder (the instance's, holding what the first harness printed)
+        // stays.
+        drop(head);
+        tracing::warn!(instance = %launch.sub, error = %e, "a hand-over could not be recorded");
+        return false;
+    }
+    args.delegations.record_grew();
     tracing::info!(instance = %launch.sub, from = %from, to = %to, "executor instance handed over");
     args.delegations.send(
         launch.delegation,
         DelegationMsg::Launch {
             launch: Box::new(next_launch),
-            head: None,
+            head,
         },
     );
     true

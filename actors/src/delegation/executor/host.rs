@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use tokio::process::{Child, ChildStdin};
 use tokio_util::sync::{CancellationToken, DropGuard};
+use troupe_runtime::executors::Installed;
 use troupe_runtime::sandbox::{Confinement, Sandbox};
 
 use super::actor::{Launch, Output};
@@ -119,12 +120,13 @@ impl std::fmt::Debug for HeadStart {
 }
 
 impl HeadStart {
-    /// Starts `launch`'s harness on the machine, without its task. What
-    /// fails is kept for the actor, which reports the instance failed once
-    /// it is admitted, as if it had started it itself.
-    pub(crate) async fn begin(node: &Node, launch: &Launch) -> Self {
+    /// Starts `launch`'s harness on the machine, without its task
+    /// (`installed`: its install, when the caller has read it already).
+    /// What fails is kept for the actor, which reports the instance failed
+    /// once it is admitted, as if it had started it itself.
+    pub(crate) async fn begin(node: &Node, launch: &Launch, installed: Option<Installed>) -> Self {
         let started = match harness::of(&launch.executor) {
-            Some(harness) => start(node, launch, harness).await,
+            Some(harness) => start(node, launch, harness, installed).await,
             None => Err(format!(
                 "troupe drives no executor called {}; `troupe executors list` names them",
                 launch.executor
@@ -181,11 +183,14 @@ impl HeadStart {
 }
 
 /// Starts the harness on the machine, without its task: its folder of
-/// state, its relay, its sandbox.
+/// state, its relay, its sandbox. `installed` is its install when the
+/// caller has read it already (`delegate` did, to refuse a harness that is
+/// not installed), else it is read here.
 pub(super) async fn start(
     node: &Node,
     launch: &Launch,
     harness: &'static dyn Harness,
+    installed: Option<Installed>,
 ) -> Result<Started, String> {
     let home = node.home();
     let name = launch.executor.as_str();
@@ -194,9 +199,12 @@ pub(super) async fn start(
     let mut lap = |i: usize| {
         phases[i] = t.elapsed().as_micros() as u64;
     };
-    let installed = troupe_runtime::executors::installed(home, name).ok_or_else(|| {
-        format!("{name} is not installed here; `troupe executors install {name}` installs it")
-    })?;
+    let installed = installed
+        .filter(|i| i.harness.name == name)
+        .or_else(|| troupe_runtime::executors::installed(home, name))
+        .ok_or_else(|| {
+            format!("{name} is not installed here; `troupe executors install {name}` installs it")
+        })?;
     let sandbox = Sandbox::detect().map_err(|why| {
         format!(
             "{name} runs commands without asking anyone, so troupe runs it only in a sandbox, \

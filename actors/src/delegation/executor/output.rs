@@ -60,7 +60,14 @@ pub(super) async fn read(
     posts: Option<(troupe_runtime::id::ThreadId, String)>,
     actor: ActorRef<ExecutorMsg>,
 ) {
-    let mut spill = tokio::fs::File::create(&output).await.ok();
+    // Appended to: after a hand-over the next harness's output follows the
+    // first's in the instance's file.
+    let mut spill = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&output)
+        .await
+        .ok();
     let mut pending: Vec<u8> = Vec::new();
     let mut chunk = vec![0_u8; 64 * 1024];
     let mut garbage = 0_usize;

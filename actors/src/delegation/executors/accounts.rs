@@ -4,26 +4,23 @@
 
 use std::path::PathBuf;
 
-use troupe_runtime::config::{account_dir, Config, Target};
+use troupe_runtime::config::{account_dir, Executors, Target};
 use troupe_runtime::home::Home;
 
 use crate::delegation::{executor, record};
 use crate::node::Node;
 
 /// The account a task in `folder` runs on, and its config folder: the
-/// one `target` names, else the folder's, else the main one.
+/// one `target` names, else the folder's, else the main one, among
+/// `executors`' accounts (the node's settings: `config.toml` is not read
+/// again for each task).
 pub(super) fn account_of(
     home: &Home,
+    executors: &Executors,
     target: &Target,
     folder: &std::path::Path,
 ) -> Result<(String, PathBuf), String> {
-    let config = Config::load(home, &|_| None, &[])
-        .map_err(|e| format!("the executors' accounts could not be read from config.toml: {e}"))?;
-    let settings = config
-        .executors
-        .get(&target.executor)
-        .cloned()
-        .unwrap_or_default();
+    let settings = executors.get(&target.executor).cloned().unwrap_or_default();
     let account = target
         .account
         .clone()
@@ -50,13 +47,14 @@ pub(super) fn account_of(
 /// for the record (none when `there` is the same account).
 pub(super) fn copy_to(
     home: &Home,
+    executors: &Executors,
     here: &Target,
     there: &Target,
     folder: &std::path::Path,
     session: &str,
 ) -> Result<(String, Option<String>), String> {
-    let (current, from) = account_of(home, here, folder)?;
-    let (account, to) = account_of(home, there, folder)?;
+    let (current, from) = account_of(home, executors, here, folder)?;
+    let (account, to) = account_of(home, executors, there, folder)?;
     if account == current || from == to {
         return Ok((session.to_string(), None));
     }
