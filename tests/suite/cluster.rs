@@ -1,9 +1,9 @@
 //! Several `troupe serve` processes as nodes of one cluster on 127.0.0.1
 //! (docs/cluster.md): a bot on node A messages a bot on node B and gets its
 //! reply; a node with another cookie is refused; node B killed with a
-//! message to it in A's outbox gets it exactly once when it returns. (A
-//! newer wire version with an unknown field: `troupe_runtime`'s
-//! `protocol::wire` tests.)
+//! message to it in A's outbox gets it exactly once when it returns; the
+//! test process itself, joined as a node one wire version newer whose
+//! frames carry fields B does not know, is understood.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -237,4 +237,137 @@ fn a_message_to_a_killed_node_is_delivered_once_when_it_returns() {
     a.wait_count(HEARD, 1);
     b.wait_count("SELECT count(*) FROM cluster_received", 1);
     assert_eq!(b.count(ASKED), 1, "applied exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_one_wire_version_newer_with_an_unknown_field_is_understood() {
+    use ractor::Actor;
+    use ractor_cluster::NodeServer;
+    use serde::Serialize;
+    use troupe::actors::cluster::inbox::{group, InboxMsg};
+    use troupe::runtime::id::{ConversationId, MsgId};
+    use troupe::runtime::protocol::wire::{self, kind, Ack, Hello, Version, VERSION};
+    use troupe::runtime::protocol::{Address, Envelope, Payload};
+
+    let mut b = Node::new(
+        "b",
+        "bob",
+        json!([{"text": "noted", "expect": "from a newer node"}]),
+    );
+    b.start("secret", None);
+
+    // This test process joins as node `newer`, speaking the next minor version.
+    let server = NodeServer::new(
+        free_port(),
+        "secret".into(),
+        "newer".into(),
+        "127.0.0.1".into(),
+        None,
+        None,
+    )
+    .with_listen_addr("127.0.0.1".parse().unwrap());
+    let (server, _) = Actor::spawn(None, server, ()).await.unwrap();
+    ractor_cluster::client_connect(&server, format!("127.0.0.1:{}", b.port))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    let inbox: ractor::ActorRef<InboxMsg> = loop {
+        if let Some(cell) = ractor::pg::get_members(&group("c")).into_iter().next() {
+            break cell.into();
+        }
+        assert!(Instant::now() < deadline, "node b's inbox never joined");
+        // ractor's process groups have no event to await outside an actor.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let call = |frame: Vec<u8>| {
+        let inbox = inbox.clone();
+        async move {
+            match inbox
+                .call(|r| InboxMsg::Call(frame, r), Some(Duration::from_secs(10)))
+                .await
+                .unwrap()
+            {
+                ractor::rpc::CallResult::Success(bytes) => bytes,
+                other => panic!("no answer: {other:?}"),
+            }
+        }
+    };
+    let newer = Version {
+        major: VERSION.major,
+        minor: VERSION.minor + 1,
+    };
+
+    #[derive(Serialize)]
+    struct NewerFrame<B> {
+        version: Version,
+        kind: String,
+        id: String,
+        body: B,
+        trace: String,
+    }
+    #[derive(Serialize)]
+    struct NewerHelloRequest {
+        cluster: String,
+        node: String,
+        zone: String,
+    }
+    #[derive(Serialize)]
+    struct NewerDelivery {
+        from_node: String,
+        envelope: Envelope,
+        priority: u8,
+    }
+
+    let hello = rmp_serde::to_vec_named(&NewerFrame {
+        version: newer,
+        kind: kind::HELLO.into(),
+        id: "hello".into(),
+        body: NewerHelloRequest {
+            cluster: "c".into(),
+            node: "newer".into(),
+            zone: "eu-1".into(),
+        },
+        trace: "00-abc".into(),
+    })
+    .unwrap();
+    let answer = call(hello).await;
+    let hello: Hello = wire::decode(&answer, kind::HELLO).unwrap().body;
+    assert_eq!(hello.node, "b");
+    let bob = hello.bots.iter().find(|x| x.name == "bob").unwrap().id;
+
+    let envelope = Envelope {
+        id: MsgId::new(),
+        from: Address::Conversation(ConversationId::new()),
+        to: Address::Bot(bob),
+        body: Payload::Text {
+            sender: "zed".into(),
+            text: "hello from a newer node".into(),
+            expects_reply: false,
+        },
+        sent_at: chrono::Utc::now(),
+    };
+    let delivery = rmp_serde::to_vec_named(&NewerFrame {
+        version: newer,
+        kind: kind::ENVELOPE.into(),
+        id: envelope.id.to_string(),
+        body: NewerDelivery {
+            from_node: "newer".into(),
+            envelope,
+            priority: 3,
+        },
+        trace: "00-abc".into(),
+    })
+    .unwrap();
+    let ack: Ack = wire::decode(&call(delivery.clone()).await, kind::ACK)
+        .unwrap()
+        .body;
+    assert!(ack.first);
+    // Sent again (an acknowledgement lost): acknowledged, not applied twice.
+    let again: Ack = wire::decode(&call(delivery).await, kind::ACK).unwrap().body;
+    assert!(!again.first);
+    let heard = "SELECT count(*) FROM messages WHERE text LIKE '%hello from a newer node%'";
+    b.wait_count(heard, 1);
+    b.wait_count("SELECT count(*) FROM messages WHERE text = 'noted'", 1);
+    assert_eq!(b.count(heard), 1);
+    server.stop(None);
 }
