@@ -71,6 +71,11 @@ pub struct Shared {
     pub(crate) gateways: DashMap<String, ActorRef<GatewayMsg>>,
     /// The listen address actually bound (the port chosen when 0 was asked).
     pub(crate) listen: String,
+    /// The peers' inboxes reachable now, by peer: a gateway started late
+    /// (or again) finds its peer here.
+    pub(crate) inboxes: DashMap<String, ActorRef<inbox::InboxMsg>>,
+    /// How many messages peers acknowledged since the start.
+    pub(crate) acked: tokio::sync::watch::Sender<u64>,
 }
 
 impl Shared {
@@ -81,17 +86,31 @@ impl Shared {
     /// The gateway to `peer`, started if there is none yet.
     pub(crate) async fn gateway(self: &Arc<Self>, peer: &str) -> Option<ActorRef<GatewayMsg>> {
         if let Some(g) = self.gateways.get(peer) {
-            return Some(g.clone());
+            // A gateway that stopped (it failed: gateways have no
+            // supervisor yet) is replaced; what it was sending is still in
+            // the outbox.
+            if matches!(
+                g.get_status(),
+                ractor::ActorStatus::Starting | ractor::ActorStatus::Running
+            ) {
+                return Some(g.clone());
+            }
         }
         let (gateway, _) = Actor::spawn(None, Gateway, (Arc::downgrade(self), peer.to_string()))
             .await
             .map_err(|e| tracing::warn!(peer, error = %e, "the gateway to a peer could not start"))
             .ok()?;
-        let entry = self
+        let mut entry = self
             .gateways
             .entry(peer.to_string())
             .or_insert(gateway.clone());
-        if entry.get_id() != gateway.get_id() {
+        let live = matches!(
+            entry.get_status(),
+            ractor::ActorStatus::Starting | ractor::ActorStatus::Running
+        );
+        if !live {
+            *entry = gateway.clone();
+        } else if entry.get_id() != gateway.get_id() {
             gateway.stop(None);
         }
         Some(entry.clone())
@@ -111,7 +130,9 @@ impl Cluster {
             node: Arc::downgrade(node.context()),
             directory,
             gateways: DashMap::new(),
+            inboxes: DashMap::new(),
             listen,
+            acked: tokio::sync::watch::Sender::new(0),
         });
         inbox::start(&shared).await?;
         let (membership, _) = Actor::spawn(None, Membership, (Arc::clone(&shared), server))
@@ -155,6 +176,29 @@ impl Cluster {
     /// The members as this node sees them.
     pub fn members(&self) -> serde_json::Value {
         members(&self.shared)
+    }
+
+    /// How many messages peers acknowledged since this node started; it
+    /// moves when a batch is acknowledged.
+    pub fn acked(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.acked.subscribe()
+    }
+
+    /// Whether the peer `node` is connected now.
+    pub fn is_connected(&self, node: &str) -> bool {
+        self.shared
+            .directory
+            .peers()
+            .iter()
+            .any(|p| p.node == node && p.connected)
+    }
+
+    /// Tells this node that durable messages for `addr` go to `node` (as
+    /// it learns by itself of a sender on another node).
+    pub fn route(&self, addr: &Address, node: &str) {
+        self.shared
+            .directory
+            .route(addr.to_string(), node.to_string());
     }
 
     /// Stops the cluster's actors (the node stops on its own).

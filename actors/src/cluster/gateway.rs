@@ -68,10 +68,13 @@ impl Actor for Gateway {
         _myself: ActorRef<Self::Msg>,
         (shared, peer): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let remote = shared
+            .upgrade()
+            .and_then(|s| s.inboxes.get(&peer).map(|r| r.clone()));
         Ok(GatewayState {
             shared,
             peer,
-            remote: None,
+            remote,
             sending: false,
             again: false,
             backoff: MIN_BACKOFF,
@@ -179,6 +182,7 @@ async fn send_batch(
             .write(move |tx| table::acked(tx, &acked))
             .await
             .map_err(|e| e.to_string())?;
+        shared.acked.send_modify(|total| *total += n as u64);
     }
     match failure {
         Some(e) => Err(e),

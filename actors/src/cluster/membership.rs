@@ -154,6 +154,10 @@ impl Actor for Membership {
                 }
                 node.context().roster_changed();
                 state.met.insert(id, hello.node.clone());
+                state
+                    .shared
+                    .inboxes
+                    .insert(hello.node.clone(), inbox.clone());
                 if let Some(g) = state.shared.gateway(&hello.node).await {
                     let _ = g.cast(GatewayMsg::Connected(inbox));
                 }
@@ -220,6 +224,7 @@ async fn tick(myself: &ActorRef<MembershipMsg>, state: &mut MembershipState) {
                 continue;
             }
             state.shared.directory.set_connected(&peer, false);
+            state.shared.inboxes.remove(&peer);
             if let Some(g) = state.shared.gateways.get(&peer) {
                 let _ = g.cast(GatewayMsg::Disconnected);
             }
