@@ -42,6 +42,9 @@ enum DeskMsg {
     List,
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for DeskMsg {}
+
 /// What it answers.
 #[derive(Debug, Serialize, Deserialize)]
 enum DeskReply {

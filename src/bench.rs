@@ -14,6 +14,7 @@ mod accounts;
 mod actors;
 mod actors_memory;
 mod browser;
+mod cluster;
 pub mod crash;
 mod env;
 mod executors;
@@ -96,6 +97,9 @@ pub enum Workload {
     /// `browser_exec` calls navigating to a local page and reading its title, and
     /// the idle browser's resident memory (needs a Chromium).
     Browser,
+    /// Durable sends between two nodes of a cluster on loopback: one at a
+    /// time (latency), then `--n` at once (throughput).
+    Cluster,
     /// Internal: the crash harness's worker.
     #[value(hide = true)]
     CrashWorker,
@@ -205,6 +209,7 @@ async fn in_process(
         Workload::Env => env::env(n.unwrap_or(20)).await,
         Workload::Executors => executors::executors(n.unwrap_or(20)).await,
         Workload::Accounts => accounts::accounts(n.unwrap_or(200)).await,
+        Workload::Cluster => cluster::cluster(n.unwrap_or(20_000)).await,
         Workload::Actors => actors::actors(n.unwrap_or(100_000)).await,
         Workload::ActorsMemory => {
             actors_memory::memory(n.unwrap_or(1_000_000), live.unwrap_or(100_000)).await

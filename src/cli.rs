@@ -33,6 +33,7 @@ mod questions;
 mod remote;
 mod run;
 mod serve;
+mod serve_cluster;
 mod show;
 mod thread;
 mod token;
@@ -184,6 +185,10 @@ pub enum Command {
         /// The address to listen on (default `[server] listen`, 127.0.0.1:7878).
         #[arg(long)]
         listen: Option<String>,
+        /// Run as a node of this cluster (docs/cluster.md; `[cluster] name`).
+        /// The cookie comes from TROUPE_CLUSTER_COOKIE or `[cluster] cookie_file`.
+        #[command(flatten)]
+        cluster: serve::ClusterArgs,
     },
     /// The actor tree: supervisors, live conversations, restarts; and what
     /// waits to be resumed.
@@ -194,6 +199,10 @@ pub enum Command {
         /// One JSON object per actor.
         #[arg(long)]
         json: bool,
+        /// The cluster's members (nodes, where they listen, their bots)
+        /// as the running server's node sees them.
+        #[arg(long)]
+        cluster: bool,
     },
     /// Check the home's database (integrity and full-text indexes) and say how to recover a copy.
     Doctor(doctor::DoctorArgs),
@@ -305,8 +314,10 @@ async fn command(cli: Cli, overrides: Vec<(String, String)>) -> anyhow::Result<E
         Command::Tools {
             json, cost: false, ..
         } => info::tools(json),
-        Command::Serve { listen } => serve::serve(builder().scheduler(true), listen).await,
-        Command::Ps { json } => ps::ps(builder(), read_only, json).await,
+        Command::Serve { listen, cluster } => {
+            serve::serve(builder().scheduler(true), listen, cluster).await
+        }
+        Command::Ps { json, cluster } => ps::ps(builder(), read_only, json, cluster).await,
         Command::Doctor(args) => doctor::doctor(cli.home.clone(), args).await,
         Command::House(args) => house::house(builder(), read_only, args).await,
         Command::Thread(args) => thread::thread(builder(), read_only, args).await,

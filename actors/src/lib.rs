@@ -14,6 +14,7 @@ pub mod bot;
 pub mod bot_edit;
 pub mod budget;
 pub mod channel;
+pub mod cluster;
 pub mod commands;
 
 pub mod delegation;

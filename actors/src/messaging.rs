@@ -132,6 +132,15 @@ pub async fn send(
     let bot = match found {
         Some(bot) => bot,
         None => {
+            // A bot on another node of the cluster (not from a house: a
+            // house's bots are those of its node).
+            let remote = node.context().remote().filter(|_| scope.is_none());
+            if let Some(id) = remote.and_then(|r| r.bot(target)) {
+                if let Err(why) = guard.admit(&ctx.agent, target, Instant::now()) {
+                    return ToolResult::error(why);
+                }
+                return commit_and_hand_over(node, ctx, Address::Bot(id), target, message).await;
+            }
             if let Some(to) = node.kinds().target(target, house.as_deref()) {
                 if let Err(why) = guard.admit(&ctx.agent, target, Instant::now()) {
                     return ToolResult::error(why);

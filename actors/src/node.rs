@@ -34,7 +34,7 @@ use tokio::sync::broadcast;
 use troupe_runtime::home::{Home, MAIN_AGENT};
 use troupe_runtime::id::{BotId, ConversationId};
 use troupe_runtime::model::{ModelError, ModelsConfig, ResolvedModel};
-use troupe_runtime::protocol::{ActorKind, Envelope};
+use troupe_runtime::protocol::{ActorKind, Address, Envelope};
 use troupe_runtime::store::{conversations, mailbox, Store, StoreError};
 use troupe_runtime::supervise::SupervisorMsg;
 use troupe_runtime::tool::dispatch::{CallGate, DispatchSettings, OpenGate};
@@ -104,6 +104,21 @@ pub trait Route: Send + Sync + 'static {
     async fn deliver(&self, envelope: Envelope) -> Result<(), String>;
 }
 
+/// Where envelopes for actors on other nodes of a cluster go
+/// (`crate::cluster`): the node asks it before it looks for a local actor.
+#[async_trait::async_trait]
+pub trait Remote: Send + Sync + 'static {
+    /// The node that hosts `to`, when it is another node.
+    fn node_of(&self, to: &Address) -> Option<String>;
+    /// Moves `envelope` (committed in the local mailbox) to the outbox
+    /// for `peer` and wakes the gateway to it.
+    async fn forward(&self, envelope: Envelope, peer: String) -> Result<(), String>;
+    /// The id of the bot `name` hosted by another node.
+    fn bot(&self, name: &str) -> Option<BotId>;
+    /// The cluster's members as this node sees them, for `troupe ps`.
+    fn members(&self) -> serde_json::Value;
+}
+
 /// More agents bots may message besides bots (a feature's actors): their
 /// lines in every bot's roster.
 pub trait Roster: Send + Sync + 'static {
@@ -161,6 +176,8 @@ pub struct NodeContext {
     thread_route: std::sync::OnceLock<Arc<dyn Route>>,
     /// Where envelopes addressed to a registered actor kind go.
     actor_route: std::sync::OnceLock<Arc<dyn Route>>,
+    /// Where envelopes for actors on other nodes go (a cluster's node).
+    remote: std::sync::OnceLock<Arc<dyn Remote>>,
     /// Who else bots may message besides bots (registered kinds offered
     /// to them), for their roster.
     rosters: parking_lot::RwLock<Vec<Arc<dyn Roster>>>,
@@ -272,6 +289,16 @@ impl NodeContext {
         let _ = self.actor_route.set(route);
     }
 
+    /// Sets where envelopes for actors on other nodes go (once).
+    pub(crate) fn route_remote(&self, remote: Arc<dyn Remote>) {
+        let _ = self.remote.set(remote);
+    }
+
+    /// Where envelopes for actors on other nodes go, in a cluster.
+    pub(crate) fn remote(&self) -> Option<&Arc<dyn Remote>> {
+        self.remote.get()
+    }
+
     /// Adds entries to every bot's roster (read at each prompt).
     pub(crate) fn add_roster(&self, roster: Arc<dyn Roster>) {
         self.rosters.write().push(roster);
@@ -378,6 +405,7 @@ impl Node {
             branches: parking_lot::RwLock::new(Vec::new()),
             thread_route: std::sync::OnceLock::new(),
             actor_route: std::sync::OnceLock::new(),
+            remote: std::sync::OnceLock::new(),
             rosters: parking_lot::RwLock::new(Vec::new()),
             roster_generation: std::sync::atomic::AtomicU64::new(0),
             root: parking_lot::RwLock::new(None),

@@ -21,6 +21,9 @@ enum Msg {
     Ping(RpcReplyPort<()>),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for Msg {}
+
 struct Bench;
 
 struct Count {

@@ -30,6 +30,7 @@
 //! ```
 
 mod browser;
+mod cluster;
 mod executors;
 mod init;
 mod keys;
@@ -44,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use crate::home::Home;
 
 pub use browser::Browser;
+pub use cluster::Cluster;
 pub use executors::{
     account_dir, Account, ExecutorSettings, Executors, Target, Window, MAIN as MAIN_ACCOUNT,
 };
@@ -106,6 +108,8 @@ pub struct Config {
     /// `[executors.NAME.accounts.ACCOUNT]`: the accounts each outside
     /// harness runs on (from the file only).
     pub executors: Executors,
+    /// `[cluster]`: this home's node in a cluster (docs/cluster.md).
+    pub cluster: Cluster,
 }
 
 /// A configuration failure. Each message names where the bad value came

@@ -11,6 +11,7 @@ use crate::id::{BotId, ConversationId, MsgId, ThreadId};
 
 pub mod depth;
 pub mod house;
+pub mod wire;
 
 /// One tool call the model asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

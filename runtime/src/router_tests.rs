@@ -35,6 +35,9 @@ enum AccountMsg {
     Panic,
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for AccountMsg {}
+
 /// An account whose value lives in the store: loaded in `pre_start`,
 /// written on every change.
 struct Account;

@@ -56,6 +56,7 @@
 //! ```
 
 mod check;
+pub mod cluster;
 pub mod conversations;
 pub mod environments;
 mod error;

@@ -24,6 +24,9 @@ enum WorkerMsg {
     Exit(Exit),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for WorkerMsg {}
+
 #[derive(Clone)]
 struct WorkerArgs {
     name: &'static str,

@@ -21,6 +21,9 @@ enum Echo {
     Mail(Envelope, RpcReplyPort<Result<Envelope, String>>),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for Echo {}
+
 struct EchoActor;
 
 impl Actor for EchoActor {

@@ -19,15 +19,72 @@ use super::view::View;
 use super::Builder;
 use crate::api::RuntimeError;
 
+/// `troupe ps --cluster`: the members, from the running server.
+async fn members(builder: Builder, json: bool) -> anyhow::Result<ExitCode> {
+    let Some(remote) = super::remote::Remote::find(builder.home_dir()) else {
+        anyhow::bail!(
+            "no `troupe serve` runs on this home: the cluster's members are known to a running \
+             node (start it with `troupe serve --cluster NAME …`, docs/cluster.md)"
+        );
+    };
+    let answer = remote.get("/tree").await?;
+    let cluster = answer
+        .get("cluster")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&cluster)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if cluster.is_null() {
+        println!("the server at {} is not a node of a cluster", remote.url());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("cluster `{}`:", cluster["cluster"].as_str().unwrap_or(""));
+    for m in cluster["members"].as_array().into_iter().flatten() {
+        let bots: Vec<&str> = m["bots"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b.as_str())
+            .collect();
+        println!(
+            "  {}{}  {}  {}  bots: {}",
+            m["node"].as_str().unwrap_or(""),
+            if m["self"] == true {
+                " (this node)"
+            } else {
+                ""
+            },
+            m["listen"].as_str().unwrap_or(""),
+            if m["connected"] == true {
+                "connected"
+            } else {
+                "down"
+            },
+            if bots.is_empty() {
+                "none".to_string()
+            } else {
+                bots.join(", ")
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs `troupe ps`.
 pub async fn ps<F>(
     builder: Builder,
     read_only: impl FnOnce() -> F,
     json: bool,
+    cluster: bool,
 ) -> anyhow::Result<ExitCode>
 where
     F: std::future::Future<Output = anyhow::Result<View>>,
 {
+    if cluster {
+        return members(builder, json).await;
+    }
     if let Some(remote) = super::remote::Remote::find(builder.home_dir()) {
         let answer = remote.get("/tree").await?;
         let tree: Vec<ActorInfo> = serde_json::from_value(answer["actors"].clone())?;

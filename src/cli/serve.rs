@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::serve_cluster::ClusterArgs;
 use super::Builder;
 use crate::server::auth::AuthMode;
 use crate::server::{Server, ServerOptions};
@@ -64,8 +65,39 @@ fn write(home: &Path, running: &Running) -> std::io::Result<()> {
 }
 
 /// Runs `troupe serve`.
-pub async fn serve(builder: Builder, listen: Option<String>) -> anyhow::Result<ExitCode> {
+pub async fn serve(
+    builder: Builder,
+    listen: Option<String>,
+    cluster: ClusterArgs,
+) -> anyhow::Result<ExitCode> {
     let runtime = builder.build().await?;
+    let cluster = match super::serve_cluster::options(
+        &cluster,
+        &runtime.config().cluster,
+        std::env::var(super::serve_cluster::COOKIE_VAR).ok(),
+    ) {
+        Ok(None) => None,
+        Ok(Some(options)) => {
+            match troupe_actors::cluster::Cluster::start(runtime.node(), options).await {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    runtime.shutdown().await;
+                    return Err(e.into());
+                }
+            }
+        }
+        Err(e) => {
+            runtime.shutdown().await;
+            return Err(e);
+        }
+    };
+    if let Some(c) = &cluster {
+        eprintln!(
+            "troupe: node `{}` of the cluster listens at {}",
+            c.node_name(),
+            c.listen()
+        );
+    }
     // Every bot's model, at start: a bot that could not answer is said now,
     // in one line. The server still starts: people use a house without
     // bots, and a bot's turn then fails at once, with this same reason.
@@ -116,6 +148,9 @@ pub async fn serve(builder: Builder, listen: Option<String>) -> anyhow::Result<E
         _ = term.recv() => {}
     }
     eprintln!("troupe: stopping");
+    if let Some(c) = &cluster {
+        c.stop();
+    }
     server.stop().await;
     let _ = std::fs::remove_file(file(&home));
     runtime.shutdown().await;

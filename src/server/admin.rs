@@ -227,5 +227,9 @@ pub async fn usage(State(state): State<AppState>, caller: Caller) -> Result<Json
 /// `GET /api/tree`: the live actors (kind, id, parent, state, restarts).
 pub async fn tree(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require_owner()?;
-    Ok(Json(json!({ "actors": state.node().tree().await })))
+    let mut tree = json!({ "actors": state.node().tree().await });
+    if let Some(cluster) = state.node().cluster_members() {
+        tree["cluster"] = cluster;
+    }
+    Ok(Json(tree))
 }

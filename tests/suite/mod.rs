@@ -10,6 +10,7 @@ mod chat;
 mod chat_prompt;
 mod cli;
 mod cli_conventions;
+mod cluster;
 mod config_errors;
 mod conformance;
 mod crash;

@@ -27,6 +27,9 @@ enum Op {
     Hang(u64),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for Op {}
+
 /// A ledger of numbers; the state is what it was added.
 struct Ledger;
 

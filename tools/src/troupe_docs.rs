@@ -32,6 +32,7 @@ pub const PAGES: &[(&str, &str)] = &[
     ("browser.md", include_str!("../../docs/browser.md")),
     ("security.md", include_str!("../../docs/security.md")),
     ("operating.md", include_str!("../../docs/operating.md")),
+    ("cluster.md", include_str!("../../docs/cluster.md")),
     ("scenarios.md", include_str!("../../docs/scenarios.md")),
     (
         "runtime-semantics.md",

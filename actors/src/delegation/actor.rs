@@ -85,6 +85,9 @@ pub enum DelegationMsg {
     StopInstance(ConversationId),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for DelegationMsg {}
+
 /// The Delegation actor.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Delegation;
@@ -292,9 +295,9 @@ impl Actor for Delegation {
         let (cell, failure) = match event {
             SupervisionEvent::ActorTerminated(cell, _, _) => (cell, None),
             SupervisionEvent::ActorFailed(cell, error) => (cell, Some(error.to_string())),
-            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
-                return Ok(())
-            }
+            SupervisionEvent::ActorStarted(_)
+            | SupervisionEvent::ProcessGroupChanged(_)
+            | SupervisionEvent::PidLifecycleEvent(_) => return Ok(()),
         };
         let key = state
             .executors

@@ -72,6 +72,9 @@ pub enum EnvironmentMsg {
     Fail,
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for EnvironmentMsg {}
+
 /// A command's watcher: it gets the output as it comes (besides the
 /// outcome's bounded copy), and can stop the command.
 #[derive(Debug, Clone)]

@@ -35,6 +35,9 @@ pub enum ThreadMsg {
     Deliver(Box<Envelope>),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for ThreadMsg {}
+
 /// The thread actor.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ThreadActor;

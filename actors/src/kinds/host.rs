@@ -26,6 +26,9 @@ pub enum HostMsg<A: UserActor> {
     Durable(Box<Envelope>),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl<A: UserActor> ractor::Message for HostMsg<A> {}
+
 /// What a hosted actor is started with.
 pub struct HostArgs<A: UserActor> {
     pub(crate) actor: A,

@@ -47,6 +47,9 @@ pub enum ServerMsg {
     Retry(u64),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for ServerMsg {}
+
 enum Phase {
     Idle,
     Connecting,

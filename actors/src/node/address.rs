@@ -375,6 +375,14 @@ impl Node {
             // Committed already: the next start delivers it.
             return Ok(());
         }
+        if let Some(remote) = self.ctx.remote() {
+            if let Some(peer) = remote.node_of(&envelope.to) {
+                return remote
+                    .forward(envelope, peer)
+                    .await
+                    .map_err(NodeError::Actor);
+            }
+        }
         let conversation = match &envelope.to {
             Address::Conversation(id) => *id,
             Address::Bot(bot) => {

@@ -153,6 +153,9 @@ pub enum ConversationMsg {
     },
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for ConversationMsg {}
+
 /// What a conversation actor is started with.
 pub struct ConversationArgs {
     /// Its id.

@@ -24,6 +24,9 @@ pub enum PostOfficeMsg {
     Sweep,
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for PostOfficeMsg {}
+
 /// The post office actor.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PostOffice;

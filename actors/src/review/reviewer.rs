@@ -43,6 +43,9 @@ pub enum ReviewerMsg {
     Turn(Box<FinishedTurn>),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for ReviewerMsg {}
+
 /// The reviewer actor.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Reviewer;
@@ -167,6 +170,9 @@ struct Review;
 enum ReviewMsg {
     Run,
 }
+
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for ReviewMsg {}
 
 struct ReviewState {
     node: Node,

@@ -81,6 +81,9 @@ pub(super) enum RunMsg {
     Run,
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for RunMsg {}
+
 pub(super) struct RunState {
     node: Node,
     service: Arc<RoutineService>,

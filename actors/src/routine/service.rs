@@ -173,6 +173,9 @@ pub enum SchedulerMsg {
     Run(Box<super::table::Claim>),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for SchedulerMsg {}
+
 /// How a run ended, as the scheduler announces it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunEnd {

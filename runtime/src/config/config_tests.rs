@@ -164,6 +164,7 @@ fn documented_defaults() -> Config {
             service_name: "troupe".to_owned(),
         },
         executors: Default::default(),
+        cluster: Default::default(),
     }
 }
 
@@ -202,6 +203,10 @@ fn key_list_matches_the_structs() {
     full.environments.helper = Some(PathBuf::from("/troupe"));
     full.environments.disk_files = Some(1);
     full.browser.chrome = Some(PathBuf::from("/usr/bin/chromium"));
+    full.cluster.name = Some("acme".into());
+    full.cluster.node_name = Some("a".into());
+    full.cluster.listen = Some("127.0.0.1:7900".into());
+    full.cluster.cookie_file = Some(PathBuf::from("/c"));
     for budget in [
         &mut full.budgets.per_turn,
         &mut full.budgets.per_bot_day,
@@ -338,7 +343,7 @@ fn a_key_outside_its_section_says_where_it_belongs() {
         load_err(&home, &no_env, &[]),
         format!(
             "{}:1:1: unknown section or key `max_retries` at the top level; expected one of agent, budgets, \
-             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, browser, files, server, environments, telemetry, executors \
+             compaction, trust, sandbox, delegation, messaging, routines, review, providers, store, log, router, limits, tools, web, browser, files, server, environments, telemetry, executors, cluster \
              (`max_retries` belongs in [providers])",
             home.config_file().display()
         )

@@ -99,6 +99,12 @@ pub const KEYS: &[&str] = &[
     "telemetry.metrics",
     "telemetry.otlp_endpoint",
     "telemetry.service_name",
+    "cluster.name",
+    "cluster.node_name",
+    "cluster.listen",
+    "cluster.join",
+    "cluster.cookie_file",
+    "cluster.allow_plaintext",
 ];
 
 /// Short environment variables and the key each one sets. The long form

@@ -38,6 +38,9 @@ pub(crate) enum RouterMsg<K, M> {
     Passivate(K, ActorId, RpcReplyPort<bool>),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl<K: Send + 'static, M: ractor::Message> ractor::Message for RouterMsg<K, M> {}
+
 /// Runs `activator` for `key` in a task and tells `router` what came of it.
 /// If the router is gone by then, the new actor is stopped.
 pub(crate) fn spawn_activation<K: RouteKey, M: ractor::Message>(

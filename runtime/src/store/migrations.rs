@@ -43,6 +43,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[EXECUTOR_INSTANCES],
     &[super::house::THREAD_ATTACHMENTS],
     &[super::executor_usage::EXECUTOR_USAGE],
+    &[super::cluster::CLUSTER],
 ];
 
 /// The schema the migrations make, as one script: every table, index,

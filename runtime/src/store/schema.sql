@@ -384,3 +384,32 @@ CREATE TABLE executor_limits (
     subagent_id TEXT,
     PRIMARY KEY (executor, account)
 );
+CREATE TABLE cluster_outbox (
+    id         TEXT PRIMARY KEY,
+    peer       TEXT NOT NULL,
+    envelope   TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX cluster_outbox_by_peer ON cluster_outbox (peer);
+CREATE TABLE cluster_received (
+    id          TEXT PRIMARY KEY,
+    from_node   TEXT NOT NULL,
+    received_at TEXT NOT NULL
+);
+CREATE TABLE cluster_routes (
+    addr       TEXT PRIMARY KEY,
+    node       TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE cluster_bots (
+    name        TEXT PRIMARY KEY,
+    bot_id      TEXT NOT NULL,
+    node        TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    updated_at  TEXT NOT NULL
+);
+CREATE TABLE cluster_peers (
+    node       TEXT PRIMARY KEY,
+    listen     TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);

@@ -89,6 +89,11 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
         tables(&store),
         [
             "bots",
+            "cluster_bots",
+            "cluster_outbox",
+            "cluster_peers",
+            "cluster_received",
+            "cluster_routes",
             "conversations",
             "delegation_events",
             "delegation_fts",

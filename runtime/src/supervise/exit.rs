@@ -48,7 +48,9 @@ impl ExitReason {
             SupervisionEvent::ActorFailed(cell, err) => {
                 Some((cell.clone(), Self::Failed(err.to_string())))
             }
-            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => None,
+            SupervisionEvent::ActorStarted(_)
+            | SupervisionEvent::ProcessGroupChanged(_)
+            | SupervisionEvent::PidLifecycleEvent(_) => None,
         }
     }
 

@@ -51,6 +51,9 @@ pub enum SupervisorMsg {
     StartChild(ChildSpec, RpcReplyPort<Result<ActorCell, String>>),
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for SupervisorMsg {}
+
 /// The supervisor actor. Spawn it with a [`SupervisorSpec`] as arguments,
 /// linked to its own parent so that its failure escalates.
 #[derive(Debug, Default, Clone, Copy)]

@@ -69,6 +69,9 @@ pub enum BrowserMsg {
     },
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for BrowserMsg {}
+
 /// One mode's browser.
 enum Slot {
     Starting(Vec<Reply>),

@@ -277,6 +277,9 @@ pub enum CommandsMsg {
     StopAll,
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for CommandsMsg {}
+
 /// The supervisor of the background commands.
 pub struct Commands;
 
@@ -466,6 +469,9 @@ struct CommandArgs {
 enum CommandMsg {
     Wait,
 }
+
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for CommandMsg {}
 
 struct CommandState {
     id: String,

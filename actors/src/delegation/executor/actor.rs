@@ -106,6 +106,9 @@ pub enum ExecutorMsg {
     Kill,
 }
 
+// Never crosses a node: ractor's `cluster` feature asks each message type.
+impl ractor::Message for ExecutorMsg {}
+
 /// The actor.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Executor;

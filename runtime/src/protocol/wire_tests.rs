@@ -1,0 +1,136 @@
+use pretty_assertions::assert_eq;
+use serde::Serialize;
+
+use super::*;
+use crate::id::{ConversationId, MsgId};
+use crate::protocol::{Address, Payload};
+
+fn envelope() -> Envelope {
+    Envelope {
+        id: MsgId::new(),
+        from: Address::Conversation(ConversationId::new()),
+        to: Address::Bot(BotId::new()),
+        body: Payload::Text {
+            sender: "alice".into(),
+            text: "how is the launch?".into(),
+            expects_reply: true,
+        },
+        sent_at: chrono::Utc::now(),
+    }
+}
+
+#[test]
+fn a_delivery_round_trips() {
+    let delivery = Delivery {
+        from_node: "a".into(),
+        envelope: envelope(),
+    };
+    let id = delivery.envelope.id.to_string();
+    let bytes = encode(kind::ENVELOPE, &id, &delivery).unwrap();
+    let frame: Frame<Delivery> = decode(&bytes, kind::ENVELOPE).unwrap();
+    assert_eq!(frame.version, VERSION);
+    assert_eq!(frame.id, id);
+    assert_eq!(frame.body, delivery);
+}
+
+#[test]
+fn a_newer_minor_version_with_an_added_field_decodes() {
+    // What a node one minor version newer sends: a field in the frame and
+    // one in the body that this build does not know.
+    #[derive(Serialize)]
+    struct NewerDelivery {
+        from_node: String,
+        envelope: Envelope,
+        priority: u8,
+    }
+    #[derive(Serialize)]
+    struct NewerFrame {
+        version: Version,
+        kind: String,
+        id: String,
+        body: NewerDelivery,
+        trace: String,
+    }
+    let envelope = envelope();
+    let bytes = rmp_serde::to_vec_named(&NewerFrame {
+        version: Version {
+            major: VERSION.major,
+            minor: VERSION.minor + 1,
+        },
+        kind: kind::ENVELOPE.into(),
+        id: envelope.id.to_string(),
+        body: NewerDelivery {
+            from_node: "b".into(),
+            envelope: envelope.clone(),
+            priority: 3,
+        },
+        trace: "00-abc".into(),
+    })
+    .unwrap();
+    let frame: Frame<Delivery> = decode(&bytes, kind::ENVELOPE).unwrap();
+    assert_eq!(frame.body.envelope, envelope);
+    assert_eq!(frame.version.minor, VERSION.minor + 1);
+}
+
+#[test]
+fn another_major_version_is_refused_with_what_to_do() {
+    let bytes = rmp_serde::to_vec_named(&Frame {
+        version: Version {
+            major: VERSION.major + 1,
+            minor: 0,
+        },
+        kind: kind::ACK.to_string(),
+        id: "x".into(),
+        body: Ack { first: true },
+    })
+    .unwrap();
+    let err = decode::<Ack>(&bytes, kind::ACK).unwrap_err();
+    assert!(matches!(err, WireError::Version { .. }), "{err}");
+    assert!(err.to_string().contains("upgrade the older node"), "{err}");
+}
+
+#[test]
+fn a_frame_over_the_size_limit_is_refused_before_decoding() {
+    let bytes = vec![0xc0; MAX_FRAME + 1];
+    assert_eq!(
+        decode::<Ack>(&bytes, kind::ACK).unwrap_err(),
+        WireError::TooLarge {
+            size: MAX_FRAME + 1
+        }
+    );
+}
+
+#[test]
+fn deep_nesting_is_refused_without_recursing() {
+    // A million nested one-item arrays: decoding would overflow the stack.
+    let mut bytes = vec![0x91; 1_000_000];
+    bytes.push(0xc0);
+    assert_eq!(check(&bytes).unwrap_err(), WireError::TooDeep);
+    let mut fine = vec![0x91; MAX_DEPTH];
+    fine.push(0xc0);
+    assert_eq!(check(&fine), Ok(()));
+}
+
+#[test]
+fn lying_lengths_and_trailing_bytes_are_malformed() {
+    // An array that says it holds four billion items, in six bytes.
+    let err = check(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0]).unwrap_err();
+    assert!(matches!(err, WireError::Malformed(_)), "{err}");
+    let err = check(&[0xc0, 0xc0]).unwrap_err();
+    assert!(matches!(err, WireError::Malformed(_)), "{err}");
+    let err = check(&[0xdb, 0xff, 0xff, 0xff]).unwrap_err();
+    assert!(matches!(err, WireError::Malformed(_)), "{err}");
+}
+
+#[test]
+fn the_wrong_kind_is_named() {
+    let bytes = encode(kind::ACK, "x", &Ack { first: false }).unwrap();
+    let err = decode::<Delivery>(&bytes, kind::ENVELOPE).unwrap_err();
+    assert_eq!(
+        err,
+        WireError::Kind {
+            expected: "envelope".into(),
+            got: "ack".into()
+        }
+    );
+}

@@ -1,0 +1,246 @@
+//! What a node of a cluster keeps of the others, and its outbox to them.
+//!
+//! ractor_cluster moves messages between live nodes and forgets them when
+//! a connection drops; the durable mailbox's guarantee across nodes lives
+//! here instead:
+//!
+//! - `cluster_outbox`: a durable message for an actor on another node. It
+//!   is moved here from the local mailbox in one transaction
+//!   ([`forward`]), and stays until that node acknowledges it ([`acked`]);
+//!   the node's gateway to the peer sends it again until then.
+//! - `cluster_received`: the ids of the messages this node committed from
+//!   others, so a retry of one already committed is acknowledged and not
+//!   applied twice ([`receive`]), even after its mailbox row was purged.
+//! - `cluster_routes`: where an address that is not on this node lives
+//!   (the sender of a message received from a peer: where its reply goes).
+//! - `cluster_bots`: which node hosts which bot, as that node announced it,
+//!   so a message to a bot on a node that is down is still committed.
+//! - `cluster_peers`: the other nodes and where they listen, to connect
+//!   again after a restart.
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use super::error::StoreError;
+use super::{mailbox, now};
+use crate::id::{BotId, MsgId};
+use crate::protocol::Envelope;
+
+/// The migration that makes the tables.
+pub const CLUSTER: &str = r#"
+CREATE TABLE cluster_outbox (
+    id         TEXT PRIMARY KEY,
+    peer       TEXT NOT NULL,
+    envelope   TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX cluster_outbox_by_peer ON cluster_outbox (peer);
+CREATE TABLE cluster_received (
+    id          TEXT PRIMARY KEY,
+    from_node   TEXT NOT NULL,
+    received_at TEXT NOT NULL
+);
+CREATE TABLE cluster_routes (
+    addr       TEXT PRIMARY KEY,
+    node       TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE cluster_bots (
+    name        TEXT PRIMARY KEY,
+    bot_id      TEXT NOT NULL,
+    node        TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    updated_at  TEXT NOT NULL
+);
+CREATE TABLE cluster_peers (
+    node       TEXT PRIMARY KEY,
+    listen     TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+"#;
+
+/// A bot another node hosts, as it announced it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteBot {
+    /// Its name.
+    pub name: String,
+    /// Its id.
+    pub id: BotId,
+    /// The node that hosts it.
+    pub node: String,
+    /// What it is for.
+    pub description: String,
+}
+
+fn codec(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Codec {
+        what: "envelope",
+        detail: e.to_string(),
+    }
+}
+
+/// Moves `envelope`, committed in the local mailbox, to the outbox for
+/// `peer`, in the caller's transaction: consumed here, to be sent there.
+/// False if it was consumed already (moved or applied before).
+pub fn forward(tx: &Transaction<'_>, envelope: &Envelope, peer: &str) -> Result<bool, StoreError> {
+    if !mailbox::consume(tx, envelope.id)? {
+        return Ok(false);
+    }
+    let json = serde_json::to_string(envelope).map_err(codec)?;
+    tx.prepare_cached(
+        "INSERT INTO cluster_outbox (id, peer, envelope, created_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (id) DO NOTHING",
+    )?
+    .execute(params![envelope.id.to_string(), peer, json, now()])?;
+    Ok(true)
+}
+
+/// Up to `limit` messages waiting for `peer`'s acknowledgement, oldest first.
+pub fn outbox(conn: &Connection, peer: &str, limit: usize) -> Result<Vec<Envelope>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn.prepare_cached(
+        "SELECT envelope FROM cluster_outbox WHERE peer = ?1 ORDER BY rowid LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![peer, limit], |r| r.get::<_, String>(0))?;
+    rows.map(|r| serde_json::from_str(&r?).map_err(codec))
+        .collect()
+}
+
+/// The peers that messages wait for, with how many each.
+pub fn outbox_peers(conn: &Connection) -> Result<Vec<(String, u64)>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT peer, COUNT(*) FROM cluster_outbox GROUP BY peer ORDER BY peer")?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    rows.map(|r| {
+        let (peer, n) = r?;
+        Ok((peer, u64::try_from(n).unwrap_or(0)))
+    })
+    .collect()
+}
+
+/// Drops the acknowledged messages `ids` from the outbox.
+pub fn acked(tx: &Transaction<'_>, ids: &[MsgId]) -> Result<(), StoreError> {
+    let mut stmt = tx.prepare_cached("DELETE FROM cluster_outbox WHERE id = ?1")?;
+    for id in ids {
+        stmt.execute([id.to_string()])?;
+    }
+    Ok(())
+}
+
+/// Commits `envelope`, received from `from_node`, into the local mailbox,
+/// and notes where its sender lives (its reply goes back there), in the
+/// caller's transaction. False if it had been received before: the
+/// receiver acknowledges it again and applies nothing.
+pub fn receive(
+    tx: &Transaction<'_>,
+    envelope: &Envelope,
+    from_node: &str,
+) -> Result<bool, StoreError> {
+    let first = tx
+        .prepare_cached(
+            "INSERT INTO cluster_received (id, from_node, received_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (id) DO NOTHING",
+        )?
+        .execute(params![envelope.id.to_string(), from_node, now()])?
+        == 1;
+    if !first {
+        return Ok(false);
+    }
+    set_route(tx, &envelope.from.to_string(), from_node)?;
+    mailbox::enqueue(tx, envelope)?;
+    Ok(true)
+}
+
+/// Records that address `addr` lives on `node`.
+pub fn set_route(tx: &Transaction<'_>, addr: &str, node: &str) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO cluster_routes (addr, node, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (addr) DO UPDATE SET node = excluded.node, updated_at = excluded.updated_at",
+    )?
+    .execute(params![addr, node, now()])?;
+    Ok(())
+}
+
+/// Every address known to live on another node, with its node.
+pub fn routes(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT addr, node FROM cluster_routes")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Replaces what `node` hosts with `bots` (its latest announcement).
+pub fn set_bots(tx: &Transaction<'_>, node: &str, bots: &[RemoteBot]) -> Result<(), StoreError> {
+    tx.prepare_cached("DELETE FROM cluster_bots WHERE node = ?1")?
+        .execute([node])?;
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO cluster_bots (name, bot_id, node, description, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (name) DO UPDATE SET bot_id = excluded.bot_id, node = excluded.node,
+             description = excluded.description, updated_at = excluded.updated_at",
+    )?;
+    for bot in bots {
+        stmt.execute(params![
+            bot.name,
+            bot.id.to_string(),
+            node,
+            bot.description,
+            now()
+        ])?;
+    }
+    Ok(())
+}
+
+/// Every bot another node announced.
+pub fn bots(conn: &Connection) -> Result<Vec<RemoteBot>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT name, bot_id, node, description FROM cluster_bots ORDER BY name")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (name, id, node, description) = row?;
+        let Ok(id) = id.parse() else { continue };
+        out.push(RemoteBot {
+            name,
+            id,
+            node,
+            description,
+        });
+    }
+    Ok(out)
+}
+
+/// Records where `node` listens.
+pub fn set_peer(tx: &Transaction<'_>, node: &str, listen: &str) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO cluster_peers (node, listen, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (node) DO UPDATE SET listen = excluded.listen, updated_at = excluded.updated_at",
+    )?
+    .execute(params![node, listen, now()])?;
+    Ok(())
+}
+
+/// Every other node met, with where it listens.
+pub fn peers(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT node, listen FROM cluster_peers ORDER BY node")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Whether message `id` was received from another node.
+pub fn was_received(conn: &Connection, id: MsgId) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM cluster_received WHERE id = ?1")?
+        .query_row([id.to_string()], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+#[cfg(test)]
+#[path = "cluster_tests.rs"]
+mod tests;

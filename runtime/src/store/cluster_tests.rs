@@ -1,0 +1,71 @@
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::id::ConversationId;
+use crate::protocol::{Address, Payload};
+use crate::store::Store;
+
+fn envelope() -> Envelope {
+    Envelope {
+        id: MsgId::new(),
+        from: Address::Conversation(ConversationId::new()),
+        to: Address::Bot(BotId::new()),
+        body: Payload::Text {
+            sender: "alice".into(),
+            text: "hello".into(),
+            expects_reply: true,
+        },
+        sent_at: chrono::Utc::now(),
+    }
+}
+
+#[tokio::test]
+async fn a_forwarded_message_leaves_the_mailbox_for_the_outbox_until_acked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let sent = envelope();
+    store.send(sent.clone()).await.unwrap();
+    let e = sent.clone();
+    let moved = store.write(move |tx| forward(tx, &e, "b")).await.unwrap();
+    assert!(moved);
+    let e = sent.clone();
+    let again = store.write(move |tx| forward(tx, &e, "b")).await.unwrap();
+    assert!(!again, "moved once");
+    assert_eq!(store.read(mailbox::pending_all).await.unwrap(), vec![]);
+    let waiting = store.read(|c| outbox(c, "b", 10)).await.unwrap();
+    assert_eq!(waiting, vec![sent.clone()]);
+    assert_eq!(
+        store.read(outbox_peers).await.unwrap(),
+        vec![("b".to_string(), 1)]
+    );
+    let id = sent.id;
+    store.write(move |tx| acked(tx, &[id])).await.unwrap();
+    assert_eq!(store.read(|c| outbox(c, "b", 10)).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn a_message_received_twice_is_committed_once_and_its_sender_routed_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let got = envelope();
+    let e = got.clone();
+    assert!(store.write(move |tx| receive(tx, &e, "a")).await.unwrap());
+    // Consumed (applied), then purged: a retry is still recognised.
+    let id = got.id;
+    store
+        .write(move |tx| mailbox::consume(tx, id))
+        .await
+        .unwrap();
+    store
+        .write(|tx| mailbox::purge_consumed(tx, "9999"))
+        .await
+        .unwrap();
+    let e = got.clone();
+    assert!(!store.write(move |tx| receive(tx, &e, "a")).await.unwrap());
+    assert_eq!(store.read(mailbox::pending_all).await.unwrap(), vec![]);
+    assert!(store.read(move |c| was_received(c, id)).await.unwrap());
+    assert_eq!(
+        store.read(routes).await.unwrap(),
+        vec![(got.from.to_string(), "a".to_string())]
+    );
+}
