@@ -17,7 +17,6 @@ use troupe_macros::tool;
 use troupe_runtime::config::Config;
 use troupe_runtime::executors::accounts;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::store::Store;
 use troupe_runtime::tool::ToolContext;
 
 /// The tool's name.
@@ -46,7 +45,7 @@ pub async fn executor_accounts(params: Params, ctx: &ToolContext) -> ToolResult 
             ))
         }
     };
-    let Some(store) = ctx.services.get::<Store>() else {
+    let Some(store) = ctx.services.store() else {
         return ToolResult::error(
             "executor_accounts has no store in this conversation; it cannot read usage here.",
         );
@@ -84,10 +83,9 @@ pub async fn executor_accounts(params: Params, ctx: &ToolContext) -> ToolResult 
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use troupe_runtime::home::Home;
     use troupe_runtime::store::executor_usage::{self, Limit};
+    use troupe_runtime::store::Store;
     use troupe_runtime::tool::Tool as _;
 
     use super::*;
@@ -119,7 +117,7 @@ mod tests {
             .await
             .unwrap();
         let ctx = ToolContext::standalone(home, dir.path().to_path_buf());
-        ctx.services.insert(Arc::new(store));
+        ctx.services.node().set_store(store);
         let call = |args: serde_json::Value| {
             let ctx = ctx.clone();
             async move { executor_accounts::tool().call(args, &ctx).await }
