@@ -15,16 +15,20 @@
 //!   itself. A tool reads `ctx.services.seat()`.
 //! - [`Extensions`], by type (`ctx.services.get::<T>()`): what is defined
 //!   above this crate (the tools' read ledger, background commands,
-//!   browser, plan and skills; the actors' turn channel, gate session, MCP
-//!   servers and routines) and a Rust program's own tools' state. A type
-//!   of this crate never goes there: it has its typed field.
+//!   browser, plan and skills; the actors' turn channel, MCP servers and
+//!   routines), a Rust program's own tools' state, and three types of this
+//!   crate not moved yet (a conversation's deferred tool catalog and gate
+//!   session, the node's lazy tool sources). A type the typed parts hold is
+//!   never looked up there (a debug build panics if it is).
 //!
 //! Moving the extensions to typed fields needs their types (or a trait
 //! for each) in this crate; the per-conversation ones (plan, skills in
-//! use, the deferred catalog, the turn channel, the gate session) would
-//! then join [`ConversationServices`], the node-wide ones (read ledger,
-//! background commands and their notifier, browser, MCP servers,
-//! routines) [`NodeServices`].
+//! use, the deferred catalog, the turn channel, the gate session — which
+//! lives in `trust`, a module that names this one, so it moves here first)
+//! would then join [`ConversationServices`] (holding `Arc`s, copied on a
+//! fork as the seat is), the node-wide ones (read ledger, background
+//! commands and their notifier, browser, MCP servers and their lazy
+//! sources, routines) [`NodeServices`].
 //!
 //! The service traits are defined in this module's children, beside the
 //! tool context that holds them: a trait whose methods take a

@@ -48,7 +48,7 @@ impl Seat {
 pub struct HouseScope {
     /// The house.
     pub house: HouseId,
-    /// Whether it is the home's own house ([`DEFAULT_HOUSE`]), whose people
+    /// Whether it is the home's own house ([`DEFAULT_HOUSE`](crate::house::DEFAULT_HOUSE)), whose people
     /// own the machine: its scope also sees what was made outside any house
     /// (the owner's conversations, `memory/USER.md`).
     pub home: bool,

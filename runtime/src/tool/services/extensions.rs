@@ -1,12 +1,13 @@
-//! The services a tool call finds by type: what is defined above this
-//! crate, so that it cannot be a typed field of [`super::Services`].
+//! The services a tool call finds by type: mostly what is defined above
+//! this crate, so that it cannot be a typed field of [`super::Services`].
 //!
 //! Held here: the tools' own state (the read ledger, background commands
-//! and their notifier, the browser, a conversation's plan and skills, the
-//! deferred tool catalog), the actors' (a turn's channel to the user, the
-//! gate's session, the MCP servers and offers, the routines), and the
-//! state of a Rust program's own tools. What this crate defines is typed
-//! in [`super::NodeServices`] and [`super::ConversationServices`] instead.
+//! and their notifier, the browser, a conversation's plan and skills), the
+//! actors' (a turn's channel to the user and its budget, the MCP servers
+//! and offers, the routines), the state of a Rust program's own tools; and
+//! three of this crate's not moved yet (a conversation's deferred tool catalog and gate session, the
+//! node's lazy tool sources). What [`super::NodeServices`] and
+//! [`super::ConversationServices`] hold is never looked up here.
 
 use std::any::{Any, TypeId};
 use std::sync::Arc;
