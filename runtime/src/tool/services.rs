@@ -9,17 +9,18 @@
 //! - [`NodeServices`], typed, set once when the node starts and shared by
 //!   every conversation: the store, the house threads' [`Houses`], the
 //!   [`Environments`], the agent tools' [`AgentServices`], the house files'
-//!   limits. A tool reads `ctx.services.houses()`.
+//!   limits, the tool sources started late. A tool reads
+//!   `ctx.services.houses()`.
 //! - [`ConversationServices`], typed, set when the node opens a
 //!   conversation: its [`Seat`], its [`HouseScope`], whether it may update
 //!   itself. A tool reads `ctx.services.seat()`.
 //! - [`Extensions`], by type (`ctx.services.get::<T>()`): what is defined
 //!   above this crate (the tools' read ledger, background commands,
 //!   browser, plan and skills; the actors' turn channel, MCP servers and
-//!   routines), a Rust program's own tools' state, and three types of this
+//!   routines), a Rust program's own tools' state, and two types of this
 //!   crate not moved yet (a conversation's deferred tool catalog and gate
-//!   session, the node's lazy tool sources). A type the typed parts hold is
-//!   never looked up there (a debug build panics if it is).
+//!   session). A type the typed parts hold is never looked up there (a
+//!   debug build panics if it is).
 //!
 //! Moving the extensions to typed fields needs their types (or a trait
 //! for each) in this crate; the per-conversation ones (plan, skills in
@@ -27,8 +28,8 @@
 //! lives in `trust`, a module that names this one, so it moves here first)
 //! would then join [`ConversationServices`] (holding `Arc`s, copied on a
 //! fork as the seat is), the node-wide ones (read ledger, background
-//! commands and their notifier, browser, MCP servers and their lazy
-//! sources, routines) [`NodeServices`].
+//! commands and their notifier, browser, MCP servers, routines)
+//! [`NodeServices`].
 //!
 //! The service traits are defined in this module's children, beside the
 //! tool context that holds them: a trait whose methods take a
@@ -57,6 +58,7 @@ pub use node::NodeServices;
 
 use crate::store::house_files::FileLimits;
 use crate::store::Store;
+use crate::tool::catalog::Lazy;
 
 /// The services a tool call gets. Cloning shares them; a
 /// [fork](Services::fork) is a conversation's own over the node's.
@@ -96,6 +98,11 @@ impl Services {
     /// How big house files may grow.
     pub fn file_limits(&self) -> Option<FileLimits> {
         self.node.file_limits()
+    }
+
+    /// The tool sources started when first needed.
+    pub fn lazy_sources(&self) -> Option<Arc<Lazy>> {
+        self.node.lazy_sources()
     }
 
     /// The conversation's typed services, as they are now.
@@ -187,6 +194,7 @@ fn debug_assert_untyped<T: std::any::Any>() {
         TypeId::of::<Environments>(),
         TypeId::of::<Agents>(),
         TypeId::of::<FileLimits>(),
+        TypeId::of::<Lazy>(),
         TypeId::of::<Seat>(),
         TypeId::of::<HouseScope>(),
         TypeId::of::<ConversationServices>(),

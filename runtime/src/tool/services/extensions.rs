@@ -5,8 +5,8 @@
 //! and their notifier, the browser, a conversation's plan and skills), the
 //! actors' (a turn's channel to the user and its budget, the MCP servers
 //! and offers, the routines), the state of a Rust program's own tools; and
-//! three of this crate's not moved yet (a conversation's deferred tool catalog and gate session, the
-//! node's lazy tool sources). What [`super::NodeServices`] and
+//! two of this crate's not moved yet (a conversation's deferred tool
+//! catalog and gate session). What [`super::NodeServices`] and
 //! [`super::ConversationServices`] hold is never looked up here.
 
 use std::any::{Any, TypeId};

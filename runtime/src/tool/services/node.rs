@@ -1,6 +1,6 @@
 //! The typed part of a tool call's services the node sets once, when it
-//! starts, and every conversation shares: the store and the handles
-//! through which tools reach the actors above them.
+//! starts, and every conversation shares: the store, the handles through
+//! which tools reach the actors above them, the tool sources started late.
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use super::environments::Environments;
 use super::houses::Houses;
 use crate::store::house_files::FileLimits;
 use crate::store::Store;
+use crate::tool::catalog::Lazy;
 
 /// What the node lends every conversation's tools, each typed, each unset
 /// (`None`) where no node set it (a tool run alone, a test): a tool then
@@ -22,6 +23,7 @@ pub struct NodeServices {
     environments: Slot<Arc<Environments>>,
     agents: Slot<Arc<dyn AgentServices>>,
     file_limits: Slot<FileLimits>,
+    lazy_sources: Slot<Arc<Lazy>>,
 }
 
 /// One service: set at start-up (or by a test), read by every call.
@@ -94,6 +96,17 @@ impl NodeServices {
         self.file_limits.set(limits);
     }
 
+    /// The tool sources started when first needed (MCP servers not
+    /// loaded yet), for `tool_search`.
+    pub fn lazy_sources(&self) -> Option<Arc<Lazy>> {
+        self.lazy_sources.get()
+    }
+
+    /// Sets the tool sources started when first needed.
+    pub fn set_lazy_sources(&self, lazy: Lazy) {
+        self.lazy_sources.set(Arc::new(lazy));
+    }
+
     /// How many services are set.
     pub(super) fn len(&self) -> usize {
         usize::from(self.store.0.read().is_some())
@@ -101,5 +114,6 @@ impl NodeServices {
             + usize::from(self.environments.0.read().is_some())
             + usize::from(self.agents.0.read().is_some())
             + usize::from(self.file_limits.0.read().is_some())
+            + usize::from(self.lazy_sources.0.read().is_some())
     }
 }
