@@ -111,18 +111,16 @@ impl Node {
             .await?;
         ctx.add_branch(delegations.clone());
         node.supervise(routed::child(delegations)).await?;
-        ctx.services.insert(Arc::new(Agents(AgentDesk::new(
-            &node,
-            Arc::downgrade(delegations),
-        ))));
-        ctx.services.insert(Arc::new(troupe_runtime::house::Houses(
+        // The tools' typed handles on the node (see `troupe_runtime::tool::services`).
+        let typed = ctx.services.node();
+        typed.set_agents(Agents(AgentDesk::new(&node, Arc::downgrade(delegations))));
+        typed.set_houses(troupe_runtime::house::Houses(
             crate::house::tools::HouseDesk::new(&node),
-        )));
-        ctx.services
-            .insert(Arc::new(troupe_runtime::environment::Environments(
-                crate::environment::tools::EnvironmentDesk::new(&node),
-            )));
-        ctx.services.insert(Arc::new(ctx.settings.files));
+        ));
+        typed.set_environments(troupe_runtime::environment::Environments(
+            crate::environment::tools::EnvironmentDesk::new(&node),
+        ));
+        typed.set_file_limits(ctx.settings.files);
         // `executor_accounts` reads the accounts the node started with.
         ctx.services
             .insert(Arc::new(ctx.settings.executors.clone()));

@@ -115,7 +115,7 @@ fn where_it_runs(spec: &ToolSpec, ctx: &ToolContext) -> Option<String> {
     let seat = troupe_runtime::house::Seat::of(ctx)?;
     let bound = ctx
         .services
-        .get::<troupe_runtime::environment::Environments>()
+        .environments()
         .and_then(|e| e.0.bound(seat.thread));
     Some(match bound {
         Some(env) => {

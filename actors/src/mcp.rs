@@ -206,9 +206,8 @@ impl McpServers {
         node.services()
             .insert(Arc::new(crate::toolset::McpOffers(Arc::new(self.clone()))));
         node.services()
-            .insert(Arc::new(troupe_runtime::tool::catalog::Lazy(Arc::new(
-                self.clone(),
-            ))));
+            .node()
+            .set_lazy_sources(troupe_runtime::tool::catalog::Lazy(Arc::new(self.clone())));
         for slot in self.slots.iter() {
             let shared = Arc::clone(slot);
             let child = ChildSpec::new(format!("mcp:{}", slot.config.name), move |supervisor| {

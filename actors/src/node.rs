@@ -412,7 +412,7 @@ impl Node {
             bots: DashMap::new(),
             hooks: parking_lot::RwLock::new(Arc::from(Vec::new())),
         });
-        ctx.services.insert(Arc::new(ctx.store.clone()));
+        ctx.services.node().set_store(ctx.store.clone());
         Ok(Node { ctx })
     }
 

@@ -298,7 +298,7 @@ fn select<'a>(
     // `tool_search` is available when this catalog holds something.
     let pending = ctx
         .services
-        .get::<troupe_runtime::tool::catalog::Lazy>()
+        .lazy_sources()
         .map(|lazy| lazy.0.pending())
         .unwrap_or_default()
         .into_iter()

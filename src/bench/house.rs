@@ -175,11 +175,13 @@ pub async fn house(messages: usize) -> anyhow::Result<serde_json::Value> {
     // The tools, as a bot seated in thread 0 calls them.
     let mut ctx = ToolContext::standalone(node.home().clone(), home.path().to_path_buf());
     ctx.agent = names[0].clone();
-    ctx.services.insert(Arc::new(Houses(HouseDesk::new(&node))));
-    ctx.services.insert(Arc::new(Seat {
+    ctx.services
+        .node()
+        .set_houses(Houses(HouseDesk::new(&node)));
+    ctx.services.set_seat(Seat {
         house: house_id,
         thread: threads[0],
-    }));
+    });
     let list = troupe_tools::house::list_threads::list_threads::tool();
     let read = troupe_tools::house::read_thread::read_thread::tool();
     let search = troupe_tools::house::search_threads::search_threads::tool();

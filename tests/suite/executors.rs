@@ -269,8 +269,7 @@ async fn pi_writes_a_file_in_the_task_folder_and_reports_once() {
     let search = |args: serde_json::Value| {
         let node = runtime.node().clone();
         let ctx = troupe::ToolContext::standalone(node.home().clone(), node.settings().cwd.clone());
-        ctx.services
-            .insert(std::sync::Arc::new(node.store().clone()));
+        ctx.services.node().set_store(node.store().clone());
         async move {
             use troupe::Tool;
             troupe::tools::delegation_search::delegation_search::tool()

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe_macros::tool;
 use troupe_runtime::agents::Agents;
-use troupe_runtime::environment::{Environments, TaskRequest};
+use troupe_runtime::environment::TaskRequest;
 use troupe_runtime::house::Seat;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::tool::ToolContext;
@@ -62,7 +62,7 @@ pub fn request(params: Params) -> Result<TaskRequest, ToolResult> {
 
 /// Whether the conversation sits in a house thread whose node runs environments.
 fn in_thread_with_environments(ctx: &ToolContext) -> bool {
-    Seat::of(ctx).is_some() && ctx.services.get::<Environments>().is_some()
+    Seat::of(ctx).is_some() && ctx.services.environments().is_some()
 }
 
 /// Launch the pi coding agent on this thread's environment (/workspace) for a coding task it

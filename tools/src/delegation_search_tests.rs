@@ -1,8 +1,6 @@
 //! Tests of `delegation_search`, with the record written straight into its
 //! tables (as the delegation actor would).
 
-use std::sync::Arc;
-
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use troupe_runtime::home::Home;
@@ -24,7 +22,7 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("troupe.db")).unwrap();
     let ctx = ToolContext::standalone(Home::new(dir.path()), dir.path().into());
-    ctx.services.insert(Arc::new(store.clone()));
+    ctx.services.node().set_store(store.clone());
     Fixture {
         _dir: dir,
         store,

@@ -18,7 +18,6 @@ use troupe_macros::tool;
 use troupe_runtime::config::{Config, Executors};
 use troupe_runtime::executors::accounts;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::store::Store;
 use troupe_runtime::tool::ToolContext;
 
 /// The tool's name.
@@ -51,7 +50,7 @@ pub async fn executor_accounts(params: Params, ctx: &ToolContext) -> ToolResult 
             }
         },
     };
-    let Some(store) = ctx.services.get::<Store>() else {
+    let Some(store) = ctx.services.store() else {
         return ToolResult::error(
             "executor_accounts has no store in this conversation; it cannot read usage here.",
         );
@@ -83,10 +82,9 @@ pub async fn executor_accounts(params: Params, ctx: &ToolContext) -> ToolResult 
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use troupe_runtime::home::Home;
     use troupe_runtime::store::executor_usage::{self, Limit};
+    use troupe_runtime::store::Store;
     use troupe_runtime::tool::Tool as _;
 
     use super::*;
@@ -118,7 +116,7 @@ mod tests {
             .await
             .unwrap();
         let ctx = ToolContext::standalone(home, dir.path().to_path_buf());
-        ctx.services.insert(Arc::new(store));
+        ctx.services.node().set_store(store);
         let call = |args: serde_json::Value| {
             let ctx = ctx.clone();
             async move { executor_accounts::tool().call(args, &ctx).await }
@@ -151,8 +149,8 @@ mod tests {
                 .unwrap();
         let store = Store::open(&home.database()).unwrap();
         let ctx = ToolContext::standalone(home, dir.path().to_path_buf());
-        ctx.services.insert(Arc::new(store));
-        ctx.services.insert(Arc::new(started));
+        ctx.services.node().set_store(store);
+        ctx.services.insert(std::sync::Arc::new(started));
         let shown = executor_accounts::tool()
             .call(serde_json::json!({"executor": "codex"}), &ctx)
             .await;

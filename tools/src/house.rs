@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe_runtime::house::{Seat, SelfUpdateAllowed};
+use troupe_runtime::house::Seat;
 use troupe_runtime::tool::{Tool, ToolContext};
 
 /// The longest post, in characters.
@@ -43,7 +43,7 @@ pub fn in_thread(ctx: &ToolContext) -> bool {
 
 /// Whether the conversation's bot may rewrite its own record.
 pub fn may_update_self(ctx: &ToolContext) -> bool {
-    ctx.services.get::<SelfUpdateAllowed>().is_some()
+    ctx.services.self_update_allowed()
 }
 
 /// Arguments of `archive_thread`: none.

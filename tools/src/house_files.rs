@@ -32,17 +32,14 @@ pub(crate) fn scope(ctx: &ToolContext) -> Result<(HouseScope, Store), ToolResult
     })?;
     let store = ctx
         .services
-        .get::<Store>()
+        .store()
         .ok_or_else(|| ToolResult::error("the store is not available to this conversation."))?;
-    Ok((seat, (*store).clone()))
+    Ok((seat, store))
 }
 
 /// The limits set in `[files]` (defaults when the node gave none).
 pub(crate) fn limits(ctx: &ToolContext) -> FileLimits {
-    ctx.services
-        .get::<FileLimits>()
-        .map(|l| *l)
-        .unwrap_or_default()
+    ctx.services.file_limits().unwrap_or_default()
 }
 
 /// A store failure as the tool's error: a refusal says what to do.

@@ -42,20 +42,20 @@ async fn fixture() -> Fixture {
         let mut ctx =
             ToolContext::standalone(Home::new(dir.path().join("home")), dir.path().into());
         ctx.agent = "assistant".into();
-        ctx.services.insert(Arc::new(store.clone()));
-        ctx.services.insert(Arc::new(FileLimits {
+        ctx.services.node().set_store(store.clone());
+        ctx.services.node().set_file_limits(FileLimits {
             max_file_bytes: 8192,
             house_quota_bytes: 64 * 1024,
-        }));
+        });
         // As the node opens a seated conversation: its seat, and the
         // scope of the house it works for (neither is the home's own).
         if let Some(house) = h {
-            ctx.services.insert(Arc::new(Seat {
+            ctx.services.set_seat(Seat {
                 house,
                 thread: ThreadId::new(),
-            }));
+            });
             ctx.services
-                .insert(Arc::new(HouseScope { house, home: false }));
+                .set_house_scope(HouseScope { house, home: false });
         }
         ctx
     };
@@ -156,7 +156,7 @@ async fn a_bot_writes_reads_old_versions_and_chunks_and_another_house_sees_nothi
     );
     assert!(middle.text.contains("offset=2244"), "{}", middle.text);
     // Indexed after the write: what a search would wait for.
-    let store = f.acme.services.get::<Store>().unwrap();
+    let store = f.acme.services.store().unwrap();
     troupe_runtime::store::house_files::catch_up(&store, HouseScope::of(&f.acme).unwrap().house)
         .await
         .unwrap();
@@ -306,7 +306,7 @@ async fn search_finds_text_inside_a_docx_and_a_pdf_with_citations_read_file_open
     let dir = tempfile::tempdir().unwrap();
     let docx = std::fs::read(crate::documents::tests::docx(dir.path())).unwrap();
     let pdf = crate::documents::tests::pdf(&["Cover page", "The vault code is MARIGOLD"]);
-    let store = f.acme.services.get::<Store>().unwrap();
+    let store = f.acme.services.store().unwrap();
     let house = HouseScope::of(&f.acme).unwrap().house;
     let files = vec![
         prepare("reports/q3.docx", docx),

@@ -17,7 +17,7 @@ fn review() -> Review {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ToolContext::standalone(Home::new(dir.path()), dir.path().to_path_buf());
     let store = Store::open(&dir.path().join("troupe.db")).unwrap();
-    ctx.services.insert(Arc::new(store.clone()));
+    ctx.services.node().set_store(store.clone());
     ctx.services.insert(Arc::new(ProposeRemovals));
     Review {
         _dir: dir,

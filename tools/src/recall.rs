@@ -10,7 +10,7 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use troupe_runtime::house::HouseScope;
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::store::{Store, StoreError};
+use troupe_runtime::store::StoreError;
 use troupe_runtime::tool::ToolContext;
 
 /// Parses a time bound: an ISO date or date-time (UTC unless it says
@@ -141,7 +141,7 @@ where
         + Send
         + 'static,
 {
-    let Some(store) = ctx.services.get::<Store>() else {
+    let Some(store) = ctx.services.store() else {
         return ToolResult::error(format!(
             "{name} has no store in this conversation; it cannot search here."
         ));

@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe_macros::tool;
 use troupe_runtime::protocol::ToolResult;
-use troupe_runtime::tool::catalog::{DeferredCatalog, Lazy};
+use troupe_runtime::tool::catalog::DeferredCatalog;
 use troupe_runtime::tool::{Exposure, ToolContext, ToolSpec};
 
 /// Arguments of `tool_search`.
@@ -90,7 +90,7 @@ async fn with_started_sources(
     ctx: &ToolContext,
 ) -> (DeferredCatalog, String) {
     let mut out = catalog.clone();
-    let Some(lazy) = ctx.services.get::<Lazy>() else {
+    let Some(lazy) = ctx.services.lazy_sources() else {
         return (out, String::new());
     };
     let still: Vec<String> = lazy

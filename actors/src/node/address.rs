@@ -113,13 +113,13 @@ impl Node {
             extra(&services);
         }
         if let Some(seat) = opening.seat {
-            services.insert(Arc::new(seat));
+            services.set_seat(seat);
         }
         if let Some(house) = opening.seat.map(|s| s.house).or(opening.house) {
-            services.insert(Arc::new(self.house_scope(house).await?));
+            services.set_house_scope(self.house_scope(house).await?);
         }
         if opening.bot.spec.self_update {
-            services.insert(Arc::new(troupe_runtime::house::SelfUpdateAllowed));
+            services.allow_self_update();
         }
         Ok(ConversationArgs {
             id,

@@ -41,7 +41,7 @@ pub trait LazySources: Send + Sync + 'static {
     async fn start(&self, sources: &[String]) -> (Vec<ToolSpec>, Vec<String>);
 }
 
-/// The node's lazy sources, as a service tools look up.
+/// The node's lazy sources, as tools find them in their services.
 pub struct Lazy(pub std::sync::Arc<dyn LazySources>);
 
 /// The names of the deferred tools loaded by the `tool_search` results in

@@ -1,99 +1,217 @@
-//! A type map of the services actors lend to tools.
+//! What the actors lend a tool call: typed handles, and by type what this
+//! crate cannot name.
 //!
-//! Tools live in `troupe-tools`, below the actors in the dependency order, so
-//! they cannot name an actor. What they need from one (the store, a way to ask
-//! the user, a way to notify the conversation, per-conversation state such as
-//! which files were read) is a trait or a type from this crate, inserted here
-//! by the actor that runs the conversation and looked up by type.
+//! Tools live in `troupe-tools`, below the actors in the dependency order,
+//! so they cannot name an actor. What they need from one is a trait or a
+//! type of this crate, which the node sets when it starts or opens a
+//! conversation. Three parts, each saying where a service lives:
+//!
+//! - [`NodeServices`], typed, set once when the node starts and shared by
+//!   every conversation: the store, the house threads' [`Houses`], the
+//!   [`Environments`], the agent tools' [`AgentServices`], the house files'
+//!   limits, the tool sources started late. A tool reads
+//!   `ctx.services.houses()`.
+//! - [`ConversationServices`], typed, set when the node opens a
+//!   conversation: its [`Seat`], its [`HouseScope`], whether it may update
+//!   itself. A tool reads `ctx.services.seat()`.
+//! - [`Extensions`], by type (`ctx.services.get::<T>()`): what is defined
+//!   above this crate (the tools' read ledger, background commands,
+//!   browser, plan and skills; the actors' turn channel, MCP servers and
+//!   routines), a Rust program's own tools' state, and two types of this
+//!   crate not moved yet (a conversation's deferred tool catalog and gate
+//!   session). A type the typed parts hold is never looked up there (a
+//!   debug build panics if it is).
+//!
+//! Moving the extensions to typed fields needs their types (or a trait
+//! for each) in this crate; the per-conversation ones (plan, skills in
+//! use, the deferred catalog, the turn channel, the gate session — which
+//! lives in `trust`, a module that names this one, so it moves here first)
+//! would then join [`ConversationServices`] (holding `Arc`s, copied on a
+//! fork as the seat is), the node-wide ones (read ledger, background
+//! commands and their notifier, browser, MCP servers, routines)
+//! [`NodeServices`].
+//!
+//! The service traits are defined in this module's children, beside the
+//! tool context that holds them: a trait whose methods take a
+//! [`ToolContext`](crate::tool::ToolContext) and a context holding it must
+//! sit in one module, or the modules would name each other.
+//! [`crate::house`], [`crate::environment`] and [`crate::agents`] name
+//! them where their users look.
 
-use std::any::{Any, TypeId};
+pub mod agents;
+mod conversation;
+pub mod environments;
+mod extensions;
+pub mod houses;
+mod node;
+
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-type Entry = (TypeId, Arc<dyn Any + Send + Sync>);
+pub use agents::{AgentServices, Agents};
+pub use conversation::{ConversationServices, HouseScope, Seat};
+pub use environments::{EnvironmentServices, Environments};
+pub use extensions::Extensions;
+pub use houses::{HouseServices, Houses};
+pub use node::NodeServices;
 
-/// Services available to a tool call, looked up by type. Cloning shares them.
-///
-/// A [fork](Services::fork) is a layer over its parent: what it adds or
-/// removes stays in the layer, what it does not hold it finds in the
-/// parent (including what the parent gets later). A layer is a short
-/// vector, so a conversation's services cost a few words, not a map.
+use crate::store::house_files::FileLimits;
+use crate::store::Store;
+use crate::tool::catalog::Lazy;
+
+/// The services a tool call gets. Cloning shares them; a
+/// [fork](Services::fork) is a conversation's own over the node's.
 #[derive(Clone, Default)]
 pub struct Services {
-    layer: Arc<RwLock<Vec<Entry>>>,
-    parent: Option<Box<Services>>,
+    node: Arc<NodeServices>,
+    conversation: Arc<RwLock<ConversationServices>>,
+    extensions: Extensions,
 }
 
 impl Services {
-    /// Adds (or replaces) a service in this layer.
-    pub fn insert<T: Any + Send + Sync>(&self, value: Arc<T>) {
-        let key = TypeId::of::<T>();
-        let mut layer = self.layer.write();
-        match layer.iter_mut().find(|(k, _)| *k == key) {
-            Some(slot) => slot.1 = value,
-            None => layer.push((key, value)),
-        }
+    /// The node's typed services (set them here, once, at start-up).
+    pub fn node(&self) -> &NodeServices {
+        &self.node
+    }
+
+    /// The store.
+    pub fn store(&self) -> Option<Store> {
+        self.node.store()
+    }
+
+    /// The house threads' services.
+    pub fn houses(&self) -> Option<Arc<Houses>> {
+        self.node.houses()
+    }
+
+    /// The environments' services.
+    pub fn environments(&self) -> Option<Arc<Environments>> {
+        self.node.environments()
+    }
+
+    /// What the actors do for the agent tools.
+    pub fn agents(&self) -> Option<Arc<dyn AgentServices>> {
+        self.node.agents()
+    }
+
+    /// How big house files may grow.
+    pub fn file_limits(&self) -> Option<FileLimits> {
+        self.node.file_limits()
+    }
+
+    /// The tool sources started when first needed.
+    pub fn lazy_sources(&self) -> Option<Arc<Lazy>> {
+        self.node.lazy_sources()
+    }
+
+    /// The conversation's typed services, as they are now.
+    pub fn conversation(&self) -> ConversationServices {
+        *self.conversation.read()
+    }
+
+    /// The house thread the conversation sits in.
+    pub fn seat(&self) -> Option<Seat> {
+        self.conversation.read().seat
+    }
+
+    /// Seats the conversation in a house thread.
+    pub fn set_seat(&self, seat: Seat) {
+        self.conversation.write().seat = Some(seat);
+    }
+
+    /// The house the conversation works for.
+    pub fn house_scope(&self) -> Option<HouseScope> {
+        self.conversation.read().house_scope
+    }
+
+    /// Sets the house the conversation works for.
+    pub fn set_house_scope(&self, scope: HouseScope) {
+        self.conversation.write().house_scope = Some(scope);
+    }
+
+    /// Whether the conversation's bot may rewrite its own record.
+    pub fn self_update_allowed(&self) -> bool {
+        self.conversation.read().self_update
+    }
+
+    /// Lets the conversation's bot rewrite its own record.
+    pub fn allow_self_update(&self) {
+        self.conversation.write().self_update = true;
+    }
+
+    /// The services found by type.
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
+    }
+
+    /// Adds (or replaces) a service found by type, in this layer.
+    pub fn insert<T: std::any::Any + Send + Sync>(&self, value: Arc<T>) {
+        debug_assert_untyped::<T>();
+        self.extensions.insert(value);
     }
 
     /// Takes the service of type `T` out of this layer.
-    pub fn remove<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
-        let key = TypeId::of::<T>();
-        let mut layer = self.layer.write();
-        let at = layer.iter().position(|(k, _)| *k == key)?;
-        let (_, value) = layer.swap_remove(at);
-        value.downcast::<T>().ok()
+    pub fn remove<T: std::any::Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        debug_assert_untyped::<T>();
+        self.extensions.remove::<T>()
     }
 
     /// The service of type `T`, if this layer or a parent holds one.
-    pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
-        let key = TypeId::of::<T>();
-        let mut services = Some(self);
-        while let Some(s) = services {
-            if let Some((_, value)) = s.layer.read().iter().find(|(k, _)| *k == key) {
-                return Arc::clone(value).downcast::<T>().ok();
-            }
-            services = s.parent.as_deref();
-        }
-        None
+    pub fn get<T: std::any::Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        debug_assert_untyped::<T>();
+        self.extensions.get::<T>()
     }
 
     /// The service of type `T`, made with `make` (in this layer) the first time.
-    pub fn get_or_insert_with<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Arc<T> {
-        if let Some(found) = self.get::<T>() {
-            return found;
-        }
-        let key = TypeId::of::<T>();
-        let mut layer = self.layer.write();
-        // Another caller may have made it meanwhile.
-        if let Some((_, value)) = layer.iter().find(|(k, _)| *k == key) {
-            if let Ok(value) = Arc::clone(value).downcast::<T>() {
-                return value;
-            }
-        }
-        let value = Arc::new(make());
-        layer.push((key, value.clone()));
-        value
+    pub fn get_or_insert_with<T: std::any::Any + Send + Sync>(
+        &self,
+        make: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        debug_assert_untyped::<T>();
+        self.extensions.get_or_insert_with(make)
     }
 
-    /// A layer over these services, to which more can be added (or
-    /// replaced) without changing them.
+    /// A conversation's services over these: the node's are shared, the
+    /// conversation's typed ones start as a copy of these, and what is
+    /// found by type is a layer over these (it finds what they get later).
     pub fn fork(&self) -> Self {
         Self {
-            layer: Arc::default(),
-            parent: Some(Box::new(self.clone())),
+            node: Arc::clone(&self.node),
+            conversation: Arc::new(RwLock::new(self.conversation())),
+            extensions: self.extensions.fork(),
         }
     }
+}
 
-    fn len(&self) -> usize {
-        self.layer.read().len() + self.parent.as_ref().map_or(0, |p| p.len())
-    }
+/// In a debug build (the tests), refuses to look a typed service up by
+/// type: it would never be found there, nor seen by its typed reader.
+fn debug_assert_untyped<T: std::any::Any>() {
+    use std::any::TypeId;
+    let typed = [
+        TypeId::of::<Store>(),
+        TypeId::of::<Houses>(),
+        TypeId::of::<Environments>(),
+        TypeId::of::<Agents>(),
+        TypeId::of::<FileLimits>(),
+        TypeId::of::<Lazy>(),
+        TypeId::of::<Seat>(),
+        TypeId::of::<HouseScope>(),
+        TypeId::of::<ConversationServices>(),
+    ];
+    debug_assert!(
+        !typed.contains(&TypeId::of::<T>()),
+        "{} is a typed tool service: use its accessor on `Services`, not the type map",
+        std::any::type_name::<T>()
+    );
 }
 
 impl std::fmt::Debug for Services {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Services")
-            .field("count", &self.len())
+            .field("node", &self.node.len())
+            .field("conversation", &self.conversation())
+            .field("extensions", &self.extensions.len())
             .finish()
     }
 }
@@ -101,26 +219,36 @@ impl std::fmt::Debug for Services {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::id::{HouseId, ThreadId};
 
     #[test]
-    fn services_are_found_by_type_and_forks_are_independent() {
+    fn a_fork_shares_the_node_and_copies_the_conversation() {
         let services = Services::default();
-        services.insert(Arc::new(5_u32));
-        assert_eq!(*services.get::<u32>().unwrap(), 5);
-        assert!(services.get::<String>().is_none());
         let fork = services.fork();
-        fork.insert(Arc::new(String::from("x")));
-        assert!(services.get::<String>().is_none());
-        assert_eq!(*fork.get::<u32>().unwrap(), 5);
-        let made = services.get_or_insert_with(|| 7_u64);
-        assert_eq!(*made, 7);
-        assert_eq!(*services.get_or_insert_with(|| 9_u64), 7);
-        // A fork sees what its parent gets later, and shadows without changing it.
-        assert_eq!(*fork.get::<u64>().unwrap(), 7);
-        fork.insert(Arc::new(8_u64));
-        assert_eq!(*fork.get::<u64>().unwrap(), 8);
-        assert_eq!(*services.get::<u64>().unwrap(), 7);
-        assert_eq!(*fork.remove::<u64>().unwrap(), 8);
-        assert_eq!(*fork.get::<u64>().unwrap(), 7);
+        services.node().set_file_limits(FileLimits::default());
+        assert_eq!(fork.file_limits(), Some(FileLimits::default()));
+        let seat = Seat {
+            house: HouseId::new(),
+            thread: ThreadId::new(),
+        };
+        fork.set_seat(seat);
+        fork.allow_self_update();
+        assert_eq!(fork.seat(), Some(seat));
+        assert!(services.seat().is_none() && !services.self_update_allowed());
+        let deeper = fork.fork();
+        assert_eq!(deeper.seat(), Some(seat));
+        assert!(deeper.self_update_allowed());
+        deeper.set_house_scope(HouseScope {
+            house: seat.house,
+            home: false,
+        });
+        assert!(fork.house_scope().is_none());
+    }
+
+    #[test]
+    #[should_panic(expected = "typed tool service")]
+    #[cfg(debug_assertions)]
+    fn a_typed_service_is_not_looked_up_by_type() {
+        let _ = Services::default().get::<Seat>();
     }
 }

@@ -16,7 +16,7 @@ pub struct CreateParams {}
 
 /// Whether the conversation sits in a house thread that has no environment yet.
 fn thread_without_environment(ctx: &ToolContext) -> bool {
-    let (Some(seat), Some(envs)) = (Seat::of(ctx), ctx.services.get::<Environments>()) else {
+    let (Some(seat), Some(envs)) = (Seat::of(ctx), ctx.services.environments()) else {
         return false;
     };
     envs.0.bound(seat.thread).is_none()

@@ -9,7 +9,6 @@
 use serde_json::json;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::store::proposals::{self, NewProposal};
-use troupe_runtime::store::Store;
 use troupe_runtime::tool::ToolContext;
 
 use super::{apply, change, parse_entries, saved, MemoryAction, MemoryOperation, MemoryTarget};
@@ -35,7 +34,7 @@ pub(crate) async fn propose(
     target: MemoryTarget,
     ops: Vec<MemoryOperation>,
 ) -> ToolResult {
-    let Some(store) = ctx.services.get::<Store>() else {
+    let Some(store) = ctx.services.store() else {
         return ToolResult::error("memory proposals need the store, which this runtime has not");
     };
     let path = target.path(&ctx.home, &ctx.agent);

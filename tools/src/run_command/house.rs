@@ -48,8 +48,7 @@ pub struct HouseRunCommandParams {
 pub async fn run_command(params: HouseRunCommandParams, ctx: &ToolContext) -> ToolResult {
     let envs = match (
         troupe_runtime::house::Seat::of(ctx),
-        ctx.services
-            .get::<troupe_runtime::environment::Environments>(),
+        ctx.services.environments(),
     ) {
         (Some(_), Some(envs)) => envs,
         _ => return crate::host::no_environment(),

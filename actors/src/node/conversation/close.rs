@@ -82,11 +82,7 @@ pub(super) async fn finish(
             report: report.clone(),
             delivered: active.delivered.clone(),
             tools_used: history::tools_called(&state.history[start..]),
-            house: state
-                .args
-                .services
-                .get::<troupe_runtime::house::HouseScope>()
-                .map(|s| s.house),
+            house: state.args.services.house_scope().map(|s| s.house),
         });
     }
     if let Some(reply) = reply {

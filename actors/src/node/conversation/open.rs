@@ -62,11 +62,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         args,
     };
     let mut parts = node.prompt_parts(&state.args.bot.spec);
-    if let Some(scope) = state
-        .args
-        .services
-        .get::<troupe_runtime::house::HouseScope>()
-    {
+    if let Some(scope) = state.args.services.house_scope() {
         // Outside the home's own house, a conversation is told nothing of
         // the home's other bots nor of its owner.
         if !scope.home {

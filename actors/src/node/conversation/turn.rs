@@ -44,11 +44,8 @@ pub(super) async fn begin(
     if args.parent.is_none()
         && args.label.is_none()
         && args.kind == args.bot.spec.kind()
-        && args.services.get::<troupe_runtime::house::Seat>().is_none()
-        && args
-            .services
-            .get::<troupe_runtime::house::HouseScope>()
-            .is_none()
+        && args.services.seat().is_none()
+        && args.services.house_scope().is_none()
     {
         args.node.note_latest(args.bot.id, args.id);
     }

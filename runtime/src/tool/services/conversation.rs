@@ -1,0 +1,68 @@
+//! The typed part of a tool call's services that belongs to one
+//! conversation: where it sits in a house and what it may do there.
+//!
+//! Set by the node when it opens the conversation, before its first call;
+//! a [fork](super::Services::fork) starts from a copy of its parent's, so
+//! what a conversation sets is its own.
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{HouseId, ThreadId};
+use crate::tool::ToolContext;
+
+/// What a conversation is, for its tools: its [`Seat`], its
+/// [`HouseScope`], and whether its bot may rewrite its own record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConversationServices {
+    /// The house thread the conversation sits in (offers the house tools).
+    pub seat: Option<Seat>,
+    /// The house the conversation works for.
+    pub house_scope: Option<HouseScope>,
+    /// Whether its bot may rewrite its own record (`update_self`).
+    pub self_update: bool,
+}
+
+/// The house and thread a bot's conversation sits in: put into the
+/// conversation's services, it is what offers the house tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Seat {
+    /// The house.
+    pub house: HouseId,
+    /// The thread.
+    pub thread: ThreadId,
+}
+
+impl Seat {
+    /// The seat of the conversation of `ctx`, if it is in a house.
+    pub fn of(ctx: &ToolContext) -> Option<Seat> {
+        ctx.services.seat()
+    }
+}
+
+/// The house a conversation works for: put into the services of every
+/// conversation a house bot runs — its seat in a thread, and what that
+/// conversation starts (subagents, a message to another bot) — so that the
+/// tools reading or writing stored data see that house's only, and the
+/// tools touching the machine are not offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HouseScope {
+    /// The house.
+    pub house: HouseId,
+    /// Whether it is the home's own house ([`DEFAULT_HOUSE`](crate::house::DEFAULT_HOUSE)), whose people
+    /// own the machine: its scope also sees what was made outside any house
+    /// (the owner's conversations, `memory/USER.md`).
+    pub home: bool,
+}
+
+impl HouseScope {
+    /// The house the conversation of `ctx` works for, if any.
+    pub fn of(ctx: &ToolContext) -> Option<HouseScope> {
+        ctx.services.house_scope()
+    }
+
+    /// Whether the conversation of `ctx` works for a house other than the
+    /// home's own (where the home's shared data is not its to see).
+    pub fn foreign(ctx: &ToolContext) -> bool {
+        Self::of(ctx).is_some_and(|s| !s.home)
+    }
+}

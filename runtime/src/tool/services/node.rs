@@ -1,0 +1,119 @@
+//! The typed part of a tool call's services the node sets once, when it
+//! starts, and every conversation shares: the store, the handles through
+//! which tools reach the actors above them, the tool sources started late.
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use super::agents::{AgentServices, Agents};
+use super::environments::Environments;
+use super::houses::Houses;
+use crate::store::house_files::FileLimits;
+use crate::store::Store;
+use crate::tool::catalog::Lazy;
+
+/// What the node lends every conversation's tools, each typed, each unset
+/// (`None`) where no node set it (a tool run alone, a test): a tool then
+/// answers that it needs a node, a house or an environment.
+#[derive(Default)]
+pub struct NodeServices {
+    store: Slot<Store>,
+    houses: Slot<Arc<Houses>>,
+    environments: Slot<Arc<Environments>>,
+    agents: Slot<Arc<dyn AgentServices>>,
+    file_limits: Slot<FileLimits>,
+    lazy_sources: Slot<Arc<Lazy>>,
+}
+
+/// One service: set at start-up (or by a test), read by every call.
+struct Slot<T>(RwLock<Option<T>>);
+
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Self(RwLock::new(None))
+    }
+}
+
+impl<T: Clone> Slot<T> {
+    fn get(&self) -> Option<T> {
+        self.0.read().clone()
+    }
+
+    fn set(&self, value: T) {
+        *self.0.write() = Some(value);
+    }
+}
+
+impl NodeServices {
+    /// The store.
+    pub fn store(&self) -> Option<Store> {
+        self.store.get()
+    }
+
+    /// Sets the store.
+    pub fn set_store(&self, store: Store) {
+        self.store.set(store);
+    }
+
+    /// The house threads' services.
+    pub fn houses(&self) -> Option<Arc<Houses>> {
+        self.houses.get()
+    }
+
+    /// Sets the house threads' services.
+    pub fn set_houses(&self, houses: Houses) {
+        self.houses.set(Arc::new(houses));
+    }
+
+    /// The environments' services.
+    pub fn environments(&self) -> Option<Arc<Environments>> {
+        self.environments.get()
+    }
+
+    /// Sets the environments' services.
+    pub fn set_environments(&self, environments: Environments) {
+        self.environments.set(Arc::new(environments));
+    }
+
+    /// What the actors do for the agent tools (`delegate`, `ask_user`, …).
+    pub fn agents(&self) -> Option<Arc<dyn AgentServices>> {
+        self.agents.get()
+    }
+
+    /// Sets what the actors do for the agent tools.
+    pub fn set_agents(&self, agents: Agents) {
+        self.agents.set(agents.0);
+    }
+
+    /// How big house files may grow (`[files]`).
+    pub fn file_limits(&self) -> Option<FileLimits> {
+        self.file_limits.get()
+    }
+
+    /// Sets how big house files may grow.
+    pub fn set_file_limits(&self, limits: FileLimits) {
+        self.file_limits.set(limits);
+    }
+
+    /// The tool sources started when first needed (MCP servers not
+    /// loaded yet), for `tool_search`.
+    pub fn lazy_sources(&self) -> Option<Arc<Lazy>> {
+        self.lazy_sources.get()
+    }
+
+    /// Sets the tool sources started when first needed.
+    pub fn set_lazy_sources(&self, lazy: Lazy) {
+        self.lazy_sources.set(Arc::new(lazy));
+    }
+
+    /// How many services are set.
+    pub(super) fn len(&self) -> usize {
+        usize::from(self.store.0.read().is_some())
+            + usize::from(self.houses.0.read().is_some())
+            + usize::from(self.environments.0.read().is_some())
+            + usize::from(self.agents.0.read().is_some())
+            + usize::from(self.file_limits.0.read().is_some())
+            + usize::from(self.lazy_sources.0.read().is_some())
+    }
+}
