@@ -15,10 +15,17 @@
 //! (`--resume`). File edits in its folder are accepted (`acceptEdits`) and
 //! its commands allowed (`--allowedTools Bash`): it runs in troupe's
 //! sandbox, like pi, which runs commands unasked. What else it would ask
-//! about is denied in print mode, and its report names those calls.
+//! about (tried on 2.1.332 in `acceptEdits`: a write outside its folder, a
+//! web fetch or search, an MCP tool) it asks troupe's user: its
+//! `--permission-prompt-tool` is the MCP tool its relay serves
+//! (`relay::prompts`), named in an `--mcp-config` file of its own
+//! (`--strict-mcp-config`: no other server is loaded). Where no relay serves
+//! them, such calls are denied, and its report names them.
 
 use serde_json::{json, Value};
 use troupe_runtime::model::Api;
+
+use crate::environment::relay::prompts;
 
 use super::harness::{
     bounded, compact, text_of, wrong_api, Event, Harness, Setup, Start, Stopping,
@@ -61,6 +68,25 @@ impl Harness for ClaudeCode {
         .map(String::from)
         .collect();
         args.push(setup.model.to_string());
+        let mut files = Vec::new();
+        if setup.prompts {
+            // Its permission prompts go to the relay's MCP tool, behind the
+            // relay's key; the file holds the key, so it is the owner's alone.
+            let config = setup.dir.join("mcp.json");
+            let servers = json!({"mcpServers": {prompts::SERVER: {
+                "type": "http",
+                "url": format!("http://{}{}", setup.relay, prompts::PATH),
+                "headers": {"Authorization": format!("Bearer {}", setup.key)},
+            }}});
+            files.push((config.clone(), servers.to_string()));
+            args.extend([
+                "--mcp-config".to_string(),
+                config.display().to_string(),
+                "--strict-mcp-config".to_string(),
+                "--permission-prompt-tool".to_string(),
+                format!("mcp__{}__{}", prompts::SERVER, prompts::TOOL),
+            ]);
+        }
         if let Some(session) = setup.session {
             args.push("--resume".into());
             args.push(session.to_string());
@@ -105,7 +131,7 @@ impl Harness for ClaudeCode {
         Ok(Start {
             args,
             env,
-            files: Vec::new(),
+            files,
             input: vec![user_message(setup.prompt)],
         })
     }
@@ -357,6 +383,7 @@ mod tests {
             api: None,
             prompt: "do it",
             session: Some("abc"),
+            prompts: true,
         };
         let start = ClaudeCode.start(&setup).unwrap();
         assert!(start.args.ends_with(&["--resume".into(), "abc".into()]));

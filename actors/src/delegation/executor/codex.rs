@@ -308,6 +308,7 @@ mod tests {
             api: None,
             prompt: "go on",
             session: Some("01a2"),
+            prompts: true,
         };
         let start = Codex.start(&setup).unwrap();
         assert_eq!(&start.args[..2], &["exec", "resume"]);

@@ -83,6 +83,10 @@ pub struct Setup<'a> {
     pub prompt: &'a str,
     /// The session it continues (`resume`), as its [`Event::Session`] said.
     pub session: Option<&'a str>,
+    /// Whether the relay serves its permission prompts (on the machine:
+    /// `relay::prompts`), so that a harness that asks before some calls
+    /// asks troupe's user there.
+    pub prompts: bool,
 }
 
 /// How a harness is started.
