@@ -393,3 +393,94 @@ async fn a_route_to_another_harness_hands_over_with_a_handoff_packet() {
     assert_eq!(on, Some(("codex".to_string(), "main".to_string())));
     runtime.shutdown().await;
 }
+
+/// `delegate action: account` runs the account's login only once the user
+/// said yes — asked every time, in auto mode too — and passes its URL on.
+/// The login is a stand-in (`fake-login.mjs`) installed as Claude Code.
+#[tokio::test]
+async fn delegate_logs_an_account_in_only_once_the_user_says_yes() {
+    use troupe::AgentEvent;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        "[executors.claude-code.accounts.work]\n",
+    )
+    .unwrap();
+    let claude = troupe::runtime::executors::harness("claude-code").unwrap();
+    let modules = dir.path().join("fake-claude/node_modules");
+    let entry = modules.join(claude.entry);
+    std::fs::create_dir_all(entry.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(modules.join(claude.package)).unwrap();
+    std::fs::write(
+        modules.join(claude.package).join("package.json"),
+        json!({"name": claude.package, "version": claude.version}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(&entry, include_str!("../executors/fake-login.mjs")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
+    troupe::runtime::executors::install_from(
+        &troupe::runtime::home::Home::new(&home),
+        "claude-code",
+        &modules,
+    )
+    .unwrap();
+    let model = Arc::new(ScriptedProvider::from_fn(|req| {
+        use troupe::runtime::protocol::Message;
+        match req.messages.last() {
+            Some(Message::User { .. }) => troupe::runtime::model::Turn::tool_call(
+                "delegate",
+                json!({"action": "account", "executor": "claude-code@work"}),
+            ),
+            _ => troupe::runtime::model::Turn::text("done"),
+        }
+    }));
+    let runtime = Runtime::builder()
+        .home(&home)
+        .cwd(dir.path())
+        .provider(model)
+        .set("trust.mode", "auto")
+        .build()
+        .await
+        .unwrap();
+    let credentials = home.join("executors/claude-code/accounts/work/.claude.json");
+    let bot = runtime.bot("assistant").await.unwrap();
+    for answer in ["no", "yes"] {
+        let mut turn = bot.send("log my work account in").await.unwrap();
+        let (request, reason) = super::support::wait_for(&mut turn, |e| match e {
+            AgentEvent::ApprovalRequested {
+                request_id, reason, ..
+            } => Some((request_id.clone(), reason.clone())),
+            _ => None,
+        })
+        .await;
+        assert!(
+            reason.contains("asks to log claude-code@work in"),
+            "{reason}"
+        );
+        assert!(runtime.node().answer(&request, Some(json!(answer))));
+        let result = super::support::wait_for(&mut turn, |e| match e {
+            AgentEvent::ToolCallFinished { result, .. } => Some(result.text.clone()),
+            _ => None,
+        })
+        .await;
+        turn.result().await.unwrap();
+        if answer == "no" {
+            assert!(result.contains("the user refused"), "{result}");
+            assert!(!credentials.exists());
+        } else {
+            assert!(
+                result.contains("https://login.example.test/oauth/authorize?code=fake"),
+                "{result}"
+            );
+            assert!(
+                result.contains("claude-code@work is logged in as me@example.com"),
+                "{result}"
+            );
+            assert!(credentials.is_file());
+        }
+    }
+    runtime.shutdown().await;
+}
