@@ -72,7 +72,7 @@ hand_over = 2
     store
         .write_blocking(move |tx| {
             executor_usage::add(tx, ("claude-code", "work"), used, 1200, 0.0, None)?;
-            executor_usage::add(tx, ("claude-code", "personal"), used, 1500, 0.0, None)?;
+            executor_usage::add(tx, ("claude-code", "personal"), used, 1500, 0.42, None)?;
             executor_usage::reach(
                 tx,
                 ("claude-code", "main"),
@@ -134,6 +134,11 @@ hand_over = 2
     let personal = by("claude-code@personal");
     assert_eq!(personal["at_limit"], Value::Null);
     assert_eq!(personal["extra_usage"], true);
+    assert_eq!(
+        personal["recent"],
+        json!({"tokens": 1500, "cost_usd": 0.42})
+    );
+    assert_eq!(personal["windows"][0]["cost_usd"], 0.42);
     assert_eq!(personal["logged_in_as"], "me@example.com");
 
     // The same view as text.
@@ -144,7 +149,10 @@ hand_over = 2
         "{shown}"
     );
     assert!(
-        shown.contains("  extra usage: yes, it bills past its limits\n"),
+        shown.contains("  window 5h (5 h): 1500 of 1000 tokens, $0.42; frees up")
+            && shown.contains(
+                "  used in the last 7 days: 1500 tokens, $0.42\n  extra usage: yes, it bills past its limits\n"
+            ),
         "{shown}"
     );
 }
@@ -482,5 +490,30 @@ async fn delegate_logs_an_account_in_only_once_the_user_says_yes() {
             assert!(credentials.is_file());
         }
     }
+    runtime.shutdown().await;
+}
+
+/// A harness's reported cost is kept with its account's usage (the
+/// stand-in reports it as pi does, in its message's `usage.cost`).
+#[tokio::test]
+async fn a_harness_reported_cost_is_kept_for_its_account() {
+    if Sandbox::detect_or_skip("a_harness_reported_cost_is_kept_for_its_account").is_none() {
+        return;
+    }
+    let (dir, home, folder) = home_with_fakes("");
+    let runtime = runtime(dir.path(), &home).await;
+    let node = runtime.node().clone();
+    let started = super::executors::start_users_own(&node, &folder, &["events 1 cost 0.25"]).await;
+    let report = tokio::time::timeout(WAIT, started.waiter.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(report.contains("[done]"), "{report}");
+    let (tokens, cost, _) = node
+        .store()
+        .read(|c| executor_usage::since(c, ("pi", "main"), 0))
+        .await
+        .unwrap();
+    assert_eq!((tokens, cost), (2, 0.25));
     runtime.shutdown().await;
 }

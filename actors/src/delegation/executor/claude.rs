@@ -30,6 +30,7 @@ use crate::environment::relay::prompts;
 use super::harness::{
     bounded, compact, text_of, wrong_api, Event, Harness, Setup, Start, Stopping,
 };
+use super::limit::RateLimit;
 
 /// Claude Code on the machine.
 #[derive(Debug, Clone, Copy)]
@@ -262,16 +263,24 @@ pub fn parse(line: &str) -> Vec<Event> {
                 }
             });
             // Its text is the last message's, already recorded.
-            vec![
-                Event::Assistant {
-                    text: String::new(),
-                    tokens,
-                    stop: subtype,
-                    error,
-                },
-                Event::AgentEnd,
-            ]
+            let mut events = vec![Event::Assistant {
+                text: String::new(),
+                tokens,
+                stop: subtype,
+                error,
+            }];
+            // The running total of this process's calls (cumulative across
+            // the turns of a streaming-input session).
+            if let Some(usd) = value["total_cost_usd"].as_f64() {
+                events.push(Event::Cost { usd, running: true });
+            }
+            events.push(Event::AgentEnd);
+            events
         }
+        "rate_limit_event" => match RateLimit::of(&value["rate_limit_info"]) {
+            Some(state) => vec![Event::RateLimit(state)],
+            None => vec![Event::Ignored],
+        },
         "control_response" => match value["response"]["subtype"].as_str() {
             Some("error") => vec![Event::Refused {
                 command: value["response"]["request_id"]
@@ -344,6 +353,10 @@ mod tests {
                     stop: "success".into(),
                     error: None
                 },
+                Event::Cost {
+                    usd: 0.0001,
+                    running: true
+                },
                 Event::AgentEnd
             ]
         );
@@ -368,6 +381,40 @@ mod tests {
         );
         assert!(e.contains("rm -rf x"), "{e}");
         assert_eq!(events[1], Event::AgentEnd);
+    }
+
+    // `rate_limit_event` as 2.1.332's SDK schema writes it (`rate_limit_info`:
+    // status, resetsAt, rateLimitType, utilization, isUsingOverage).
+    #[test]
+    fn its_rate_limit_events_say_the_window_its_state_and_reset() {
+        let rejected = parse(
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1800003600,"rateLimitType":"five_hour","utilization":1.0,"isUsingOverage":false},"uuid":"u","session_id":"s"}"#,
+        );
+        let [Event::RateLimit(state)] = &rejected[..] else {
+            panic!("{rejected:?}")
+        };
+        assert!(state.rejected());
+        assert_eq!(state.window.as_deref(), Some("five_hour"));
+        assert_eq!(state.resets_at, Some(1_800_003_600));
+        assert_eq!(
+            state.describe(),
+            "Claude Code's five_hour limit reached, 100% used (rate_limit_event)"
+        );
+        let warned = parse(
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1800600000,"rateLimitType":"seven_day","utilization":0.8},"uuid":"u","session_id":"s"}"#,
+        );
+        let [Event::RateLimit(state)] = &warned[..] else {
+            panic!("{warned:?}")
+        };
+        assert!(!state.rejected());
+        assert_eq!(
+            state.describe(),
+            "Claude Code's seven_day limit near, 80% used (rate_limit_event)"
+        );
+        assert_eq!(
+            parse(r#"{"type":"rate_limit_event","rate_limit_info":{}}"#),
+            vec![Event::Ignored]
+        );
     }
 
     #[test]
