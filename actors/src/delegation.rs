@@ -244,6 +244,7 @@ impl Delegations {
                 )),
                 Err(e) => e,
             },
+            DelegateRequest::Account { target } => self.log_in(&node, ctx, &target).await,
             DelegateRequest::Stop { subagent_id } => match self
                 .find_or_users(&node, ctx, &subagent_id, "stop", None)
                 .await

@@ -30,6 +30,7 @@
 //! command writes it.
 
 pub mod accounts;
+pub mod login;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

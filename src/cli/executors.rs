@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde::Serialize;
-use troupe_runtime::config::{account_dir, Config, Target, MAIN_ACCOUNT};
-use troupe_runtime::executors::{self, accounts, Harness, Installed};
+use troupe_runtime::config::Config;
+use troupe_runtime::executors::{self, accounts, login, Harness, Installed};
 use troupe_runtime::home::Home;
 
 /// What `troupe executors` does.
@@ -214,107 +214,32 @@ fn line(r: &ExecutorReport) -> String {
     }
 }
 
-/// The harness's own login command, after its entry point.
-fn login_args(executor: &str) -> Option<&'static [&'static str]> {
-    match executor {
-        "claude-code" => Some(&["auth", "login"]),
-        "codex" => Some(&["login"]),
-        _ => None,
-    }
-}
-
-/// The variable that points a harness at an account's folder.
-fn dir_variable(executor: &str) -> Option<&'static str> {
-    match executor {
-        "claude-code" => Some("CLAUDE_CONFIG_DIR"),
-        "codex" => Some("CODEX_HOME"),
-        _ => None,
-    }
-}
-
-/// The files a harness keeps its credentials in, in an account's folder.
-fn credentials(executor: &str) -> &'static [&'static str] {
-    match executor {
-        "claude-code" => &[".credentials.json"],
-        "codex" => &["auth.json"],
-        _ => &[],
-    }
-}
-
 /// `troupe executors login NAME@ACCOUNT`: the harness's own login, run
 /// in the account's folder, in this terminal (it shows its URL). An email
 /// another account of the harness is logged in as is refused, naming it:
 /// before the login when `--email` says it, after it otherwise (the new
 /// credentials are then removed).
 async fn login(home: &Home, target: &str, email: Option<&str>) -> anyhow::Result<ExitCode> {
-    let target = Target::parse(target);
-    let name = target.executor.as_str();
-    let account = target
-        .account
-        .clone()
-        .unwrap_or_else(|| MAIN_ACCOUNT.to_string());
     let config = Config::load(home, &|k: &str| std::env::var(k).ok(), &[])?;
-    let settings = config.executors.get(name).cloned().unwrap_or_default();
-    let Some(settings_of) = settings.accounts().get(&account).cloned() else {
-        anyhow::bail!(
-            "{name} has no account `{account}`; name it in config.toml as \
-             [executors.{name}.accounts.{account}] first (`troupe executors accounts` lists them)"
-        );
-    };
-    let (Some(args), Some(variable)) = (login_args(name), dir_variable(name)) else {
-        anyhow::bail!(
-            "troupe cannot run {name}'s login: {name} has no login command of its own; it calls \
-             its model through troupe's relay and needs none"
-        );
-    };
-    if let Some(email) = email {
-        if let Some(other) =
-            accounts::logged_in_elsewhere(home, &config.executors, name, &account, email)
-        {
-            anyhow::bail!(
-                "{email} is already logged in on {other}; delegate to `{other}` instead of \
-                 logging {name}@{account} in as the same email"
-            );
-        }
-    }
-    let Some(installed) = executors::installed(home, name) else {
-        anyhow::bail!(
-            "{name} is not installed here; `troupe executors install {name}` installs it"
-        );
-    };
-    let dir = account_dir(home, name, &account, &settings_of);
-    std::fs::create_dir_all(&dir)?;
-    let mut command = if installed.harness.native {
-        std::process::Command::new(&installed.entry)
-    } else {
-        let mut c = std::process::Command::new("node");
-        c.arg(&installed.entry);
-        c
-    };
-    command.args(args).env(variable, &dir);
+    let mut prepared =
+        login::prepare(home, &config.executors, target, email).map_err(anyhow::Error::msg)?;
+    let target = prepared.target();
     eprintln!(
-        "{name}@{account}: {name}'s own login, its credentials kept in {}",
-        dir.display()
+        "{target}: {}'s own login, its credentials kept in {}",
+        prepared.executor,
+        prepared.dir.display()
     );
+    let mut command = std::mem::replace(&mut prepared.command, std::process::Command::new("true"));
     let status = tokio::task::spawn_blocking(move || command.status()).await??;
     if !status.success() {
-        anyhow::bail!("{name}'s login ended without logging in ({status}); run it again");
-    }
-    let Some(now) = accounts::logged_in_as(name, &dir) else {
-        println!("{name}@{account} logged in");
-        return Ok(ExitCode::SUCCESS);
-    };
-    if let Some(other) =
-        accounts::logged_in_elsewhere(home, &config.executors, name, &account, &now)
-    {
-        for file in credentials(name) {
-            let _ = std::fs::remove_file(dir.join(file));
-        }
         anyhow::bail!(
-            "{now} is already logged in on {other}, so this login was undone; delegate to \
-             `{other}`, or log {name}@{account} in as another email"
+            "{}'s login ended without logging in ({status}); run it again",
+            prepared.executor
         );
     }
-    println!("{name}@{account} logged in as {now}");
+    match login::finish(home, &config.executors, &prepared).map_err(anyhow::Error::msg)? {
+        Some(now) => println!("{target} logged in as {now}"),
+        None => println!("{target} logged in"),
+    }
     Ok(ExitCode::SUCCESS)
 }

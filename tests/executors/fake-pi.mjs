@@ -16,6 +16,8 @@
 //                         call fails at the plan's usage limit (the ChatGPT
 //                         backend's 429 body, resetting in an hour, with
 //                         the wall time it was written, in µs, as `t`)
+//   cost USD              its last message's usage says it cost USD
+//                         (`usage.cost.total`, as pi's is)
 //
 // It keeps a session file in its --session-dir (named by get_state), a line
 // per prompt, so a session copied to another account's folder is seen.
@@ -75,7 +77,9 @@ async function run(message) {
     out({ type: "agent_end", messages: [] });
     return;
   }
-  out({ type: "message_end", message: { role: "assistant", content: [{ type: "text", text: `done ${n}` }], usage: { input: 1, output: 1 }, stopReason: aborted ? "aborted" : "stop" } });
+  const usage = { input: 1, output: 1 };
+  if (at("cost") >= 0) usage.cost = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: Number(words[at("cost") + 1]) };
+  out({ type: "message_end", message: { role: "assistant", content: [{ type: "text", text: `done ${n}` }], usage, stopReason: aborted ? "aborted" : "stop" } });
   out({ type: "agent_end", messages: [] });
 }
 

@@ -72,7 +72,7 @@ hand_over = 2
     store
         .write_blocking(move |tx| {
             executor_usage::add(tx, ("claude-code", "work"), used, 1200, 0.0, None)?;
-            executor_usage::add(tx, ("claude-code", "personal"), used, 1500, 0.0, None)?;
+            executor_usage::add(tx, ("claude-code", "personal"), used, 1500, 0.42, None)?;
             executor_usage::reach(
                 tx,
                 ("claude-code", "main"),
@@ -134,6 +134,11 @@ hand_over = 2
     let personal = by("claude-code@personal");
     assert_eq!(personal["at_limit"], Value::Null);
     assert_eq!(personal["extra_usage"], true);
+    assert_eq!(
+        personal["recent"],
+        json!({"tokens": 1500, "cost_usd": 0.42})
+    );
+    assert_eq!(personal["windows"][0]["cost_usd"], 0.42);
     assert_eq!(personal["logged_in_as"], "me@example.com");
 
     // The same view as text.
@@ -144,7 +149,10 @@ hand_over = 2
         "{shown}"
     );
     assert!(
-        shown.contains("  extra usage: yes, it bills past its limits\n"),
+        shown.contains("  window 5h (5 h): 1500 of 1000 tokens, $0.42; frees up")
+            && shown.contains(
+                "  used in the last 7 days: 1500 tokens, $0.42\n  extra usage: yes, it bills past its limits\n"
+            ),
         "{shown}"
     );
 }
@@ -391,5 +399,121 @@ async fn a_route_to_another_harness_hands_over_with_a_handoff_packet() {
         .await
         .unwrap();
     assert_eq!(on, Some(("codex".to_string(), "main".to_string())));
+    runtime.shutdown().await;
+}
+
+/// `delegate action: account` runs the account's login only once the user
+/// said yes — asked every time, in auto mode too — and passes its URL on.
+/// The login is a stand-in (`fake-login.mjs`) installed as Claude Code.
+#[tokio::test]
+async fn delegate_logs_an_account_in_only_once_the_user_says_yes() {
+    use troupe::AgentEvent;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        "[executors.claude-code.accounts.work]\n",
+    )
+    .unwrap();
+    let claude = troupe::runtime::executors::harness("claude-code").unwrap();
+    let modules = dir.path().join("fake-claude/node_modules");
+    let entry = modules.join(claude.entry);
+    std::fs::create_dir_all(entry.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(modules.join(claude.package)).unwrap();
+    std::fs::write(
+        modules.join(claude.package).join("package.json"),
+        json!({"name": claude.package, "version": claude.version}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(&entry, include_str!("../executors/fake-login.mjs")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
+    troupe::runtime::executors::install_from(
+        &troupe::runtime::home::Home::new(&home),
+        "claude-code",
+        &modules,
+    )
+    .unwrap();
+    let model = Arc::new(ScriptedProvider::from_fn(|req| {
+        use troupe::runtime::protocol::Message;
+        match req.messages.last() {
+            Some(Message::User { .. }) => troupe::runtime::model::Turn::tool_call(
+                "delegate",
+                json!({"action": "account", "executor": "claude-code@work"}),
+            ),
+            _ => troupe::runtime::model::Turn::text("done"),
+        }
+    }));
+    let runtime = Runtime::builder()
+        .home(&home)
+        .cwd(dir.path())
+        .provider(model)
+        .set("trust.mode", "auto")
+        .build()
+        .await
+        .unwrap();
+    let credentials = home.join("executors/claude-code/accounts/work/.claude.json");
+    let bot = runtime.bot("assistant").await.unwrap();
+    for answer in ["no", "yes"] {
+        let mut turn = bot.send("log my work account in").await.unwrap();
+        let (request, reason) = super::support::wait_for(&mut turn, |e| match e {
+            AgentEvent::ApprovalRequested {
+                request_id, reason, ..
+            } => Some((request_id.clone(), reason.clone())),
+            _ => None,
+        })
+        .await;
+        assert!(
+            reason.contains("asks to log claude-code@work in"),
+            "{reason}"
+        );
+        assert!(runtime.node().answer(&request, Some(json!(answer))));
+        let result = super::support::wait_for(&mut turn, |e| match e {
+            AgentEvent::ToolCallFinished { result, .. } => Some(result.text.clone()),
+            _ => None,
+        })
+        .await;
+        turn.result().await.unwrap();
+        if answer == "no" {
+            assert!(result.contains("the user refused"), "{result}");
+            assert!(!credentials.exists());
+        } else {
+            assert!(
+                result.contains("https://login.example.test/oauth/authorize?code=fake"),
+                "{result}"
+            );
+            assert!(
+                result.contains("claude-code@work is logged in as me@example.com"),
+                "{result}"
+            );
+            assert!(credentials.is_file());
+        }
+    }
+    runtime.shutdown().await;
+}
+
+/// A harness's reported cost is kept with its account's usage (the
+/// stand-in reports it as pi does, in its message's `usage.cost`).
+#[tokio::test]
+async fn a_harness_reported_cost_is_kept_for_its_account() {
+    if Sandbox::detect_or_skip("a_harness_reported_cost_is_kept_for_its_account").is_none() {
+        return;
+    }
+    let (dir, home, folder) = home_with_fakes("");
+    let runtime = runtime(dir.path(), &home).await;
+    let node = runtime.node().clone();
+    let started = super::executors::start_users_own(&node, &folder, &["events 1 cost 0.25"]).await;
+    let report = tokio::time::timeout(WAIT, started.waiter.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(report.contains("[done]"), "{report}");
+    let (tokens, cost, _) = node
+        .store()
+        .read(|c| executor_usage::since(c, ("pi", "main"), 0))
+        .await
+        .unwrap();
+    assert_eq!((tokens, cost), (2, 0.25));
     runtime.shutdown().await;
 }

@@ -305,3 +305,86 @@ async fn codex_edits_a_file_then_is_resumed_in_the_same_session() {
     assert_eq!(rows[0].row.session, rows[1].row.session, "{rows:?}");
     runtime.shutdown().await;
 }
+
+/// Waits for the next approval request on the bus: its id, call and reason.
+async fn approval_asked(
+    events: &mut tokio::sync::broadcast::Receiver<troupe::actors::events::NodeEvent>,
+) -> (String, troupe::runtime::protocol::ToolCall, String) {
+    let wait = on_bus(events, |e| match &e.event {
+        AgentEvent::ApprovalRequested {
+            request_id,
+            call,
+            reason,
+        } => Some((request_id.clone(), call.clone(), reason.clone())),
+        _ => None,
+    });
+    tokio::time::timeout(WAIT * 3, wait).await.unwrap()
+}
+
+#[tokio::test]
+async fn claude_code_asks_the_user_through_troupe_before_a_write_outside_its_folder() {
+    let Some(bench) = Bench::new(
+        "claude_code_asks_the_user_through_troupe_before_a_write_outside_its_folder",
+        "claude-code",
+    ) else {
+        return;
+    };
+    let proj = bench.proj();
+    // Outside the task's folder, yet writable in its sandbox: its account's
+    // folder. In `acceptEdits` Claude Code writes in its folder unasked and
+    // asks before writing anywhere else.
+    let account = std::fs::canonicalize(bench.dir.path().join("home"))
+        .unwrap()
+        .join("executors/claude-code/sessions");
+    let (yes, no) = (account.join("allowed.txt"), account.join("denied.txt"));
+    let (runtime, mut events) = bench
+        .runtime(json!({
+            "turns": [{"text": "heard the report"}],
+            "executors": {"claude-code": {"turns": [
+                {"tool_calls": [{"name": "Write", "arguments": {"file_path": yes,
+                  "content": "allowed"}}]},
+                {"tool_calls": [{"name": "Write", "arguments": {"file_path": no,
+                  "content": "denied"}}], "expect": "File created successfully"},
+                {"text": "One written, one refused.", "expect": "it did not run"}
+            ]}}
+        }))
+        .await;
+    started(
+        &delegate(
+            &runtime,
+            json!({"executor": "claude-code", "tasks": [{"goal": "Write notes", "folder": proj}]}),
+        )
+        .await,
+    );
+    let (request, call, reason) = approval_asked(&mut events).await;
+    assert_eq!(call.name, "claude-code:Write");
+    assert_eq!(call.arguments["file_path"], json!(yes), "{call:?}");
+    assert!(reason.contains("asks to run its tool Write"), "{reason}");
+    assert!(runtime.node().answer(&request, Some(json!("yes"))));
+    let (request, call, _) = approval_asked(&mut events).await;
+    assert_eq!(call.arguments["file_path"], json!(no), "{call:?}");
+    assert!(runtime.node().answer(&request, Some(json!("no"))));
+    let text = report(&mut events).await;
+    assert!(
+        text.contains("[done]") && text.contains("One written, one refused."),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_to_string(&yes).unwrap(), "allowed");
+    assert!(!no.exists());
+    let sub = instances(&runtime).await[0].row.id;
+    let record = runtime
+        .node()
+        .store()
+        .read(move |c| troupe::actors::delegation::record::events_of(c, sub, 0, 100))
+        .await
+        .unwrap();
+    let notes: Vec<String> = record
+        .iter()
+        .map(|(_, _, text, _)| text.clone())
+        .filter(|t| t.starts_with("permission: Write"))
+        .collect();
+    assert_eq!(notes.len(), 2, "{record:?}");
+    assert!(notes[0].ends_with("allowed by the user"), "{notes:?}");
+    assert!(notes[1].contains("denied"), "{notes:?}");
+    runtime.shutdown().await;
+}

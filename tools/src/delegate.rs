@@ -32,6 +32,9 @@ pub enum Action {
     Stop,
     /// Continue the ended executor instance `subagent_id` with `message`.
     Resume,
+    /// Log the executor account `executor` (`NAME@ACCOUNT`) in with its harness's own login;
+    /// only when the user asks for it (they are asked to approve every time).
+    Account,
 }
 
 /// Arguments of `delegate`.
@@ -41,7 +44,7 @@ pub struct Params {
     /// Up to 10 tasks, each a `goal` and the `context` it needs (the subagent knows nothing of this conversation).
     #[serde(default)]
     pub tasks: Vec<Task>,
-    /// `spawn` (default), `list`, `steer`, `stop` or `resume`.
+    /// `spawn` (default), `list`, `steer`, `stop`, `resume` or `account`.
     #[serde(default)]
     pub action: Action,
     /// An outside executor (a coding harness: `pi`, `claude-code`, `codex`) to hand the tasks to
@@ -138,6 +141,19 @@ pub fn request(params: Params) -> Result<DelegateRequest, ToolResult> {
                 message,
             })
         }
+        Action::Account => {
+            let target = params
+                .executor
+                .map(|e| e.trim().to_string())
+                .filter(|e| !e.is_empty())
+                .ok_or_else(|| {
+                    ToolResult::error(
+                        "`action: account` needs `executor`: the account to log in, as \
+                         NAME@ACCOUNT (`executor_accounts` lists them).",
+                    )
+                })?;
+            Ok(DelegateRequest::Account { target })
+        }
         Action::Stop => Ok(DelegateRequest::Stop {
             subagent_id: need_id(&params)?,
         }),
@@ -178,12 +194,13 @@ fn clean_route(route: Option<Vec<String>>) -> Vec<String> {
 /// your tools (minus memory, ask_user, delegate and messaging). Give each task a standalone
 /// `goal` and all the `context` it needs. Up to 10 tasks. In a conversation the call returns at
 /// once and the summaries arrive together in one message when the last subagent ends; in a
-/// routine run it waits for them. `action`: spawn (default), list, steer, stop, resume. With
+/// routine run it waits for them. `action`: spawn (default), list, steer, stop, resume, account. With
 /// `executor` (e.g. "pi", "claude-code@work", when installed) each task goes to an outside
 /// coding agent working in the task's `folder` (required) instead; `route` lists where it goes
 /// on when its account reaches its limit (`executor_accounts` shows the accounts); `list` shows
 /// every instance on the workbench, and `resume` continues an ended instance's session with
-/// `message` (with `executor`: on another account or executor).
+/// `message` (with `executor`: on another account or executor). `account` logs the account
+/// `executor` names in (only when the user asks; they approve it and open its login URL).
 #[tool]
 pub async fn delegate(params: Params, ctx: &ToolContext) -> Result<ToolResult, ToolResult> {
     let request = request(params)?;
@@ -271,6 +288,20 @@ mod tests {
         assert_eq!(
             parse(json!({"action": "list"})).unwrap(),
             DelegateRequest::List
+        );
+    }
+
+    #[test]
+    fn account_names_the_account_to_log_in() {
+        assert!(parse(json!({"action": "account"}))
+            .unwrap_err()
+            .text
+            .contains("needs `executor`"));
+        assert_eq!(
+            parse(json!({"action": "account", "executor": " claude-code@work "})).unwrap(),
+            DelegateRequest::Account {
+                target: "claude-code@work".into()
+            }
         );
     }
 }

@@ -50,6 +50,7 @@ pub mod house;
 pub mod limit;
 mod output;
 pub mod pi;
+mod prompts;
 
 pub use actor::{Executor, ExecutorArgs, ExecutorMsg, Launch, Place};
 pub use host::HeadStart;

@@ -14,6 +14,7 @@ use troupe_runtime::config::Target;
 use troupe_runtime::store::executor_usage;
 
 mod accounts;
+mod login;
 
 use super::{deadline_after, record, DelegationMsg, Delegations};
 use crate::delegation::executor::{self, HeadStart, Launch, Place};

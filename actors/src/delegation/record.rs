@@ -172,6 +172,20 @@ pub fn event(
     Ok(())
 }
 
+/// The conversation that started delegation `id`, and its bot's name.
+pub fn parent_of(
+    conn: &Connection,
+    id: DelegationId,
+) -> Result<Option<(ConversationId, String)>, StoreError> {
+    let found: Option<(String, String)> = conn
+        .prepare_cached("SELECT parent_conversation, bot_id FROM delegations WHERE id = ?1")?
+        .query_row(params![id.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    found
+        .map(|(conversation, bot)| Ok((parse(conversation)?, bot)))
+        .transpose()
+}
+
 /// A subagent row as read, before its ids are parsed.
 type RawRow = ([String; 6], Option<String>, String, Option<String>);
 

@@ -28,6 +28,8 @@
 //!   harness ([`Provider::for_executor`]: a script's `executors.NAME`
 //!   turns); a script with none for it is refused, saying so.
 //! - `GET /v1/models` is answered from troupe's configuration.
+//! - `POST /mcp`, on an executor's relay given a [`prompts::Prompter`]: the
+//!   MCP tool its harness asks permission of (module `prompts`).
 //! - Anything else is refused; every refusal is a JSON error in the shape
 //!   both APIs' clients read (`error.message`), saying what to do instead.
 //!
@@ -55,6 +57,7 @@
 mod anthropic;
 mod forward;
 mod in_process;
+pub mod prompts;
 mod refusal;
 mod responses;
 mod served;
@@ -192,6 +195,15 @@ struct Inner {
     secret: Option<String>,
     /// The host port it listens on ([`Relay::listen`]); 0 inside a sandbox.
     port: AtomicU16,
+    /// Who decides the harness's permission prompts, served at
+    /// [`prompts::PATH`] when set.
+    prompter: Option<Arc<dyn prompts::Prompter>>,
+}
+
+impl std::fmt::Debug for dyn prompts::Prompter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Prompter")
+    }
 }
 
 impl Relay {
@@ -205,6 +217,7 @@ impl Relay {
             limits: ConcurrencyLimits::global(),
             secret: None,
             port: AtomicU16::new(0),
+            prompter: None,
         }))
     }
 
@@ -221,6 +234,23 @@ impl Relay {
             limits: Arc::clone(&inner.limits),
             secret: Some(secret),
             port: AtomicU16::new(inner.port.load(Ordering::Acquire)),
+            prompter: inner.prompter.clone(),
+        }))
+    }
+
+    /// A relay like this one that also serves the harness's permission
+    /// prompts ([`prompts`]), decided by `prompter`. Only for a relay that
+    /// takes its key ([`Relay::with_secret`]): the answer lets a call run.
+    pub fn with_prompter(self, prompter: Arc<dyn prompts::Prompter>) -> Self {
+        let inner = &self.0;
+        Self(Arc::new(Inner {
+            origin: inner.origin.clone(),
+            models: inner.models.clone(),
+            timeouts: inner.timeouts,
+            limits: Arc::clone(&inner.limits),
+            secret: inner.secret.clone(),
+            port: AtomicU16::new(inner.port.load(Ordering::Acquire)),
+            prompter: Some(prompter),
         }))
     }
 
@@ -323,6 +353,18 @@ impl Relay {
                  `Authorization: Bearer KEY` or `x-api-key: KEY`"
                     .into(),
             )),
+            _ if request.uri().path() == prompts::PATH && self.0.secret.is_some() => {
+                match &self.0.prompter {
+                    Some(prompter) => prompts::serve(Arc::clone(prompter), request).await,
+                    None => Err(Refusal::new(
+                        StatusCode::NOT_FOUND,
+                        "not_found",
+                        "this relay serves no permission prompts: its harness is not asked \
+                         through troupe"
+                            .into(),
+                    )),
+                }
+            }
             _ => match route(request.method(), request.uri().path()) {
                 Ok(Route::Models) => Ok(self.list()),
                 Ok(Route::Call(wire)) => self.forward(wire, request).await,

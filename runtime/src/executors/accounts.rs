@@ -39,6 +39,9 @@ pub struct AccountView {
     pub logged_in_as: Option<String>,
     /// Usage per configured limit window.
     pub windows: Vec<WindowUse>,
+    /// What it used in the last [`RECENT_DAYS`] days, windows or not: the
+    /// tokens and the cost its harness reported.
+    pub recent: Recent,
     /// Why it is at its limit now, if it is.
     pub at_limit: Option<AtLimit>,
     /// Whether its plan bills past its limits.
@@ -48,6 +51,19 @@ pub struct AccountView {
     /// Its place when a task moves on from an account at its limit (1
     /// first), `None` when it never takes over.
     pub hand_over: Option<usize>,
+}
+
+/// How far back [`AccountView::recent`] looks.
+pub const RECENT_DAYS: i64 = 7;
+
+/// What an account used lately.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Recent {
+    /// Tokens.
+    pub tokens: u64,
+    /// Cost in US dollars, as its harness reported it (Claude Code's
+    /// `total_cost_usd`, pi's `usage.cost`; Codex reports none).
+    pub cost_usd: f64,
 }
 
 /// Usage within one limit window.
@@ -145,6 +161,20 @@ pub fn view(
                     resets_at: oldest.and_then(|o| at(o + hours * 3600)),
                 });
             }
+            let recent = match conn {
+                Some(conn) => {
+                    let (tokens, cost_usd, _) = executor_usage::since(
+                        conn,
+                        key,
+                        now.timestamp() - RECENT_DAYS * 24 * 3600,
+                    )?;
+                    Recent { tokens, cost_usd }
+                }
+                None => Recent {
+                    tokens: 0,
+                    cost_usd: 0.0,
+                },
+            };
             let reported = match conn {
                 Some(conn) => executor_usage::holding(conn, key, now.timestamp())?,
                 None => None,
@@ -169,6 +199,7 @@ pub fn view(
                 installed,
                 dir,
                 windows,
+                recent,
                 at_limit,
                 extra_usage: a.extra_usage,
                 folders: a.folders.clone(),
@@ -187,8 +218,10 @@ fn usage_of(w: &WindowUse) -> String {
         Some(limit) => parts.push(format!("{} of {limit} tokens", w.tokens)),
         None => parts.push(format!("{} tokens", w.tokens)),
     }
-    if let Some(limit) = w.cost_limit {
-        parts.push(format!("${:.2} of ${limit:.2}", w.cost_usd));
+    match w.cost_limit {
+        Some(limit) => parts.push(format!("${:.2} of ${limit:.2}", w.cost_usd)),
+        None if w.cost_usd > 0.0 => parts.push(format!("${:.2}", w.cost_usd)),
+        None => {}
     }
     parts.join(", ")
 }
@@ -236,6 +269,10 @@ pub fn render(accounts: &[AccountView]) -> String {
                 }
             ));
         }
+        text.push_str(&format!(
+            "  used in the last {RECENT_DAYS} days: {} tokens, ${:.2}\n",
+            a.recent.tokens, a.recent.cost_usd
+        ));
         text.push_str(&format!(
             "  extra usage: {}\n",
             if a.extra_usage {

@@ -308,6 +308,8 @@ impl Actor for Executor {
                 | Event::ToolEnded(_)
                 | Event::Record { .. }
                 | Event::Session(_)
+                | Event::Cost { .. }
+                | Event::RateLimit(_)
                 | Event::Ignored
                 | Event::Garbage => {}
             },

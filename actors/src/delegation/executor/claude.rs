@@ -15,14 +15,22 @@
 //! (`--resume`). File edits in its folder are accepted (`acceptEdits`) and
 //! its commands allowed (`--allowedTools Bash`): it runs in troupe's
 //! sandbox, like pi, which runs commands unasked. What else it would ask
-//! about is denied in print mode, and its report names those calls.
+//! about (tried on 2.1.332 in `acceptEdits`: a write outside its folder, a
+//! web fetch or search, an MCP tool) it asks troupe's user: its
+//! `--permission-prompt-tool` is the MCP tool its relay serves
+//! (`relay::prompts`), named in an `--mcp-config` file of its own
+//! (`--strict-mcp-config`: no other server is loaded). Where no relay serves
+//! them, such calls are denied, and its report names them.
 
 use serde_json::{json, Value};
 use troupe_runtime::model::Api;
 
+use crate::environment::relay::prompts;
+
 use super::harness::{
     bounded, compact, text_of, wrong_api, Event, Harness, Setup, Start, Stopping,
 };
+use super::limit::RateLimit;
 
 /// Claude Code on the machine.
 #[derive(Debug, Clone, Copy)]
@@ -61,6 +69,25 @@ impl Harness for ClaudeCode {
         .map(String::from)
         .collect();
         args.push(setup.model.to_string());
+        let mut files = Vec::new();
+        if setup.prompts {
+            // Its permission prompts go to the relay's MCP tool, behind the
+            // relay's key; the file holds the key, so it is the owner's alone.
+            let config = setup.dir.join("mcp.json");
+            let servers = json!({"mcpServers": {prompts::SERVER: {
+                "type": "http",
+                "url": format!("http://{}{}", setup.relay, prompts::PATH),
+                "headers": {"Authorization": format!("Bearer {}", setup.key)},
+            }}});
+            files.push((config.clone(), servers.to_string()));
+            args.extend([
+                "--mcp-config".to_string(),
+                config.display().to_string(),
+                "--strict-mcp-config".to_string(),
+                "--permission-prompt-tool".to_string(),
+                format!("mcp__{}__{}", prompts::SERVER, prompts::TOOL),
+            ]);
+        }
         if let Some(session) = setup.session {
             args.push("--resume".into());
             args.push(session.to_string());
@@ -105,7 +132,7 @@ impl Harness for ClaudeCode {
         Ok(Start {
             args,
             env,
-            files: Vec::new(),
+            files,
             input: vec![user_message(setup.prompt)],
         })
     }
@@ -236,16 +263,24 @@ pub fn parse(line: &str) -> Vec<Event> {
                 }
             });
             // Its text is the last message's, already recorded.
-            vec![
-                Event::Assistant {
-                    text: String::new(),
-                    tokens,
-                    stop: subtype,
-                    error,
-                },
-                Event::AgentEnd,
-            ]
+            let mut events = vec![Event::Assistant {
+                text: String::new(),
+                tokens,
+                stop: subtype,
+                error,
+            }];
+            // The running total of this process's calls (cumulative across
+            // the turns of a streaming-input session).
+            if let Some(usd) = value["total_cost_usd"].as_f64() {
+                events.push(Event::Cost { usd, running: true });
+            }
+            events.push(Event::AgentEnd);
+            events
         }
+        "rate_limit_event" => match RateLimit::of(&value["rate_limit_info"]) {
+            Some(state) => vec![Event::RateLimit(state)],
+            None => vec![Event::Ignored],
+        },
         "control_response" => match value["response"]["subtype"].as_str() {
             Some("error") => vec![Event::Refused {
                 command: value["response"]["request_id"]
@@ -318,6 +353,10 @@ mod tests {
                     stop: "success".into(),
                     error: None
                 },
+                Event::Cost {
+                    usd: 0.0001,
+                    running: true
+                },
                 Event::AgentEnd
             ]
         );
@@ -344,6 +383,40 @@ mod tests {
         assert_eq!(events[1], Event::AgentEnd);
     }
 
+    // `rate_limit_event` as 2.1.332's SDK schema writes it (`rate_limit_info`:
+    // status, resetsAt, rateLimitType, utilization, isUsingOverage).
+    #[test]
+    fn its_rate_limit_events_say_the_window_its_state_and_reset() {
+        let rejected = parse(
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1800003600,"rateLimitType":"five_hour","utilization":1.0,"isUsingOverage":false},"uuid":"u","session_id":"s"}"#,
+        );
+        let [Event::RateLimit(state)] = &rejected[..] else {
+            panic!("{rejected:?}")
+        };
+        assert!(state.rejected());
+        assert_eq!(state.window.as_deref(), Some("five_hour"));
+        assert_eq!(state.resets_at, Some(1_800_003_600));
+        assert_eq!(
+            state.describe(),
+            "Claude Code's five_hour limit reached, 100% used (rate_limit_event)"
+        );
+        let warned = parse(
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1800600000,"rateLimitType":"seven_day","utilization":0.8},"uuid":"u","session_id":"s"}"#,
+        );
+        let [Event::RateLimit(state)] = &warned[..] else {
+            panic!("{warned:?}")
+        };
+        assert!(!state.rejected());
+        assert_eq!(
+            state.describe(),
+            "Claude Code's seven_day limit near, 80% used (rate_limit_event)"
+        );
+        assert_eq!(
+            parse(r#"{"type":"rate_limit_event","rate_limit_info":{}}"#),
+            vec![Event::Ignored]
+        );
+    }
+
     #[test]
     fn it_is_pointed_at_the_relay_and_given_its_task_on_its_input() {
         let dir = std::path::Path::new("/tmp/i");
@@ -357,6 +430,7 @@ mod tests {
             api: None,
             prompt: "do it",
             session: Some("abc"),
+            prompts: true,
         };
         let start = ClaudeCode.start(&setup).unwrap();
         assert!(start.args.ends_with(&["--resume".into(), "abc".into()]));

@@ -13,9 +13,15 @@
 //! is shared between instances. Its home (`CODEX_HOME`) is the harness's
 //! sessions folder. Its commands run in troupe's sandbox, which confines
 //! the whole harness (`sandbox_mode = "danger-full-access"` inside it):
-//! Codex's own `workspace-write` sandbox starts a helper
-//! (`codex-linux-sandbox`, an alias of its program it makes at start) that
-//! its nested bubblewrap cannot find inside troupe's sandbox.
+//! Codex's own `workspace-write` sandbox cannot nest there (tried on
+//! 0.171.0, `codex sandbox -c sandbox_mode="workspace-write"`): it runs its
+//! commands in a bubblewrap of its own, whose user namespace cannot be set
+//! up inside troupe's (`bwrap: setting up uid map: Operation not
+//! permitted`), and its landlock-only fallback (`use_legacy_landlock`)
+//! refuses to restrict files without bubblewrap. (Under a `/tmp` home it
+//! also refuses to make its `codex-linux-sandbox` helper, and fails even
+//! bare.) troupe's sandbox gives the same confinement: its folder writable,
+//! the rest read-only, troupe's home hidden.
 
 use serde_json::Value;
 use troupe_runtime::model::Api;
@@ -308,6 +314,7 @@ mod tests {
             api: None,
             prompt: "go on",
             session: Some("01a2"),
+            prompts: true,
         };
         let start = Codex.start(&setup).unwrap();
         assert_eq!(&start.args[..2], &["exec", "resume"]);

@@ -48,6 +48,17 @@ pub enum Event {
     AgentEnd,
     /// Where (or under which id) the harness keeps its session.
     Session(String),
+    /// What the harness says its model calls cost, in US dollars.
+    Cost {
+        /// The amount.
+        usd: f64,
+        /// Whether it is the running total of this process's calls so far
+        /// (Claude Code's `total_cost_usd`), rather than one call's own
+        /// (pi's `usage.cost.total`).
+        running: bool,
+    },
+    /// The state of the account's plan limits, as the harness reported it.
+    RateLimit(super::limit::RateLimit),
     /// A command was refused.
     Refused {
         /// The command.
@@ -83,6 +94,10 @@ pub struct Setup<'a> {
     pub prompt: &'a str,
     /// The session it continues (`resume`), as its [`Event::Session`] said.
     pub session: Option<&'a str>,
+    /// Whether the relay serves its permission prompts (on the machine:
+    /// `relay::prompts`), so that a harness that asks before some calls
+    /// asks troupe's user there.
+    pub prompts: bool,
 }
 
 /// How a harness is started.

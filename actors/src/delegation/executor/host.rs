@@ -243,9 +243,14 @@ pub(super) async fn start(
         endpoint,
         served,
     };
-    let relay =
-        Relay::new(format!("executor {}", launch.sub), vec![offered]).with_secret(secret.clone());
     let stop = CancellationToken::new();
+    let relay = Relay::new(format!("executor {}", launch.sub), vec![offered])
+        .with_secret(secret.clone())
+        .with_prompter(super::prompts::UserPrompts::for_instance(
+            node,
+            launch,
+            stop.clone(),
+        ));
     // The relay stops with the instance, or now if the harness cannot start.
     let stopped_on_drop = stop.clone().drop_guard();
     let addr = relay
@@ -264,6 +269,7 @@ pub(super) async fn start(
         api,
         prompt: &launch.prompt,
         session: session.as_deref(),
+        prompts: true,
     })?;
     for (path, text) in &start.files {
         write_private(path, text)?;

@@ -10,6 +10,56 @@
 //! on on another account.
 
 use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// The state of a plan's limits, as Claude Code's `rate_limit_event` says
+/// it (`rate_limit_info`: `status` `allowed`, `allowed_warning` or
+/// `rejected`; `rateLimitType` the window — `five_hour`, `seven_day`,
+/// `seven_day_opus`, `seven_day_sonnet`, `overage`, …; `resetsAt` in Unix
+/// seconds; `utilization` the fraction of the window used).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLimit {
+    /// `allowed`, `allowed_warning` or `rejected`.
+    pub status: String,
+    /// The window it is about, if said.
+    pub window: Option<String>,
+    /// When that window resets (Unix seconds), if said.
+    pub resets_at: Option<i64>,
+    /// The fraction of the window used, if said.
+    pub utilization: Option<f64>,
+}
+
+impl RateLimit {
+    /// Reads a `rate_limit_info` object.
+    pub fn of(info: &Value) -> Option<Self> {
+        Some(Self {
+            status: info["status"].as_str()?.to_string(),
+            window: info["rateLimitType"].as_str().map(str::to_string),
+            resets_at: info["resetsAt"].as_i64(),
+            utilization: info["utilization"].as_f64(),
+        })
+    }
+
+    /// Whether the account is at this limit now (its calls are refused).
+    pub fn rejected(&self) -> bool {
+        self.status == "rejected"
+    }
+
+    /// The state in words, for the record and the accounts' view.
+    pub fn describe(&self) -> String {
+        let window = self.window.as_deref().unwrap_or("plan");
+        let used = self
+            .utilization
+            .map(|u| format!(", {:.0}% used", u * 100.0))
+            .unwrap_or_default();
+        let state = match self.status.as_str() {
+            "rejected" => "limit reached",
+            "allowed_warning" => "limit near",
+            _ => "within its limit",
+        };
+        format!("Claude Code's {window} {state}{used} (rate_limit_event)")
+    }
+}
 
 /// A usage limit a harness reported.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -71,6 +71,8 @@ pub(super) async fn read(
     let mut pending: Vec<u8> = Vec::new();
     let mut chunk = vec![0_u8; 64 * 1024];
     let mut garbage = 0_usize;
+    // The harness's running total of cost so far (Claude Code's).
+    let mut spent = 0.0_f64;
     let (committed, told) = tell_when_committed(delegations);
     let failure = loop {
         let n = match source.next(&mut chunk).await {
@@ -89,7 +91,15 @@ pub(super) async fn read(
                 continue;
             }
             for event in harness.parse(&text) {
-                if let Some(write) = keep(&node, delegation, sub, &event, &text, &mut garbage).await
+                if let Some(write) = keep(
+                    &node,
+                    delegation,
+                    sub,
+                    &event,
+                    &text,
+                    (&mut garbage, &mut spent),
+                )
+                .await
                 {
                     tracing::trace!(instance = %sub, "an event queued for the record");
                     let _ = committed.send(write);
@@ -162,14 +172,31 @@ async fn keep(
     sub: SubagentId,
     event: &Event,
     line: &str,
-    garbage: &mut usize,
+    (garbage, spent): (&mut usize, &mut f64),
 ) -> Option<troupe_runtime::store::Pending<()>> {
     let now = chrono::Utc::now();
     let limit = match event {
         Event::Assistant {
             error: Some(error), ..
         } => super::limit::usage_limit(error, now),
+        Event::RateLimit(state) if state.rejected() => Some(super::limit::UsageLimit {
+            why: state.describe(),
+            resets_at: state.resets_at,
+        }),
         _ => None,
+    };
+    let cost = match *event {
+        Event::Cost { usd, running: true } => {
+            // A running total: what it added since the last one.
+            let added = (usd - *spent).max(0.0);
+            *spent = spent.max(usd);
+            added
+        }
+        Event::Cost {
+            usd,
+            running: false,
+        } => usd.max(0.0),
+        _ => 0.0,
     };
     let (kind, text, tokens, session): (&str, String, u64, Option<String>) = match event {
         Event::Record { kind, text } => (kind, text.clone(), 0, None),
@@ -184,6 +211,10 @@ async fn keep(
             None => ("message", text.clone(), *tokens, None),
         },
         Event::Session(file) => ("note", String::new(), 0, Some(file.clone())),
+        Event::RateLimit(state) if state.rejected() || state.status == "allowed_warning" => {
+            ("note", state.describe(), 0, None)
+        }
+        Event::RateLimit(_) | Event::Cost { .. } => ("note", String::new(), 0, None),
         Event::Refused { command, error } => {
             ("note", format!("`{command}` refused: {error}"), 0, None)
         }
@@ -201,7 +232,7 @@ async fn keep(
         }
         Event::AgentEnd | Event::Ignored => return None,
     };
-    if text.trim().is_empty() && tokens == 0 && session.is_none() {
+    if text.trim().is_empty() && tokens == 0 && session.is_none() && cost <= 0.0 {
         return None;
     }
     let kind = kind.to_string();
@@ -217,8 +248,8 @@ async fn keep(
                 .execute(params![sub.to_string(), tokens as i64, session])?;
             }
             let id = sub.to_string();
-            if tokens > 0 {
-                executor_usage::add_by_instance(tx, &id, now.timestamp(), tokens, 0.0)?;
+            if tokens > 0 || cost > 0.0 {
+                executor_usage::add_by_instance(tx, &id, now.timestamp(), tokens, cost)?;
             }
             if let Some(limit) = &limit {
                 if let Some((executor, account)) = executor_usage::account_of(tx, &id)? {

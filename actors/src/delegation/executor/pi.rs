@@ -166,8 +166,32 @@ impl Harness for Pi {
     }
 
     fn parse(&self, line: &str) -> Vec<Event> {
-        vec![parse(line)]
+        let event = parse(line);
+        // What the call cost, when pi knows the model's prices.
+        let cost = match &event {
+            Event::Assistant { .. } => cost_of(line),
+            _ => None,
+        };
+        match cost {
+            Some(usd) => vec![
+                event,
+                Event::Cost {
+                    usd,
+                    running: false,
+                },
+            ],
+            None => vec![event],
+        }
     }
+}
+
+/// The cost pi gives an assistant message (`usage.cost.total`, from the
+/// prices in its `models.json`), when above 0.
+pub fn cost_of(line: &str) -> Option<f64> {
+    let value: Value = serde_json::from_str(line).ok()?;
+    value["message"]["usage"]["cost"]["total"]
+        .as_f64()
+        .filter(|usd| *usd > 0.0)
 }
 
 /// Reads one line of pi's output.
@@ -307,5 +331,23 @@ mod tests {
         assert_eq!(model_id("script:/tmp/s.json"), "script--tmp-s.json");
         assert_eq!(model_id("sonnet"), "sonnet");
         assert_eq!(model_id("::"), "model");
+    }
+
+    // A `message_end` as pi 0.x prints it with prices in its `models.json`
+    // (pi-ai's `Usage`: `cost.total` in dollars).
+    #[test]
+    fn its_cost_is_read_when_it_knows_the_prices() {
+        let line = r#"{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"Done."}],"usage":{"input":10,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":12,"cost":{"input":0.00003,"output":0.00003,"cacheRead":0,"cacheWrite":0,"total":0.00006}},"stopReason":"stop"}}"#;
+        assert_eq!(cost_of(line), Some(0.00006));
+        let events = Pi.parse(line);
+        assert_eq!(
+            events[1],
+            Event::Cost {
+                usd: 0.00006,
+                running: false
+            }
+        );
+        let free = r#"{"type":"message_end","message":{"role":"assistant","content":[],"usage":{"input":1,"output":1,"cost":{"total":0}},"stopReason":"stop"}}"#;
+        assert_eq!(Pi.parse(free).len(), 1);
     }
 }

@@ -76,6 +76,12 @@ pub enum DelegateRequest {
         /// The subagent.
         subagent_id: String,
     },
+    /// Log an executor's account in (`NAME@ACCOUNT`) with its harness's
+    /// own login, once the user approved.
+    Account {
+        /// The account's target name.
+        target: String,
+    },
 }
 
 /// A bot to create.
