@@ -161,8 +161,16 @@ pub fn view(
                     resets_at: oldest.and_then(|o| at(o + hours * 3600)),
                 });
             }
-            let recent = match conn {
-                Some(conn) => {
+            // A window as long as the recent use (a week) has counted it.
+            let week = windows
+                .iter()
+                .find(|w| i64::from(w.hours) == RECENT_DAYS * 24);
+            let recent = match (week, conn) {
+                (Some(w), _) => Recent {
+                    tokens: w.tokens,
+                    cost_usd: w.cost_usd,
+                },
+                (None, Some(conn)) => {
                     let (tokens, cost_usd, _) = executor_usage::since(
                         conn,
                         key,
@@ -170,7 +178,7 @@ pub fn view(
                     )?;
                     Recent { tokens, cost_usd }
                 }
-                None => Recent {
+                (None, None) => Recent {
                     tokens: 0,
                     cost_usd: 0.0,
                 },
