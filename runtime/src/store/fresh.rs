@@ -4,7 +4,7 @@
 //! index, trigger and full-text table twice (once to run the statement,
 //! once to read it back into its schema): two fifths of a cold start's
 //! instructions on a new home. The same file, already made, is a few
-//! hundred KiB of pages that compress to a few KiB. So a store whose file
+//! hundred KiB of pages that compress to about 15 KB. So a store whose file
 //! does not exist yet begins as that image ([`IMAGE`]); the migrations
 //! then see a database at version 0 marked by [`MARK`] and only add the
 //! rows a new database holds (the home house: its id and time are this
