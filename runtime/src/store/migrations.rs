@@ -44,6 +44,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::house::THREAD_ATTACHMENTS],
     &[super::executor_usage::EXECUTOR_USAGE],
     &[super::cluster::CLUSTER],
+    &[EVENTS_BY_INSTANCE],
 ];
 
 /// The schema the migrations make, as one script: every table, index,
@@ -441,6 +442,15 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
         tracing::info!(path = %path.display(), version = next, "store schema migrated");
     }
 }
+
+/// An executor instance's events by instance: the workbench's live read,
+/// `delegation_search`'s session read and a hand-over's packet each read
+/// one instance's events, which the delegation's index left to a scan of
+/// every delegation's events.
+const EVENTS_BY_INSTANCE: &str = r#"
+CREATE INDEX delegation_events_by_subagent ON delegation_events (subagent_id, seq)
+    WHERE subagent_id IS NOT NULL;
+"#;
 
 #[cfg(test)]
 #[path = "schema_tests.rs"]

@@ -413,3 +413,5 @@ CREATE TABLE cluster_peers (
     listen     TEXT NOT NULL,
     updated_at TEXT NOT NULL
 );
+CREATE INDEX delegation_events_by_subagent ON delegation_events (subagent_id, seq)
+    WHERE subagent_id IS NOT NULL;

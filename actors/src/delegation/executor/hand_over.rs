@@ -282,6 +282,7 @@ pub(super) async fn go_on(
     started: SystemTime,
 ) -> bool {
     let now = chrono::Utc::now();
+    let t = std::time::Instant::now();
     let Some(limit) = super::limit::usage_limit(error, now) else {
         return false;
     };
@@ -312,6 +313,7 @@ pub(super) async fn go_on(
             Ok((next, row, tools))
         })
         .await;
+    let found_us = t.elapsed().as_micros() as u64;
     let Ok((Some(next), Some(row), tools)) = found else {
         return false;
     };
@@ -372,6 +374,7 @@ pub(super) async fn go_on(
         let text = packet.text();
         (text.clone(), None, text)
     };
+    let prepared_us = t.elapsed().as_micros() as u64;
     let (d, id) = (launch.delegation, launch.sub.to_string());
     let (executor, account, kept) = (next.executor.clone(), next.account.clone(), session.clone());
     let queued = node
@@ -395,6 +398,7 @@ pub(super) async fn go_on(
         Ok(_) => Some(Box::new(HeadStart::begin(node, &next_launch, None).await)),
         Err(_) => None,
     };
+    let begun_us = t.elapsed().as_micros() as u64;
     let written = match queued {
         Ok(pending) => pending.wait().await,
         Err(e) => Err(e),
@@ -408,6 +412,14 @@ pub(super) async fn go_on(
         return false;
     }
     args.delegations.record_grew();
+    tracing::debug!(
+        instance = %launch.sub,
+        found_us,
+        prepared_us,
+        begun_us,
+        recorded_us = t.elapsed().as_micros() as u64,
+        "hand-over timed"
+    );
     tracing::info!(instance = %launch.sub, from = %from, to = %to, "executor instance handed over");
     args.delegations.send(
         launch.delegation,

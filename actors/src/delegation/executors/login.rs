@@ -17,7 +17,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use troupe_runtime::config::Config;
 use troupe_runtime::executors::login;
 use troupe_runtime::protocol::{AgentEvent, ToolCall, ToolResult};
 use troupe_runtime::tool::ToolContext;
@@ -45,14 +44,9 @@ impl Delegations {
     /// Logs `target` (`NAME@ACCOUNT`) in with its harness's own login, once
     /// the user approved.
     pub(crate) async fn log_in(&self, node: &Node, ctx: &ToolContext, target: &str) -> ToolResult {
-        let executors = match Config::load(node.home(), &|_| None, &[]) {
-            Ok(config) => config.executors,
-            Err(e) => {
-                return ToolResult::error(format!(
-                    "the executors' accounts could not be read from config.toml: {e}"
-                ))
-            }
-        };
+        // The accounts as the node read them at its start, like every
+        // other use of them (`troupe executors login` reads the file).
+        let executors = node.context().settings.executors.clone();
         let mut prepared = match login::prepare(node.home(), &executors, target, None) {
             Ok(prepared) => prepared,
             Err(e) => return ToolResult::error(e),
