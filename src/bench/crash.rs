@@ -26,7 +26,9 @@
 
 mod actors;
 mod files;
+mod ledger;
 mod model;
+mod records;
 mod verify;
 pub mod worker;
 
@@ -47,7 +49,7 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(240);
 pub struct Files {
     /// The folder.
     pub dir: PathBuf,
-    /// `ledger_append`'s lines: call id, conversation, note.
+    /// `ledger_append`'s lines: call id, conversation, note, worker.
     pub ledger: PathBuf,
     /// Every user message and post, noted before it is sent.
     pub sent: PathBuf,
@@ -77,6 +79,11 @@ impl Files {
             file_writes: dir.join("file-writes"),
             dir,
         }
+    }
+
+    /// The files workers append records to (see [`records`]).
+    pub fn records(&self) -> [&Path; 4] {
+        [&self.ledger, &self.sent, &self.acks, &self.file_writes]
     }
 }
 

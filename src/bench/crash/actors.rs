@@ -15,7 +15,7 @@ use serde_json::json;
 use troupe_actors::kinds::{ActorError, Context, Kind, KindOptions, UserActor};
 use troupe_runtime::rusqlite::Connection;
 
-use super::model::append_synced;
+use super::records::append_synced;
 use super::{Files, Rng};
 use crate::Runtime;
 
@@ -99,11 +99,9 @@ pub fn check(
             .unwrap_or(0)
     };
     let read = |path: &std::path::Path| -> Vec<Vec<String>> {
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| l.split('\t').map(str::to_string).collect())
-            .filter(|l: &Vec<String>| l.first().is_some_and(|k| k == "actor"))
+        super::records::read(path)
+            .into_iter()
+            .filter(|l| l.first().is_some_and(|k| k == "actor"))
             .collect()
     };
     let (sent, acks) = (read(&files.sent), read(&files.acks));

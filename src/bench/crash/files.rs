@@ -25,7 +25,7 @@ use troupe_runtime::id::HouseId;
 use troupe_runtime::rusqlite::Connection;
 use troupe_runtime::store::house_files::{self as table, FileState, Indexing, NewFile};
 
-use super::model::append_synced;
+use super::records::append_synced;
 use super::worker::HOUSE;
 use super::Files;
 use crate::Runtime;
@@ -119,14 +119,14 @@ pub fn check(
         }
     }
     let (mut acknowledged, mut lost) = (0, 0);
-    for line in std::fs::read_to_string(&files.file_writes)
-        .unwrap_or_default()
-        .lines()
-    {
-        if let ["ack", token, version] = line.split('\t').collect::<Vec<_>>().as_slice() {
+    for line in super::records::read(&files.file_writes) {
+        if let [kind, token, version] = line.as_slice() {
+            if kind != "ack" {
+                continue;
+            }
             acknowledged += 1;
             let version: i64 = version.parse().unwrap_or(-1);
-            if tokens.get(&version).map(String::as_str) != Some(*token) {
+            if tokens.get(&version).map(String::as_str) != Some(token.as_str()) {
                 lost += 1;
             }
         }

@@ -16,12 +16,12 @@
 //! - a turn offered in a house thread calls `ledger_append` once, like a ping.
 //!
 //! `ledger_append` appends its call id to the ledger file with `O_APPEND`
-//! and `fsync` before it returns: a call run twice shows up twice. Call ids
+//! and `fsync` before it returns: a call run twice shows up twice (a line
+//! a kill cut off is set aside by the next worker, see [`super::records`]). Call ids
 //! are a hash of the history that asked for them, so the same step asked
 //! again after a restart carries the same ids.
 
 use std::hash::{Hash, Hasher};
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -29,6 +29,8 @@ use serde_json::json;
 use troupe_runtime::model::{ModelRequest, ScriptedCall, ScriptedProvider, Turn};
 use troupe_runtime::protocol::{Message, ToolResult};
 use troupe_runtime::tool::{Tool, ToolContext, ToolSpec};
+
+use super::records::append_synced;
 
 /// The side-effecting tool's name.
 pub const LEDGER_TOOL: &str = "ledger_append";
@@ -131,16 +133,18 @@ fn history_hash(request: &ModelRequest) -> u64 {
     hasher.finish()
 }
 
-/// `ledger_append(note)`: one line, `CALL_ID\tCONVERSATION\tNOTE`, appended
-/// and synced before the result.
+/// `ledger_append(note)`: one line, `CALL_ID\tCONVERSATION\tNOTE\tWORKER`
+/// (the worker's incarnation: which kill it ran before), appended and
+/// synced before the result.
 pub struct Ledger {
     spec: ToolSpec,
     path: PathBuf,
+    incarnation: u64,
 }
 
 impl Ledger {
-    /// The tool, appending to `path`.
-    pub fn new(path: PathBuf) -> Arc<Self> {
+    /// The tool of worker `incarnation`, appending to `path`.
+    pub fn new(path: PathBuf, incarnation: u64) -> Arc<Self> {
         let schema = json!({
             "type": "object",
             "additionalProperties": false,
@@ -150,6 +154,7 @@ impl Ledger {
         Arc::new(Self {
             spec: ToolSpec::new(LEDGER_TOOL, "Records a note in the ledger.", schema),
             path,
+            incarnation,
         })
     }
 }
@@ -162,7 +167,10 @@ impl Tool for Ledger {
 
     async fn call(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolResult {
         let note = args["note"].as_str().unwrap_or_default().to_string();
-        let line = format!("{}\t{}\t{note}\n", ctx.call_id, ctx.conversation);
+        let line = format!(
+            "{}\t{}\t{note}\t{}\n",
+            ctx.call_id, ctx.conversation, self.incarnation
+        );
         let path = self.path.clone();
         let written = tokio::task::spawn_blocking(move || append_synced(&path, &line)).await;
         match written {
@@ -171,16 +179,6 @@ impl Tool for Ledger {
             Err(e) => ToolResult::error(format!("the ledger write stopped: {e}")),
         }
     }
-}
-
-/// Appends `line` to `path` in one write, then syncs it to disk.
-pub fn append_synced(path: &std::path::Path, line: &str) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)?;
-    file.write_all(line.as_bytes())?;
-    file.sync_data()
 }
 
 #[cfg(test)]

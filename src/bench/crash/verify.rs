@@ -6,7 +6,9 @@
 //! - No `ledger_append` call id is in the ledger twice; a call whose stored
 //!   result is a success is there once (one answered "outcome unknown" may
 //!   be there or not); nothing ran for a call the store does not hold; every
-//!   stored call has its result.
+//!   stored call has its result ([`super::ledger`]).
+//! - The record files hold whole records only: one a kill cut off was set
+//!   aside by the next worker ([`super::records`]).
 //! - Every `message_agent` delivery has exactly one reply notice in the
 //!   sender's conversation.
 //! - Every delegation is reported, with exactly one notice in its parent.
@@ -29,14 +31,16 @@ use troupe_runtime::protocol::{Envelope, Message, Payload, ToolStatus};
 use troupe_runtime::rusqlite::{Connection, OpenFlags};
 use troupe_runtime::store::conversations::decode_message;
 
-use super::model::LEDGER_TOOL;
 use super::Files;
 
 /// One stored message.
-struct Row {
-    id: String,
-    conversation: String,
-    message: Message,
+pub(super) struct Row {
+    /// Its id.
+    pub id: String,
+    /// Its conversation.
+    pub conversation: String,
+    /// The message.
+    pub message: Message,
 }
 
 /// Checks the home and returns the counts, as the JSON line's fields.
@@ -54,7 +58,15 @@ pub fn check(home: &Path, files: &Files) -> anyhow::Result<serde_json::Value> {
             .count()),
     );
     sends(files, &rows, &mut out)?;
-    tools(&db, files, &rows, &mut out)?;
+    super::ledger::check(&db, files, &rows, &mut out)?;
+    // Cut off by kills and set aside (not counted as records): a figure,
+    // not a failure.
+    let torn: usize = files
+        .records()
+        .iter()
+        .map(|path| super::records::torn(path).len())
+        .sum();
+    out.insert("records_torn".into(), json!(torn));
     replies(&db, &rows, &mut out)?;
     delegations(&db, &rows, &mut out)?;
     routines(&db, &rows, &mut out)?;
@@ -88,12 +100,9 @@ fn messages(db: &Connection) -> anyhow::Result<Vec<Row>> {
         .collect()
 }
 
+/// The whole records of a record file (see [`super::records`]).
 fn lines(path: &Path) -> Vec<Vec<String>> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| l.split('\t').map(str::to_string).collect())
-        .collect()
+    super::records::read(path)
 }
 
 /// The tokens of `<<task KIND TOKEN>>` markers in a user message.
@@ -164,89 +173,6 @@ fn sends(
     out.insert("turns_not_finished".into(), json!(failed));
     out.insert("lost".into(), json!(lost));
     out.insert("duplicated".into(), json!(duplicated));
-    Ok(())
-}
-
-/// Side effects against the calls and results the store holds.
-fn tools(
-    db: &Connection,
-    files: &Files,
-    rows: &[Row],
-    out: &mut serde_json::Map<String, serde_json::Value>,
-) -> anyhow::Result<()> {
-    let mut stmt = db.prepare("SELECT id FROM conversations WHERE kind = 'routine_run'")?;
-    let routine_runs = stmt
-        .query_map([], |r| r.get::<_, String>(0))?
-        .collect::<Result<HashSet<_>, _>>()?;
-    let mut runs: HashMap<String, usize> = HashMap::new();
-    for line in lines(&files.ledger) {
-        if let [id, _, _] = line.as_slice() {
-            *runs.entry(id.clone()).or_default() += 1;
-        }
-    }
-    let mut calls = HashSet::new();
-    // An interrupted routine run is closed, not resumed: its last calls
-    // keep no result, and their outcome is unknown.
-    let mut closed_unanswered: HashSet<String> = HashSet::new();
-    let mut results: HashMap<String, Vec<bool>> = HashMap::new();
-    for row in rows {
-        match &row.message {
-            Message::Assistant { tool_calls, .. } => {
-                let ours = tool_calls
-                    .iter()
-                    .filter(|c| c.name == LEDGER_TOOL)
-                    .map(|c| c.id.clone());
-                if routine_runs.contains(&row.conversation) {
-                    closed_unanswered.extend(ours.clone());
-                }
-                calls.extend(ours);
-            }
-            Message::Tool {
-                call_id,
-                name,
-                result,
-            } if name == LEDGER_TOOL => {
-                let unknown =
-                    result.data.get("outcome").and_then(|o| o.as_str()) == Some("unknown");
-                results
-                    .entry(call_id.clone())
-                    .or_default()
-                    .push(result.status == ToolStatus::Ok && !unknown);
-            }
-            _ => {}
-        }
-    }
-    let run = |id: &str| runs.get(id).copied().unwrap_or(0);
-    let unknown = results.values().filter(|r| r.iter().all(|ok| !ok)).count();
-    out.insert("tool_calls".into(), json!(calls.len()));
-    out.insert("tools_run".into(), json!(runs.values().sum::<usize>()));
-    out.insert("outcome_unknown".into(), json!(unknown));
-    out.insert(
-        "tools_run_twice".into(),
-        json!(runs.values().filter(|n| **n > 1).count()),
-    );
-    out.insert(
-        "tools_missing".into(),
-        json!(results
-            .iter()
-            .filter(|(id, r)| r.contains(&true) && run(id) == 0)
-            .count()),
-    );
-    out.insert(
-        "calls_missing".into(),
-        json!(runs.keys().filter(|id| !calls.contains(*id)).count()),
-    );
-    out.insert(
-        "results_missing".into(),
-        json!(calls
-            .iter()
-            .filter(|id| !results.contains_key(*id) && !closed_unanswered.contains(*id))
-            .count()),
-    );
-    out.insert(
-        "results_duplicated".into(),
-        json!(results.values().filter(|r| r.len() > 1).count()),
-    );
     Ok(())
 }
 

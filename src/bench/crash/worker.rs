@@ -6,7 +6,8 @@
 //! act it describes, never in between: a send is noted in `sent` before it
 //! is made, and in `acks` only once troupe acknowledged it — a durable post
 //! when `deliver` returned its id (committed), a user message when its turn
-//! reported finished.
+//! reported finished. A record a kill cut off is set aside when the next
+//! worker starts ([`super::records`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,7 +22,8 @@ use troupe_runtime::protocol::{Address, Envelope, Payload, TurnOutcome};
 use troupe_runtime::rusqlite::Connection;
 
 use super::actors::Tally;
-use super::model::{self, append_synced, task, Ledger, PEER};
+use super::model::{self, task, Ledger, PEER};
+use super::records::{self, append_synced};
 use super::{Files, Rng};
 use crate::{BotSpec, Runtime};
 
@@ -39,6 +41,12 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
 pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyhow::Result<()> {
     let files = Files::new(home);
     std::fs::create_dir_all(&files.dir)?;
+    // Before anything is written (a resumed turn may run a tool as soon as
+    // the node starts): a record the last worker was killed inside of must
+    // not swallow this worker's first one.
+    for path in files.records() {
+        records::seal(path)?;
+    }
     let clock = Arc::new(VirtualClock::new(read_clock(&files.clock)));
     // Subscribed before the node starts: subagents resumed at recovery count.
     let bus = tokio::sync::broadcast::channel(1 << 16).0;
@@ -51,7 +59,7 @@ pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyh
         .home(home)
         .cwd(&files.dir)
         .provider(Arc::new(model::provider()))
-        .tool(Ledger::new(files.ledger.clone()))
+        .tool(Ledger::new(files.ledger.clone(), incarnation))
         .clock(Arc::clone(&clock) as Arc<dyn Clock>)
         .scheduler(true)
         .set("review.enabled", "false")
