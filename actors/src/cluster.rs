@@ -29,6 +29,7 @@ pub mod gateway;
 pub mod inbox;
 pub mod membership;
 pub mod options;
+pub mod tls;
 
 use std::sync::{Arc, Weak};
 
@@ -40,6 +41,7 @@ use troupe_runtime::store::cluster as table;
 use troupe_runtime::store::mailbox;
 
 pub use options::{ClusterError, ClusterOptions};
+pub use tls::{Tls, TlsFiles};
 
 use crate::node::{Node, NodeContext, Remote};
 use directory::Directory;

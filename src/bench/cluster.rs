@@ -90,6 +90,7 @@ async fn measure(
             join: vec![format!("127.0.0.1:{port_b}")],
             cookie: COOKIE.into(),
             allow_plaintext: false,
+            tls: None,
         },
     )
     .await?;

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 
 use anyhow::Context;
-use troupe_actors::cluster::ClusterOptions;
+use troupe_actors::cluster::{ClusterOptions, Tls, TlsFiles};
 use troupe_runtime::config::Cluster as ClusterConfig;
 
 /// The environment variable holding the cluster's cookie.
@@ -62,6 +62,18 @@ pub fn options(
              cookie_file` (never on the command line)"
         ),
     };
+    let tls = match (&config.tls_cert, &config.tls_key, &config.tls_ca) {
+        (None, None, None) => None,
+        (Some(cert), Some(key), Some(ca)) => Some(Tls::load(&TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            ca: ca.clone(),
+        })?),
+        _ => anyhow::bail!(
+            "TLS between nodes needs all three of `[cluster] tls_cert`, `tls_key` and `tls_ca` \
+             (docs/cluster.md)"
+        ),
+    };
     let mut join = config.join.clone();
     join.extend(args.join.iter().cloned());
     Ok(Some(ClusterOptions {
@@ -71,5 +83,50 @@ pub fn options(
         join,
         cookie,
         allow_plaintext: config.allow_plaintext,
+        tls,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> ClusterArgs {
+        ClusterArgs {
+            name: Some("acme".into()),
+            node_name: Some("a".into()),
+            cluster_listen: Some("127.0.0.1:7900".into()),
+            join: vec![],
+        }
+    }
+
+    #[test]
+    fn tls_takes_all_three_files_or_none_and_names_a_bad_one() {
+        let plain = options(&args(), &ClusterConfig::default(), Some("s".into()))
+            .unwrap()
+            .unwrap();
+        assert!(plain.tls.is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let half = ClusterConfig {
+            tls_cert: Some(dir.path().join("node.pem")),
+            ..ClusterConfig::default()
+        };
+        let e = options(&args(), &half, Some("s".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("all three"), "{e}");
+        let missing = ClusterConfig {
+            tls_cert: Some(dir.path().join("node.pem")),
+            tls_key: Some(dir.path().join("node.key")),
+            tls_ca: Some(dir.path().join("ca.pem")),
+            ..ClusterConfig::default()
+        };
+        let e = options(&args(), &missing, Some("s".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("node.pem") && e.contains("could not be read"),
+            "{e}"
+        );
+    }
 }

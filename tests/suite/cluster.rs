@@ -17,10 +17,10 @@ use troupe::runtime::rusqlite::{Connection, OpenFlags};
 use super::cli::{text, troupe};
 use super::support::TestHome;
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(super) const WAIT: Duration = Duration::from_secs(60);
 
 /// A free loopback port (taken and given back).
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -29,10 +29,10 @@ fn free_port() -> u16 {
 }
 
 /// One node: its home, its process, its stderr's lines.
-struct Node {
-    home: TestHome,
+pub(super) struct Node {
+    pub(super) home: TestHome,
     name: &'static str,
-    port: u16,
+    pub(super) port: u16,
     model: String,
     child: Option<Child>,
     lines: Option<mpsc::Receiver<String>>,
@@ -40,7 +40,7 @@ struct Node {
 
 impl Node {
     /// A home with `bot`, scripted by `turns`.
-    fn new(name: &'static str, bot: &str, turns: serde_json::Value) -> Node {
+    pub(super) fn new(name: &'static str, bot: &str, turns: serde_json::Value) -> Node {
         let home = TestHome::new();
         let script = home.path().join("bots.json");
         std::fs::write(
@@ -61,7 +61,7 @@ impl Node {
     }
 
     /// Starts `troupe serve` as node `name` of cluster `c`, joining `join`.
-    fn start(&mut self, cookie: &str, join: Option<u16>) {
+    pub(super) fn start(&mut self, cookie: &str, join: Option<u16>) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_troupe"));
         cmd.arg("--home")
             .arg(self.home.path())
@@ -92,15 +92,20 @@ impl Node {
     }
 
     /// Waits for a line of its stderr containing `needle`; returns it.
-    fn wait_line(&self, needle: &str) -> String {
+    pub(super) fn wait_line(&self, needle: &str) -> String {
         let rx = self.lines.as_ref().unwrap();
         let deadline = Instant::now() + WAIT;
+        let mut said = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(e) => panic!("node {} never said `{needle}`: {e}", self.name),
+                Ok(line) => said.push(line),
+                Err(e) => panic!(
+                    "node {} never said `{needle}` ({e}); it said:\n{}",
+                    self.name,
+                    said.join("\n")
+                ),
             }
         }
     }
@@ -113,12 +118,12 @@ impl Node {
     }
 
     /// A count from its database, read beside the running server.
-    fn count(&self, sql: &str) -> i64 {
+    pub(super) fn count(&self, sql: &str) -> i64 {
         count(&self.home.path().join("troupe.db"), sql)
     }
 
     /// Waits until `sql` counts `n`.
-    fn wait_count(&self, sql: &str, n: i64) {
+    pub(super) fn wait_count(&self, sql: &str, n: i64) {
         let deadline = Instant::now() + WAIT;
         loop {
             let got = self.count(sql);
@@ -136,7 +141,7 @@ impl Node {
     }
 
     /// `troupe run --bot BOT TEXT` through its server.
-    fn run(&self, bot: &str, message: &str) -> String {
+    pub(super) fn run(&self, bot: &str, message: &str) -> String {
         let out = troupe(&self.home, &["run", "--bot", bot, message]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         text(&out.stdout)
@@ -158,7 +163,7 @@ fn count(db: &Path, sql: &str) -> i64 {
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
-fn alice_asks_bob() -> serde_json::Value {
+pub(super) fn alice_asks_bob() -> serde_json::Value {
     json!([
         {"tool_calls": [{"name": "message_agent",
                          "arguments": {"target": "bob", "message": "what is the launch date?"}}]},
@@ -167,12 +172,13 @@ fn alice_asks_bob() -> serde_json::Value {
     ])
 }
 
-fn bob_answers() -> serde_json::Value {
+pub(super) fn bob_answers() -> serde_json::Value {
     json!([{"text": "the launch is on Friday", "expect": "launch date"}])
 }
 
-const ASKED: &str = "SELECT count(*) FROM messages WHERE text LIKE '%what is the launch date?%'";
-const HEARD: &str = "SELECT count(*) FROM messages WHERE text = 'bob says Friday'";
+pub(super) const ASKED: &str =
+    "SELECT count(*) FROM messages WHERE text LIKE '%what is the launch date?%'";
+pub(super) const HEARD: &str = "SELECT count(*) FROM messages WHERE text = 'bob says Friday'";
 
 #[test]
 fn a_bot_on_one_node_messages_a_bot_on_another_and_gets_its_reply() {

@@ -33,12 +33,16 @@ pub const REDIAL: Duration = Duration::from_secs(1);
 pub(crate) async fn serve(
     options: &ClusterOptions,
 ) -> Result<(ActorRef<NodeServerMessage>, String), ClusterError> {
+    let encryption = options
+        .tls
+        .as_ref()
+        .map(|tls| ractor_cluster::IncomingEncryptionMode::Tls(tls.acceptor.clone()));
     let server = NodeServer::new(
         options.listen.port(),
         options.cookie.clone(),
         options.node.clone(),
         options.listen.ip().to_string(),
-        None,
+        encryption,
         Some(ractor_cluster::node::NodeConnectionMode::Transitive),
     )
     .with_listen_addr(options.listen.ip())
@@ -109,6 +113,8 @@ pub struct MembershipState {
     asking: HashSet<ActorId>,
     /// Ticks since the last dial.
     ticks: u32,
+    /// Addresses whose TLS refusal was said (until they connect).
+    refused: Arc<DashSet<String>>,
 }
 
 impl Actor for Membership {
@@ -129,6 +135,7 @@ impl Actor for Membership {
             met: HashMap::new(),
             asking: HashSet::new(),
             ticks: u32::MAX / 2,
+            refused: Arc::default(),
         })
     }
 
@@ -264,23 +271,33 @@ async fn tick(myself: &ActorRef<MembershipMsg>, state: &mut MembershipState) {
             .filter(|p| p.connected)
             .map(|p| p.listen)
             .collect();
-        let mut dial: Vec<String> = state.shared.options.join.clone();
-        dial.extend(state.shared.directory.peers().into_iter().map(|p| p.listen));
-        dial.sort();
-        dial.dedup();
-        for addr in dial {
+        let mut dialled: Vec<String> = state.shared.options.join.clone();
+        dialled.extend(state.shared.directory.peers().into_iter().map(|p| p.listen));
+        dialled.sort();
+        dialled.dedup();
+        for addr in dialled {
             if connected.contains(&addr) || addr == state.shared.listen {
                 continue;
             }
             let server = state.server.clone();
+            let tls = state.shared.options.tls.clone();
+            let said = Arc::clone(&state.refused);
             tokio::spawn(async move {
-                let to: Result<SocketAddr, _> = addr.parse();
-                let result = match to {
-                    Ok(to) => ractor_cluster::client_connect(&server, to).await,
-                    Err(_) => ractor_cluster::client_connect(&server, addr.as_str()).await,
-                };
-                if let Err(e) = result {
-                    tracing::debug!(%addr, error = %e, "a node could not be reached yet");
+                match dial(&server, &addr, tls).await {
+                    Ok(()) => {
+                        said.remove(&addr);
+                    }
+                    Err(Dial::Refused(why)) => {
+                        // Said once per address until it connects: a
+                        // certificate is not fixed by dialling again.
+                        if said.insert(addr.clone()) {
+                            eprintln!("troupe: cluster: {why}");
+                        }
+                        tracing::warn!(%addr, %why, "a node refused TLS");
+                    }
+                    Err(Dial::Unreachable(e)) => {
+                        tracing::debug!(%addr, error = %e, "a node could not be reached yet");
+                    }
                 }
             });
         }
@@ -289,6 +306,38 @@ async fn tick(myself: &ActorRef<MembershipMsg>, state: &mut MembershipState) {
             let _ = g.cast(GatewayMsg::Flush);
         }
     }
+}
+
+/// Why a node could not be dialled.
+enum Dial {
+    /// Its TLS was refused, by either side: said to the operator.
+    Refused(String),
+    /// Not reachable (yet): dialled again.
+    Unreachable(String),
+}
+
+/// Opens a session with the node at `addr`, over TLS when the cluster has it.
+async fn dial(
+    server: &ActorRef<NodeServerMessage>,
+    addr: &str,
+    tls: Option<super::tls::Tls>,
+) -> Result<(), Dial> {
+    use ractor_cluster::ClientConnectErr;
+    let result = match (tls, addr.parse::<SocketAddr>()) {
+        (Some(tls), _) => {
+            let name = super::tls::server_name(addr).map_err(Dial::Refused)?;
+            ractor_cluster::client_connect_enc(server, addr, tls.connector, name).await
+        }
+        (None, Ok(to)) => ractor_cluster::client_connect(server, to).await,
+        (None, Err(_)) => ractor_cluster::client_connect(server, addr).await,
+    };
+    result.map_err(|e| match e {
+        ClientConnectErr::Encryption(e) => Dial::Refused(format!(
+            "TLS with the node at {addr} failed: {e} (is its certificate signed by this \
+             cluster's `tls_ca`, and does it name {addr}'s host?)"
+        )),
+        other => Dial::Unreachable(other.to_string()),
+    })
 }
 
 async fn hello(inbox: &ActorRef<InboxMsg>, request: &HelloRequest) -> Result<Hello, String> {

@@ -2,10 +2,10 @@
 //!
 //! The cookie authenticates nodes to each other (ractor_cluster's
 //! challenge); it comes from the environment or a file, never the command
-//! line, where other users of the machine could read it. Nothing encrypts
-//! the connections between nodes yet (TLS is not built), so a node server
-//! listening beyond loopback is refused unless the operator says the
-//! network is private (`allow_plaintext`).
+//! line, where other users of the machine could read it. The cookie is
+//! not encryption: a node server listening beyond loopback is refused
+//! unless its connections are TLS (`tls`, see `super::tls`) or the
+//! operator says the network is private (`allow_plaintext`).
 
 use std::net::SocketAddr;
 
@@ -26,6 +26,8 @@ pub struct ClusterOptions {
     pub cookie: String,
     /// Listen beyond loopback without encryption.
     pub allow_plaintext: bool,
+    /// TLS between the nodes (every node of the cluster, or none).
+    pub tls: Option<super::tls::Tls>,
 }
 
 /// Why the cluster could not start.
@@ -64,11 +66,12 @@ impl ClusterOptions {
                     .into(),
             ));
         }
-        if !self.listen.ip().is_loopback() && !self.allow_plaintext {
+        if !self.listen.ip().is_loopback() && !self.allow_plaintext && self.tls.is_none() {
             return Err(ClusterError::Refused(format!(
-                "the cluster would listen on {} without encryption (TLS between nodes is not \
-                 built yet): listen on 127.0.0.1, or set `[cluster] allow_plaintext = true` if \
-                 the network between the nodes is private",
+                "the cluster would listen on {} without encryption: give every node \
+                 `[cluster] tls_cert`, `tls_key` and `tls_ca` (docs/cluster.md), listen on \
+                 127.0.0.1, or set `[cluster] allow_plaintext = true` if the network between \
+                 the nodes is private",
                 self.listen
             )));
         }
@@ -88,6 +91,7 @@ mod tests {
             join: vec![],
             cookie: "secret".into(),
             allow_plaintext: false,
+            tls: None,
         }
     }
 
@@ -96,6 +100,7 @@ mod tests {
         assert!(options("127.0.0.1:4000").check().is_ok());
         let refused = options("0.0.0.0:4000").check().unwrap_err().to_string();
         assert!(refused.contains("allow_plaintext"), "{refused}");
+        assert!(refused.contains("tls_cert"), "{refused}");
         let allowed = ClusterOptions {
             allow_plaintext: true,
             ..options("0.0.0.0:4000")

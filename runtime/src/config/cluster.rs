@@ -21,4 +21,11 @@ pub struct Cluster {
     pub cookie_file: Option<std::path::PathBuf>,
     /// Listen beyond loopback without encryption (a private network only).
     pub allow_plaintext: bool,
+    /// This node's TLS certificate chain (PEM); with `tls_key` and
+    /// `tls_ca`, every connection between nodes is mutual TLS.
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// This node's TLS private key (PEM).
+    pub tls_key: Option<std::path::PathBuf>,
+    /// The authority that signed every node's certificate (PEM).
+    pub tls_ca: Option<std::path::PathBuf>,
 }

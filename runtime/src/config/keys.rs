@@ -105,6 +105,9 @@ pub const KEYS: &[&str] = &[
     "cluster.join",
     "cluster.cookie_file",
     "cluster.allow_plaintext",
+    "cluster.tls_cert",
+    "cluster.tls_key",
+    "cluster.tls_ca",
 ];
 
 /// Short environment variables and the key each one sets. The long form
