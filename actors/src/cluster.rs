@@ -30,30 +30,31 @@ pub mod inbox;
 pub mod membership;
 pub mod options;
 pub mod tls;
+pub mod tree;
 
 use std::sync::{Arc, Weak};
 
 use dashmap::DashMap;
-use ractor::{Actor, ActorRef};
+use ractor::ActorRef;
 use troupe_runtime::id::BotId;
 use troupe_runtime::protocol::{Address, Envelope};
 use troupe_runtime::store::cluster as table;
 use troupe_runtime::store::mailbox;
+use troupe_runtime::supervise::SupervisorMsg;
 
 pub use options::{ClusterError, ClusterOptions};
 pub use tls::{Tls, TlsFiles};
 
 use crate::node::{Node, NodeContext, Remote};
 use directory::Directory;
-use gateway::{Gateway, GatewayMsg};
-use membership::{Membership, MembershipMsg};
+use gateway::GatewayMsg;
 
 /// A running node of a cluster: what the node's routing and `troupe ps`
 /// ask of it.
 #[derive(Clone)]
 pub struct Cluster {
     shared: Arc<Shared>,
-    membership: ActorRef<MembershipMsg>,
+    supervisor: ActorRef<SupervisorMsg>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -78,6 +79,10 @@ pub struct Shared {
     pub(crate) inboxes: DashMap<String, ActorRef<inbox::InboxMsg>>,
     /// How many messages peers acknowledged since the start.
     pub(crate) acked: tokio::sync::watch::Sender<u64>,
+    /// The cluster's supervisor (each incarnation puts itself here).
+    pub(crate) supervisor: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
+    /// Its children as `troupe ps` shows them.
+    pub(crate) children: tree::Children,
 }
 
 impl Shared {
@@ -85,37 +90,24 @@ impl Shared {
         self.node.upgrade().map(Node::from_context)
     }
 
-    /// The gateway to `peer`, started if there is none yet.
+    /// The gateway to `peer`, started under the cluster's supervisor if
+    /// there is none yet (a gateway that failed is restarted by it; what it
+    /// was sending is still in the outbox).
     pub(crate) async fn gateway(self: &Arc<Self>, peer: &str) -> Option<ActorRef<GatewayMsg>> {
-        if let Some(g) = self.gateways.get(peer) {
-            // A gateway that stopped (it failed: gateways have no
-            // supervisor yet) is replaced; what it was sending is still in
-            // the outbox.
-            if matches!(
-                g.get_status(),
-                ractor::ActorStatus::Starting | ractor::ActorStatus::Running
-            ) {
-                return Some(g.clone());
-            }
+        if let Some(g) = self.gateways.get(peer).filter(|g| tree::is_live(g)) {
+            return Some(g.clone());
         }
-        let (gateway, _) = Actor::spawn(None, Gateway, (Arc::downgrade(self), peer.to_string()))
-            .await
-            .map_err(|e| tracing::warn!(peer, error = %e, "the gateway to a peer could not start"))
-            .ok()?;
-        let mut entry = self
-            .gateways
-            .entry(peer.to_string())
-            .or_insert(gateway.clone());
-        let live = matches!(
-            entry.get_status(),
-            ractor::ActorStatus::Starting | ractor::ActorStatus::Running
-        );
-        if !live {
-            *entry = gateway.clone();
-        } else if entry.get_id() != gateway.get_id() {
-            gateway.stop(None);
+        match tree::start_gateway(self, peer).await {
+            Ok(gateway) => Some(gateway),
+            // Started by another caller meanwhile: it is in the map.
+            Err(e) => match self.gateways.get(peer).filter(|g| tree::is_live(g)) {
+                Some(g) => Some(g.clone()),
+                None => {
+                    tracing::warn!(peer, error = %e, "the gateway to a peer could not start");
+                    None
+                }
+            },
         }
-        Some(entry.clone())
     }
 }
 
@@ -126,7 +118,7 @@ impl Cluster {
     pub async fn start(node: &Node, options: ClusterOptions) -> Result<Cluster, ClusterError> {
         options.check()?;
         let directory = Directory::load(node.store()).await?;
-        let (server, listen) = membership::serve(&options).await?;
+        let listen = options.listen.to_string();
         let shared = Arc::new(Shared {
             options,
             node: Arc::downgrade(node.context()),
@@ -135,11 +127,12 @@ impl Cluster {
             inboxes: DashMap::new(),
             listen,
             acked: tokio::sync::watch::Sender::new(0),
+            supervisor: parking_lot::RwLock::new(None),
+            children: tree::Children::new(),
         });
-        inbox::start(&shared).await?;
-        let (membership, _) = Actor::spawn(None, Membership, (Arc::clone(&shared), server))
-            .await
-            .map_err(|e| ClusterError::Start(e.to_string()))?;
+        let supervisor = tree::start(node, &shared).await?;
+        node.context()
+            .add_branch(Arc::new(tree::ClusterBranch(Arc::downgrade(&shared))));
         // Gateways for what waits in the outbox since the last run.
         let waiting = node.store().read(table::outbox_peers).await?;
         for (peer, _) in waiting {
@@ -162,7 +155,7 @@ impl Cluster {
         }
         ctx.add_roster(Arc::new(directory::RemoteRoster(Arc::clone(&shared))));
         ctx.roster_changed();
-        Ok(Cluster { shared, membership })
+        Ok(Cluster { shared, supervisor })
     }
 
     /// This node's name.
@@ -203,13 +196,22 @@ impl Cluster {
             .route(addr.to_string(), node.to_string());
     }
 
-    /// Stops the cluster's actors (the node stops on its own).
+    /// The cluster's supervisor, whose children are this node's `inbox`,
+    /// `membership` (which owns ractor_cluster's node server) and a
+    /// `gateway:PEER` per peer with something to send.
+    pub fn supervisor(&self) -> ActorRef<SupervisorMsg> {
+        self.shared
+            .supervisor
+            .read()
+            .clone()
+            .unwrap_or_else(|| self.supervisor.clone())
+    }
+
+    /// Stops the cluster's actors, its supervisor first (the node stops
+    /// on its own).
     pub fn stop(&self) {
-        self.membership.stop(None);
-        for g in self.shared.gateways.iter() {
-            g.stop(None);
-        }
-        inbox::stop(&self.shared);
+        self.shared.supervisor.write().take();
+        self.supervisor.stop(None);
     }
 }
 

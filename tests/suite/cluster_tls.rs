@@ -1,7 +1,8 @@
 //! TLS between the nodes of a cluster (docs/cluster.md): two nodes whose
 //! certificates one authority signed meet and carry a bot's message and
 //! its reply; a node whose certificate another authority signed is refused
-//! before the cookie is asked, and says why.
+//! before the cookie is asked, and says why. And the cluster's actors in
+//! the node's supervised tree, restarted when killed.
 
 use std::path::Path;
 
@@ -88,4 +89,91 @@ fn a_node_certified_by_another_authority_is_refused_and_says_why() {
     assert!(said.contains("tls_ca"), "{said}");
     assert_eq!(a.count("SELECT count(*) FROM cluster_peers"), 0);
     assert_eq!(c.count("SELECT count(*) FROM cluster_peers"), 0);
+}
+
+/// The cluster's actors are children of a supervisor in the node's tree:
+/// killed, the inbox comes back in the cluster's process group, and
+/// membership comes back with a node server listening again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clusters_actors_are_supervised_and_restarted_in_the_tree() {
+    use std::time::{Duration, Instant};
+    use troupe::actors::cluster::{inbox, Cluster, ClusterOptions};
+    use troupe::runtime::supervise::SupervisorMsg;
+
+    let home = super::support::TestHome::new();
+    let runtime = troupe::Runtime::builder()
+        .home(home.path())
+        .cwd(home.path())
+        .set("review.enabled", "false")
+        .build()
+        .await
+        .unwrap();
+    let port = super::cluster::free_port();
+    let cluster = Cluster::start(
+        runtime.node(),
+        ClusterOptions {
+            cluster: "sup".into(),
+            node: "solo".into(),
+            listen: format!("127.0.0.1:{port}").parse().unwrap(),
+            join: vec![],
+            cookie: "secret".into(),
+            allow_plaintext: false,
+            tls: None,
+        },
+    )
+    .await
+    .unwrap();
+    let restarts = |tree: &[troupe::actors::node::ActorInfo], id: &str| {
+        tree.iter()
+            .find(|a| a.id == id && a.parent.as_deref() == Some("cluster"))
+            .map(|a| (a.state.clone(), a.restarts))
+    };
+    let tree = runtime.tree().await;
+    assert!(tree
+        .iter()
+        .any(|a| a.id == "cluster" && a.parent.as_deref() == Some("node")));
+    assert_eq!(restarts(&tree, "inbox"), Some(("running".into(), 0)));
+    assert_eq!(restarts(&tree, "membership"), Some(("running".into(), 0)));
+
+    // Waits (polling: the tree has no event to await) until `id` ran again.
+    let back = async |id: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if restarts(&runtime.tree().await, id) == Some(("running".into(), 1)) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{id} was not restarted");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+
+    let first = ractor::registry::where_is("troupe.inbox.solo").unwrap();
+    first.kill();
+    back("inbox").await;
+    let again = ractor::registry::where_is("troupe.inbox.solo").unwrap();
+    assert_ne!(again.get_id(), first.get_id());
+    assert!(ractor::pg::get_members(&inbox::group("sup"))
+        .iter()
+        .any(|c| c.get_id() == again.get_id()));
+
+    // Membership owns the node server: killed, both come back, listening.
+    ractor::call!(
+        cluster.supervisor(),
+        SupervisorMsg::Child,
+        "membership".to_string()
+    )
+    .unwrap()
+    .unwrap()
+    .kill();
+    back("membership").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the node server did not listen again"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cluster.stop();
+    runtime.shutdown().await;
 }

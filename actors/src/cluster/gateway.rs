@@ -65,12 +65,16 @@ impl Actor for Gateway {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         (shared, peer): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let remote = shared
-            .upgrade()
-            .and_then(|s| s.inboxes.get(&peer).map(|r| r.clone()));
+        let remote = shared.upgrade().and_then(|s| {
+            // Each incarnation is the one its peer's messages go to.
+            s.gateways.insert(peer.clone(), myself.clone());
+            s.inboxes.get(&peer).map(|r| r.clone())
+        });
+        // What waited for the last incarnation is sent.
+        let _ = myself.cast(GatewayMsg::Flush);
         Ok(GatewayState {
             shared,
             peer,

@@ -17,7 +17,7 @@ use troupe_runtime::protocol::wire::{
 };
 use troupe_runtime::store::cluster as table;
 
-use super::{ClusterError, Shared};
+use super::Shared;
 
 /// The process group of every node's inbox in `cluster`.
 pub fn group(cluster: &str) -> String {
@@ -104,23 +104,9 @@ impl Actor for Inbox {
     }
 }
 
-/// Starts this node's inbox, named after the node.
-pub(crate) async fn start(shared: &Arc<Shared>) -> Result<(), ClusterError> {
-    Actor::spawn(Some(name(&shared.options.node)), Inbox, Arc::clone(shared))
-        .await
-        .map_err(|e| ClusterError::Start(format!("the inbox: {e}")))?;
-    Ok(())
-}
-
-fn name(node: &str) -> String {
+/// The name this node's inbox is registered under.
+pub(crate) fn name(node: &str) -> String {
     format!("troupe.inbox.{node}")
-}
-
-/// Stops this node's inbox.
-pub(crate) fn stop(shared: &Shared) {
-    if let Some(cell) = ractor::registry::where_is(name(&shared.options.node)) {
-        cell.stop(None);
-    }
 }
 
 fn refuse(id: &str, reason: String) -> Vec<u8> {

@@ -29,10 +29,11 @@ pub const TICK: Duration = Duration::from_millis(250);
 /// How often a node that is not connected is dialled again.
 pub const REDIAL: Duration = Duration::from_secs(1);
 
-/// Starts the node server; returns it and the address it listens on.
-pub(crate) async fn serve(
+/// Starts the node server as `supervisor`'s child.
+async fn serve(
     options: &ClusterOptions,
-) -> Result<(ActorRef<NodeServerMessage>, String), ClusterError> {
+    supervisor: ActorCell,
+) -> Result<ActorRef<NodeServerMessage>, ClusterError> {
     let encryption = options
         .tls
         .as_ref()
@@ -47,14 +48,14 @@ pub(crate) async fn serve(
     )
     .with_listen_addr(options.listen.ip())
     .with_max_inbound_frame_size(2 * wire::MAX_FRAME as u64);
-    let (server, _) = Actor::spawn(None, server, ())
+    let (server, _) = Actor::spawn_linked(None, server, (), supervisor)
         .await
         .map_err(|e| ClusterError::Start(format!("the node server on {}: {e}", options.listen)))?;
     let _ = server.cast(NodeServerMessage::SubscribeToEvents {
         id: "troupe".into(),
         subscription: Box::new(Sessions::default()),
     });
-    Ok((server, options.listen.to_string()))
+    Ok(server)
 }
 
 /// Says when a connection closes before it authenticated: most often a
@@ -120,14 +121,14 @@ pub struct MembershipState {
 impl Actor for Membership {
     type Msg = MembershipMsg;
     type State = MembershipState;
-    type Arguments = (Arc<Shared>, ActorRef<NodeServerMessage>);
+    type Arguments = Arc<Shared>;
 
     async fn pre_start(
         &self,
         myself: ActorRef<Self::Msg>,
-        (shared, server): Self::Arguments,
+        shared: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        server.link(myself.get_cell());
+        let server = serve(&shared.options, myself.get_cell()).await?;
         let _ = myself.cast(MembershipMsg::Tick);
         Ok(MembershipState {
             shared,

@@ -16,8 +16,10 @@
 //! │               of the conversations' router, hang under it here)
 //! ├─ commands     background commands (each listed under its conversation)
 //! ├─ reviewer     background reviews, one `review:conv_…` each
-//! └─ scheduler    routine timers, when this node fires routines
-//!    └─ run_…     a routine run
+//! ├─ scheduler    routine timers, when this node fires routines
+//! │  └─ run_…     a routine run
+//! └─ cluster      a node of a cluster: its inbox, membership (and node
+//!                 server) and a gateway per peer (`crate::cluster::tree`)
 //! ```
 
 use std::sync::Arc;
