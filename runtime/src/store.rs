@@ -210,13 +210,17 @@ impl Store {
         options: OpenOptions,
         check: Option<impl FnOnce() + Send + 'static>,
     ) -> Result<Store> {
-        fresh::place(path).map_err(|source| StoreError::Io {
+        let placed = fresh::place(path).map_err(|source| StoreError::Io {
             path: path.to_path_buf(),
             source,
         })?;
         check_header(path)?;
         let mut conn = connect(path, &options, false)?;
-        migrations::migrate(&mut conn, path)?;
+        if placed && !options.synchronous_full {
+            fresh::migrate_unsynced(&mut conn, path)?;
+        } else {
+            migrations::migrate(&mut conn, path)?;
+        }
         // The readers and the checkpointer open their connections on their
         // own threads, beside the rest of the start.
         let readers = (0..options.readers.max(1))
