@@ -67,6 +67,7 @@ pub(crate) fn spawn(
         jobs: Mutex::new(jobs),
         // The first reader, opening.
         free: AtomicUsize::new(usize::from(!openers.is_empty())),
+        unasked: AtomicUsize::new(openers.len().saturating_sub(1)),
         waiting: Mutex::new(Waiting {
             idle: openers.len().saturating_sub(1),
             asked: 0,
@@ -106,6 +107,8 @@ pub(crate) struct Pool {
     jobs: Mutex<mpsc::Receiver<ReadJob>>,
     /// Readers open or opening, not running a read.
     free: AtomicUsize,
+    /// Readers not asked to open yet ([`Waiting::idle`], read without its lock).
+    unasked: AtomicUsize,
     waiting: Mutex<Waiting>,
     asked: Condvar,
 }
@@ -125,7 +128,8 @@ impl Pool {
     /// open one is busy (at worst one more than needed, when a read ends
     /// meanwhile).
     pub(crate) fn sent(&self) {
-        if self.free.load(Ordering::SeqCst) == 0 {
+        // Once every reader is open, a busy pool is only a queue.
+        if self.free.load(Ordering::SeqCst) == 0 && self.unasked.load(Ordering::SeqCst) > 0 {
             self.ask_another();
         }
     }
@@ -155,6 +159,7 @@ impl Pool {
         let mut waiting = self.waiting();
         if waiting.idle > 0 {
             waiting.idle -= 1;
+            self.unasked.store(waiting.idle, Ordering::SeqCst);
             waiting.asked += 1;
             self.free.fetch_add(1, Ordering::SeqCst);
             self.asked.notify_one();
