@@ -88,9 +88,30 @@ async fn a_second_reader_opens_only_when_a_read_waits_behind_another() {
         .unwrap();
 }
 
+/// Says on `gone` when it is dropped.
+struct Gone(std::sync::mpsc::Sender<()>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
 #[tokio::test]
 async fn readers_never_opened_stop_with_the_queue() {
-    let (openers, opened) = openers(3);
+    let (gone, dropped) = std::sync::mpsc::channel();
+    let opened = Arc::new(AtomicUsize::new(0));
+    let openers = (0..3)
+        .map(|_| {
+            let (opened, guard) = (Arc::clone(&opened), Gone(gone.clone()));
+            Box::new(move || {
+                let _guard = guard;
+                opened.fetch_add(1, Ordering::SeqCst);
+                Ok(Connection::open_in_memory()?)
+            }) as Opener
+        })
+        .collect();
+    drop(gone);
     let (reads, rx) = mpsc::channel(16);
     let pool = spawn(openers, rx, None).unwrap();
     let (read, answer) = job(|_conn| Ok(()));
@@ -101,9 +122,13 @@ async fn readers_never_opened_stop_with_the_queue() {
         .unwrap()
         .unwrap()
         .unwrap();
+    // The first reader's opener is spent; the two others are dropped
+    // unopened when their threads stop with the queue.
+    dropped.recv_timeout(WAIT).unwrap();
     drop(reads);
-    // Every thread is gone once nothing holds the pool: a read sent on a
-    // new sender of a dropped queue is not possible, so watch the count.
+    for _ in 0..2 {
+        dropped.recv_timeout(WAIT).unwrap();
+    }
     assert_eq!(opened.load(Ordering::SeqCst), 1);
 }
 
