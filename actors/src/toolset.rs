@@ -145,7 +145,7 @@ fn same_spec(a: &ToolSpec, b: &ToolSpec) -> bool {
     std::ptr::eq(a, b)
         || (*name == b.name
             && *description == b.description
-            && (Arc::ptr_eq(parameters, &b.parameters) || *parameters == b.parameters)
+            && *parameters == b.parameters
             && *flags == b.flags
             && *exposure == b.exposure
             && *source == b.source

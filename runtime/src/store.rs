@@ -158,6 +158,8 @@ struct Inner {
     /// The check after start (`None` read-only: such a store writes nothing).
     check: Option<Arc<check::Check>>,
     reads: mpsc::Sender<reader::ReadJob>,
+    /// The readers serving `reads` (told of each read queued).
+    readers: Arc<reader::Pool>,
     /// The last message the writer's idle catch-up indexed (`None`
     /// read-only); only tests wait on it.
     #[cfg_attr(not(test), allow(dead_code))]
@@ -210,13 +212,17 @@ impl Store {
         options: OpenOptions,
         check: Option<impl FnOnce() + Send + 'static>,
     ) -> Result<Store> {
-        fresh::place(path).map_err(|source| StoreError::Io {
+        let placed = fresh::place(path).map_err(|source| StoreError::Io {
             path: path.to_path_buf(),
             source,
         })?;
         check_header(path)?;
         let mut conn = connect(path, &options, false)?;
-        migrations::migrate(&mut conn, path)?;
+        if placed && !options.synchronous_full {
+            fresh::migrate_unsynced(&mut conn, path)?;
+        } else {
+            migrations::migrate(&mut conn, path)?;
+        }
         // The readers and the checkpointer open their connections on their
         // own threads, beside the rest of the start.
         let readers = (0..options.readers.max(1))
@@ -256,13 +262,14 @@ impl Store {
         )
         .map_err(io)?;
         let (reads, read_rx) = mpsc::channel(READ_QUEUE);
-        reader::spawn(readers, read_rx, Some(Arc::clone(&check))).map_err(io)?;
+        let readers = reader::spawn(readers, read_rx, Some(Arc::clone(&check))).map_err(io)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 writes: Some(writes),
                 check: Some(check),
                 reads,
+                readers,
                 indexed: Some(indexed),
             }),
         })
@@ -326,7 +333,7 @@ impl Store {
             .into_iter()
             .map(|conn| Box::new(move || Ok(conn)) as reader::Opener)
             .collect();
-        reader::spawn(readers, read_rx, None).map_err(|source| StoreError::Io {
+        let readers = reader::spawn(readers, read_rx, None).map_err(|source| StoreError::Io {
             path: path.to_path_buf(),
             source,
         })?;
@@ -336,6 +343,7 @@ impl Store {
                 writes: None,
                 check: None,
                 reads,
+                readers,
                 indexed: None,
             }),
         })
@@ -461,6 +469,7 @@ impl Store {
             .send(job)
             .await
             .map_err(|_| StoreError::Closed)?;
+        self.inner.readers.sent();
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -475,6 +484,7 @@ impl Store {
             .reads
             .blocking_send(job)
             .map_err(|_| StoreError::Closed)?;
+        self.inner.readers.sent();
         rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 }

@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod dispatch;
 pub mod func;
 pub mod registry;
+mod schema;
 pub mod scoped;
 pub mod services;
 pub mod spill;
@@ -21,7 +22,6 @@ pub mod untrusted;
 pub mod validate;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,7 @@ use crate::id::{BotId, ConversationId};
 use crate::protocol::{ActorKind, ToolResult};
 
 pub use func::{Carry, FnTool, IntoToolResult, Json};
+pub use schema::Schema;
 pub use services::Services;
 
 /// What a tool is, as the registry and the model see it.
@@ -42,8 +43,9 @@ pub struct ToolSpec {
     /// What it does, for the model.
     pub description: String,
     /// The JSON schema of its arguments, keys sorted (shared: every
-    /// conversation's tool list points at the same schema).
-    pub parameters: Arc<serde_json::Value>,
+    /// conversation's tool list points at the same schema; a params type's
+    /// is derived when first read, see [`Schema`]).
+    pub parameters: Schema,
     /// How the loop treats it.
     pub flags: ToolFlags,
     /// Whether every model call carries it or it waits behind `tool_search`.
@@ -94,12 +96,12 @@ impl ToolSpec {
     pub fn new(
         name: impl Into<String>,
         description: impl Into<String>,
-        parameters: serde_json::Value,
+        parameters: impl Into<Schema>,
     ) -> Self {
         Self {
             name: name.into(),
             description: description.into(),
-            parameters: Arc::new(parameters),
+            parameters: parameters.into(),
             flags: ToolFlags::default(),
             exposure: Exposure::AlwaysOn,
             source: "builtin".into(),
@@ -165,7 +167,7 @@ impl ToolSpec {
         ToolDefinition {
             name: self.name.clone(),
             description: self.description.clone(),
-            parameters: Arc::clone(&self.parameters),
+            parameters: self.parameters.clone(),
         }
     }
 }
@@ -177,8 +179,8 @@ pub struct ToolDefinition {
     pub name: String,
     /// Its description.
     pub description: String,
-    /// Its JSON schema.
-    pub parameters: Arc<serde_json::Value>,
+    /// Its JSON schema (the spec's, shared).
+    pub parameters: Schema,
 }
 
 /// Characters per token in troupe's token estimates: the usual rule of

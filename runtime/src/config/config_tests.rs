@@ -699,3 +699,52 @@ fn the_models_example_is_all_comments() {
     );
     assert_eq!(models["fast"]["prices"]["input"].as_float(), Some(0.15));
 }
+
+#[test]
+fn the_default_file_left_unparsed_layers_as_it_would_parsed() {
+    // `from_layers` does not parse the commented defaults as written; the
+    // same text with one more comment is parsed. Both must layer alike.
+    let path = PathBuf::from("config.toml");
+    let parsed = format!("{DEFAULT_CONFIG}\n# edited\n");
+    let env = env_of(&[
+        ("TROUPE_MODEL", "anthropic:claude-sonnet-4-5"),
+        ("TROUPE_SANDBOX__MODE", "off"),
+    ]);
+    let flags = overrides(&[
+        ("agent.max_steps_per_turn", "7"),
+        ("budgets.per_turn.tokens", "1000"),
+    ]);
+    for (env, flags) in [
+        (&no_env as &dyn Fn(&str) -> Option<String>, &[][..]),
+        (&env, &flags[..]),
+    ] {
+        assert_eq!(
+            Config::from_layers(&path, Some(DEFAULT_CONFIG), env, flags).unwrap(),
+            Config::from_layers(&path, Some(&parsed), env, flags).unwrap(),
+        );
+    }
+    assert_eq!(
+        crate::model::ModelsConfig::parse(MODELS_EXAMPLE, &path).unwrap(),
+        crate::model::ModelsConfig::default()
+    );
+}
+
+#[test]
+fn empty_default_files_left_by_a_power_loss_read_as_the_defaults() {
+    // The default files are not flushed to disk: a power loss may leave
+    // them linked but empty, which must start as the defaults.
+    let (_dir, home) = home_with("");
+    std::fs::write(home.models_file(), "").unwrap();
+    assert_eq!(
+        Config::load(&home, &no_env, &[]).unwrap(),
+        Config::load(&Home::new("/nonexistent/troupe-home"), &no_env, &[]).unwrap()
+    );
+    assert_eq!(
+        crate::model::ModelsConfig::load(&home.models_file()).unwrap(),
+        crate::model::ModelsConfig::default()
+    );
+    assert_eq!(
+        ensure_home(&home).unwrap().map(|r| r.kept),
+        Some(vec![home.config_file(), home.models_file()])
+    );
+}

@@ -9,8 +9,17 @@
 //! Ctrl-C between two files). So every start completes what is missing
 //! ([`ensure_home`]) instead of only creating a home that is not there, and
 //! each file is published whole: written to a temporary file beside it,
-//! synced, then linked into place under its name, which fails rather than
-//! replace a file that appeared meanwhile. A reader never sees half a file.
+//! then linked into place under its name, which fails rather than replace a
+//! file that appeared meanwhile. A reader never sees half a file.
+//!
+//! The files are not flushed to disk (`fsync`): they are troupe's defaults,
+//! every key commented out, not the user's settings, and waiting for four
+//! flushes (each file and its folder) was a third of a new home's cold
+//! start. A power loss right after may leave a file missing, which the next
+//! start writes again, or empty, which reads as the same settings (the
+//! defaults). A user's own edits are never at risk: troupe never writes
+//! over a file that exists (the link fails instead; `init --force` moves
+//! the old file aside first).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -168,9 +177,12 @@ fn write_file(
 }
 
 /// Writes `text` to `path` whole or not at all: into a temporary file in the
-/// same folder, synced, then hard-linked under its name (which fails with
+/// same folder, then hard-linked under its name (which fails with
 /// [`std::io::ErrorKind::AlreadyExists`] instead of replacing a file that
 /// appeared meanwhile). The temporary name is removed either way.
+///
+/// Not flushed to disk: what it writes are defaults, regenerated if lost
+/// (see the module's documentation).
 fn publish(path: &Path, text: &str) -> std::io::Result<()> {
     let mut name = std::ffi::OsString::from(".");
     name.push(path.file_name().unwrap_or_default());
@@ -179,16 +191,8 @@ fn publish(path: &Path, text: &str) -> std::io::Result<()> {
     let written = (|| {
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(text.as_bytes())?;
-        file.sync_all()?;
         std::fs::hard_link(&temp, path)
     })();
     let _ = std::fs::remove_file(&temp);
-    written?;
-    // The new name is durable once its folder is.
-    if let Some(folder) = path.parent() {
-        if let Ok(dir) = std::fs::File::open(folder) {
-            let _ = dir.sync_all();
-        }
-    }
-    Ok(())
+    written
 }

@@ -206,16 +206,12 @@ fn request() -> ModelRequest {
             ToolDefinition {
                 name: "list_files".into(),
                 description: "Lists files.".into(),
-                parameters: std::sync::Arc::new(
-                    json!({"type": "object", "properties": {"path": {"type": "string"}}, "additionalProperties": false}),
-                ),
+                parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "additionalProperties": false}).into(),
             },
             ToolDefinition {
                 name: "lookup_weather".into(),
                 description: "Looks up the weather.".into(),
-                parameters: std::sync::Arc::new(
-                    json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}),
-                ),
+                parameters: json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}).into(),
             },
         ].into(),
         max_tokens: None,

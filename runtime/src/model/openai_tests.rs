@@ -180,16 +180,12 @@ fn request() -> ModelRequest {
             ToolDefinition {
                 name: "read_file".into(),
                 description: "Reads a file.".into(),
-                parameters: std::sync::Arc::new(
-                    json!({"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}, "additionalProperties": false}),
-                ),
+                parameters: json!({"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}, "additionalProperties": false}).into(),
             },
             ToolDefinition {
                 name: "lookup_weather".into(),
                 description: "Looks up the weather.".into(),
-                parameters: std::sync::Arc::new(
-                    json!({"properties": {"city": {"type": "string"}}, "type": "object"}),
-                ),
+                parameters: json!({"properties": {"city": {"type": "string"}}, "type": "object"}).into(),
             },
         ].into(),
         max_tokens: Some(1000),

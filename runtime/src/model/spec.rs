@@ -70,6 +70,9 @@ impl ModelsConfig {
     /// Reads `path`; a missing file defines no models.
     pub fn load(path: &Path) -> Result<Self, ModelError> {
         match std::fs::read_to_string(path) {
+            // The commented example as written defines nothing (a test
+            // keeps it so): not parsed.
+            Ok(text) if text == crate::config::MODELS_EXAMPLE => Ok(Self::default()),
             Ok(text) => Self::parse(&text, path),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(err) => Err(ModelError::Config(format!(

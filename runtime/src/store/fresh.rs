@@ -20,6 +20,18 @@
 //! never meets a half-written file beneath it. It takes the name with a
 //! hard link, which fails if the name exists: two processes opening the
 //! same new store at once make one database, never one over the other.
+//!
+//! The migration's rows are the first commit into a new write-ahead log,
+//! and SQLite flushes a new log's header and its folder at that commit
+//! (two `fsync`s on the start's path) even at `synchronous
+//! = NORMAL`, where commits are otherwise not flushed. That commit skips
+//! them ([`migrate_unsynced`]): the log is new, so there are no older
+//! frames for its header to be told apart from (why SQLite flushes it),
+//! and a power loss before the first checkpoint (which flushes the log,
+//! and its folder, first) loses the new rows with every later commit of
+//! `NORMAL`, leaving the image, still at version 0 and marked, which the
+//! next start migrates again. A store opened with `synchronous = FULL`
+//! flushes it as always.
 
 use std::io::Write;
 use std::path::Path;
@@ -60,6 +72,17 @@ pub(crate) fn place(path: &Path) -> std::io::Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Migrates the database just placed with the log's first commit not
+/// flushed (see the module's documentation), then goes back to
+/// `synchronous = NORMAL` for every later commit.
+pub(crate) fn migrate_unsynced(conn: &mut rusqlite::Connection, path: &Path) -> super::Result<()> {
+    let at = |e: rusqlite::Error| super::StoreError::from(e).at(path);
+    conn.pragma_update(None, "synchronous", 0).map_err(at)?;
+    let migrated = super::migrations::migrate(conn, path);
+    conn.pragma_update(None, "synchronous", 1).map_err(at)?;
+    migrated
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -140,6 +140,13 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(2
 /// the writer's time when SQLite ran it inside `COMMIT`; the checkpointer
 /// runs it on its own connection (PASSIVE: it never blocks the writer or a
 /// reader), woken after commits, at most every [`CHECKPOINT_EVERY`].
+///
+/// Its connection opens when its first checkpoint is due, not at start:
+/// opening one reads the whole schema (2.8M instructions), which a cold
+/// start's two cores were spending beside the start itself. A process that
+/// ends before then never opens it; the last connection to close copies
+/// the log back as it does (unless the file was found damaged: every
+/// connection that closes leaves it alone then, see [`Check::before_close`]).
 pub(crate) fn spawn(
     conn: Connection,
     checkpointer: super::reader::Opener,
@@ -159,6 +166,11 @@ pub(crate) fn spawn(
     std::thread::Builder::new()
         .name("troupe-store-checkpoint".into())
         .spawn(move || {
+            // Nothing to copy back before a commit, nor before the first
+            // checkpoint is due.
+            if woken.recv().is_err() || !wait_for_more(&woken, std::time::Instant::now()) {
+                return;
+            }
             let checkpointer = match checkpointer() {
                 Ok(conn) => conn,
                 Err(e) => {
@@ -184,40 +196,49 @@ pub(crate) fn spawn(
         .map(|_| indexed_rx)
 }
 
-/// Checkpoints after commits, at most every [`CHECKPOINT_EVERY`], until the
-/// writer stops; then once more. None before the check after start found
-/// the file whole, and none at all once it found it damaged (see
-/// [`super::check`]).
+/// Checkpoints now, then after commits, at most every [`CHECKPOINT_EVERY`],
+/// until the writer stops; then once more. None before the check after
+/// start found the file whole, and none at all once it found it damaged
+/// (see [`super::check`]).
 fn checkpoints(
     conn: &Connection,
     path: &std::path::Path,
     woken: &std::sync::mpsc::Receiver<()>,
     check: &Check,
 ) {
-    use std::sync::mpsc::RecvTimeoutError;
     let checkpoint = |conn: &Connection, path: &std::path::Path| {
         if check.wait() == Verdict::Whole {
             checkpoint(conn, path);
         }
     };
-    while woken.recv().is_ok() {
+    loop {
         let started = std::time::Instant::now();
         checkpoint(conn, path);
         // Let commits accumulate before the next one; under a steady
         // stream of commits the wait still ends on time.
-        loop {
-            let left = CHECKPOINT_EVERY.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                break;
-            }
-            match woken.recv_timeout(left) {
-                Ok(()) => continue,
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => {
-                    checkpoint(conn, path);
-                    return;
-                }
-            }
+        if !wait_for_more(woken, started) {
+            checkpoint(conn, path);
+            return;
+        }
+        if woken.recv().is_err() {
+            return;
+        }
+    }
+}
+
+/// Waits until [`CHECKPOINT_EVERY`] after `started`, taking the commits'
+/// wake-ups meanwhile; `false` when the writer stopped first.
+fn wait_for_more(woken: &std::sync::mpsc::Receiver<()>, started: std::time::Instant) -> bool {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        let left = CHECKPOINT_EVERY.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return true;
+        }
+        match woken.recv_timeout(left) {
+            Ok(()) => continue,
+            Err(RecvTimeoutError::Timeout) => return true,
+            Err(RecvTimeoutError::Disconnected) => return false,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! `Deserialize` and `JsonSchema` (its doc comments become the schema's
 //! descriptions); the logic is an async function of the params and the
 //! call's [`ToolContext`]. [`FnTool`] wraps the two into a [`Tool`]: it
-//! derives the schema with [`schema_for`], parses each call's arguments with
+//! derives the schema with [`schema_for`](super::schema_for) (when first
+//! read: [`Schema`]), parses each call's arguments with
 //! [`parse_args`] (the dispatcher has already checked them against the
 //! schema, so a bad argument gets the schema's error), runs the function and
 //! turns what it returns into a [`ToolResult`] with [`IntoToolResult`].
@@ -36,7 +37,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use super::scoped::Scoped;
-use super::{parse_args, schema_for, GateSubject, Tool, ToolContext, ToolSpec};
+use super::{parse_args, GateSubject, Schema, Tool, ToolContext, ToolSpec};
 use crate::protocol::ToolResult;
 
 /// The logic of a tool: a params type and what a call does with it.
@@ -196,7 +197,7 @@ impl<H: Handler> FnTool<H> {
         handler: H,
     ) -> Self {
         Self {
-            spec: ToolSpec::new(name, description, schema_for::<H::Params>()),
+            spec: ToolSpec::new(name, description, Schema::of::<H::Params>()),
             handler,
             offer: None,
             carry: None,

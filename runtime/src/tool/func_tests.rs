@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::home::Home;
+use crate::tool::schema_for;
 
 /// Arguments of `add`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -175,11 +176,11 @@ async fn instead_where_offers_and_runs_the_other_meaning_in_its_scope() {
     assert_eq!(Tool::spec(&tool).description, "Add two numbers.");
     assert_eq!(
         tool.available(&main).unwrap().parameters,
-        std::sync::Arc::new(schema_for::<Params>())
+        Schema::from(schema_for::<Params>())
     );
     assert_eq!(
         tool.available(&bot).unwrap().parameters,
-        std::sync::Arc::new(schema_for::<Terms>())
+        Schema::from(schema_for::<Terms>())
     );
     assert_eq!(
         tool.call(json!({"terms": [1, 2, 3]}), &bot).await,

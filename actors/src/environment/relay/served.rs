@@ -53,11 +53,11 @@ pub(super) fn tool_definition(tool: &Value, schema: &str) -> Option<ToolDefiniti
     Some(ToolDefinition {
         name: tool["name"].as_str()?.to_string(),
         description: tool["description"].as_str().unwrap_or_default().to_string(),
-        parameters: Arc::new(
-            tool.get(schema)
-                .cloned()
-                .unwrap_or_else(|| json!({"type": "object"})),
-        ),
+        parameters: tool
+            .get(schema)
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object"}))
+            .into(),
     })
 }
 
