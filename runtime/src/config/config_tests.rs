@@ -207,6 +207,9 @@ fn key_list_matches_the_structs() {
     full.cluster.node_name = Some("a".into());
     full.cluster.listen = Some("127.0.0.1:7900".into());
     full.cluster.cookie_file = Some(PathBuf::from("/c"));
+    full.cluster.tls_cert = Some(PathBuf::from("/n.pem"));
+    full.cluster.tls_key = Some(PathBuf::from("/n.key"));
+    full.cluster.tls_ca = Some(PathBuf::from("/ca.pem"));
     for budget in [
         &mut full.budgets.per_turn,
         &mut full.budgets.per_bot_day,
