@@ -68,10 +68,9 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         if !scope.home {
             parts.roster.clear();
             parts.user_profile.clear();
-            // The kinds offered to bots are every house's (`kinds::houses`).
-            parts.roster.extend(crate::node::Roster::entries(
-                &*crate::node::Node::from_context(Arc::clone(&node)).kinds(),
-            ));
+            // The agents the rosters offer (the registered kinds) are
+            // every house's (`kinds::houses`).
+            parts.roster.extend(node.roster_entries());
         }
     }
     let mut system = prompt::system_prompt(&parts);
