@@ -310,7 +310,7 @@ fn select<'a>(
         allow: &bot.tools,
         deny: &bot.deny_tools,
     });
-    ctx.services.insert(Arc::clone(&deferred));
+    ctx.services.set_deferred_catalog(Arc::clone(&deferred));
     let mut specs = Vec::new();
     for (tool, spec) in tools.iter().zip(chosen) {
         if tool.spec().name == TOOL_SEARCH {
@@ -354,7 +354,7 @@ mod tests {
             "a second conversation built its own"
         );
         assert!(Arc::ptr_eq(
-            &b.services.get::<DeferredCatalog>().unwrap(),
+            &b.services.deferred_catalog().unwrap(),
             &first.deferred
         ));
         let fresh = compute(

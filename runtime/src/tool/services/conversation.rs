@@ -1,18 +1,25 @@
 //! The typed part of a tool call's services that belongs to one
-//! conversation: where it sits in a house and what it may do there.
+//! conversation: where it sits in a house and what it may do there, the
+//! deferred tools it may load, and its memory of the gate.
 //!
 //! Set by the node when it opens the conversation, before its first call;
 //! a [fork](super::Services::fork) starts from a copy of its parent's, so
-//! what a conversation sets is its own.
+//! what a conversation sets is its own (a handle copied on a fork is
+//! shared with the parent, as the type map shared what a parent held).
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::GateSession;
 use crate::id::{HouseId, ThreadId};
+use crate::tool::catalog::DeferredCatalog;
 use crate::tool::ToolContext;
 
 /// What a conversation is, for its tools: its [`Seat`], its
-/// [`HouseScope`], and whether its bot may rewrite its own record.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// [`HouseScope`], whether its bot may rewrite its own record, its
+/// deferred tools and its [`GateSession`].
+#[derive(Debug, Clone, Default)]
 pub struct ConversationServices {
     /// The house thread the conversation sits in (offers the house tools).
     pub seat: Option<Seat>,
@@ -20,6 +27,10 @@ pub struct ConversationServices {
     pub house_scope: Option<HouseScope>,
     /// Whether its bot may rewrite its own record (`update_self`).
     pub self_update: bool,
+    /// The deferred tools it may load (`tool_search`).
+    pub deferred: Option<Arc<DeferredCatalog>>,
+    /// What the user approved for its session, made at its first gated call.
+    pub gate_session: Option<Arc<GateSession>>,
 }
 
 /// The house and thread a bot's conversation sits in: put into the
