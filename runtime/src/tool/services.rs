@@ -13,12 +13,12 @@
 //!   `ctx.services.houses()`.
 //! - [`ConversationServices`], typed, set when the node opens a
 //!   conversation: its [`Seat`], its [`HouseScope`], whether it may update
-//!   itself, its deferred tool catalog, its [`GateSession`]. A tool reads
+//!   itself, its deferred tool catalog, its [`GateSession`], its
+//!   [`ModelTraits`], its [`LibrarySkills`]. A tool reads
 //!   `ctx.services.seat()`.
 //! - [`Extensions`], by type (`ctx.services.get::<T>()`): what is defined
 //!   above this crate (the tools' read ledger, background commands and
-//!   their notifier, browser, plan, skills, model traits, memory
-//!   proposals; the actors' turn channel, turn scope, visible tools, MCP
+//!   their notifier, browser, plan, skills in use, memory proposals; the actors' turn channel, turn scope, visible tools, MCP
 //!   servers and offers, routines), the executors' accounts the node
 //!   started with (`config::Executors`: `config` names `environment`,
 //!   which names this module, so this one cannot name `config`), and a
@@ -51,7 +51,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 pub use agents::{AgentServices, Agents};
-pub use conversation::{ConversationServices, HouseScope, Seat};
+pub use conversation::{ConversationServices, HouseScope, LibrarySkills, ModelTraits, Seat};
 pub use environments::{EnvironmentServices, Environments};
 pub use extensions::Extensions;
 pub use gate_session::GateSession;
@@ -165,6 +165,26 @@ impl Services {
         )
     }
 
+    /// What the conversation's model takes in (nothing but text when unset).
+    pub fn model_traits(&self) -> ModelTraits {
+        self.conversation.read().model
+    }
+
+    /// Says what the conversation's model takes in.
+    pub fn set_model_traits(&self, traits: ModelTraits) {
+        self.conversation.write().model = traits;
+    }
+
+    /// The library skills the conversation's bot may load besides its own.
+    pub fn library_skills(&self) -> Option<Arc<LibrarySkills>> {
+        self.conversation.read().library_skills.clone()
+    }
+
+    /// Sets the library skills the conversation's bot may load.
+    pub fn set_library_skills(&self, skills: LibrarySkills) {
+        self.conversation.write().library_skills = Some(Arc::new(skills));
+    }
+
     /// The services found by type.
     pub fn extensions(&self) -> &Extensions {
         &self.extensions
@@ -225,6 +245,8 @@ fn debug_assert_untyped<T: std::any::Any>() {
         TypeId::of::<ConversationServices>(),
         TypeId::of::<DeferredCatalog>(),
         TypeId::of::<GateSession>(),
+        TypeId::of::<ModelTraits>(),
+        TypeId::of::<LibrarySkills>(),
     ];
     debug_assert!(
         !typed.contains(&TypeId::of::<T>()),

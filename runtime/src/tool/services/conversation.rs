@@ -1,6 +1,7 @@
 //! The typed part of a tool call's services that belongs to one
 //! conversation: where it sits in a house and what it may do there, the
-//! deferred tools it may load, and its memory of the gate.
+//! deferred tools it may load, its memory of the gate, what its model
+//! takes in and the library skills its bot may load.
 //!
 //! Set by the node when it opens the conversation, before its first call;
 //! a [fork](super::Services::fork) starts from a copy of its parent's, so
@@ -18,7 +19,8 @@ use crate::tool::ToolContext;
 
 /// What a conversation is, for its tools: its [`Seat`], its
 /// [`HouseScope`], whether its bot may rewrite its own record, its
-/// deferred tools and its [`GateSession`].
+/// deferred tools, its [`GateSession`], its [`ModelTraits`] and its
+/// [`LibrarySkills`].
 #[derive(Debug, Clone, Default)]
 pub struct ConversationServices {
     /// The house thread the conversation sits in (offers the house tools).
@@ -31,7 +33,24 @@ pub struct ConversationServices {
     pub deferred: Option<Arc<DeferredCatalog>>,
     /// What the user approved for its session, made at its first gated call.
     pub gate_session: Option<Arc<GateSession>>,
+    /// What its model takes in (`read_file`, `browser_exec` attach images
+    /// only for a model that sees them).
+    pub model: ModelTraits,
+    /// The library skills its bot may load besides its own (`use_skill`).
+    pub library_skills: Option<Arc<LibrarySkills>>,
 }
+
+/// What the model is able to take in, provided by the conversation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelTraits {
+    /// Whether the model is shown images.
+    pub sees_images: bool,
+}
+
+/// The library skills the conversation's bot may load besides its own (its
+/// definition's `skills`), put in the conversation's services.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LibrarySkills(pub Vec<String>);
 
 /// The house and thread a bot's conversation sits in: put into the
 /// conversation's services, it is what offers the house tools.
