@@ -324,10 +324,7 @@ fn select<'a>(
     Selection { specs, deferred }
 }
 
-/// The tools a conversation offers now (what its subagents may have at most),
-/// in its tools' services.
-#[derive(Debug, Clone, Default)]
-pub struct VisibleTools(pub Arc<std::collections::HashSet<String>>);
+pub use troupe_runtime::tool::services::VisibleTools;
 
 #[cfg(test)]
 mod tests {

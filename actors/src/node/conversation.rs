@@ -303,9 +303,7 @@ impl State {
         self.services
             .set_deferred_catalog(Arc::clone(&self.tools.deferred));
         self.services
-            .insert(Arc::new(crate::toolset::VisibleTools(Arc::clone(
-                &self.tools.names,
-            ))));
+            .set_visible_tools(crate::toolset::VisibleTools(Arc::clone(&self.tools.names)));
     }
 }
 

@@ -14,12 +14,13 @@
 //! - [`ConversationServices`], typed, set when the node opens a
 //!   conversation: its [`Seat`], its [`HouseScope`], whether it may update
 //!   itself, its deferred tool catalog, its [`GateSession`], its
-//!   [`ModelTraits`], its [`LibrarySkills`]. A tool reads
+//!   [`ModelTraits`], its [`LibrarySkills`], its [`VisibleTools`], whether
+//!   its memory changes are proposals. A tool reads
 //!   `ctx.services.seat()`.
 //! - [`Extensions`], by type (`ctx.services.get::<T>()`): what is defined
 //!   above this crate (the tools' read ledger, background commands and
-//!   their notifier, browser, plan, skills in use, memory proposals; the actors' turn channel, turn scope, visible tools, MCP
-//!   servers and offers, routines), the executors' accounts the node
+//!   their notifier, browser, plan, skills in use; the actors' turn
+//!   channel, turn scope, MCP servers and offers, routines), the executors' accounts the node
 //!   started with (`config::Executors`: `config` names `environment`,
 //!   which names this module, so this one cannot name `config`), and a
 //!   Rust program's own tools' state (a `#[tool]` function keeps what it
@@ -51,7 +52,9 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 pub use agents::{AgentServices, Agents};
-pub use conversation::{ConversationServices, HouseScope, LibrarySkills, ModelTraits, Seat};
+pub use conversation::{
+    ConversationServices, HouseScope, LibrarySkills, ModelTraits, Seat, VisibleTools,
+};
 pub use environments::{EnvironmentServices, Environments};
 pub use extensions::Extensions;
 pub use gate_session::GateSession;
@@ -185,6 +188,27 @@ impl Services {
         self.conversation.write().library_skills = Some(Arc::new(skills));
     }
 
+    /// The tools the conversation offers now.
+    pub fn visible_tools(&self) -> Option<VisibleTools> {
+        self.conversation.read().visible_tools.clone()
+    }
+
+    /// Sets the tools the conversation offers now.
+    pub fn set_visible_tools(&self, tools: VisibleTools) {
+        self.conversation.write().visible_tools = Some(tools);
+    }
+
+    /// Whether the conversation's memory replaces and removes become
+    /// proposals the user approves (a background review's).
+    pub fn proposes_removals(&self) -> bool {
+        self.conversation.read().propose_removals
+    }
+
+    /// Makes the conversation's memory replaces and removes proposals.
+    pub fn propose_removals(&self) {
+        self.conversation.write().propose_removals = true;
+    }
+
     /// The services found by type.
     pub fn extensions(&self) -> &Extensions {
         &self.extensions
@@ -247,6 +271,7 @@ fn debug_assert_untyped<T: std::any::Any>() {
         TypeId::of::<GateSession>(),
         TypeId::of::<ModelTraits>(),
         TypeId::of::<LibrarySkills>(),
+        TypeId::of::<VisibleTools>(),
     ];
     debug_assert!(
         !typed.contains(&TypeId::of::<T>()),

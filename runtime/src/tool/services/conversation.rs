@@ -19,8 +19,9 @@ use crate::tool::ToolContext;
 
 /// What a conversation is, for its tools: its [`Seat`], its
 /// [`HouseScope`], whether its bot may rewrite its own record, its
-/// deferred tools, its [`GateSession`], its [`ModelTraits`] and its
-/// [`LibrarySkills`].
+/// deferred tools, its [`GateSession`], its [`ModelTraits`], its
+/// [`LibrarySkills`], its [`VisibleTools`] and whether its memory changes
+/// are proposals.
 #[derive(Debug, Clone, Default)]
 pub struct ConversationServices {
     /// The house thread the conversation sits in (offers the house tools).
@@ -38,7 +39,17 @@ pub struct ConversationServices {
     pub model: ModelTraits,
     /// The library skills its bot may load besides its own (`use_skill`).
     pub library_skills: Option<Arc<LibrarySkills>>,
+    /// The tools it offers now (what its subagents may have at most).
+    pub visible_tools: Option<VisibleTools>,
+    /// Whether a replace or a remove in memory becomes a proposal the user
+    /// approves instead of landing (a background review's conversation).
+    pub propose_removals: bool,
 }
+
+/// The tools a conversation offers now (what its subagents may have at most),
+/// in its tools' services.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VisibleTools(pub Arc<std::collections::HashSet<String>>);
 
 /// What the model is able to take in, provided by the conversation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
