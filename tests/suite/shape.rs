@@ -123,3 +123,25 @@ fn the_node_holds_its_features_typed() {
         }
     }
 }
+
+#[test]
+fn a_routed_feature_is_one_generic_piece() {
+    // Each routed feature (conversations, threads, environments,
+    // delegations, a program's kinds) holds a `node::routed::Routed`; none
+    // keeps its own router slot.
+    let slots: Vec<String> = sources()
+        .iter()
+        .filter(|path| {
+            std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .contains("RwLock<Option<Router")
+        })
+        .map(|path| relative(path))
+        .collect();
+    assert_eq!(
+        slots,
+        ["actors/src/node/routed.rs"],
+        "a feature keeps its own router slot: hold a `Routed` and implement `RoutedKind` \
+         (actors/src/node/routed.rs) instead"
+    );
+}
