@@ -16,7 +16,7 @@
 //!       └─ node (context, conversation, router, addressing, tree)
 //! ```
 
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, Weak};
 
 use troupe_runtime::agents::Agents;
 
@@ -26,7 +26,7 @@ use crate::environment::{BindingChanges, Environments};
 use crate::house::Threads;
 use crate::kinds::Kinds;
 use crate::node::routed;
-use crate::node::{Node, NodeContext, NodeError, NodeOptions};
+use crate::node::{Node, NodeContext, NodeError, NodeOptions, Wired, Wiring};
 
 /// The routed features' handles, made with the node: each feature is
 /// given its own when it is built, and the node's public accessors
@@ -53,18 +53,15 @@ impl Features {
     }
 }
 
-/// What a node built without its features answers with: nothing runs.
-static DETACHED: LazyLock<Features> =
-    LazyLock::new(|| Features::new(&Weak::new(), &BindingChanges::default()));
+/// The node holds these handles, typed (see [`crate::node::Wiring`]).
+impl Wired for Wiring {
+    type Features = Features;
+}
 
 impl Node {
     /// The features' handles boot made with this node.
     pub(crate) fn features(&self) -> &Features {
-        // Only `Node::start` builds a node, always with its `Features`.
-        self.context()
-            .features()
-            .downcast_ref::<Features>()
-            .unwrap_or(&DETACHED)
+        self.context().features()
     }
 
     /// The node's threads: their router and their events.

@@ -337,7 +337,7 @@ impl Delegations {
             .map(|s| Arc::clone(&s.0))
             .unwrap_or_else(|| Scope::root("turn", Limits::default()));
         let scope = Scope::child(&parent_scope, "delegation", settings.delegation_budget);
-        let tools = ctx.services.get::<VisibleTools>().map(|v| v.0.clone());
+        let tools = ctx.services.visible_tools().map(|v| v.0);
         let mut lines = Vec::new();
         for (sub, conversation, goal, context) in &subs {
             let opening = Opening {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use troupe_runtime::protocol::{AgentEvent, ToolCall};
 use troupe_runtime::tool::dispatch::{Admission, CallGate};
 use troupe_runtime::tool::{ToolContext, ToolSpec};
-use troupe_runtime::trust::{ApprovalAnswer, Gate, GateContext, GateSession, Verdict};
+use troupe_runtime::trust::{ApprovalAnswer, Gate, GateContext, Verdict};
 
 use crate::channel::{Questions, Reply};
 
@@ -53,7 +53,7 @@ pub fn parse_approval(answer: &serde_json::Value) -> Option<ApprovalAnswer> {
 #[async_trait::async_trait]
 impl CallGate for TrustGate {
     async fn admit(&self, spec: &ToolSpec, call: &ToolCall, ctx: &ToolContext) -> Admission {
-        let session = ctx.services.get_or_insert_with(GateSession::default);
+        let session = ctx.services.gate_session();
         let gctx = GateContext::new(ctx.home.clone(), ctx.user_home.clone(), ctx.cwd.clone())
             .unattended(ctx.kind.is_unattended())
             .with_session(session);

@@ -126,6 +126,26 @@ pub trait Roster: Send + Sync + 'static {
     fn entries(&self) -> Vec<String>;
 }
 
+/// The crate's one wiring of features onto the node: `crate::boot`
+/// implements [`Wired`] for it, binding [`Wired::Features`] to the type
+/// that holds the features' handles.
+///
+/// A generic parameter fixed once for the crate: the node stores and hands
+/// back the features' handles, typed, without naming any feature (it calls
+/// nothing on them; the modules above read them through
+/// `Node::features`), so the modules still depend one way.
+pub(crate) struct Wiring;
+
+/// What wires features onto the node (implemented by `crate::boot` for
+/// [`Wiring`]).
+pub(crate) trait Wired {
+    /// The features' handles the node holds.
+    type Features: Send + Sync + 'static;
+}
+
+/// The features' handles, as boot binds them.
+pub(crate) type Features = <Wiring as Wired>::Features;
+
 /// What the node's actors share.
 pub struct NodeContext {
     /// The home.
@@ -168,8 +188,9 @@ pub struct NodeContext {
     /// The conversations, by id, under their router.
     pub(crate) conversations: Arc<Conversations>,
     /// The features' handles, as `crate::boot` made them when it built the
-    /// node (the node names no feature; boot's `Node::features` reads them).
-    features: Arc<dyn std::any::Any + Send + Sync>,
+    /// node: typed, of the type boot binds to [`Wired::Features`] (the node
+    /// names no feature; boot's `Node::features` reads them).
+    features: Arc<Features>,
     /// The features' parts of the actor tree, in the order they joined.
     branches: parking_lot::RwLock<Vec<Arc<dyn Branch>>>,
     /// Where envelopes addressed to a house thread go.
@@ -238,7 +259,7 @@ impl NodeContext {
             .iter()
             .filter(|b| b.key() != &bot.name && b.key() != MAIN_AGENT)
             .map(|b| format!("- {}: {}", b.spec.name, b.spec.description))
-            .chain(self.rosters.read().iter().flat_map(|r| r.entries()))
+            .chain(self.roster_entries())
             .collect();
         PromptParts {
             mission: bot.effective_mission(),
@@ -266,8 +287,8 @@ impl NodeContext {
     }
 
     /// The features' handles boot made with the node (see `crate::boot`).
-    pub(crate) fn features(&self) -> &(dyn std::any::Any + Send + Sync) {
-        &*self.features
+    pub(crate) fn features(&self) -> &Features {
+        &self.features
     }
 
     /// Adds a feature's part of the actor tree (listed and stopped with it).
@@ -297,6 +318,16 @@ impl NodeContext {
     /// Where envelopes for actors on other nodes go, in a cluster.
     pub(crate) fn remote(&self) -> Option<&Arc<dyn Remote>> {
         self.remote.get()
+    }
+
+    /// The entries the rosters add to every bot's (the agents besides
+    /// bots, read now).
+    pub(crate) fn roster_entries(&self) -> Vec<String> {
+        self.rosters
+            .read()
+            .iter()
+            .flat_map(|r| r.entries())
+            .collect()
     }
 
     /// Adds entries to every bot's roster (read at each prompt).
@@ -365,10 +396,10 @@ impl Node {
     /// Opens the store and builds the node's context, with `sources` added
     /// to its tools; [`Node::start`] (in `crate::boot`) wires the features
     /// and starts the tree.
-    pub(crate) fn build<F: Send + Sync + 'static>(
+    pub(crate) fn build(
         options: NodeOptions,
         sources: Vec<Arc<dyn troupe_runtime::tool::registry::ToolSource>>,
-        features: impl FnOnce(&std::sync::Weak<NodeContext>) -> F,
+        features: impl FnOnce(&std::sync::Weak<NodeContext>) -> Features,
     ) -> Result<Node, NodeError> {
         let store = Store::open(&options.home.database())?;
         if options.settings.durable {

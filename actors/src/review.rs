@@ -32,7 +32,6 @@ use troupe_runtime::rusqlite::{params, Connection};
 use troupe_runtime::store::StoreError;
 use troupe_runtime::tool::dispatch::{Admission, CallGate};
 use troupe_runtime::tool::{ToolContext, ToolSpec};
-use troupe_tools::memory::ProposeRemovals;
 
 use crate::node::conversation::history::as_text;
 use crate::node::conversation::journal::Journal;
@@ -194,7 +193,7 @@ pub async fn review(
         fresh: true,
         house: turn.house,
         services: vec![Arc::new(|s: &troupe_runtime::tool::Services| {
-            s.insert(Arc::new(ProposeRemovals))
+            s.propose_removals()
         })],
         ..Opening::new(turn.bot.clone())
     })

@@ -310,7 +310,7 @@ fn select<'a>(
         allow: &bot.tools,
         deny: &bot.deny_tools,
     });
-    ctx.services.insert(Arc::clone(&deferred));
+    ctx.services.set_deferred_catalog(Arc::clone(&deferred));
     let mut specs = Vec::new();
     for (tool, spec) in tools.iter().zip(chosen) {
         if tool.spec().name == TOOL_SEARCH {
@@ -324,10 +324,7 @@ fn select<'a>(
     Selection { specs, deferred }
 }
 
-/// The tools a conversation offers now (what its subagents may have at most),
-/// in its tools' services.
-#[derive(Debug, Clone, Default)]
-pub struct VisibleTools(pub Arc<std::collections::HashSet<String>>);
+pub use troupe_runtime::tool::services::VisibleTools;
 
 #[cfg(test)]
 mod tests {
@@ -354,7 +351,7 @@ mod tests {
             "a second conversation built its own"
         );
         assert!(Arc::ptr_eq(
-            &b.services.get::<DeferredCatalog>().unwrap(),
+            &b.services.deferred_catalog().unwrap(),
             &first.deferred
         ));
         let fresh = compute(

@@ -16,7 +16,6 @@ pub mod each;
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use troupe_actors::bot::BotSpec;
 use troupe_actors::toolset::{self, Narrowing, Toolset};
@@ -87,9 +86,7 @@ fn toolset_of(home: &Home, spec: &BotSpec, kind: ActorKind, has_bots: bool) -> T
     ctx.agent = spec.name.clone();
     ctx.context_window = ASSUMED_WINDOW;
     ctx.services
-        .insert(Arc::new(troupe_tools::use_skill::LibrarySkills(
-            spec.skills.clone(),
-        )));
+        .set_library_skills(troupe_tools::use_skill::LibrarySkills(spec.skills.clone()));
     let registry = troupe_tools::builtin();
     toolset::compute(
         &registry,

@@ -46,6 +46,7 @@ mod server;
 mod server_edges;
 mod server_people;
 mod server_restart;
+mod shape;
 mod smoke;
 mod step_order;
 mod supervised_work;

@@ -295,9 +295,7 @@ async fn run(
 }
 
 fn sees_images(ctx: &ToolContext) -> bool {
-    ctx.services
-        .get::<crate::read_file::ModelTraits>()
-        .is_some_and(|traits| traits.sees_images)
+    ctx.services.model_traits().sees_images
 }
 
 /// The result: the output inside the untrusted wrapper, how the program

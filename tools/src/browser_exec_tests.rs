@@ -65,9 +65,8 @@ fn fixture_with(test: &str, policy: Policy) -> Option<Fixture> {
     });
     let ctx = ToolContext::standalone(home, cwd);
     ctx.services.insert(Arc::clone(&browser));
-    ctx.services.insert(Arc::new(crate::read_file::ModelTraits {
-        sees_images: true,
-    }));
+    ctx.services
+        .set_model_traits(crate::read_file::ModelTraits { sees_images: true });
     Some(Fixture {
         _dir: dir,
         ctx,

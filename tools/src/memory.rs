@@ -478,7 +478,7 @@ pub async fn memory(params: MemoryParams, ctx: &ToolContext) -> ToolResult {
         Ok(ops) => ops,
         Err(e) => return ToolResult::error(e.to_string()),
     };
-    if ctx.services.get::<ProposeRemovals>().is_some() {
+    if ctx.services.proposes_removals() {
         return review::propose(ctx, target, ops).await;
     }
     match change(&ctx.home, &ctx.agent, target, ops).await {
@@ -486,11 +486,6 @@ pub async fn memory(params: MemoryParams, ctx: &ToolContext) -> ToolResult {
         Err(e) => ToolResult::error(e.to_string()),
     }
 }
-
-/// Put in a conversation's services by the background review: there an add
-/// lands, but a replace or a remove becomes a proposal the user approves.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ProposeRemovals;
 
 /// The answer to a change that landed: the entries now and their size.
 pub(crate) fn saved(target: MemoryTarget, entries: &[String], notes: &[String]) -> ToolResult {

@@ -1,11 +1,8 @@
-use std::sync::Arc;
-
 use serde_json::json;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::tool::{Tool, ToolContext};
 
 use super::*;
-use crate::memory::ProposeRemovals;
 
 struct Review {
     _dir: tempfile::TempDir,
@@ -18,7 +15,7 @@ fn review() -> Review {
     let ctx = ToolContext::standalone(Home::new(dir.path()), dir.path().to_path_buf());
     let store = Store::open(&dir.path().join("troupe.db")).unwrap();
     ctx.services.node().set_store(store.clone());
-    ctx.services.insert(Arc::new(ProposeRemovals));
+    ctx.services.propose_removals();
     Review {
         _dir: dir,
         ctx,

@@ -36,12 +36,7 @@ pub const DOCUMENT_EXTENSIONS: &[&str] = &[
     "pdf", "doc", "docx", "ppt", "pptx", "xls", "xlsx", "odt", "ods", "odp", "rtf", "epub",
 ];
 
-/// What the model is able to take in, provided by the conversation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ModelTraits {
-    /// Whether the model is shown images.
-    pub sees_images: bool,
-}
+pub use troupe_runtime::tool::services::ModelTraits;
 
 /// The arguments of `read_file`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -68,10 +63,7 @@ pub async fn read_file(params: ReadFileParams, ctx: &ToolContext) -> ToolResult 
         Ok(real) => real,
         Err(e) => return ToolResult::error(e.to_string()),
     };
-    let sees_images = ctx
-        .services
-        .get::<ModelTraits>()
-        .is_some_and(|traits| traits.sees_images);
+    let sees_images = ctx.services.model_traits().sees_images;
     let window = Window {
         offset: params.offset.unwrap_or(1).max(1) as usize,
         limit: params

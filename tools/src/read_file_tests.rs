@@ -1,5 +1,4 @@
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -175,7 +174,7 @@ async fn images_are_attached_for_models_that_see_them() {
     );
     f.ctx
         .services
-        .insert(Arc::new(ModelTraits { sees_images: true }));
+        .set_model_traits(ModelTraits { sees_images: true });
     let seen = read(&f, json!({"path": "pic.png"})).await;
     assert_eq!(
         seen.text,

@@ -29,7 +29,7 @@ pub struct Params {
 /// Offered when the conversation has deferred tools, its description listing them by source
 /// within 5% of the context window (at most 4,000 tokens).
 fn offered_with_listing(ctx: &ToolContext, spec: &ToolSpec) -> Option<ToolSpec> {
-    let catalog = ctx.services.get::<DeferredCatalog>()?;
+    let catalog = ctx.services.deferred_catalog()?;
     if catalog.specs.is_empty() && catalog.pending.is_empty() {
         return None;
     }
@@ -47,7 +47,7 @@ pub async fn tool_search(params: Params, ctx: &ToolContext) -> ToolResult {
     if !(1..=10).contains(&limit) {
         return ToolResult::error(format!("`limit` must be between 1 and 10, not {limit}."));
     }
-    let Some(catalog) = ctx.services.get::<DeferredCatalog>() else {
+    let Some(catalog) = ctx.services.deferred_catalog() else {
         return ToolResult::error("there are no deferred tools to load in this conversation.");
     };
     let (catalog, notes) = with_started_sources(&catalog, ctx).await;
@@ -236,7 +236,7 @@ mod tests {
     fn ctx_with(specs: Vec<ToolSpec>) -> (ToolContext, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::standalone(Home::new(dir.path()), dir.path().into());
-        ctx.services.insert(Arc::new(DeferredCatalog {
+        ctx.services.set_deferred_catalog(Arc::new(DeferredCatalog {
             specs,
             ..Default::default()
         }));

@@ -73,14 +73,11 @@ impl SkillsInUse {
     }
 }
 
-/// The library skills the conversation's bot may load besides its own (its
-/// definition's `skills`), put in the conversation's services.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LibrarySkills(pub Vec<String>);
+pub use troupe_runtime::tool::services::LibrarySkills;
 
 fn library(ctx: &ToolContext) -> Vec<String> {
     ctx.services
-        .get::<LibrarySkills>()
+        .library_skills()
         .map(|l| l.0.clone())
         .unwrap_or_default()
 }

@@ -175,9 +175,9 @@ fn bot_ctx(main: &ToolContext, library: &[&str]) -> ToolContext {
     let mut ctx = main.clone();
     ctx.agent = "scout".into();
     ctx.services = troupe_runtime::tool::Services::default();
-    ctx.services.insert(std::sync::Arc::new(LibrarySkills(
+    ctx.services.set_library_skills(LibrarySkills(
         library.iter().map(|s| s.to_string()).collect(),
-    )));
+    ));
     ctx
 }
 

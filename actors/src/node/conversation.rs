@@ -300,11 +300,10 @@ impl State {
             &ctx,
             &loaded,
         );
-        self.services.insert(Arc::clone(&self.tools.deferred));
         self.services
-            .insert(Arc::new(crate::toolset::VisibleTools(Arc::clone(
-                &self.tools.names,
-            ))));
+            .set_deferred_catalog(Arc::clone(&self.tools.deferred));
+        self.services
+            .set_visible_tools(crate::toolset::VisibleTools(Arc::clone(&self.tools.names)));
     }
 }
 

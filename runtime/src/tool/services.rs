@@ -13,23 +13,24 @@
 //!   `ctx.services.houses()`.
 //! - [`ConversationServices`], typed, set when the node opens a
 //!   conversation: its [`Seat`], its [`HouseScope`], whether it may update
-//!   itself. A tool reads `ctx.services.seat()`.
+//!   itself, its deferred tool catalog, its [`GateSession`], its
+//!   [`ModelTraits`], its [`LibrarySkills`], its [`VisibleTools`], whether
+//!   its memory changes are proposals. A tool reads
+//!   `ctx.services.seat()`.
 //! - [`Extensions`], by type (`ctx.services.get::<T>()`): what is defined
-//!   above this crate (the tools' read ledger, background commands,
-//!   browser, plan and skills; the actors' turn channel, MCP servers and
-//!   routines), a Rust program's own tools' state, and two types of this
-//!   crate not moved yet (a conversation's deferred tool catalog and gate
-//!   session). A type the typed parts hold is never looked up there (a
-//!   debug build panics if it is).
+//!   above this crate (the tools' read ledger, background commands and
+//!   their notifier, browser, plan, skills in use; the actors' turn
+//!   channel, turn scope, MCP servers and offers, routines), the executors' accounts the node
+//!   started with (`config::Executors`: `config` names `environment`,
+//!   which names this module, so this one cannot name `config`), and a
+//!   Rust program's own tools' state (a `#[tool]` function keeps what it
+//!   needs between calls there). A type the typed parts hold is never
+//!   looked up there (a debug build panics if it is).
 //!
-//! Moving the extensions to typed fields needs their types (or a trait
-//! for each) in this crate; the per-conversation ones (plan, skills in
-//! use, the deferred catalog, the turn channel, the gate session — which
-//! lives in `trust`, a module that names this one, so it moves here first)
-//! would then join [`ConversationServices`] (holding `Arc`s, copied on a
-//! fork as the seat is), the node-wide ones (read ledger, background
-//! commands and their notifier, browser, MCP servers, routines)
-//! [`NodeServices`].
+//! Moving the rest to typed fields needs their types (or a trait for
+//! each) in this crate; the per-conversation ones would then join
+//! [`ConversationServices`] (holding `Arc`s, copied on a fork as the seat
+//! is), the node-wide ones [`NodeServices`].
 //!
 //! The service traits are defined in this module's children, beside the
 //! tool context that holds them: a trait whose methods take a
@@ -42,6 +43,7 @@ pub mod agents;
 mod conversation;
 pub mod environments;
 mod extensions;
+mod gate_session;
 pub mod houses;
 mod node;
 
@@ -50,15 +52,18 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 pub use agents::{AgentServices, Agents};
-pub use conversation::{ConversationServices, HouseScope, Seat};
+pub use conversation::{
+    ConversationServices, HouseScope, LibrarySkills, ModelTraits, Seat, VisibleTools,
+};
 pub use environments::{EnvironmentServices, Environments};
 pub use extensions::Extensions;
+pub use gate_session::GateSession;
 pub use houses::{HouseServices, Houses};
 pub use node::NodeServices;
 
 use crate::store::house_files::FileLimits;
 use crate::store::Store;
-use crate::tool::catalog::Lazy;
+use crate::tool::catalog::{DeferredCatalog, Lazy};
 
 /// The services a tool call gets. Cloning shares them; a
 /// [fork](Services::fork) is a conversation's own over the node's.
@@ -107,7 +112,7 @@ impl Services {
 
     /// The conversation's typed services, as they are now.
     pub fn conversation(&self) -> ConversationServices {
-        *self.conversation.read()
+        self.conversation.read().clone()
     }
 
     /// The house thread the conversation sits in.
@@ -138,6 +143,70 @@ impl Services {
     /// Lets the conversation's bot rewrite its own record.
     pub fn allow_self_update(&self) {
         self.conversation.write().self_update = true;
+    }
+
+    /// The deferred tools the conversation may load (`tool_search`).
+    pub fn deferred_catalog(&self) -> Option<Arc<DeferredCatalog>> {
+        self.conversation.read().deferred.clone()
+    }
+
+    /// Sets the deferred tools the conversation may load.
+    pub fn set_deferred_catalog(&self, catalog: Arc<DeferredCatalog>) {
+        self.conversation.write().deferred = Some(catalog);
+    }
+
+    /// The conversation's memory of the gate, made the first time.
+    pub fn gate_session(&self) -> Arc<GateSession> {
+        if let Some(session) = &self.conversation.read().gate_session {
+            return Arc::clone(session);
+        }
+        Arc::clone(
+            self.conversation
+                .write()
+                .gate_session
+                .get_or_insert_with(Arc::default),
+        )
+    }
+
+    /// What the conversation's model takes in (nothing but text when unset).
+    pub fn model_traits(&self) -> ModelTraits {
+        self.conversation.read().model
+    }
+
+    /// Says what the conversation's model takes in.
+    pub fn set_model_traits(&self, traits: ModelTraits) {
+        self.conversation.write().model = traits;
+    }
+
+    /// The library skills the conversation's bot may load besides its own.
+    pub fn library_skills(&self) -> Option<Arc<LibrarySkills>> {
+        self.conversation.read().library_skills.clone()
+    }
+
+    /// Sets the library skills the conversation's bot may load.
+    pub fn set_library_skills(&self, skills: LibrarySkills) {
+        self.conversation.write().library_skills = Some(Arc::new(skills));
+    }
+
+    /// The tools the conversation offers now.
+    pub fn visible_tools(&self) -> Option<VisibleTools> {
+        self.conversation.read().visible_tools.clone()
+    }
+
+    /// Sets the tools the conversation offers now.
+    pub fn set_visible_tools(&self, tools: VisibleTools) {
+        self.conversation.write().visible_tools = Some(tools);
+    }
+
+    /// Whether the conversation's memory replaces and removes become
+    /// proposals the user approves (a background review's).
+    pub fn proposes_removals(&self) -> bool {
+        self.conversation.read().propose_removals
+    }
+
+    /// Makes the conversation's memory replaces and removes proposals.
+    pub fn propose_removals(&self) {
+        self.conversation.write().propose_removals = true;
     }
 
     /// The services found by type.
@@ -198,6 +267,11 @@ fn debug_assert_untyped<T: std::any::Any>() {
         TypeId::of::<Seat>(),
         TypeId::of::<HouseScope>(),
         TypeId::of::<ConversationServices>(),
+        TypeId::of::<DeferredCatalog>(),
+        TypeId::of::<GateSession>(),
+        TypeId::of::<ModelTraits>(),
+        TypeId::of::<LibrarySkills>(),
+        TypeId::of::<VisibleTools>(),
     ];
     debug_assert!(
         !typed.contains(&TypeId::of::<T>()),
@@ -243,6 +317,36 @@ mod tests {
             home: false,
         });
         assert!(fork.house_scope().is_none());
+    }
+
+    #[test]
+    fn a_conversation_s_catalog_and_gate_session_are_its_own_and_typed() {
+        let node = Services::default();
+        let one = node.fork();
+        let two = node.fork();
+        let catalog = Arc::new(DeferredCatalog::default());
+        one.set_deferred_catalog(Arc::clone(&catalog));
+        assert!(Arc::ptr_eq(&one.deferred_catalog().unwrap(), &catalog));
+        assert!(two.deferred_catalog().is_none() && node.deferred_catalog().is_none());
+        // Made at the first gated call, then the same for the conversation.
+        let session = one.gate_session();
+        session.approve("run_command:ls");
+        assert!(Arc::ptr_eq(&one.gate_session(), &session));
+        assert!(!two.gate_session().is_approved("run_command:ls"));
+        // A fork made later (a subagent's) starts from a copy: it shares them.
+        assert!(one.fork().gate_session().is_approved("run_command:ls"));
+        assert_eq!(
+            one.extensions().len(),
+            0,
+            "nothing went through the type map"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "typed tool service")]
+    #[cfg(debug_assertions)]
+    fn a_gate_session_is_not_looked_up_by_type() {
+        let _ = Services::default().get::<GateSession>();
     }
 
     #[test]

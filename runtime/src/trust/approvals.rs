@@ -10,13 +10,13 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::TrustError;
 use crate::home::Home;
+pub use crate::tool::services::GateSession;
 
 /// The user's answer to a question of the gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,44 +30,6 @@ pub enum ApprovalAnswer {
     Always,
     /// Do not run it.
     Deny,
-}
-
-/// A conversation's memory of the gate: session approvals and the
-/// guardian's run of refusals.
-#[derive(Debug, Default)]
-pub struct GateSession {
-    approved: Mutex<HashSet<String>>,
-    guardian_denials: AtomicU32,
-}
-
-impl GateSession {
-    /// An empty session.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Remembers an approval for the rest of the session.
-    pub fn approve(&self, key: impl Into<String>) {
-        self.approved.lock().insert(key.into());
-    }
-
-    /// Whether the call with this key was approved for the session.
-    pub fn is_approved(&self, key: &str) -> bool {
-        self.approved.lock().contains(key)
-    }
-
-    /// How many times in a row the guardian refused.
-    pub fn guardian_denials(&self) -> u32 {
-        self.guardian_denials.load(Ordering::Relaxed)
-    }
-
-    pub(super) fn guardian_denied(&self) -> u32 {
-        self.guardian_denials.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    pub(super) fn reset_denials(&self) {
-        self.guardian_denials.store(0, Ordering::Relaxed);
-    }
 }
 
 /// Where "always" approvals are kept.

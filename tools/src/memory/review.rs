@@ -2,8 +2,8 @@
 //! become proposals the user decides (`troupe proposals`,
 //! [`crate::proposals`]).
 //!
-//! A review's conversation holds [`ProposeRemovals`](super::ProposeRemovals)
-//! in its services. Every operation of the call is checked against the file
+//! A review's conversation is marked so in its services
+//! (`Services::propose_removals`). Every operation of the call is checked against the file
 //! as it is now first, so a wrong one changes nothing.
 
 use serde_json::json;

@@ -36,13 +36,13 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
     };
     let services = args.services.fork();
     // `read_file` attaches images only for a model that takes them.
-    services.insert(Arc::new(troupe_tools::read_file::ModelTraits {
+    services.set_model_traits(troupe_tools::read_file::ModelTraits {
         sees_images: args.model.sees_images,
-    }));
+    });
     // `use_skill` loads the library skills the bot's definition lists.
-    services.insert(Arc::new(troupe_tools::use_skill::LibrarySkills(
+    services.set_library_skills(troupe_tools::use_skill::LibrarySkills(
         args.bot.spec.skills.clone(),
-    )));
+    ));
     let mut state = State {
         system: "".into(),
         journal,
@@ -68,10 +68,9 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         if !scope.home {
             parts.roster.clear();
             parts.user_profile.clear();
-            // The kinds offered to bots are every house's (`kinds::houses`).
-            parts.roster.extend(crate::node::Roster::entries(
-                &*crate::node::Node::from_context(Arc::clone(&node)).kinds(),
-            ));
+            // The agents the rosters offer (the registered kinds) are
+            // every house's (`kinds::houses`).
+            parts.roster.extend(node.roster_entries());
         }
     }
     let mut system = prompt::system_prompt(&parts);

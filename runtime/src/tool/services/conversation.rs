@@ -1,18 +1,28 @@
 //! The typed part of a tool call's services that belongs to one
-//! conversation: where it sits in a house and what it may do there.
+//! conversation: where it sits in a house and what it may do there, the
+//! deferred tools it may load, its memory of the gate, what its model
+//! takes in and the library skills its bot may load.
 //!
 //! Set by the node when it opens the conversation, before its first call;
 //! a [fork](super::Services::fork) starts from a copy of its parent's, so
-//! what a conversation sets is its own.
+//! what a conversation sets is its own (a handle copied on a fork is
+//! shared with the parent, as the type map shared what a parent held).
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::GateSession;
 use crate::id::{HouseId, ThreadId};
+use crate::tool::catalog::DeferredCatalog;
 use crate::tool::ToolContext;
 
 /// What a conversation is, for its tools: its [`Seat`], its
-/// [`HouseScope`], and whether its bot may rewrite its own record.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// [`HouseScope`], whether its bot may rewrite its own record, its
+/// deferred tools, its [`GateSession`], its [`ModelTraits`], its
+/// [`LibrarySkills`], its [`VisibleTools`] and whether its memory changes
+/// are proposals.
+#[derive(Debug, Clone, Default)]
 pub struct ConversationServices {
     /// The house thread the conversation sits in (offers the house tools).
     pub seat: Option<Seat>,
@@ -20,7 +30,38 @@ pub struct ConversationServices {
     pub house_scope: Option<HouseScope>,
     /// Whether its bot may rewrite its own record (`update_self`).
     pub self_update: bool,
+    /// The deferred tools it may load (`tool_search`).
+    pub deferred: Option<Arc<DeferredCatalog>>,
+    /// What the user approved for its session, made at its first gated call.
+    pub gate_session: Option<Arc<GateSession>>,
+    /// What its model takes in (`read_file`, `browser_exec` attach images
+    /// only for a model that sees them).
+    pub model: ModelTraits,
+    /// The library skills its bot may load besides its own (`use_skill`).
+    pub library_skills: Option<Arc<LibrarySkills>>,
+    /// The tools it offers now (what its subagents may have at most).
+    pub visible_tools: Option<VisibleTools>,
+    /// Whether a replace or a remove in memory becomes a proposal the user
+    /// approves instead of landing (a background review's conversation).
+    pub propose_removals: bool,
 }
+
+/// The tools a conversation offers now (what its subagents may have at most),
+/// in its tools' services.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VisibleTools(pub Arc<std::collections::HashSet<String>>);
+
+/// What the model is able to take in, provided by the conversation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelTraits {
+    /// Whether the model is shown images.
+    pub sees_images: bool,
+}
+
+/// The library skills the conversation's bot may load besides its own (its
+/// definition's `skills`), put in the conversation's services.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LibrarySkills(pub Vec<String>);
 
 /// The house and thread a bot's conversation sits in: put into the
 /// conversation's services, it is what offers the house tools.

@@ -4,10 +4,13 @@
 //! Held here: the tools' own state (the read ledger, background commands
 //! and their notifier, the browser, a conversation's plan and skills), the
 //! actors' (a turn's channel to the user and its budget, the MCP servers
-//! and offers, the routines), the state of a Rust program's own tools; and
-//! two of this crate's not moved yet (a conversation's deferred tool
-//! catalog and gate session). What [`super::NodeServices`] and
-//! [`super::ConversationServices`] hold is never looked up here.
+//! and offers, the routines), the executors' accounts the node started
+//! with (a `config` type this module's crate layer cannot name), and the
+//! state of a Rust program's own tools (the extension point of the Rust
+//! API: a `#[tool]` function keeps what it needs between calls here).
+//! What [`super::NodeServices`] and [`super::ConversationServices`] hold
+//! (the deferred tool catalog and the gate session among them) is never
+//! looked up here.
 
 use std::any::{Any, TypeId};
 use std::sync::Arc;
