@@ -248,6 +248,7 @@ pub async fn executors(n: usize) -> anyhow::Result<serde_json::Value> {
             "limit_to_next_process_start": percentiles(handed.iter().map(|h| h.to_process).collect()),
             "limit_to_next_first_event_written": percentiles(handed.iter().map(|h| h.written).collect()),
             "limit_to_next_first_event_recorded": percentiles(handed.iter().map(|h| h.recorded).collect()),
+            "limit_to_next_first_event_recorded_without_the_stand_ins_own_start": percentiles(handed.iter().map(|h| h.recorded_without_its_start).collect()),
         },
         "real_pi_version": real,
     }))

@@ -38,6 +38,10 @@ pub(super) struct HandOver {
     pub written: Duration,
     /// The limit line written to that event recorded.
     pub recorded: Duration,
+    /// The same without the stand-in's own start (its process's start to
+    /// its first event written: node's, not troupe's), as the start leg's
+    /// overhead is given without it.
+    pub recorded_without_its_start: Duration,
 }
 
 /// Runs one task through a hand-over and times it.
@@ -51,6 +55,7 @@ pub(super) async fn once(node: &Node, folder: &Path) -> anyhow::Result<HandOver>
         to_process: us(next_started - limit),
         written: us(next_written - limit),
         recorded: us(seen - limit),
+        recorded_without_its_start: us((next_started - limit) + (seen - next_written)),
     })
 }
 
