@@ -1,8 +1,9 @@
 //! The code keeps the shape issue 32 gave it, read from the sources: no
 //! production file over 700 lines, one way to write a tool (the `#[tool]`
-//! function, `troupe_runtime::tool::FnTool`), and a node that holds its
-//! features' handles typed. A change that breaks one fails here with what
-//! to do instead.
+//! function, `troupe_runtime::tool::FnTool`), a node that holds its
+//! features' handles typed, and a library that compiles the binary's
+//! modules only behind their features. A change that breaks one fails
+//! here with what to do instead.
 
 use std::path::{Path, PathBuf};
 
@@ -144,4 +145,67 @@ fn a_routed_feature_is_one_generic_piece() {
         "a feature keeps its own router slot: hold a `Routed` and implement `RoutedKind` \
          (actors/src/node/routed.rs) instead"
     );
+}
+
+/// The library is the Rust API: the binary's modules (its CLI, benchmarks,
+/// demo, server and telemetry) are compiled only with the `cli` or
+/// `server` feature, and the API's own modules name none of them, so an
+/// embedder who turns the features off builds neither clap nor axum.
+#[test]
+fn the_library_compiles_the_binarys_modules_only_behind_its_features() {
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    let file = syn::parse_file(&lib).unwrap();
+    let gated = |item: &syn::ItemMod| {
+        item.attrs.iter().any(|a| {
+            a.path().is_ident("cfg")
+                && a.meta
+                    .require_list()
+                    .is_ok_and(|l| l.tokens.to_string().starts_with("feature"))
+        })
+    };
+    let binarys = ["bench", "cli", "demo", "progress", "server", "telemetry"];
+    let mut seen = Vec::new();
+    for item in &file.items {
+        if let syn::Item::Mod(m) = item {
+            let name = m.ident.to_string();
+            if binarys.contains(&name.as_str()) {
+                assert!(
+                    gated(m),
+                    "src/lib.rs: `mod {name}` is the binary's; put it behind \
+                     #[cfg(feature = \"cli\")] or #[cfg(feature = \"server\")]"
+                );
+                seen.push(name);
+            }
+        }
+    }
+    seen.sort();
+    assert_eq!(
+        seen, binarys,
+        "src/lib.rs declares each of the binary's modules"
+    );
+
+    let mut api = vec![root().join("src/api.rs"), root().join("src/gate.rs")];
+    if let Ok(entries) = std::fs::read_dir(root().join("src/api")) {
+        api.extend(entries.flatten().map(|e| e.path()));
+    }
+    for path in api
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+    {
+        let text = std::fs::read_to_string(path).unwrap();
+        for module in binarys {
+            let named = format!("crate::{module}");
+            for (n, line) in text.lines().enumerate() {
+                if line.contains(&named) {
+                    assert!(
+                        line.trim_start().starts_with("//"),
+                        "{}:{}: the Rust API names `{named}`, which is compiled only with a \
+                         feature; move what it needs into the API",
+                        relative(path),
+                        n + 1
+                    );
+                }
+            }
+        }
+    }
 }
