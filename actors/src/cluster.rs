@@ -54,7 +54,6 @@ use gateway::GatewayMsg;
 #[derive(Clone)]
 pub struct Cluster {
     shared: Arc<Shared>,
-    supervisor: ActorRef<SupervisorMsg>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -117,6 +116,14 @@ impl Cluster {
     /// connections to `options.join`.
     pub async fn start(node: &Node, options: ClusterOptions) -> Result<Cluster, ClusterError> {
         options.check()?;
+        // Said plainly here rather than through the supervisor's start of
+        // the node server (the port is bound again there at once).
+        std::net::TcpListener::bind(options.listen).map_err(|e| {
+            ClusterError::Start(format!(
+                "the node server cannot listen on {}: {e}",
+                options.listen
+            ))
+        })?;
         let directory = Directory::load(node.store()).await?;
         let listen = options.listen.to_string();
         let shared = Arc::new(Shared {
@@ -130,7 +137,7 @@ impl Cluster {
             supervisor: parking_lot::RwLock::new(None),
             children: tree::Children::new(),
         });
-        let supervisor = tree::start(node, &shared).await?;
+        tree::start(node, &shared).await?;
         node.context()
             .add_branch(Arc::new(tree::ClusterBranch(Arc::downgrade(&shared))));
         // Gateways for what waits in the outbox since the last run.
@@ -155,7 +162,7 @@ impl Cluster {
         }
         ctx.add_roster(Arc::new(directory::RemoteRoster(Arc::clone(&shared))));
         ctx.roster_changed();
-        Ok(Cluster { shared, supervisor })
+        Ok(Cluster { shared })
     }
 
     /// This node's name.
@@ -198,20 +205,17 @@ impl Cluster {
 
     /// The cluster's supervisor, whose children are this node's `inbox`,
     /// `membership` (which owns ractor_cluster's node server) and a
-    /// `gateway:PEER` per peer with something to send.
-    pub fn supervisor(&self) -> ActorRef<SupervisorMsg> {
-        self.shared
-            .supervisor
-            .read()
-            .clone()
-            .unwrap_or_else(|| self.supervisor.clone())
+    /// `gateway:PEER` per peer with something to send; none once stopped.
+    pub fn supervisor(&self) -> Option<ActorRef<SupervisorMsg>> {
+        self.shared.supervisor.read().clone()
     }
 
     /// Stops the cluster's actors, its supervisor first (the node stops
     /// on its own).
     pub fn stop(&self) {
-        self.shared.supervisor.write().take();
-        self.supervisor.stop(None);
+        if let Some(supervisor) = self.shared.supervisor.write().take() {
+            supervisor.stop(None);
+        }
     }
 }
 

@@ -158,7 +158,7 @@ async fn the_clusters_actors_are_supervised_and_restarted_in_the_tree() {
 
     // Membership owns the node server: killed, both come back, listening.
     ractor::call!(
-        cluster.supervisor(),
+        cluster.supervisor().unwrap(),
         SupervisorMsg::Child,
         "membership".to_string()
     )

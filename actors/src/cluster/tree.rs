@@ -42,11 +42,9 @@ pub(crate) type Children = DashMap<String, (&'static str, u32)>;
 
 /// Starts the cluster's supervisor under the node's root, with the inbox
 /// and membership (and so the node server); fails as soon as one of them
-/// cannot start (a node server that cannot listen, most often).
-pub(crate) async fn start(
-    node: &Node,
-    shared: &Arc<Shared>,
-) -> Result<ActorRef<SupervisorMsg>, ClusterError> {
+/// cannot start. Each incarnation of the supervisor puts itself in
+/// `shared.supervisor`.
+pub(crate) async fn start(node: &Node, shared: &Arc<Shared>) -> Result<(), ClusterError> {
     let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();
     let weak = Arc::downgrade(shared);
     let inbox_of = weak.clone();
@@ -93,7 +91,7 @@ pub(crate) async fn start(
                     }
                 }
                 SupervisorEvent::StartFailed { child, error } => {
-                    tracing::warn!(%child, %error, "a cluster actor could not start again");
+                    tracing::warn!(%child, %error, "a cluster actor could not start");
                 }
                 SupervisorEvent::GaveUp { restarts, within } => {
                     tracing::error!(restarts, ?within, "the cluster's supervisor gave up");
@@ -104,21 +102,20 @@ pub(crate) async fn start(
             }
         }
     });
-    let cell = node
-        .supervise(ChildSpec::new(CLUSTER, move |sup| {
-            let spec = spec.clone();
-            let shared = weak.upgrade();
-            async move {
-                let (sup, _) = Actor::spawn_linked(None, Supervisor, spec, sup).await?;
-                if let Some(shared) = shared {
-                    *shared.supervisor.write() = Some(sup.clone());
-                }
-                Ok(sup.get_cell())
+    node.supervise(ChildSpec::new(CLUSTER, move |sup| {
+        let spec = spec.clone();
+        let shared = weak.upgrade();
+        async move {
+            let (sup, _) = Actor::spawn_linked(None, Supervisor, spec, sup).await?;
+            if let Some(shared) = shared {
+                *shared.supervisor.write() = Some(sup.clone());
             }
-        }))
-        .await
-        .map_err(|e| ClusterError::Start(e.to_string()))?;
-    Ok(cell.into())
+            Ok(sup.get_cell())
+        }
+    }))
+    .await
+    .map_err(|e| ClusterError::Start(e.to_string()))?;
+    Ok(())
 }
 
 /// Starts the gateway to `peer` under the cluster's supervisor; it puts
