@@ -176,7 +176,7 @@ pub async fn many(n: usize, durable: bool) -> anyhow::Result<serde_json::Value> 
     let rss_after = rss_bytes();
     // The agents stay live (not passivated); what the burst itself freed
     // goes back to the system as the runtime's idle workers collect their
-    // heaps (`collect_when_idle` in `main.rs`).
+    // heaps (`src/idle_heap.rs`).
     tokio::time::sleep(SETTLE).await;
     let rss_settled = rss_bytes();
     runtime.shutdown().await;
