@@ -301,7 +301,9 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     };
     let actor = myself.clone();
     drop(node);
-    tokio::spawn(step.run(actor).instrument(active.span.clone()));
+    // Boxed: the step's future is large, and tokio moves a spawned future
+    // several times (into its task, out at its end); a box moves as a pointer.
+    tokio::spawn(Box::pin(step.run(actor)).instrument(active.span.clone()));
 }
 
 /// How the id of a call a compaction appended for a carried tool begins.
@@ -489,7 +491,8 @@ fn run_tools(
         journal: state.journal.clone(),
         emitter: active.emitter.clone(),
     };
-    tokio::spawn(step.run(myself.clone()).instrument(active.span.clone()));
+    // Boxed, as the model step's (see `next_step`).
+    tokio::spawn(Box::pin(step.run(myself.clone())).instrument(active.span.clone()));
 }
 
 /// A tool step ended.
