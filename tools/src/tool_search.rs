@@ -8,6 +8,7 @@
 //! context window and at most 4,000 tokens.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -34,10 +35,40 @@ fn offered_with_listing(ctx: &ToolContext, spec: &ToolSpec) -> Option<ToolSpec> 
         return None;
     }
     let budget_chars = ((ctx.context_window / 20).min(4_000) * 4) as usize;
-    let mut spec = spec.clone();
-    spec.description = format!("{}\n{}", spec.description, listing(&catalog, budget_chars));
-    Some(spec)
+    let mut last = LAST_OFFERED.lock();
+    if let Some(held) = last.as_ref().filter(|held| {
+        held.budget_chars == budget_chars
+            && std::ptr::eq(held.catalog.as_ptr(), Arc::as_ptr(&catalog))
+            && held.base == spec.description
+    }) {
+        return Some(held.spec.clone());
+    }
+    let mut offered = spec.clone();
+    offered.description = format!("{}\n{}", spec.description, listing(&catalog, budget_chars));
+    *last = Some(Offered {
+        catalog: Arc::downgrade(&catalog),
+        budget_chars,
+        base: spec.description.clone(),
+        spec: offered.clone(),
+    });
+    Some(offered)
 }
+
+/// The spec last offered, with what it was made of: conversations of one
+/// bot share one deferred catalog (see `troupe_actors::toolset`), so a
+/// thousand new ones list it once, not a thousand times.
+struct Offered {
+    /// The catalog listed. Held weakly: the weak reference keeps its
+    /// allocation, so a catalog at the same address is the same one (and a
+    /// catalog is never changed once made).
+    catalog: std::sync::Weak<DeferredCatalog>,
+    budget_chars: usize,
+    /// The tool's own description, before the listing.
+    base: String,
+    spec: ToolSpec,
+}
+
+static LAST_OFFERED: parking_lot::Mutex<Option<Offered>> = parking_lot::Mutex::new(None);
 
 /// Find deferred tools by keywords or exact name and load them, so you can call them from your
 /// next step with their own schema. Loads up to `limit` (1-10, default 5).
@@ -320,5 +351,28 @@ mod tests {
         ));
         let (empty, _d) = ctx_with(Vec::new());
         assert!(tool_search::tool().available(&empty).is_none());
+    }
+
+    #[test]
+    fn a_listing_kept_for_one_catalog_is_never_offered_with_another() {
+        let tool = tool_search::tool();
+        let (first, _d1) = ctx_with(catalog());
+        let (other, _d2) = ctx_with(vec![spec("plan", "The task list.")]);
+        let listed = |ctx: &ToolContext| tool.available(ctx).unwrap().description;
+        let ends = |d: String, with: &str| assert!(d.ends_with(with), "{d}");
+        let all = "- builtin: cronjob_manage, plan, conversation_search, delegation_search";
+        // Asked again and in turns: each catalog its own listing.
+        ends(listed(&first), all);
+        ends(listed(&first), all);
+        ends(listed(&other), "Deferred tools:\n- builtin: plan");
+        ends(listed(&first), all);
+        // A catalog made anew (the old one dropped) is listed anew.
+        first
+            .services
+            .set_deferred_catalog(Arc::new(DeferredCatalog {
+                specs: vec![spec("cronjob_manage", "Routines.")],
+                ..Default::default()
+            }));
+        ends(listed(&first), "Deferred tools:\n- builtin: cronjob_manage");
     }
 }
