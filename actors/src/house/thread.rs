@@ -10,18 +10,27 @@
 //! the post office) is applied once; an offer left unanswered by a crash
 //! is delivered again at the next start, and the bot's answer — enqueued
 //! in the transaction that closes its turn — comes back here as a post.
+//!
+//! The actor queues each post's transaction and goes on to the next post
+//! without waiting for the commit: the store's writer runs its jobs in the
+//! order they were queued, so posts are still applied one at a time and in
+//! order, each seeing what the one before wrote, but the answers of three
+//! bots arriving together land in one group commit instead of three in a
+//! row. What follows a commit (the events, the offers handed over) is done
+//! by the thread's [landing](landings) task, in the same order.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::mpsc;
 use troupe_runtime::house::Seat;
 use troupe_runtime::id::{BotId, ConversationId, HouseId, MsgId, ThreadId};
 use troupe_runtime::protocol::house::{MemberKind, Offer, Post};
 use troupe_runtime::protocol::{ActorKind, Address, Envelope, Payload};
 use troupe_runtime::rusqlite::Transaction;
 use troupe_runtime::store::house::{self as table, SeatRow};
-use troupe_runtime::store::{conversations, mailbox, StoreError};
+use troupe_runtime::store::{conversations, mailbox, Pending, StoreError};
 
 use super::director;
 use super::{ThreadEvent, ThreadMessageEvent};
@@ -45,11 +54,13 @@ pub struct ThreadActor;
 /// What it keeps between posts.
 pub struct ThreadState {
     node: Weak<NodeContext>,
-    threads: Weak<super::Threads>,
     id: ThreadId,
     house: HouseId,
     house_name: String,
     guard: Arc<LoopGuard>,
+    /// The posts queued for the writer, to the landing task (which ends
+    /// once this is dropped and what was queued has landed).
+    landings: mpsc::UnboundedSender<Landing>,
 }
 
 impl Actor for ThreadActor {
@@ -75,9 +86,10 @@ impl Actor for ThreadActor {
             .await?
             .ok_or_else(|| format!("there is no thread {id}"))?;
         let s = &ctx.settings;
+        let (landings, queued) = mpsc::unbounded_channel();
+        tokio::spawn(self::landings(node.clone(), threads, id, house, queued));
         Ok(ThreadState {
             node,
-            threads,
             id,
             house,
             house_name,
@@ -86,6 +98,7 @@ impl Actor for ThreadActor {
                 s.loop_window,
                 s.loop_cooldown,
             )),
+            landings,
         })
     }
 
@@ -116,6 +129,8 @@ struct Applied {
     failed: Option<String>,
 }
 
+/// Queues the transaction that applies `envelope`, and hands its landing
+/// to the landing task (see the module's doc).
 async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
     let Payload::Post(post) = envelope.body.clone() else {
         tracing::warn!(thread = %state.id, id = %envelope.id, "a thread takes only posts; the message is dropped");
@@ -132,9 +147,9 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
     let (thread, house) = (state.id, state.house);
     let house_name = state.house_name.clone();
     let guard = Arc::clone(&state.guard);
-    let result = node
+    let queued = node
         .store()
-        .write(move |tx| {
+        .submit(move |tx| {
             apply(
                 tx,
                 &Target {
@@ -149,19 +164,60 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
             )
         })
         .await;
-    let applied = match result {
-        Ok(Some(applied)) => applied,
-        Ok(None) => return,
+    match queued {
+        // The landing task outlives the actor until what was queued landed.
+        Ok(pending) => {
+            let _ = state.landings.send(Landing { pending });
+        }
         Err(e) => {
             // Still in the mailbox: the post office hands it over again.
             tracing::error!(thread = %thread, error = %e, "a post could not be applied; it waits in the mailbox");
-            return;
         }
-    };
-    // Committed: with the node's threads gone, nobody watches any more.
-    let Some(threads) = state.threads.upgrade() else {
-        return;
-    };
+    }
+}
+
+/// A post's transaction, queued for the writer.
+struct Landing {
+    pending: Pending<Option<Applied>>,
+}
+
+/// Waits for each queued post's commit, in the order they were queued,
+/// then publishes what it did and hands its offers over. Ends when the
+/// thread's actor is gone and every queued post has landed.
+async fn landings(
+    node: Weak<NodeContext>,
+    threads: Weak<super::Threads>,
+    thread: ThreadId,
+    house: HouseId,
+    mut queued: mpsc::UnboundedReceiver<Landing>,
+) {
+    while let Some(landing) = queued.recv().await {
+        let applied = match landing.pending.wait().await {
+            Ok(Some(applied)) => applied,
+            Ok(None) => continue,
+            Err(e) => {
+                // Still in the mailbox: the post office hands it over again.
+                tracing::error!(thread = %thread, error = %e, "a post could not be applied; it waits in the mailbox");
+                continue;
+            }
+        };
+        // Committed: with the node or its threads gone, nobody watches any more.
+        let (Some(ctx), Some(threads)) = (node.upgrade(), threads.upgrade()) else {
+            continue;
+        };
+        land(&Node::from_context(ctx), &threads, thread, house, applied).await;
+    }
+}
+
+/// What follows a post's commit: the thread's events, and its offers
+/// handed over (committed, so handing one over is only a wake-up).
+async fn land(
+    node: &Node,
+    threads: &super::Threads,
+    thread: ThreadId,
+    house: HouseId,
+    applied: Applied,
+) {
     for (bot, reason) in applied.declined {
         tracing::debug!(thread = %thread, %bot, %reason, "not offered a turn");
         threads.publish(ThreadEvent::Held {
@@ -196,7 +252,6 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
                 bot: o.bot.clone(),
             });
         }
-        // Committed: handing it over now is only a wake-up.
         if let Err(e) = node.route(offer).await {
             tracing::warn!(thread = %thread, error = %e, "an offer waits in the mailbox");
         }
