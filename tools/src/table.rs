@@ -114,17 +114,8 @@ pub const TABLE: &[Row] = &[
 ];
 
 /// The table's row for `tool`, if it has one.
-///
-/// Looked up by name rather than by walking the table: every new
-/// conversation asks for each of its 40-odd tools. (Built from the end, so
-/// that the first row of a name wins, as in the table's order.)
 pub fn row_of(tool: &str) -> Option<&'static Row> {
-    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&'static str, &'static Row>> =
-        std::sync::OnceLock::new();
-    BY_NAME
-        .get_or_init(|| TABLE.iter().rev().map(|r| (r.tool, r)).collect())
-        .get(tool)
-        .copied()
+    TABLE.iter().find(|r| r.tool == tool)
 }
 
 /// The offer of `tool` to `kind`.
