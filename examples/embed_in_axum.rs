@@ -4,12 +4,16 @@
 //! runtime's events streamed to the app's log, and the tree of actors at
 //! `GET /tree`.
 //!
-//! The process is set up as the `troupe` binary sets itself up: mimalloc
-//! as the global allocator, giving freed memory back at once, and each
-//! worker thread of the tokio runtime collecting its heap when it runs out
-//! of work (`on_thread_park`) — so that what a burst of agents allocated
-//! goes back to the system when the app is idle. That is why `main`
-//! builds the tokio runtime itself instead of using `#[tokio::main]`.
+//! The process is set up much as the `troupe` binary sets itself up:
+//! mimalloc as the global allocator, and each worker thread of the tokio
+//! runtime collecting its heap when it runs out of work (`on_thread_park`)
+//! — so that what a burst of agents allocated goes back to the system when
+//! the app is idle. That is why `main` builds the tokio runtime itself
+//! instead of using `#[tokio::main]`. This example gives freed memory back
+//! at once (a purge delay of 0), the simplest form; the binary keeps it
+//! through a burst and gives it back once its workers have been idle for
+//! 10 ms (`src/idle_heap.rs`), which spares a burst of a thousand agents
+//! the page faults of taking it back.
 //!
 //! The model is scripted (it echoes), so this runs offline. The example
 //! serves on a free loopback port, calls its own routes once as a client
