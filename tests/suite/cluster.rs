@@ -3,7 +3,8 @@
 //! reply; a node with another cookie is refused; node B killed with a
 //! message to it in A's outbox gets it exactly once when it returns; the
 //! test process itself, joined as a node one wire version newer whose
-//! frames carry fields B does not know, is understood.
+//! frames carry fields B does not know, is understood; the crash harness
+//! across three nodes loses nothing.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -376,4 +377,37 @@ async fn a_node_one_wire_version_newer_with_an_unknown_field_is_understood() {
     b.wait_count("SELECT count(*) FROM messages WHERE text = 'noted'", 1);
     assert_eq!(b.count(heard), 1);
     server.stop(None);
+}
+
+/// The crash harness across nodes (`troupe bench crash --nodes 3`): two
+/// receiving nodes killed five times in all while messages to them are in
+/// flight; every message committed at the sender is applied once, on its
+/// node, and acknowledged.
+#[test]
+fn the_crash_harness_across_three_nodes_loses_nothing_and_applies_nothing_twice() {
+    let home = TestHome::new();
+    let out = troupe(
+        &home,
+        &[
+            "bench", "crash", "--nodes", "3", "--kills", "5", "--seed", "11",
+        ],
+    );
+    let line = text(&out.stdout);
+    assert!(out.status.success(), "{line}\n{}", text(&out.stderr));
+    let result: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    assert!(result["sent"].as_u64().unwrap() > 0, "{result}");
+    for key in [
+        "lost",
+        "dup",
+        "misplaced_lost",
+        "unnoted_missing",
+        "missing_acknowledgements",
+    ] {
+        assert_eq!(result[key], 0, "{key}: {result}");
+    }
+    assert_eq!(
+        result["applied_on_b"].as_u64().unwrap() + result["applied_on_c"].as_u64().unwrap(),
+        result["sent"].as_u64().unwrap(),
+        "{result}"
+    );
 }
