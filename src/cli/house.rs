@@ -121,9 +121,17 @@ where
             }
         }
         HouseCommand::Members { house, json } => {
-            let view = read_only().await?;
-            let h = find_house(&view, &house).await?;
-            for m in view.read(move |c| table::members(c, h.id)).await? {
+            // Through a running server: in a cluster, a house of another
+            // node is answered by that node.
+            let members = if let Some(remote) = Remote::find(builder.home_dir()) {
+                let path = format!("/houses/{}/members", encode(&house));
+                serde_json::from_value(remote.get(&path).await?["members"].take())?
+            } else {
+                let view = read_only().await?;
+                let h = find_house(&view, &house).await?;
+                view.read(move |c| table::members(c, h.id)).await?
+            };
+            for m in members {
                 if json {
                     println!("{}", serde_json::to_string(&m)?);
                 } else {
@@ -158,7 +166,7 @@ where
             }
             if let Some(node) = node {
                 anyhow::bail!(
-                    "no `troupe serve` runs on this home, so house `{name}` cannot be placed on                      node `{node}`: start this node with `troupe serve --cluster NAME …`                      (docs/cluster.md), or leave out --node"
+                    "no `troupe serve` runs on this home, so house `{name}` cannot be placed on node `{node}`: start this node with `troupe serve --cluster NAME …` (docs/cluster.md), or leave out --node"
                 );
             }
             let runtime = builder.recover(false).build().await?;

@@ -71,7 +71,7 @@ pub async fn create_house(
     let Some(cluster) = state.inner.options.cluster.as_ref() else {
         if let Some(node) = body.node {
             return Err(ApiError::BadRequest(format!(
-                "this server is not a node of a cluster, so it cannot place a house on node                  `{node}`; leave `node` out, or start it with `troupe serve --cluster …`"
+                "this server is not a node of a cluster, so it cannot place a house on node `{node}`; leave `node` out, or start it with `troupe serve --cluster …`"
             )));
         }
         let house = state.node().create_house(name).await?;

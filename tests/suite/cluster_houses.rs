@@ -28,19 +28,26 @@ fn url(node: &Node) -> String {
 
 /// `GET path` on `base` with `token`: status and JSON body.
 fn get(base: &str, path: &str, token: &str) -> (u16, Value) {
+    send(base, reqwest::Method::GET, path, token, Value::Null)
+}
+
+/// `method path` on `base` with `token` and a JSON `body` (none if null):
+/// status and JSON body.
+fn send(base: &str, method: reqwest::Method, path: &str, token: &str, body: Value) -> (u16, Value) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let r = troupe::runtime::net::client_builder()
+        let mut request = troupe::runtime::net::client_builder()
             .build()
             .unwrap()
-            .get(format!("{base}{path}"))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
+            .request(method, format!("{base}{path}"))
+            .bearer_auth(token);
+        if !body.is_null() {
+            request = request.json(&body);
+        }
+        let r = request.send().await.unwrap();
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
     })
@@ -109,6 +116,23 @@ fn houses_are_placed_on_nodes_listed_with_them_and_served_from_any_node_until_th
     let (status, body) = get(&url(&a), "/api/houses/acme/members", &token);
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["members"][0]["handle"], "ada", "{body}");
+    let (status, body) = send(
+        &url(&a),
+        reqwest::Method::POST,
+        "/api/houses/acme/threads",
+        &token,
+        json!({"name": "launch"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        b.count("SELECT count(*) FROM threads WHERE name = 'launch'"),
+        1
+    );
+    let members = text(&house(&a, &["members", "acme"]).stdout);
+    assert!(members.contains("ada"), "{members}");
+    // A token of a's house `home` is not one of acme's: b says so.
+    let (status, _) = get(&url(&a), "/api/houses/acme/threads", "not-a-token");
+    assert_eq!(status, 401);
 
     b.kill();
     a.wait_line("node `b` is gone");
