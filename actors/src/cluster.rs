@@ -26,9 +26,11 @@
 
 pub mod directory;
 pub mod gateway;
+pub mod houses;
 pub mod inbox;
 pub mod membership;
 pub mod options;
+pub mod placement;
 pub mod tls;
 pub mod tree;
 
@@ -42,6 +44,7 @@ use troupe_runtime::store::cluster as table;
 use troupe_runtime::store::mailbox;
 use troupe_runtime::supervise::SupervisorMsg;
 
+pub use houses::{HouseOnPeer, HttpHandler, PlaceError, Placed};
 pub use options::{ClusterError, ClusterOptions};
 pub use tls::{Tls, TlsFiles};
 
@@ -82,6 +85,8 @@ pub struct Shared {
     pub(crate) supervisor: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
     /// Its children as `troupe ps` shows them.
     pub(crate) children: tree::Children,
+    /// The houses: what each peer was told, who answers forwarded HTTP.
+    pub(crate) houses: houses::HouseState,
 }
 
 impl Shared {
@@ -136,6 +141,7 @@ impl Cluster {
             acked: tokio::sync::watch::Sender::new(0),
             supervisor: parking_lot::RwLock::new(None),
             children: tree::Children::new(),
+            houses: houses::HouseState::default(),
         });
         tree::start(node, &shared).await?;
         node.context()

@@ -111,7 +111,7 @@ impl Node {
         }
     }
 
-    fn kill(&mut self) {
+    pub(super) fn kill(&mut self) {
         let mut child = self.child.take().unwrap();
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
@@ -187,8 +187,8 @@ fn a_bot_on_one_node_messages_a_bot_on_another_and_gets_its_reply() {
     b.start("secret", None);
     let mut a = Node::new("a", "alice", alice_asks_bob());
     a.start("secret", Some(b.port));
-    a.wait_line("met node `b` (1 bot(s))");
-    b.wait_line("met node `a` (1 bot(s))");
+    a.wait_line("met node `b` (1 bot(s)");
+    b.wait_line("met node `a` (1 bot(s)");
     let out = troupe(&a.home, &["ps", "--cluster"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let members = text(&out.stdout);
