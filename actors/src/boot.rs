@@ -25,8 +25,10 @@ use crate::delegation::Delegations;
 use crate::environment::{BindingChanges, Environments};
 use crate::house::Threads;
 use crate::kinds::Kinds;
+use crate::mcp::McpServers;
 use crate::node::routed;
 use crate::node::{Node, NodeContext, NodeError, NodeOptions, Wired, Wiring};
+use crate::routine::service::RoutineService;
 
 /// The routed features' handles, made with the node: each feature is
 /// given its own when it is built, and the node's public accessors
@@ -40,6 +42,12 @@ pub(crate) struct Features {
     pub kinds: Arc<Kinds>,
     /// The delegations.
     pub delegations: Arc<Delegations>,
+    /// The routines' service: the scheduler's options and handle, set by
+    /// the scheduler or [`RoutineService::configure`] (one with default
+    /// options when first asked for otherwise).
+    pub routines: parking_lot::RwLock<Option<Arc<RoutineService>>>,
+    /// The servers of `mcp.json`, once [`McpServers::start`] started them.
+    pub mcp: std::sync::OnceLock<McpServers>,
 }
 
 impl Features {
@@ -49,6 +57,8 @@ impl Features {
             environments: Arc::new(Environments::new(node.clone(), bindings)),
             kinds: Arc::new(Kinds::default()),
             delegations: Delegations::new(node.clone()),
+            routines: parking_lot::RwLock::new(None),
+            mcp: std::sync::OnceLock::new(),
         }
     }
 }
@@ -80,6 +90,12 @@ impl Node {
         Some(Arc::clone(&self.features().delegations))
     }
 
+    /// The servers of `mcp.json`, once started on this node
+    /// ([`McpServers::start`]).
+    pub fn mcp_servers(&self) -> Option<&McpServers> {
+        self.features().mcp.get()
+    }
+
     /// Opens the store and starts the node: the actor tree with every
     /// feature's router, the tools' services, the bots; then, when
     /// `options.recover` says so, undelivered messages are redelivered and
@@ -97,6 +113,7 @@ impl Node {
             environments,
             kinds,
             delegations,
+            ..
         } = node.features();
         ctx.route_threads(threads.clone());
         ctx.add_branch(threads.clone());
@@ -121,15 +138,7 @@ impl Node {
         // `executor_accounts` reads the accounts the node started with.
         ctx.services
             .insert(Arc::new(ctx.settings.executors.clone()));
-        ctx.services.insert(Arc::new(
-            troupe_tools::run_command::background::CommandNotifications(
-                crate::commands::CommandEnds::new(Arc::new(node.clone())),
-            ),
-        ));
-        // Shared by every conversation (keyed by conversation), so what a
-        // conversation read survives its passivation.
-        ctx.services
-            .insert(Arc::new(troupe_tools::ledger::ReadLedger::default()));
+        typed.set_command_notifier(crate::commands::CommandEnds::new(Arc::new(node.clone())));
         // One registry of background commands for the process: any
         // conversation stops one by id, and shutdown ends them all.
         let commands =

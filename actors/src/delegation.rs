@@ -44,7 +44,6 @@ use crate::toolset::Narrowing;
 use troupe_runtime::rusqlite::Transaction;
 use troupe_runtime::store::StoreError;
 
-pub use crate::budget::TurnScope;
 pub use crate::toolset::VisibleTools;
 
 /// The node's delegations: the router of their actors (one per running
@@ -333,8 +332,7 @@ impl Delegations {
         self.send(delegation, DelegationMsg::Check);
         let parent_scope = ctx
             .services
-            .get::<TurnScope>()
-            .map(|s| Arc::clone(&s.0))
+            .turn_scope()
             .unwrap_or_else(|| Scope::root("turn", Limits::default()));
         let scope = Scope::child(&parent_scope, "delegation", settings.delegation_budget);
         let tools = ctx.services.visible_tools().map(|v| v.0);

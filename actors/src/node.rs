@@ -621,12 +621,9 @@ impl Node {
             .store(true, std::sync::atomic::Ordering::SeqCst);
         // A turn waiting on a person keeps its request for the next start.
         self.ctx.questions.close();
-        if let Some(commands) = self
-            .ctx
-            .services
-            .get::<troupe_tools::run_command::background::BackgroundCommands>()
-        {
-            commands.stop_all();
+        // Background work that ends on its own (commands) is told first.
+        for branch in self.ctx.branches() {
+            branch.stopping();
         }
         self.ctx.background.close();
         if tokio::time::timeout(BACKGROUND_GRACE, self.ctx.background.wait())
