@@ -4,9 +4,9 @@
 //! router, the addressing of messages) names no feature. Each feature —
 //! house threads, environments, delegations, agents, routines' tools,
 //! background reviews, command notices — sits above it and is wired here:
-//! its router joins the actor tree, its registry goes into the node's
-//! extensions, its handles into the services every conversation's tools
-//! get, its hooks onto the node's turn ends. So modules depend one way,
+//! its router joins the actor tree, its handles into [`Features`] (typed,
+//! read by the node's accessors) and into the services every
+//! conversation's tools get, its hooks onto the node's turn ends. So modules depend one way,
 //! features on the node, and this module on all of them.
 //!
 //! ```text
@@ -16,7 +16,7 @@
 //!       └─ node (context, conversation, router, addressing, tree)
 //! ```
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use troupe_runtime::agents::Agents;
 
@@ -27,7 +27,8 @@ use crate::house::Threads;
 use crate::kinds::Kinds;
 use crate::mcp::McpServers;
 use crate::node::routed;
-use crate::node::{Node, NodeContext, NodeError, NodeOptions, Wired, Wiring};
+use crate::node::{Node, NodeError, NodeOptions, WeakNode, Wired, Wiring};
+use crate::review::{ReviewHook, ReviewWork, Reviews};
 use crate::routine::service::RoutineService;
 
 /// The routed features' handles, made with the node: each feature is
@@ -48,10 +49,12 @@ pub(crate) struct Features {
     pub routines: parking_lot::RwLock<Option<Arc<RoutineService>>>,
     /// The servers of `mcp.json`, once [`McpServers::start`] started them.
     pub mcp: std::sync::OnceLock<McpServers>,
+    /// The background reviews, when the node reviews.
+    pub reviews: std::sync::OnceLock<Arc<Reviews>>,
 }
 
 impl Features {
-    fn new(node: &Weak<NodeContext>, bindings: &BindingChanges) -> Self {
+    fn new(node: &WeakNode, bindings: &BindingChanges) -> Self {
         Self {
             threads: Arc::new(Threads::new(node.clone())),
             environments: Arc::new(Environments::new(node.clone(), bindings)),
@@ -59,6 +62,7 @@ impl Features {
             delegations: Delegations::new(node.clone()),
             routines: parking_lot::RwLock::new(None),
             mcp: std::sync::OnceLock::new(),
+            reviews: std::sync::OnceLock::new(),
         }
     }
 }
@@ -94,6 +98,11 @@ impl Node {
     /// ([`McpServers::start`]).
     pub fn mcp_servers(&self) -> Option<&McpServers> {
         self.features().mcp.get()
+    }
+
+    /// How many background reviews are running.
+    pub fn reviews_running(&self) -> usize {
+        self.features().reviews.get().map_or(0, |r| r.running())
     }
 
     /// Opens the store and starts the node: the actor tree with every
@@ -151,9 +160,11 @@ impl Node {
         ctx.add_hook(delegations.clone());
         if ctx.settings.review_every_n_turns > 0 {
             let every = ctx.settings.review_every_n_turns;
-            let reviews = crate::review::Reviews::start(&node, every).await?;
+            let work = ReviewWork::new(Arc::clone(&ctx.gate));
+            let reviews = Reviews::start(&node, work, every).await?;
+            let _ = node.features().reviews.set(Arc::clone(&reviews));
             ctx.add_branch(reviews.clone());
-            ctx.add_hook(crate::review::ReviewHook::new(&node, every, reviews));
+            ctx.add_hook(ReviewHook::new(&node, every, reviews));
         }
         node.load_bots().await?;
         if recover {

@@ -203,9 +203,7 @@ impl McpServers {
     /// that fails is reported by its calls and by `troupe mcp list`).
     pub async fn start(&self, node: &Node) -> Result<(), NodeError> {
         let _ = node.features().mcp.set(self.clone());
-        node.context()
-            .toolsets
-            .offer_sources(Arc::new(self.clone()));
+        node.offer_sources(Arc::new(self.clone()));
         node.services()
             .node()
             .set_lazy_sources(troupe_runtime::tool::catalog::Lazy(Arc::new(self.clone())));

@@ -62,6 +62,13 @@ pub trait Branch: Send + Sync + 'static {
     /// waited for and the tree stopped (what runs on its own is ended).
     fn stopping(&self) {}
 
+    /// The work the node's shutdown lets finish (for up to
+    /// [`BACKGROUND_GRACE`](super::BACKGROUND_GRACE)) before it stops the
+    /// tree.
+    fn drain(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
     /// Stops what the root's stop left of it (called once, after the root
     /// stopped).
     fn stop(&self) -> BoxFuture<'_, ()> {
