@@ -58,4 +58,5 @@ mod turn_loop;
 mod user_actors;
 mod user_actors_reach;
 mod vision;
+mod waiters;
 mod web_page;

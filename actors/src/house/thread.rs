@@ -26,7 +26,7 @@ use troupe_runtime::store::{conversations, mailbox, StoreError};
 use super::director;
 use super::{ThreadEvent, ThreadMessageEvent};
 use crate::messaging::LoopGuard;
-use crate::node::{Node, NodeContext};
+use crate::node::{Node, WeakNode};
 
 /// A thread actor's messages.
 #[derive(Debug)]
@@ -44,7 +44,7 @@ pub struct ThreadActor;
 
 /// What it keeps between posts.
 pub struct ThreadState {
-    node: Weak<NodeContext>,
+    node: WeakNode,
     threads: Weak<super::Threads>,
     id: ThreadId,
     house: HouseId,
@@ -55,16 +55,16 @@ pub struct ThreadState {
 impl Actor for ThreadActor {
     type Msg = ThreadMsg;
     type State = ThreadState;
-    type Arguments = (Weak<NodeContext>, Weak<super::Threads>, ThreadId);
+    type Arguments = (WeakNode, Weak<super::Threads>, ThreadId);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
         (node, threads, id): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let ctx = node.upgrade().ok_or("the node is stopping")?;
-        let (house, house_name) = ctx
-            .store
+        let now = node.upgrade().ok_or("the node is stopping")?;
+        let (house, house_name) = now
+            .store()
             .read(move |c| {
                 let Some(thread) = table::thread(c, id)? else {
                     return Ok(None);
@@ -74,7 +74,7 @@ impl Actor for ThreadActor {
             })
             .await?
             .ok_or_else(|| format!("there is no thread {id}"))?;
-        let s = &ctx.settings;
+        let s = now.settings();
         Ok(ThreadState {
             node,
             threads,
@@ -96,10 +96,10 @@ impl Actor for ThreadActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let ThreadMsg::Deliver(envelope) = msg;
-        let Some(ctx) = state.node.upgrade() else {
+        let Some(node) = state.node.upgrade() else {
             return Ok(());
         };
-        take(&Node::from_context(ctx), state, *envelope).await;
+        take(&node, state, *envelope).await;
         Ok(())
     }
 }
@@ -387,7 +387,7 @@ fn open_seat(
 
 /// Starts the thread actor for `id` under `supervisor`.
 pub(super) async fn spawn(
-    node: Weak<NodeContext>,
+    node: WeakNode,
     threads: Weak<super::Threads>,
     id: ThreadId,
     supervisor: ractor::ActorCell,

@@ -27,7 +27,7 @@ use troupe_runtime::tool::ToolContext;
 use troupe_runtime::trust::ApprovalAnswer;
 
 use super::actor::Launch;
-use crate::channel::{Reply, TurnChannel};
+use crate::channel::Reply;
 use crate::delegation::record;
 use crate::environment::relay::prompts::{Decision, Prompter};
 use crate::events::Emitter;
@@ -120,11 +120,11 @@ impl UserPrompts {
             call.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string())
         );
         ctx.cancel = self.ended.child_token();
-        ctx.services.insert(Arc::new(TurnChannel(Emitter::new(
+        ctx.services.set_user_channel(Arc::new(Emitter::new(
             conversation,
             None,
             context.bus.clone(),
-        ))));
+        )));
         let reason = format!(
             "the {} instance {} (\"{}\" in {}) asks to run its tool {tool}, which its \
              permission mode does not allow by itself; yes runs this call, session every \
