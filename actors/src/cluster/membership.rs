@@ -160,7 +160,7 @@ impl Actor for Membership {
                     tracing::warn!(peer = %hello.node, error = %e, "a peer's hello could not be kept");
                     return Ok(());
                 }
-                node.context().roster_changed();
+                node.roster_changed();
                 state.met.insert(id, hello.node.clone());
                 state
                     .shared

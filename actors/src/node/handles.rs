@@ -88,6 +88,22 @@ impl Node {
         self.ctx.remote()
     }
 
+    /// Sends envelopes for actors on other nodes to `remote` (a cluster's
+    /// node, once).
+    pub(crate) fn route_remote(&self, remote: Arc<dyn Remote>) {
+        self.ctx.route_remote(remote);
+    }
+
+    /// Adds `roster`'s entries to every bot's roster.
+    pub(crate) fn add_roster(&self, roster: Arc<dyn super::Roster>) {
+        self.ctx.add_roster(roster);
+    }
+
+    /// The provider the program gave the node for every model, if any.
+    pub(crate) fn model_override(&self) -> Option<Arc<dyn troupe_runtime::model::Provider>> {
+        self.ctx.model_override()
+    }
+
     /// Says whose tools a bot is offered, by source (once; the MCP
     /// servers when they start).
     pub(crate) fn offer_sources(&self, offers: Arc<dyn crate::toolset::SourceOffers>) {
@@ -100,7 +116,13 @@ impl Node {
         conversation: ConversationId,
         event: troupe_runtime::protocol::AgentEvent,
     ) {
-        crate::events::Emitter::new(conversation, None, self.ctx.bus.clone()).emit(event);
+        self.emitter(conversation).emit(event);
+    }
+
+    /// What publishes the events of `conversation` to the node's
+    /// subscribers.
+    pub(crate) fn emitter(&self, conversation: ConversationId) -> crate::events::Emitter {
+        crate::events::Emitter::new(conversation, None, self.ctx.bus.clone())
     }
 
     /// Publishes `event` of the registered actor `actor` to the node's
