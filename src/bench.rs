@@ -132,6 +132,10 @@ pub struct BenchArgs {
     /// `crash`: the seed of the kill times and the workload.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// `crash`: how many nodes; above 1, this process and `N - 1` nodes it
+    /// kills, one cluster on loopback (the harness across nodes).
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
     /// Internal: which crash worker this is.
     #[arg(long, hide = true, default_value_t = 0)]
     pub incarnation: u64,
@@ -156,6 +160,9 @@ pub async fn run(
         // thread that called `block_on`.
         Workload::ColdStart if args.probe => turns::probe(durable).await?,
         Workload::ColdStart => turns::cold_start(durable).await?,
+        Workload::Crash if args.nodes > 1 => {
+            crash::nodes::bench(args.nodes, args.kills, args.seed).await?
+        }
         Workload::Crash => crash::bench(home, args.kills, args.seed).await?,
         Workload::ServerClients => {
             server::clients(args.n.unwrap_or(10_000)).await?;

@@ -27,6 +27,7 @@
 pub mod accounts;
 pub mod admin;
 pub mod auth;
+pub mod cluster;
 pub mod connections;
 pub mod error;
 pub mod events;
@@ -80,6 +81,9 @@ pub struct ServerOptions {
     /// The owner's Unix socket (`<home>/serve.sock` under `troupe serve`):
     /// requests over it from troupe's own user act as the home's owner.
     pub owner_socket: Option<PathBuf>,
+    /// The cluster this node is a node of: requests for a house another
+    /// node hosts go there ([`cluster`]).
+    pub cluster: Option<troupe_actors::cluster::Cluster>,
 }
 
 impl Default for ServerOptions {
@@ -93,6 +97,7 @@ impl Default for ServerOptions {
             connections: connections::ConnectionLimits::default(),
             allowed_hosts: Vec::new(),
             owner_socket: None,
+            cluster: None,
         }
     }
 }
@@ -172,7 +177,14 @@ impl Server {
                 stopping: stopping.clone(),
             }),
         };
+        let cluster = state.inner.options.cluster.clone();
         let app = app(state);
+        if let Some(cluster) = cluster {
+            cluster.serve_http(
+                Arc::new(cluster::Answer { app: app.clone() }),
+                format!("http://{addr}"),
+            );
+        }
         let owner = owner_listener.map(|(path, (listener, me))| {
             let task = tokio::spawn(connections::serve_owner(
                 listener,
@@ -303,6 +315,10 @@ pub fn app(state: AppState) -> Router {
         .nest("/api", api)
         .merge(page::routes())
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            cluster::forward,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(middleware::from_fn_with_state(state.clone(), origin::guard))
         .layer(DefaultBodyLimit::max(state.inner.options.body_limit))
@@ -398,6 +414,7 @@ impl ServerOptions {
             },
             allowed_hosts: config.allowed_hosts.clone(),
             owner_socket: None,
+            cluster: None,
         })
     }
 }

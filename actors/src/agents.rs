@@ -3,6 +3,7 @@
 //! `ask_user` and `cronjob_manage`.
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use troupe_runtime::agents::{AgentServices, BotDraft, DelegateRequest, RoutineRequest};
 use troupe_runtime::protocol::{AgentEvent, ToolResult};
@@ -12,31 +13,33 @@ use crate::bot::BotSpec;
 use crate::channel::Reply;
 use crate::delegation::Delegations;
 use crate::messaging::LoopGuard;
-use crate::node::{Node, NodeContext};
+use crate::node::{Node, WeakNode};
 
 /// The desk where the agent tools (`delegate`, `message_agent`, `bot_create`,
 /// `ask_user`, `cronjob_manage`) are served: the node's [`AgentServices`].
 pub struct AgentDesk {
-    node: Weak<NodeContext>,
+    node: WeakNode,
     delegations: Weak<Delegations>,
     loops: LoopGuard,
+    /// How long `ask_user` waits for an answer.
+    ask_timeout: Duration,
 }
 
 impl AgentDesk {
     /// The services of `node`, delegating through `delegations`.
     pub(crate) fn new(node: &Node, delegations: Weak<Delegations>) -> Arc<Self> {
-        let s = &node.context().settings;
+        let s = node.settings();
         Arc::new(Self {
-            node: Arc::downgrade(node.context()),
+            node: node.downgrade(),
             delegations,
             loops: LoopGuard::new(s.loop_max_exchanges, s.loop_window, s.loop_cooldown),
+            ask_timeout: s.ask_timeout,
         })
     }
 
     fn node(&self) -> Result<Node, ToolResult> {
         self.node
             .upgrade()
-            .map(Node::from_context)
             .ok_or_else(|| ToolResult::error("the node is shutting down."))
     }
 }
@@ -98,14 +101,14 @@ impl AgentServices for AgentDesk {
             Ok(n) => n,
             Err(e) => return e,
         };
-        let timeout = node.context().settings.ask_timeout;
         let asked = questions.clone();
         let reply = node
-            .context()
-            .questions
-            .ask(ctx, timeout, |request_id| AgentEvent::QuestionAsked {
-                request_id,
-                questions: asked,
+            .questions()
+            .ask(ctx, self.ask_timeout, |request_id| {
+                AgentEvent::QuestionAsked {
+                    request_id,
+                    questions: asked,
+                }
             })
             .await;
         let data = serde_json::to_value(&reply).unwrap_or_default();

@@ -4,9 +4,9 @@
 //! router, the addressing of messages) names no feature. Each feature —
 //! house threads, environments, delegations, agents, routines' tools,
 //! background reviews, command notices — sits above it and is wired here:
-//! its router joins the actor tree, its registry goes into the node's
-//! extensions, its handles into the services every conversation's tools
-//! get, its hooks onto the node's turn ends. So modules depend one way,
+//! its router joins the actor tree, its handles into [`Features`] (typed,
+//! read by the node's accessors) and into the services every
+//! conversation's tools get, its hooks onto the node's turn ends. So modules depend one way,
 //! features on the node, and this module on all of them.
 //!
 //! ```text
@@ -16,7 +16,7 @@
 //!       └─ node (context, conversation, router, addressing, tree)
 //! ```
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use troupe_runtime::agents::Agents;
 
@@ -25,8 +25,11 @@ use crate::delegation::Delegations;
 use crate::environment::{BindingChanges, Environments};
 use crate::house::Threads;
 use crate::kinds::Kinds;
+use crate::mcp::McpServers;
 use crate::node::routed;
-use crate::node::{Node, NodeContext, NodeError, NodeOptions, Wired, Wiring};
+use crate::node::{Node, NodeError, NodeOptions, WeakNode, Wired, Wiring};
+use crate::review::{ReviewHook, ReviewWork, Reviews};
+use crate::routine::service::RoutineService;
 
 /// The routed features' handles, made with the node: each feature is
 /// given its own when it is built, and the node's public accessors
@@ -40,15 +43,26 @@ pub(crate) struct Features {
     pub kinds: Arc<Kinds>,
     /// The delegations.
     pub delegations: Arc<Delegations>,
+    /// The routines' service: the scheduler's options and handle, set by
+    /// the scheduler or [`RoutineService::configure`] (one with default
+    /// options when first asked for otherwise).
+    pub routines: parking_lot::RwLock<Option<Arc<RoutineService>>>,
+    /// The servers of `mcp.json`, once [`McpServers::start`] started them.
+    pub mcp: std::sync::OnceLock<McpServers>,
+    /// The background reviews, when the node reviews.
+    pub reviews: std::sync::OnceLock<Arc<Reviews>>,
 }
 
 impl Features {
-    fn new(node: &Weak<NodeContext>, bindings: &BindingChanges) -> Self {
+    fn new(node: &WeakNode, bindings: &BindingChanges) -> Self {
         Self {
             threads: Arc::new(Threads::new(node.clone())),
             environments: Arc::new(Environments::new(node.clone(), bindings)),
             kinds: Arc::new(Kinds::default()),
             delegations: Delegations::new(node.clone()),
+            routines: parking_lot::RwLock::new(None),
+            mcp: std::sync::OnceLock::new(),
+            reviews: std::sync::OnceLock::new(),
         }
     }
 }
@@ -80,6 +94,17 @@ impl Node {
         Some(Arc::clone(&self.features().delegations))
     }
 
+    /// The servers of `mcp.json`, once started on this node
+    /// ([`McpServers::start`]).
+    pub fn mcp_servers(&self) -> Option<&McpServers> {
+        self.features().mcp.get()
+    }
+
+    /// How many background reviews are running.
+    pub fn reviews_running(&self) -> usize {
+        self.features().reviews.get().map_or(0, |r| r.running())
+    }
+
     /// Opens the store and starts the node: the actor tree with every
     /// feature's router, the tools' services, the bots; then, when
     /// `options.recover` says so, undelivered messages are redelivered and
@@ -97,6 +122,7 @@ impl Node {
             environments,
             kinds,
             delegations,
+            ..
         } = node.features();
         ctx.route_threads(threads.clone());
         ctx.add_branch(threads.clone());
@@ -121,15 +147,7 @@ impl Node {
         // `executor_accounts` reads the accounts the node started with.
         ctx.services
             .insert(Arc::new(ctx.settings.executors.clone()));
-        ctx.services.insert(Arc::new(
-            troupe_tools::run_command::background::CommandNotifications(
-                crate::commands::CommandEnds::new(Arc::new(node.clone())),
-            ),
-        ));
-        // Shared by every conversation (keyed by conversation), so what a
-        // conversation read survives its passivation.
-        ctx.services
-            .insert(Arc::new(troupe_tools::ledger::ReadLedger::default()));
+        typed.set_command_notifier(crate::commands::CommandEnds::new(Arc::new(node.clone())));
         // One registry of background commands for the process: any
         // conversation stops one by id, and shutdown ends them all.
         let commands =
@@ -142,9 +160,11 @@ impl Node {
         ctx.add_hook(delegations.clone());
         if ctx.settings.review_every_n_turns > 0 {
             let every = ctx.settings.review_every_n_turns;
-            let reviews = crate::review::Reviews::start(&node, every).await?;
+            let work = ReviewWork::new(Arc::clone(&ctx.gate));
+            let reviews = Reviews::start(&node, work, every).await?;
+            let _ = node.features().reviews.set(Arc::clone(&reviews));
             ctx.add_branch(reviews.clone());
-            ctx.add_hook(crate::review::ReviewHook::new(&node, every, reviews));
+            ctx.add_hook(ReviewHook::new(&node, every, reviews));
         }
         node.load_bots().await?;
         if recover {

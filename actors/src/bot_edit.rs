@@ -51,8 +51,7 @@ impl Node {
         let mut record = self.bot(name)?;
         if let Some(model) = edit.model {
             let model = model.trim().to_string();
-            self.context()
-                .resolve_model_for(&record.spec.name, &model)?;
+            self.resolve_model_for(&record.spec.name, &model)?;
             record.spec.model = model;
         }
         if let Some(title) = edit.title {

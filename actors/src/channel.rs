@@ -23,12 +23,7 @@ use troupe_runtime::protocol::AgentEvent;
 use troupe_runtime::store::{Store, StoreError};
 use troupe_runtime::tool::ToolContext;
 
-use crate::events::Emitter;
 pub use stored::StoredRequest;
-
-/// The turn's emitter, put into the conversation's services at each turn.
-#[derive(Debug, Clone)]
-pub struct TurnChannel(pub Emitter);
 
 /// How a wait for the user ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -159,7 +154,7 @@ impl Questions {
                 reason: "this run is unattended: nobody is there to answer".into(),
             };
         }
-        let Some(channel) = ctx.services.get::<TurnChannel>() else {
+        let Some(channel) = ctx.services.user_channel() else {
             return Reply::Undelivered {
                 reason: "this conversation has no channel to the user".into(),
             };
@@ -181,7 +176,7 @@ impl Questions {
         };
         // A request kept from before a restart is listed from the store
         // whoever watches now: it is asked again all the same.
-        if kept.is_none() && !channel.0.has_listeners() {
+        if kept.is_none() && !channel.has_listeners() {
             return Reply::Undelivered {
                 reason: "nobody is watching this conversation".into(),
             };
@@ -226,7 +221,7 @@ impl Questions {
                 tracing::warn!(error = %e, "a request could not be kept; a restart drops it");
             }
         }
-        channel.0.emit(event);
+        channel.emit(event);
         let reply = tokio::select! {
             answer = rx => match answer {
                 Ok(Some(answer)) => Reply::Submitted { answer },

@@ -26,13 +26,15 @@
 
 pub mod directory;
 pub mod gateway;
+pub mod houses;
 pub mod inbox;
 pub mod membership;
 pub mod options;
+pub mod placement;
 pub mod tls;
 pub mod tree;
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use dashmap::DashMap;
 use ractor::ActorRef;
@@ -42,10 +44,11 @@ use troupe_runtime::store::cluster as table;
 use troupe_runtime::store::mailbox;
 use troupe_runtime::supervise::SupervisorMsg;
 
+pub use houses::{HouseOnPeer, HttpHandler, PlaceError, Placed};
 pub use options::{ClusterError, ClusterOptions};
 pub use tls::{Tls, TlsFiles};
 
-use crate::node::{Node, NodeContext, Remote};
+use crate::node::{Node, Remote, WeakNode};
 use directory::Directory;
 use gateway::GatewayMsg;
 
@@ -68,7 +71,7 @@ impl std::fmt::Debug for Cluster {
 /// gateways by peer.
 pub struct Shared {
     pub(crate) options: ClusterOptions,
-    pub(crate) node: Weak<NodeContext>,
+    pub(crate) node: WeakNode,
     pub(crate) directory: Directory,
     pub(crate) gateways: DashMap<String, ActorRef<GatewayMsg>>,
     /// The listen address actually bound (the port chosen when 0 was asked).
@@ -82,11 +85,13 @@ pub struct Shared {
     pub(crate) supervisor: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
     /// Its children as `troupe ps` shows them.
     pub(crate) children: tree::Children,
+    /// The houses: what each peer was told, who answers forwarded HTTP.
+    pub(crate) houses: houses::HouseState,
 }
 
 impl Shared {
     pub(crate) fn node(&self) -> Option<Node> {
-        self.node.upgrade().map(Node::from_context)
+        self.node.upgrade()
     }
 
     /// The gateway to `peer`, started under the cluster's supervisor if
@@ -128,7 +133,7 @@ impl Cluster {
         let listen = options.listen.to_string();
         let shared = Arc::new(Shared {
             options,
-            node: Arc::downgrade(node.context()),
+            node: node.downgrade(),
             directory,
             gateways: DashMap::new(),
             inboxes: DashMap::new(),
@@ -136,10 +141,10 @@ impl Cluster {
             acked: tokio::sync::watch::Sender::new(0),
             supervisor: parking_lot::RwLock::new(None),
             children: tree::Children::new(),
+            houses: houses::HouseState::default(),
         });
         tree::start(node, &shared).await?;
-        node.context()
-            .add_branch(Arc::new(tree::ClusterBranch(Arc::downgrade(&shared))));
+        node.add_branch(Arc::new(tree::ClusterBranch(Arc::downgrade(&shared))));
         // Gateways for what waits in the outbox since the last run.
         let waiting = node.store().read(table::outbox_peers).await?;
         for (peer, _) in waiting {
@@ -147,9 +152,8 @@ impl Cluster {
                 let _ = g.cast(GatewayMsg::Flush);
             }
         }
-        let ctx = node.context();
         let routing = Arc::new(Routing(Arc::clone(&shared)));
-        ctx.route_remote(routing.clone());
+        node.route_remote(routing.clone());
         // Messages for other nodes a crash left in the mailbox, before they
         // were moved to the outbox: moved now.
         let pending = node.store().read(mailbox::pending_all).await?;
@@ -160,8 +164,8 @@ impl Cluster {
                 }
             }
         }
-        ctx.add_roster(Arc::new(directory::RemoteRoster(Arc::clone(&shared))));
-        ctx.roster_changed();
+        node.add_roster(Arc::new(directory::RemoteRoster(Arc::clone(&shared))));
+        node.roster_changed();
         Ok(Cluster { shared })
     }
 
@@ -223,7 +227,7 @@ impl Node {
     /// The cluster's members as this node sees them, when it is a node of
     /// one: `{cluster, members: [{node, listen, self, connected, bots}]}`.
     pub fn cluster_members(&self) -> Option<serde_json::Value> {
-        self.context().remote().map(|r| r.members())
+        self.remote().map(|r| r.members())
     }
 }
 

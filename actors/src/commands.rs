@@ -68,4 +68,8 @@ impl Branch for CommandsBranch {
             })
             .collect()
     }
+
+    fn stopping(&self) {
+        self.0.stop_all();
+    }
 }

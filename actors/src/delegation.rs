@@ -37,14 +37,13 @@ use troupe_runtime::tool::ToolContext;
 use crate::budget::{Limits, Scope};
 use crate::node::conversation::Input;
 use crate::node::{
-    ActorInfo, Branch, ClosingTurn, Committed, FinishedTurn, Node, NodeContext, Opening,
-    StoredBudget, TurnHook,
+    ActorInfo, Branch, ClosingTurn, Committed, FinishedTurn, Node, Opening, StoredBudget, TurnHook,
+    WeakNode,
 };
 use crate::toolset::Narrowing;
 use troupe_runtime::rusqlite::Transaction;
 use troupe_runtime::store::StoreError;
 
-pub use crate::budget::TurnScope;
 pub use crate::toolset::VisibleTools;
 
 /// The node's delegations: the router of their actors (one per running
@@ -53,7 +52,7 @@ pub use crate::toolset::VisibleTools;
 pub struct Delegations {
     /// Itself, for what it does once a subagent's close committed.
     me: Weak<Delegations>,
-    node: Weak<NodeContext>,
+    node: WeakNode,
     pub(crate) routed: Routed<DelegationId, DelegationMsg>,
     waiters: DashMap<DelegationId, oneshot::Sender<String>>,
     timed_out: DashSet<ConversationId>,
@@ -91,7 +90,7 @@ impl std::fmt::Debug for Delegations {
 impl Delegations {
     /// The delegations of the node `node` (not running until the root
     /// starts their router).
-    pub(crate) fn new(node: Weak<NodeContext>) -> Arc<Self> {
+    pub(crate) fn new(node: WeakNode) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             me: me.clone(),
             node,
@@ -105,7 +104,7 @@ impl Delegations {
     }
 
     fn node(&self) -> Option<Node> {
-        self.node.upgrade().map(Node::from_context)
+        self.node.upgrade()
     }
 
     /// Sends `msg` to delegation `id`'s actor, starting it if needed (it
@@ -278,7 +277,7 @@ impl Delegations {
         ctx: &ToolContext,
         tasks: Vec<Task>,
     ) -> ToolResult {
-        let settings = &node.context().settings;
+        let settings = node.settings();
         if ctx.kind == ActorKind::Subagent && settings.max_delegation_depth <= 1 {
             return ToolResult::error(format!(
                 "a subagent cannot delegate: the delegation depth limit is {} ([delegation] max_depth).",
@@ -333,8 +332,7 @@ impl Delegations {
         self.send(delegation, DelegationMsg::Check);
         let parent_scope = ctx
             .services
-            .get::<TurnScope>()
-            .map(|s| Arc::clone(&s.0))
+            .turn_scope()
             .unwrap_or_else(|| Scope::root("turn", Limits::default()));
         let scope = Scope::child(&parent_scope, "delegation", settings.delegation_budget);
         let tools = ctx.services.visible_tools().map(|v| v.0);

@@ -38,7 +38,7 @@ pub mod tools;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -58,7 +58,7 @@ pub use actor::EnvironmentMsg;
 pub use api::EnvironmentsRef;
 
 use crate::node::routed::{Routed, RoutedKind};
-use crate::node::{ActorInfo, Branch, NodeContext};
+use crate::node::{ActorInfo, Branch, WeakNode};
 
 /// The folder of an environment: `<home>/environments/<id>`.
 pub fn folder(home: &Home, id: EnvironmentId) -> PathBuf {
@@ -145,7 +145,7 @@ impl Branch for Environments {
 /// The node's environments: their router, the threads bound to them, and
 /// their control groups.
 pub struct Environments {
-    node: Weak<NodeContext>,
+    node: WeakNode,
     routed: Routed<EnvironmentId, EnvironmentMsg>,
     bindings: DashMap<ThreadId, EnvironmentId>,
     groups: DashMap<EnvironmentId, Option<Cgroup>>,
@@ -185,7 +185,7 @@ impl troupe_runtime::tool::registry::ToolSource for BindingChanges {
 impl Environments {
     /// The environments of the node `node` (not running until the root
     /// starts their router).
-    pub(crate) fn new(node: Weak<NodeContext>, changes: &BindingChanges) -> Self {
+    pub(crate) fn new(node: WeakNode, changes: &BindingChanges) -> Self {
         Self {
             node,
             routed: Routed::new("environments", "environment"),
@@ -280,9 +280,9 @@ impl Environments {
     /// process by running `true` through the whole chain (helper, bwrap,
     /// Landlock, seccomp, rlimits). The error says what is missing and
     /// how to get it.
-    pub(crate) async fn readiness(&self, ctx: &Arc<NodeContext>) -> Result<(), String> {
-        let settings = ctx.settings.environments.clone();
-        let root = ctx.home.root().join("environments");
+    pub(crate) async fn readiness(&self, node: &crate::node::Node) -> Result<(), String> {
+        let settings = node.settings().environments.clone();
+        let root = node.home().root().join("environments");
         self.readiness
             .get_or_init(|| async move {
                 let prepared = tokio::task::spawn_blocking(move || prepare_probe(&settings, &root))
@@ -421,8 +421,8 @@ impl RoutedKind for Environments {
 
     /// Loads which thread each environment is bound to.
     async fn prepare(&self) -> Result<(), ActorProcessingErr> {
-        let ctx = self.node.upgrade().ok_or("the node is stopping")?;
-        for (thread, env) in ctx.store.read(table::bindings).await? {
+        let node = self.node.upgrade().ok_or("the node is stopping")?;
+        for (thread, env) in node.store().read(table::bindings).await? {
             self.bind(thread, env);
         }
         Ok(())

@@ -113,3 +113,14 @@ impl Emitter {
         }
     }
 }
+
+/// A turn's emitter is its tools' channel to the user.
+impl troupe_runtime::tool::services::UserChannel for Emitter {
+    fn has_listeners(&self) -> bool {
+        Emitter::has_listeners(self)
+    }
+
+    fn emit(&self, event: AgentEvent) {
+        Emitter::emit(self, event);
+    }
+}

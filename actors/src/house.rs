@@ -21,7 +21,7 @@ pub mod tokens;
 pub mod tools;
 pub mod watch;
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -42,7 +42,7 @@ pub use thread::ThreadMsg;
 pub use watch::{ThreadEvents, ThreadMessages};
 
 use crate::node::routed::{Routed, RoutedKind};
-use crate::node::{ActorInfo, Branch, NodeContext, Route};
+use crate::node::{ActorInfo, Branch, Route, WeakNode};
 
 /// A message that landed in a thread.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -123,7 +123,7 @@ impl ThreadEvent {
 
 /// The node's threads: their router and their events.
 pub struct Threads {
-    node: Weak<NodeContext>,
+    node: WeakNode,
     routed: Routed<ThreadId, ThreadMsg>,
     events: broadcast::Sender<ThreadEvent>,
 }
@@ -137,7 +137,7 @@ impl std::fmt::Debug for Threads {
 impl Threads {
     /// The threads of the node `node` (not running until the root starts
     /// their router).
-    pub(crate) fn new(node: Weak<NodeContext>) -> Self {
+    pub(crate) fn new(node: WeakNode) -> Self {
         Self {
             node,
             routed: Routed::new("threads", "thread"),

@@ -202,9 +202,8 @@ impl McpServers {
     /// connected before this returns (each within its connect timeout; one
     /// that fails is reported by its calls and by `troupe mcp list`).
     pub async fn start(&self, node: &Node) -> Result<(), NodeError> {
-        node.services().insert(Arc::new(self.clone()));
-        node.services()
-            .insert(Arc::new(crate::toolset::McpOffers(Arc::new(self.clone()))));
+        let _ = node.features().mcp.set(self.clone());
+        node.offer_sources(Arc::new(self.clone()));
         node.services()
             .node()
             .set_lazy_sources(troupe_runtime::tool::catalog::Lazy(Arc::new(self.clone())));

@@ -134,7 +134,7 @@ pub async fn send(
         None => {
             // A bot on another node of the cluster (not from a house: a
             // house's bots are those of its node).
-            let remote = node.context().remote().filter(|_| scope.is_none());
+            let remote = node.remote().filter(|_| scope.is_none());
             if let Some(id) = remote.and_then(|r| r.bot(target)) {
                 if let Err(why) = guard.admit(&ctx.agent, target, Instant::now()) {
                     return ToolResult::error(why);

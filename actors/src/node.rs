@@ -9,6 +9,7 @@
 mod address;
 pub mod bots;
 pub mod conversation;
+mod handles;
 mod hooks;
 mod models;
 pub mod opening;
@@ -18,6 +19,7 @@ pub mod routed;
 pub mod router;
 mod tree;
 
+pub use handles::WeakNode;
 pub(crate) use hooks::{settle as settle_closing, Closing};
 pub use hooks::{ClosingTurn, Committed, FinishedTurn, TurnHook};
 pub use opening::{Opening, ServiceHook, StoredBudget};
@@ -146,32 +148,32 @@ pub(crate) trait Wired {
 /// The features' handles, as boot binds them.
 pub(crate) type Features = <Wiring as Wired>::Features;
 
-/// What the node's actors share.
+/// What the node's actors share: inside this crate only (its fields are
+/// the crate's; a program reaches the node through [`Node`]'s accessors).
+/// Features are given the typed handles they use when boot builds them
+/// (`crate::boot::Features`, `WeakNode`); what is left here is the
+/// node's own state.
 pub struct NodeContext {
     /// The home.
-    pub home: Home,
+    pub(crate) home: Home,
     /// The settings.
-    pub settings: Settings,
+    pub(crate) settings: Settings,
     /// The store.
-    pub store: Store,
+    pub(crate) store: Store,
     /// Every tool, in the stable order.
-    pub tools: Arc<Registry>,
+    pub(crate) tools: Arc<Registry>,
     /// The gate every call passes.
-    pub gate: Arc<dyn CallGate>,
+    pub(crate) gate: Arc<dyn CallGate>,
     /// Where every conversation's events are published.
-    pub bus: broadcast::Sender<NodeEvent>,
+    pub(crate) bus: broadcast::Sender<NodeEvent>,
     /// Services every conversation's tools get.
-    pub services: Services,
+    pub(crate) services: Services,
     /// Questions and approvals waiting for the user.
-    pub questions: Arc<Questions>,
-    /// Work the node finishes before it stops (background reviews).
-    pub background: tokio_util::task::TaskTracker,
+    pub(crate) questions: Arc<Questions>,
     /// One copy of each distinct toolset, shared by conversations.
-    pub toolsets: crate::toolset::SharedToolsets,
+    pub(crate) toolsets: crate::toolset::SharedToolsets,
     /// One copy of each distinct system prompt, shared by conversations.
-    pub prompts: crate::intern::Interner<str>,
-    /// Background reviews running now.
-    pub reviews_running: std::sync::atomic::AtomicUsize,
+    pub(crate) prompts: crate::intern::Interner<str>,
     /// Set when shutdown begins: durable messages stay in the mailbox for
     /// the next start instead of waking conversations.
     stopping: std::sync::atomic::AtomicBool,
@@ -399,7 +401,7 @@ impl Node {
     pub(crate) fn build(
         options: NodeOptions,
         sources: Vec<Arc<dyn troupe_runtime::tool::registry::ToolSource>>,
-        features: impl FnOnce(&std::sync::Weak<NodeContext>) -> Features,
+        features: impl FnOnce(&WeakNode) -> Features,
     ) -> Result<Node, NodeError> {
         let store = Store::open(&options.home.database())?;
         if options.settings.durable {
@@ -420,8 +422,6 @@ impl Node {
             bus,
             services: Services::default(),
             questions: options.questions,
-            background: tokio_util::task::TaskTracker::new(),
-            reviews_running: std::sync::atomic::AtomicUsize::new(0),
             stopping: std::sync::atomic::AtomicBool::new(false),
             stopped: tokio_util::sync::CancellationToken::new(),
             latest: DashMap::new(),
@@ -432,7 +432,7 @@ impl Node {
             env: options.env,
             resolved: Mutex::new(HashMap::new()),
             conversations: Arc::new(Conversations::new(me.clone())),
-            features: Arc::new(features(me)),
+            features: Arc::new(features(&WeakNode(me.clone()))),
             branches: parking_lot::RwLock::new(Vec::new()),
             thread_route: std::sync::OnceLock::new(),
             actor_route: std::sync::OnceLock::new(),
@@ -448,7 +448,7 @@ impl Node {
     }
 
     /// The node of a shared context.
-    pub fn from_context(ctx: Arc<NodeContext>) -> Node {
+    pub(crate) fn from_context(ctx: Arc<NodeContext>) -> Node {
         Node { ctx }
     }
 
@@ -621,15 +621,14 @@ impl Node {
             .store(true, std::sync::atomic::Ordering::SeqCst);
         // A turn waiting on a person keeps its request for the next start.
         self.ctx.questions.close();
-        if let Some(commands) = self
-            .ctx
-            .services
-            .get::<troupe_tools::run_command::background::BackgroundCommands>()
-        {
-            commands.stop_all();
+        // The features stop taking background work (commands end, no
+        // review starts), and what runs (reviews) may finish.
+        let branches = self.ctx.branches();
+        for branch in &branches {
+            branch.stopping();
         }
-        self.ctx.background.close();
-        if tokio::time::timeout(BACKGROUND_GRACE, self.ctx.background.wait())
+        let drained = futures::future::join_all(branches.iter().map(|b| b.drain()));
+        if tokio::time::timeout(BACKGROUND_GRACE, drained)
             .await
             .is_err()
         {
@@ -651,13 +650,6 @@ impl Node {
         if let Err(e) = files.await {
             tracing::warn!(error = %e, "house files could not be indexed at shutdown");
         }
-    }
-
-    /// How many background reviews are running.
-    pub fn reviews_running(&self) -> usize {
-        self.ctx
-            .reviews_running
-            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many conversation actors are live.

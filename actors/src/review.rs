@@ -40,7 +40,7 @@ use crate::node::{FinishedTurn, Node, NodeError, Opening, TurnHook};
 
 mod reviewer;
 
-pub use reviewer::{Reviewer, ReviewerMsg, Reviews, FAULT};
+pub use reviewer::{ReviewWork, Reviewer, ReviewerMsg, Reviews, FAULT};
 
 /// What a review's conversation is stored as (its kind in listings).
 pub const LABEL: &str = "review";
@@ -120,7 +120,7 @@ impl TurnHook for ReviewHook {
         let reviewed = matches!(turn.kind, ActorKind::Conversation | ActorKind::Bot)
             && turn.parent.is_none()
             && self.every > 0
-            && self.node.context().settings.durable;
+            && self.node.settings().durable;
         if reviewed {
             self.reviews.offer(turn);
         }
@@ -165,14 +165,15 @@ pub fn since_last_review(
     })
 }
 
-/// Runs one review of `turn`'s conversation to its end.
+/// Runs one review of `turn`'s conversation to its end, its gate in front
+/// of the node's `gate`.
 pub async fn review(
     node: &Node,
+    gate: &Arc<dyn CallGate>,
     turn: &FinishedTurn,
     memory_due: bool,
 ) -> Result<Option<TurnReport>, NodeError> {
-    let ctx = node.context();
-    let history = Journal::new(Some(ctx.store.clone()), turn.conversation, turn.bot.id)
+    let history = Journal::new(Some(node.store().clone()), turn.conversation, turn.bot.id)
         .load()
         .await?;
     let transcript = transcript(&history);
@@ -185,7 +186,7 @@ pub async fn review(
         kind: turn.kind,
         parent: Some(turn.conversation),
         title: format!("review of {}", turn.conversation),
-        gate: Some(Arc::new(ReviewGate::new(Arc::clone(&ctx.gate), memory_due))),
+        gate: Some(Arc::new(ReviewGate::new(Arc::clone(gate), memory_due))),
         briefing: briefing(&transcript, memory_due),
         label: Some(LABEL),
         // The next review looks back again: this one is never resumed.

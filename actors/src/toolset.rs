@@ -49,10 +49,6 @@ pub trait SourceOffers: Send + Sync + 'static {
     fn offers(&self, server: &str, bot: &BotSpec) -> bool;
 }
 
-/// The [`SourceOffers`] of the node's MCP servers, as kept in its services.
-#[derive(Clone)]
-pub struct McpOffers(pub Arc<dyn SourceOffers>);
-
 /// What narrows a conversation's tools beyond the table.
 #[derive(Debug, Clone, Default)]
 pub struct Narrowing {
@@ -64,11 +60,31 @@ pub struct Narrowing {
 
 /// The node's shared toolsets and deferred catalogs: conversations with the
 /// same tools hold one copy, and a new conversation whose tools equal a held
-/// toolset's copies nothing (see [`compute_shared`]).
-#[derive(Debug, Default)]
+/// toolset's copies nothing (see [`compute_shared`]). It also holds whose
+/// tools a bot is offered by source (the node's MCP servers, once started).
+#[derive(Default)]
 pub struct SharedToolsets {
     toolsets: Interner<Toolset>,
     catalogs: Interner<DeferredCatalog>,
+    sources: std::sync::OnceLock<Arc<dyn SourceOffers>>,
+}
+
+impl std::fmt::Debug for SharedToolsets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedToolsets")
+            .field("toolsets", &self.toolsets)
+            .field("catalogs", &self.catalogs)
+            .field("sources", &self.sources.get().is_some())
+            .finish()
+    }
+}
+
+impl SharedToolsets {
+    /// Says whose tools a bot is offered, by source (once: the node's MCP
+    /// servers when they start); until then no `mcp:` tool is offered.
+    pub fn offer_sources(&self, offers: Arc<dyn SourceOffers>) {
+        let _ = self.sources.set(offers);
+    }
 }
 
 /// Computes the toolset of a conversation (and puts its deferred catalog
@@ -83,7 +99,12 @@ pub fn compute(
 ) -> Toolset {
     let tools: Vec<_> = registry.iter().collect();
     let made = |parts: CatalogParts<'_>| Arc::new(parts.build());
-    select(&tools, bot, has_bots, narrowing, ctx, loaded, made).build()
+    let offer = Offer {
+        bot,
+        has_bots,
+        sources: None,
+    };
+    select(&tools, &offer, narrowing, ctx, loaded, made).build()
 }
 
 /// Like [`compute`], but the shared copy from `shared` when an equal
@@ -110,7 +131,12 @@ pub fn compute_shared(
             |parts| Arc::new(parts.build()),
         )
     };
-    let selection = select(&tools, bot, has_bots, narrowing, ctx, loaded, catalog);
+    let offer = Offer {
+        bot,
+        has_bots,
+        sources: shared.sources.get().map(|s| s.as_ref()),
+    };
+    let selection = select(&tools, &offer, narrowing, ctx, loaded, catalog);
     shared.toolsets.get_or_make(
         selection.fingerprint(),
         selection,
@@ -281,22 +307,29 @@ impl Selection<'_> {
     }
 }
 
+/// To whom tools are offered: the bot, whether it has others to message,
+/// and whose sources offer it their tools (none: no `mcp:` tool).
+struct Offer<'a> {
+    bot: &'a BotSpec,
+    has_bots: bool,
+    sources: Option<&'a dyn SourceOffers>,
+}
+
 /// Gathers the specs on offer; `catalog` makes (or finds) the deferred
 /// catalog, which goes into `ctx.services` before `tool_search` is asked
 /// (its description lists the catalog).
 fn select<'a>(
     tools: &'a [Arc<dyn Tool>],
-    bot: &'a BotSpec,
-    has_bots: bool,
+    offer: &Offer<'a>,
     narrowing: &Narrowing,
     ctx: &ToolContext,
     loaded: &BTreeSet<String>,
     catalog: impl FnOnce(CatalogParts<'a>) -> Arc<DeferredCatalog>,
 ) -> Selection<'a> {
-    let mcp = ctx.services.get::<McpOffers>();
+    let (bot, has_bots) = (offer.bot, offer.has_bots);
     let source_offered = |source: &str| {
         if let Some(server) = source.strip_prefix("mcp:") {
-            return mcp.as_ref().is_some_and(|m| m.0.offers(server, bot));
+            return offer.sources.is_some_and(|s| s.offers(server, bot));
         }
         // A tool the program added for one bot (`crate::added_tools`).
         match source.strip_prefix(crate::added_tools::FOR_BOT) {

@@ -8,6 +8,7 @@
 //! `troupe-runtime` ← `troupe-tools` ← `troupe-actors` ← `troupe`.
 
 pub mod agents;
+pub mod budget;
 pub mod config;
 pub(crate) mod diagnostic;
 pub mod environment;

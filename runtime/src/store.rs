@@ -56,6 +56,7 @@
 //! ```
 
 mod check;
+mod checkpointer;
 pub mod cluster;
 pub mod conversations;
 pub mod environments;
@@ -257,6 +258,7 @@ impl Store {
             checkpointer,
             path.to_path_buf(),
             write_rx,
+            writes.downgrade(),
             Arc::clone(&check),
             options.index_when_idle,
         )

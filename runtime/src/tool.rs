@@ -13,6 +13,7 @@
 pub mod catalog;
 pub mod dispatch;
 pub mod func;
+pub mod ledger;
 pub mod registry;
 mod schema;
 pub mod scoped;

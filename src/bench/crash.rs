@@ -28,6 +28,7 @@ mod actors;
 mod files;
 mod ledger;
 mod model;
+pub mod nodes;
 mod records;
 mod verify;
 pub mod worker;

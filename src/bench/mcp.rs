@@ -14,7 +14,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::actors::mcp::McpServers;
 use serde_json::json;
 use troupe_runtime::home::Home;
 use troupe_runtime::mcp::client::{self, StderrTail};
@@ -77,11 +76,11 @@ pub async fn mcp(n: usize) -> anyhow::Result<serde_json::Value> {
         .await?;
     let servers = runtime
         .node()
-        .services()
-        .get::<McpServers>()
+        .mcp_servers()
+        .cloned()
         .ok_or_else(|| anyhow::anyhow!("the runtime has no MCP servers"))?;
     let mut registry = Registry::new();
-    registry.add_source(Arc::new((*servers).clone()));
+    registry.add_source(Arc::new(servers));
     let dispatcher = Dispatcher::new(
         Arc::new(registry),
         Arc::new(OpenGate),

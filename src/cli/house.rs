@@ -20,6 +20,7 @@ use super::Builder;
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   troupe house create acme
+  troupe house create acme --node b      (in a cluster: on node b)
   troupe house add acme --human ada --name \"Ada L.\"
   troupe house add acme --bot assistant --listen all
   troupe house members acme --json")]
@@ -30,12 +31,17 @@ pub struct HouseArgs {
 
 #[derive(Debug, Subcommand)]
 enum HouseCommand {
-    /// Make a house.
+    /// Make a house (in a cluster: on the node given, else the one
+    /// rendezvous hashing picks).
     Create {
         /// Its name: letters, digits, `-`, `_`, `.`.
         name: String,
+        /// The node of the cluster to make it on (needs this home's
+        /// `troupe serve --cluster …` running).
+        #[arg(long)]
+        node: Option<String>,
     },
-    /// List the houses.
+    /// List the houses (in a cluster: every node's, with its node).
     List {
         /// One JSON object per house.
         #[arg(long)]
@@ -100,6 +106,10 @@ where
 {
     match args.command {
         HouseCommand::List { json } => {
+            if let Some(remote) = Remote::find(builder.home_dir()) {
+                list_remote(&remote, json).await?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let view = read_only().await?;
             let houses = view.read(table::list_houses).await?;
             for h in houses {
@@ -111,9 +121,17 @@ where
             }
         }
         HouseCommand::Members { house, json } => {
-            let view = read_only().await?;
-            let h = find_house(&view, &house).await?;
-            for m in view.read(move |c| table::members(c, h.id)).await? {
+            // Through a running server: in a cluster, a house of another
+            // node is answered by that node.
+            let members = if let Some(remote) = Remote::find(builder.home_dir()) {
+                let path = format!("/houses/{}/members", encode(&house));
+                serde_json::from_value(remote.get(&path).await?["members"].take())?
+            } else {
+                let view = read_only().await?;
+                let h = find_house(&view, &house).await?;
+                view.read(move |c| table::members(c, h.id)).await?
+            };
+            for m in members {
                 if json {
                     println!("{}", serde_json::to_string(&m)?);
                 } else {
@@ -130,15 +148,26 @@ where
                 }
             }
         }
-        HouseCommand::Create { name } => {
+        HouseCommand::Create { name, node } => {
             if let Some(remote) = Remote::find(builder.home_dir()) {
-                let made = remote.post("/houses", &json!({ "name": name })).await?;
+                let made = remote
+                    .post("/houses", &json!({ "name": name, "node": node }))
+                    .await?;
                 println!(
-                    "made house `{}` ({})",
+                    "made house `{}` ({}){}",
                     made["house"]["name"].as_str().unwrap_or(&name),
-                    made["house"]["id"].as_str().unwrap_or_default()
+                    made["house"]["id"].as_str().unwrap_or_default(),
+                    made["node"]
+                        .as_str()
+                        .map(|n| format!(" on node `{n}`"))
+                        .unwrap_or_default()
                 );
                 return Ok(ExitCode::SUCCESS);
+            }
+            if let Some(node) = node {
+                anyhow::bail!(
+                    "no `troupe serve` runs on this home, so house `{name}` cannot be placed on node `{node}`: start this node with `troupe serve --cluster NAME …` (docs/cluster.md), or leave out --node"
+                );
             }
             let runtime = builder.recover(false).build().await?;
             let made = runtime.create_house(&name).await;
@@ -251,6 +280,27 @@ where
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `house list` through a running server (`GET /api/houses`): in a
+/// cluster, with each house's node.
+async fn list_remote(remote: &Remote, json: bool) -> anyhow::Result<()> {
+    let answer = remote.get("/houses").await?;
+    for h in answer["houses"].as_array().into_iter().flatten() {
+        if json {
+            println!("{}", serde_json::to_string(h)?);
+            continue;
+        }
+        let (name, id) = (
+            h["name"].as_str().unwrap_or_default(),
+            h["id"].as_str().unwrap_or_default(),
+        );
+        match h["node"].as_str() {
+            Some(node) => println!("{name:<24} {id:<42} {node}"),
+            None => println!("{name:<24} {id}"),
+        }
+    }
+    Ok(())
 }
 
 /// `house add` through a running server (`POST /api/houses/{house}/members`):

@@ -48,8 +48,14 @@ async fn members(builder: Builder, json: bool) -> anyhow::Result<ExitCode> {
             .flatten()
             .filter_map(|b| b.as_str())
             .collect();
+        let houses: Vec<&str> = m["houses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h.as_str())
+            .collect();
         println!(
-            "  {}{}  {}  {}  bots: {}",
+            "  {}{}  {}  {}  bots: {}  houses: {}",
             m["node"].as_str().unwrap_or(""),
             if m["self"] == true {
                 " (this node)"
@@ -66,6 +72,11 @@ async fn members(builder: Builder, json: bool) -> anyhow::Result<ExitCode> {
                 "none".to_string()
             } else {
                 bots.join(", ")
+            },
+            if houses.is_empty() {
+                "none".to_string()
+            } else {
+                houses.join(", ")
             }
         );
     }

@@ -107,6 +107,7 @@ pub async fn serve(
     let started = async {
         let mut options = ServerOptions::from_config(&runtime.config().server, listen.as_deref())?;
         options.owner_socket = Some(socket(runtime.node().home().root()));
+        options.cluster = cluster.clone();
         let server = Server::start(runtime.node().clone(), options.clone()).await?;
         anyhow::Ok((server, options))
     }

@@ -228,7 +228,9 @@ pub async fn usage(State(state): State<AppState>, caller: Caller) -> Result<Json
 pub async fn tree(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require_owner()?;
     let mut tree = json!({ "actors": state.node().tree().await });
-    if let Some(cluster) = state.node().cluster_members() {
+    if let Some(cluster) = state.inner.options.cluster.as_ref() {
+        tree["cluster"] = cluster.members_with_houses().await;
+    } else if let Some(cluster) = state.node().cluster_members() {
         tree["cluster"] = cluster;
     }
     Ok(Json(tree))

@@ -40,6 +40,15 @@ pub enum ApiError {
     /// `model_unavailable`).
     #[error("{0}")]
     ModelUnavailable(String),
+    /// The house asked for is on another node of the cluster, which is
+    /// down or did not answer (503, `node_down`; the body names the node).
+    #[error("{message}")]
+    NodeDown {
+        /// The node.
+        node: String,
+        /// What happened and what to do.
+        message: String,
+    },
     /// Something broke on our side (500).
     #[error("{0}")]
     Internal(String),
@@ -58,6 +67,7 @@ impl ApiError {
             Self::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
             Self::ModelUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable"),
+            Self::NodeDown { .. } => (StatusCode::SERVICE_UNAVAILABLE, "node_down"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -85,7 +95,11 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::warn!(code, error = %self, "request failed");
         }
-        let body = serde_json::json!({ "error": { "code": code, "message": self.to_string() } });
+        let mut body =
+            serde_json::json!({ "error": { "code": code, "message": self.to_string() } });
+        if let Self::NodeDown { node, .. } = &self {
+            body["error"]["node"] = serde_json::json!(node);
+        }
         let mut response = (status, axum::Json(body)).into_response();
         if let Self::RateLimited(seconds) = self {
             if let Ok(v) = HeaderValue::from_str(&seconds.to_string()) {

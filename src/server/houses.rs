@@ -20,13 +20,32 @@ pub async fn me(caller: Caller) -> Json<Value> {
 }
 
 /// `GET /api/houses`: the houses the caller sees (a member: their own).
+/// In a cluster, each says its `node`, and a caller who sees every house
+/// sees the other nodes' too (`id`, `name`, `node`).
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
     let houses = if caller.everywhere {
         state.node().houses().await?
     } else {
         vec![caller.house.house.clone()]
     };
-    Ok(Json(json!({ "houses": houses })))
+    let Some(cluster) = state.inner.options.cluster.as_ref() else {
+        return Ok(Json(json!({ "houses": houses })));
+    };
+    let mut listed: Vec<Value> = houses
+        .into_iter()
+        .map(|h| {
+            let mut v = json!(h);
+            v["node"] = json!(cluster.node_name());
+            v
+        })
+        .collect();
+    if caller.everywhere {
+        for (h, node) in cluster.peer_houses() {
+            listed.push(json!({ "id": h.id, "name": h.name, "node": node }));
+        }
+        listed.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    }
+    Ok(Json(json!({ "houses": listed })))
 }
 
 /// `GET /api/houses/{house}`: the house and its members.

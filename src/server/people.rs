@@ -52,17 +52,51 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<
 pub struct NewHouse {
     /// Letters, digits, `-`, `_`, `.`.
     name: String,
+    /// The node of the cluster to make it on (this node's name for this
+    /// one); left out in a cluster, rendezvous hashing chooses.
+    node: Option<String>,
 }
 
-/// `POST /api/houses`: makes a house; 201, or 409 when the name is taken.
+/// `POST /api/houses`: makes a house — on this node, or in a cluster on the
+/// node asked for or chosen (docs/cluster.md); 201 with the house and its
+/// node, 409 when the name is taken, 503 naming the node when it is down.
 pub async fn create_house(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<NewHouse>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    use troupe_actors::cluster::{PlaceError, Placed};
     caller.require_owner()?;
-    let house = state.node().create_house(body.name.trim()).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "house": house.house }))))
+    let name = body.name.trim();
+    let Some(cluster) = state.inner.options.cluster.as_ref() else {
+        if let Some(node) = body.node {
+            return Err(ApiError::BadRequest(format!(
+                "this server is not a node of a cluster, so it cannot place a house on node `{node}`; leave `node` out, or start it with `troupe serve --cluster …`"
+            )));
+        }
+        let house = state.node().create_house(name).await?;
+        return Ok((StatusCode::CREATED, Json(json!({ "house": house.house }))));
+    };
+    let node = body.node.as_deref().map(str::trim);
+    match cluster.create_house(node, name).await {
+        Ok(Placed::Here(house)) => Ok((
+            StatusCode::CREATED,
+            Json(json!({ "house": house.house, "node": cluster.node_name() })),
+        )),
+        Ok(Placed::There { node, house }) => Ok((
+            StatusCode::CREATED,
+            Json(json!({ "house": {"id": house.id, "name": house.name}, "node": node })),
+        )),
+        Err(PlaceError::Node(e)) => Err(e.into()),
+        Err(PlaceError::Conflict(m)) => Err(ApiError::Conflict(m)),
+        Err(e @ (PlaceError::UnknownNode { .. } | PlaceError::Refused(_))) => {
+            Err(ApiError::BadRequest(e.to_string()))
+        }
+        Err(e @ (PlaceError::Down { .. } | PlaceError::Failed { .. })) => Err(ApiError::NodeDown {
+            node: node.map_or_else(|| cluster.place(name), str::to_string),
+            message: e.to_string(),
+        }),
+    }
 }
 
 /// Body of `POST /api/houses/{house}/members`: a person or a bot.

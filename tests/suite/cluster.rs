@@ -3,7 +3,8 @@
 //! reply; a node with another cookie is refused; node B killed with a
 //! message to it in A's outbox gets it exactly once when it returns; the
 //! test process itself, joined as a node one wire version newer whose
-//! frames carry fields B does not know, is understood.
+//! frames carry fields B does not know, is understood; the crash harness
+//! across three nodes loses nothing.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -110,7 +111,7 @@ impl Node {
         }
     }
 
-    fn kill(&mut self) {
+    pub(super) fn kill(&mut self) {
         let mut child = self.child.take().unwrap();
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
@@ -186,8 +187,8 @@ fn a_bot_on_one_node_messages_a_bot_on_another_and_gets_its_reply() {
     b.start("secret", None);
     let mut a = Node::new("a", "alice", alice_asks_bob());
     a.start("secret", Some(b.port));
-    a.wait_line("met node `b` (1 bot(s))");
-    b.wait_line("met node `a` (1 bot(s))");
+    a.wait_line("met node `b` (1 bot(s)");
+    b.wait_line("met node `a` (1 bot(s)");
     let out = troupe(&a.home, &["ps", "--cluster"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let members = text(&out.stdout);
@@ -376,4 +377,37 @@ async fn a_node_one_wire_version_newer_with_an_unknown_field_is_understood() {
     b.wait_count("SELECT count(*) FROM messages WHERE text = 'noted'", 1);
     assert_eq!(b.count(heard), 1);
     server.stop(None);
+}
+
+/// The crash harness across nodes (`troupe bench crash --nodes 3`): two
+/// receiving nodes killed five times in all while messages to them are in
+/// flight; every message committed at the sender is applied once, on its
+/// node, and acknowledged.
+#[test]
+fn the_crash_harness_across_three_nodes_loses_nothing_and_applies_nothing_twice() {
+    let home = TestHome::new();
+    let out = troupe(
+        &home,
+        &[
+            "bench", "crash", "--nodes", "3", "--kills", "5", "--seed", "11",
+        ],
+    );
+    let line = text(&out.stdout);
+    assert!(out.status.success(), "{line}\n{}", text(&out.stderr));
+    let result: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    assert!(result["sent"].as_u64().unwrap() > 0, "{result}");
+    for key in [
+        "lost",
+        "dup",
+        "misplaced_lost",
+        "unnoted_missing",
+        "missing_acknowledgements",
+    ] {
+        assert_eq!(result[key], 0, "{key}: {result}");
+    }
+    assert_eq!(
+        result["applied_on_b"].as_u64().unwrap() + result["applied_on_c"].as_u64().unwrap(),
+        result["sent"].as_u64().unwrap(),
+        "{result}"
+    );
 }

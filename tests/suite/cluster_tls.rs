@@ -65,8 +65,8 @@ fn two_nodes_over_tls_carry_a_message_and_its_reply() {
     let mut a = Node::new("a", "alice", alice_asks_bob());
     ca.certify(a.home.path());
     a.start("secret", Some(b.port));
-    a.wait_line("met node `b` (1 bot(s))");
-    b.wait_line("met node `a` (1 bot(s))");
+    a.wait_line("met node `b` (1 bot(s)");
+    b.wait_line("met node `a` (1 bot(s)");
 
     assert_eq!(
         a.run("alice", "ask bob when the launch is").trim(),

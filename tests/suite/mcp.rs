@@ -71,8 +71,8 @@ fn tool_results(requests: &[ModelRequest]) -> Vec<(String, ToolResult)> {
         .collect()
 }
 
-fn servers(runtime: &Runtime) -> Arc<McpServers> {
-    runtime.node().services().get::<McpServers>().unwrap()
+fn servers(runtime: &Runtime) -> McpServers {
+    runtime.node().mcp_servers().cloned().unwrap()
 }
 
 #[tokio::test]

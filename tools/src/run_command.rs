@@ -217,9 +217,9 @@ pub async fn run_command(
     // Unsandboxed, troupe's settings are put back if the command changes them.
     let seal = sandbox.is_none().then(|| Seal::of(&ctx.home));
     if params.background {
-        let notifier = ctx.services.get::<CommandNotifications>();
+        let notifier = ctx.services.node().command_notifier();
         let notify = match (params.notify_on_complete, notifier) {
-            (true, Some(n)) => Some((CommandNotifications::clone(&n), ctx.conversation)),
+            (true, Some(n)) => Some((CommandNotifications(n), ctx.conversation)),
             _ => None,
         };
         let missing_notifier = params.notify_on_complete && notify.is_none();

@@ -357,7 +357,8 @@ async fn notify_on_complete_reaches_the_notifier() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     f.ctx
         .services
-        .insert(Arc::new(CommandNotifications(Arc::new(Forward(tx)))));
+        .node()
+        .set_command_notifier(Arc::new(Forward(tx)));
     let started = run_cmd(
         &f,
         json!({"command": "echo done-here", "background": true, "notify_on_complete": true}),

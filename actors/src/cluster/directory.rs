@@ -1,5 +1,6 @@
-//! Where things live in the cluster, as this node knows it: the bots each
-//! peer announced, where each peer listens and whether it is connected, and
+//! Where things live in the cluster, as this node knows it: the bots and
+//! houses each peer announced, where each peer listens (its node server and
+//! its HTTP API) and whether it is connected, and
 //! the addresses of senders on other nodes (where replies go). Kept in
 //! memory for the node's routing (asked on every send) and in the store
 //! (`troupe_runtime::store::cluster`) to survive a restart.
@@ -9,9 +10,9 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use parking_lot::RwLock;
-use troupe_runtime::protocol::wire::Hello;
+use troupe_runtime::protocol::wire::{Hello, HostedHouse};
 use troupe_runtime::protocol::Address;
-use troupe_runtime::store::cluster::{self as table, RemoteBot};
+use troupe_runtime::store::cluster::{self as table, RemoteBot, RemoteHouse};
 use troupe_runtime::store::{Store, StoreError};
 
 use super::Shared;
@@ -24,6 +25,8 @@ pub struct Peer {
     pub node: String,
     /// Where it listens.
     pub listen: String,
+    /// Where its HTTP API listens, when it said.
+    pub http: Option<String>,
     /// Whether a session with it is up now.
     pub connected: bool,
 }
@@ -33,25 +36,35 @@ pub struct Peer {
 pub struct Directory {
     bots: RwLock<HashMap<String, RemoteBot>>,
     peers: RwLock<HashMap<String, Peer>>,
+    houses: RwLock<Vec<RemoteHouse>>,
     routes: DashMap<String, String>,
 }
 
 impl Directory {
     /// What the store kept from earlier runs.
     pub async fn load(store: &Store) -> Result<Directory, StoreError> {
-        let (bots, peers, routes) = store
-            .read(|c| Ok((table::bots(c)?, table::peers(c)?, table::routes(c)?)))
+        let (bots, peers, routes, houses) = store
+            .read(|c| {
+                Ok((
+                    table::bots(c)?,
+                    table::peers(c)?,
+                    table::routes(c)?,
+                    table::houses(c)?,
+                ))
+            })
             .await?;
         let directory = Directory::default();
+        *directory.houses.write() = houses;
         *directory.bots.write() = bots.into_iter().map(|b| (b.name.clone(), b)).collect();
         *directory.peers.write() = peers
             .into_iter()
-            .map(|(node, listen)| {
+            .map(|(node, listen, http)| {
                 (
                     node.clone(),
                     Peer {
                         node,
                         listen,
+                        http,
                         connected: false,
                     },
                 )
@@ -91,6 +104,88 @@ impl Directory {
         names
     }
 
+    /// The peer that hosts the house `name` (or of that id), with what
+    /// this node knows of it: the first by node name if two announced one
+    /// name (made while they were apart).
+    pub fn house(&self, name: &str) -> Option<(RemoteHouse, Peer)> {
+        let house = self
+            .houses
+            .read()
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name) || h.id.to_string() == name)
+            .cloned()?;
+        let peer = self.peers.read().get(&house.node).cloned()?;
+        Some((house, peer))
+    }
+
+    /// Every house the peers announced, by name.
+    pub fn houses(&self) -> Vec<RemoteHouse> {
+        self.houses.read().clone()
+    }
+
+    /// The names of the houses `node` hosts.
+    pub fn houses_of(&self, node: &str) -> Vec<String> {
+        self.houses
+            .read()
+            .iter()
+            .filter(|h| h.node == node)
+            .map(|h| h.name.clone())
+            .collect()
+    }
+
+    /// The peer `node`, when this node has met it.
+    pub fn peer(&self, node: &str) -> Option<Peer> {
+        self.peers.read().get(node).cloned()
+    }
+
+    /// Takes `node`'s houses now (its announcement) and where its HTTP
+    /// API listens, kept in the store too.
+    pub async fn set_houses(
+        &self,
+        store: &Store,
+        node: &str,
+        houses: &[HostedHouse],
+        http: Option<String>,
+    ) -> Result<(), StoreError> {
+        let houses = remote_houses(node, houses);
+        let (n, kept, h) = (node.to_string(), houses.clone(), http.clone());
+        store
+            .write(move |tx| {
+                table::set_peer_http(tx, &n, h.as_deref())?;
+                table::set_houses(tx, &n, &kept)
+            })
+            .await?;
+        if let Some(p) = self.peers.write().get_mut(node) {
+            p.http = http;
+        }
+        let mut all = self.houses.write();
+        all.retain(|h| h.node != node);
+        all.extend(houses);
+        all.sort_by(|a, b| a.name.cmp(&b.name).then(a.node.cmp(&b.node)));
+        Ok(())
+    }
+
+    /// Notes that `node` made `house` (it answered so), kept in the store too.
+    pub async fn add_house(
+        &self,
+        store: &Store,
+        node: &str,
+        house: &HostedHouse,
+    ) -> Result<(), StoreError> {
+        let house = RemoteHouse {
+            name: house.name.clone(),
+            id: house.id,
+            node: node.to_string(),
+        };
+        let kept = house.clone();
+        store.write(move |tx| table::add_house(tx, &kept)).await?;
+        let mut all = self.houses.write();
+        all.retain(|h| !(h.node == house.node && h.name == house.name));
+        all.push(house);
+        all.sort_by(|a, b| a.name.cmp(&b.name).then(a.node.cmp(&b.node)));
+        Ok(())
+    }
+
     /// The peers, by name.
     pub fn peers(&self) -> Vec<Peer> {
         let mut peers: Vec<Peer> = self.peers.read().values().cloned().collect();
@@ -123,13 +218,22 @@ impl Directory {
                 description: b.description.clone(),
             })
             .collect();
-        let (node, listen, kept) = (hello.node.clone(), hello.listen.clone(), bots.clone());
+        let houses = remote_houses(&hello.node, &hello.houses);
+        let (node, listen, http) = (hello.node.clone(), hello.listen.clone(), hello.http.clone());
+        let (kept, kept_houses) = (bots.clone(), houses.clone());
         store
             .write(move |tx| {
-                table::set_peer(tx, &node, &listen)?;
-                table::set_bots(tx, &node, &kept)
+                table::set_peer(tx, &node, &listen, http.as_deref())?;
+                table::set_bots(tx, &node, &kept)?;
+                table::set_houses(tx, &node, &kept_houses)
             })
             .await?;
+        {
+            let mut all = self.houses.write();
+            all.retain(|h| h.node != hello.node);
+            all.extend(houses);
+            all.sort_by(|a, b| a.name.cmp(&b.name).then(a.node.cmp(&b.node)));
+        }
         {
             let mut all = self.bots.write();
             all.retain(|_, b| b.node != hello.node);
@@ -140,11 +244,23 @@ impl Directory {
             Peer {
                 node: hello.node.clone(),
                 listen: hello.listen.clone(),
+                http: hello.http.clone(),
                 connected: true,
             },
         );
         Ok(())
     }
+}
+
+fn remote_houses(node: &str, houses: &[HostedHouse]) -> Vec<RemoteHouse> {
+    houses
+        .iter()
+        .map(|h| RemoteHouse {
+            name: h.name.clone(),
+            id: h.id,
+            node: node.to_string(),
+        })
+        .collect()
 }
 
 /// The other nodes' bots, in every bot's roster.

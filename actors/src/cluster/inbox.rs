@@ -13,7 +13,8 @@ use std::time::Instant;
 use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use troupe_runtime::protocol::wire::{
-    self, kind, Ack, Delivery, Hello, HelloRequest, HostedBot, Refusal,
+    self, kind, Ack, Delivery, Hello, HelloRequest, HostedBot, HouseCreate, Houses, HttpRequest,
+    Refusal,
 };
 use troupe_runtime::store::cluster as table;
 
@@ -115,14 +116,43 @@ fn refuse(id: &str, reason: String) -> Vec<u8> {
 }
 
 /// The answer to one frame from another node.
-async fn answer(shared: &Shared, frame: &[u8]) -> Vec<u8> {
+async fn answer(shared: &Arc<Shared>, frame: &[u8]) -> Vec<u8> {
     let (kind, id) = match wire::head(frame) {
         Ok(head) => head,
         Err(e) => return refuse("", e.to_string()),
     };
     match kind.as_str() {
-        kind::HELLO => hello(shared, frame, &id),
+        kind::HELLO => hello(shared, frame, &id).await,
         kind::ENVELOPE => deliver(shared, frame, &id).await,
+        kind::HOUSES => houses(shared, frame, &id).await,
+        kind::HOUSE_CREATE => match wire::decode::<HouseCreate>(frame, kind::HOUSE_CREATE) {
+            Ok(f) => {
+                let made = super::houses::made(shared, f.body).await;
+                wire::encode(kind::HOUSE_MADE, &id, &made)
+                    .unwrap_or_else(|e| refuse(&id, e.to_string()))
+            }
+            Err(e) => refuse(&id, e.to_string()),
+        },
+        kind::HTTP => match wire::decode::<HttpRequest>(frame, kind::HTTP) {
+            Ok(f) => {
+                let answer = super::houses::http(shared, f.body).await;
+                wire::encode(kind::HTTP_ANSWER, &id, &answer).unwrap_or_else(|e| {
+                    refuse(
+                        &id,
+                        format!(
+                            "{e}; ask node `{}` directly{}",
+                            shared.options.node,
+                            shared
+                                .houses
+                                .http_url()
+                                .map(|u| format!(" at {u}"))
+                                .unwrap_or_default()
+                        ),
+                    )
+                })
+            }
+            Err(e) => refuse(&id, e.to_string()),
+        },
         other => refuse(
             &id,
             format!("this node does not know frames of kind `{other}`; upgrade it"),
@@ -130,7 +160,7 @@ async fn answer(shared: &Shared, frame: &[u8]) -> Vec<u8> {
     }
 }
 
-fn hello(shared: &Shared, frame: &[u8], id: &str) -> Vec<u8> {
+async fn hello(shared: &Shared, frame: &[u8], id: &str) -> Vec<u8> {
     let asked: HelloRequest = match wire::decode(frame, kind::HELLO) {
         Ok(f) => f.body,
         Err(e) => return refuse(id, e.to_string()),
@@ -158,13 +188,40 @@ fn hello(shared: &Shared, frame: &[u8], id: &str) -> Vec<u8> {
                 .collect()
         })
         .unwrap_or_default();
+    let houses = match super::houses::local(shared).await {
+        Ok(h) => h,
+        Err(e) => return refuse(id, format!("this node could not read its houses ({e})")),
+    };
     let me = Hello {
         cluster: shared.options.cluster.clone(),
         node: shared.options.node.clone(),
         listen: shared.listen.clone(),
         bots,
+        houses,
+        http: shared.houses.http_url(),
     };
     wire::encode(kind::HELLO, id, &me).unwrap_or_else(|e| refuse(id, e.to_string()))
+}
+
+async fn houses(shared: &Shared, frame: &[u8], id: &str) -> Vec<u8> {
+    let told: Houses = match wire::decode(frame, kind::HOUSES) {
+        Ok(f) => f.body,
+        Err(e) => return refuse(id, e.to_string()),
+    };
+    let Some(node) = shared.node() else {
+        return refuse(id, "this node is stopping; send it again".into());
+    };
+    match shared
+        .directory
+        .set_houses(node.store(), &told.node, &told.houses, told.http)
+        .await
+    {
+        Ok(()) => wire::encode(kind::ACK, id, &Ack { first: true }).unwrap_or_default(),
+        Err(e) => refuse(
+            id,
+            format!("this node could not keep them ({e}); send them again"),
+        ),
+    }
 }
 
 async fn deliver(shared: &Shared, frame: &[u8], id: &str) -> Vec<u8> {

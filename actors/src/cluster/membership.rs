@@ -160,7 +160,7 @@ impl Actor for Membership {
                     tracing::warn!(peer = %hello.node, error = %e, "a peer's hello could not be kept");
                     return Ok(());
                 }
-                node.context().roster_changed();
+                node.roster_changed();
                 state.met.insert(id, hello.node.clone());
                 state
                     .shared
@@ -170,9 +170,10 @@ impl Actor for Membership {
                     let _ = g.cast(GatewayMsg::Connected(inbox));
                 }
                 eprintln!(
-                    "troupe: cluster: met node `{}` ({} bot(s))",
+                    "troupe: cluster: met node `{}` ({} bot(s), {} house(s))",
                     hello.node,
-                    hello.bots.len()
+                    hello.bots.len(),
+                    hello.houses.len()
                 );
             }
         }
@@ -233,6 +234,7 @@ async fn tick(myself: &ActorRef<MembershipMsg>, state: &mut MembershipState) {
             }
             state.shared.directory.set_connected(&peer, false);
             state.shared.inboxes.remove(&peer);
+            state.shared.houses.forget(&peer);
             if let Some(g) = state.shared.gateways.get(&peer) {
                 let _ = g.cast(GatewayMsg::Disconnected);
             }
@@ -260,6 +262,8 @@ async fn tick(myself: &ActorRef<MembershipMsg>, state: &mut MembershipState) {
             }
         });
     }
+    // The peers told of this node's houses, when they changed.
+    super::houses::announce(&state.shared);
     // Dial the nodes not connected.
     state.ticks = state.ticks.saturating_add(1);
     if u128::from(state.ticks) * TICK.as_millis() >= REDIAL.as_millis() {

@@ -391,7 +391,7 @@ pub(super) fn report_notice(parent: ConversationId, text: String) -> Envelope {
 }
 
 fn publish(node: &Node, conversation: ConversationId, event: AgentEvent) {
-    crate::events::Emitter::new(conversation, None, node.context().bus.clone()).emit(event);
+    node.publish(conversation, event);
 }
 
 /// Delegations are restarted from the store within their intensity; a

@@ -97,7 +97,7 @@ impl Delegations {
         start: Start,
         route: Vec<String>,
     ) -> Result<Started, ToolResult> {
-        let settings = &node.context().settings;
+        let settings = node.settings();
         let target = Target::parse(&start.executor);
         let accounts: Vec<(String, PathBuf)> = start
             .tasks
@@ -411,7 +411,7 @@ impl Delegations {
             None => Ok((here.to_string(), message, Some(session), None)),
             Some(there) if there.executor == here.executor => copy_to(
                 node.home(),
-                &node.context().settings.executors,
+                &node.settings().executors,
                 &here,
                 &there,
                 &folder,
@@ -544,7 +544,7 @@ pub fn model_of(node: &Node, agent: &str) -> Result<String, ToolResult> {
         .bot(agent)
         .map_err(|e| ToolResult::error(e.to_string()))?;
     Ok(if bot.spec.model.trim().is_empty() {
-        node.context().settings.default_model.clone()
+        node.settings().default_model.clone()
     } else {
         bot.spec.model.clone()
     })

@@ -69,10 +69,9 @@ impl Delegations {
             name: "delegate".into(),
             arguments,
         };
-        let timeout = node.context().settings.ask_timeout;
+        let timeout = node.settings().ask_timeout;
         let reply = node
-            .context()
-            .questions
+            .questions()
             .ask(ctx, timeout, |request_id| {
                 troupe_runtime::protocol::AgentEvent::ApprovalRequested {
                     request_id,

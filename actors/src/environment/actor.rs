@@ -37,7 +37,7 @@ use troupe_runtime::store::environments as table;
 
 use super::quota::Quota;
 use super::relay::Relay;
-use crate::node::NodeContext;
+use crate::node::{Node, WeakNode};
 use command::{run, Spot};
 
 mod command;
@@ -100,7 +100,7 @@ impl Drop for Running {
 
 /// What the actor keeps.
 pub struct EnvironmentState {
-    node: Weak<NodeContext>,
+    node: WeakNode,
     environments: Weak<super::Environments>,
     id: EnvironmentId,
     workdir: PathBuf,
@@ -157,7 +157,7 @@ impl ZygoteSlot {
 /// What the actor starts with.
 pub struct EnvironmentArgs {
     /// The node.
-    pub node: Weak<NodeContext>,
+    pub(crate) node: WeakNode,
     /// The node's environments.
     pub environments: Weak<super::Environments>,
     /// The environment.
@@ -179,7 +179,7 @@ impl Actor for EnvironmentActor {
         let ctx = args.node.upgrade().ok_or("the node is stopping")?;
         let id = args.id;
         let (row, lost) = ctx
-            .store
+            .store()
             .write(move |tx| {
                 let Some(row) = table::get(tx, id)? else {
                     return Ok(None);
@@ -200,10 +200,10 @@ impl Actor for EnvironmentActor {
                 "commands cut short when this environment's actor ended are reported lost, not run again"
             );
         }
-        let settings = ctx.settings.environments.clone();
-        let workdir = super::workdir(&ctx.home, id);
+        let settings = ctx.settings().environments.clone();
+        let workdir = super::workdir(ctx.home(), id);
         prepare_workdir(&workdir, row.uid)?;
-        let house = super::api::house_policy(&ctx.store, row.house)
+        let house = super::api::house_policy(ctx.store(), row.house)
             .await?
             .map_or_else(|| row.house.to_string(), |(name, _)| name);
         let mut group = None;
@@ -223,7 +223,7 @@ impl Actor for EnvironmentActor {
             let mut jail = super::jail_for(&settings, &row, &workdir, group_made.as_ref());
             group = group_made;
             // Installed outside executors run here too (`delegate_task`).
-            jail.binds = super::executor_binds(&ctx.home);
+            jail.binds = super::executor_binds(ctx.home());
             // With the machine's network there is no loopback of its own
             // to listen on: neither the relay nor the proxy.
             let serve = if settings.network {
@@ -347,12 +347,12 @@ fn schedule_idle_check(myself: &ActorRef<EnvironmentMsg>, after: Duration) {
 /// the house's own list; `None` when both are empty (no proxy at all).
 /// Through it, `relay` is reached too.
 async fn egress_of(
-    ctx: &NodeContext,
+    ctx: &Node,
     settings: &troupe_runtime::environment::EnvironmentSettings,
     house: troupe_runtime::id::HouseId,
     relay: &Relay,
 ) -> Result<Option<super::egress::Egress>, ActorProcessingErr> {
-    let (name, policy) = super::api::house_policy(&ctx.store, house)
+    let (name, policy) = super::api::house_policy(ctx.store(), house)
         .await?
         .unwrap_or_default();
     let mut allow = settings.egress.clone();

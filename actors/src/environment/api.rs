@@ -104,7 +104,6 @@ impl EnvironmentsRef {
     }
 
     fn info(&self, row: EnvironmentRow) -> EnvironmentInfo {
-        let ctx = self.node().context();
         let live = self.node().environments().live().contains(&row.id);
         EnvironmentInfo {
             id: row.id,
@@ -120,7 +119,7 @@ impl EnvironmentsRef {
             created_at: row.created_at,
             last_used: row.last_used,
             threads: row.threads,
-            workdir: super::workdir(&ctx.home, row.id),
+            workdir: super::workdir(self.node().home(), row.id),
             lost_commands: row.lost,
         }
     }
@@ -156,7 +155,6 @@ impl EnvironmentsRef {
     /// working sandbox, no environment is made unless the house's policy
     /// allows unsandboxed ones.
     pub async fn create(&self, thread: Option<ThreadId>) -> Result<Provisioned, NodeError> {
-        let ctx = self.node().context().clone();
         if let Some(thread) = thread {
             if let Some(env) = self.node().environments().bound(thread) {
                 return Ok(Provisioned {
@@ -165,7 +163,7 @@ impl EnvironmentsRef {
                 });
             }
         }
-        let sandboxed = match self.node().environments().readiness(&ctx).await {
+        let sandboxed = match self.node().environments().readiness(self.node()).await {
             Ok(()) => true,
             Err(why) => {
                 if !self.policy().await?.allow_unsandboxed {

@@ -79,7 +79,7 @@ use tokio_util::sync::CancellationToken;
 use troupe_runtime::model::limit::ConcurrencyLimits;
 use troupe_runtime::model::{Api, ModelEndpoint, Provider, Timeouts};
 
-use crate::node::NodeContext;
+use crate::node::Node;
 use refusal::{whole, Refusal};
 use tally::Tally;
 
@@ -134,9 +134,9 @@ impl std::fmt::Debug for Offered {
 /// The models a node's relays offer, read now: the names `models.toml`
 /// defines, and the default model's spec. One with no endpoint is served
 /// in-process when troupe can call it itself.
-pub fn offered(ctx: &NodeContext) -> Vec<Offered> {
+pub(crate) fn offered(ctx: &Node) -> Vec<Offered> {
     let mut names = ctx.model_names();
-    let default = ctx.settings.default_model.trim();
+    let default = ctx.settings().default_model.trim();
     if !default.is_empty() && !names.iter().any(|n| n == default) {
         names.push(default.to_string());
     }

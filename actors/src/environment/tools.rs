@@ -2,7 +2,7 @@
 //! `list_sandboxes` and a house turn's `run_command` do, scoped to the
 //! house and thread of the calling conversation's [`Seat`].
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -14,19 +14,19 @@ use troupe_runtime::store::house as house_table;
 use troupe_runtime::tool::ToolContext;
 
 use super::api::EnvironmentsRef;
-use crate::node::{Node, NodeContext};
+use crate::node::{Node, WeakNode};
 
 /// The desk where the environment tools are served, within the caller's
 /// house and thread: the node's [`EnvironmentServices`].
 pub struct EnvironmentDesk {
-    node: Weak<NodeContext>,
+    node: WeakNode,
 }
 
 impl EnvironmentDesk {
     /// The services of `node`.
     pub fn new(node: &Node) -> Arc<Self> {
         Arc::new(Self {
-            node: Arc::downgrade(node.context()),
+            node: node.downgrade(),
         })
     }
 
@@ -34,7 +34,6 @@ impl EnvironmentDesk {
         let node = self
             .node
             .upgrade()
-            .map(Node::from_context)
             .ok_or_else(|| ToolResult::error("the node is shutting down."))?;
         let seat = Seat::of(ctx).ok_or_else(|| {
             ToolResult::error(
@@ -82,9 +81,7 @@ fn age(info: &EnvironmentInfo) -> String {
 #[async_trait::async_trait]
 impl EnvironmentServices for EnvironmentDesk {
     fn bound(&self, thread: ThreadId) -> Option<EnvironmentId> {
-        Node::from_context(self.node.upgrade()?)
-            .environments()
-            .bound(thread)
+        self.node.upgrade()?.environments().bound(thread)
     }
 
     async fn create_environment(&self, ctx: &ToolContext) -> ToolResult {
@@ -181,7 +178,7 @@ impl EnvironmentServices for EnvironmentDesk {
         command: &str,
         timeout: Option<Duration>,
     ) -> ToolResult {
-        let Some(node) = self.node.upgrade().map(Node::from_context) else {
+        let Some(node) = self.node.upgrade() else {
             return ToolResult::error("the node is shutting down.");
         };
         let Some(seat) = Seat::of(ctx) else {

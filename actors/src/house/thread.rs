@@ -35,7 +35,7 @@ use troupe_runtime::store::{conversations, mailbox, Pending, StoreError};
 use super::director;
 use super::{ThreadEvent, ThreadMessageEvent};
 use crate::messaging::LoopGuard;
-use crate::node::{Node, NodeContext};
+use crate::node::{Node, WeakNode};
 
 /// A thread actor's messages.
 #[derive(Debug)]
@@ -53,7 +53,7 @@ pub struct ThreadActor;
 
 /// What it keeps between posts.
 pub struct ThreadState {
-    node: Weak<NodeContext>,
+    node: WeakNode,
     id: ThreadId,
     house: HouseId,
     house_name: String,
@@ -66,16 +66,16 @@ pub struct ThreadState {
 impl Actor for ThreadActor {
     type Msg = ThreadMsg;
     type State = ThreadState;
-    type Arguments = (Weak<NodeContext>, Weak<super::Threads>, ThreadId);
+    type Arguments = (WeakNode, Weak<super::Threads>, ThreadId);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
         (node, threads, id): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let ctx = node.upgrade().ok_or("the node is stopping")?;
-        let (house, house_name) = ctx
-            .store
+        let now = node.upgrade().ok_or("the node is stopping")?;
+        let (house, house_name) = now
+            .store()
             .read(move |c| {
                 let Some(thread) = table::thread(c, id)? else {
                     return Ok(None);
@@ -85,7 +85,7 @@ impl Actor for ThreadActor {
             })
             .await?
             .ok_or_else(|| format!("there is no thread {id}"))?;
-        let s = &ctx.settings;
+        let s = now.settings();
         let (landings, queued) = mpsc::unbounded_channel();
         tokio::spawn(self::landings(node.clone(), threads, id, house, queued));
         Ok(ThreadState {
@@ -109,10 +109,10 @@ impl Actor for ThreadActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let ThreadMsg::Deliver(envelope) = msg;
-        let Some(ctx) = state.node.upgrade() else {
+        let Some(node) = state.node.upgrade() else {
             return Ok(());
         };
-        take(&Node::from_context(ctx), state, *envelope).await;
+        take(&node, state, *envelope).await;
         Ok(())
     }
 }
@@ -185,7 +185,7 @@ struct Landing {
 /// then publishes what it did and hands its offers over. Ends when the
 /// thread's actor is gone and every queued post has landed.
 async fn landings(
-    node: Weak<NodeContext>,
+    node: WeakNode,
     threads: Weak<super::Threads>,
     thread: ThreadId,
     house: HouseId,
@@ -202,10 +202,10 @@ async fn landings(
             }
         };
         // Committed: with the node or its threads gone, nobody watches any more.
-        let (Some(ctx), Some(threads)) = (node.upgrade(), threads.upgrade()) else {
+        let (Some(node), Some(threads)) = (node.upgrade(), threads.upgrade()) else {
             continue;
         };
-        land(&Node::from_context(ctx), &threads, thread, house, applied).await;
+        land(&node, &threads, thread, house, applied).await;
     }
 }
 
@@ -442,7 +442,7 @@ fn open_seat(
 
 /// Starts the thread actor for `id` under `supervisor`.
 pub(super) async fn spawn(
-    node: Weak<NodeContext>,
+    node: WeakNode,
     threads: Weak<super::Threads>,
     id: ThreadId,
     supervisor: ractor::ActorCell,

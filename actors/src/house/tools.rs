@@ -5,7 +5,7 @@
 //! message of another house is "not found" — never shown, never written.
 //! Results carry only confirmed effects and public fields in `data`.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use serde_json::json;
 use troupe_runtime::house::{AgentDraft, HouseServices, Seat, SelfUpdate};
@@ -19,7 +19,7 @@ mod members;
 mod posts;
 
 use super::api::{HouseRef, ThreadRef};
-use crate::node::{Node, NodeContext};
+use crate::node::{Node, WeakNode};
 
 /// Handles shown per thread by `list_threads` before `+N`.
 const HANDLES_SHOWN: usize = 12;
@@ -27,14 +27,14 @@ const HANDLES_SHOWN: usize = 12;
 /// The desk where the house tools are served, within the caller's house:
 /// the node's [`HouseServices`].
 pub struct HouseDesk {
-    node: Weak<NodeContext>,
+    node: WeakNode,
 }
 
 impl HouseDesk {
     /// The services of `node`.
     pub fn new(node: &Node) -> Arc<Self> {
         Arc::new(Self {
-            node: Arc::downgrade(node.context()),
+            node: node.downgrade(),
         })
     }
 
@@ -43,7 +43,6 @@ impl HouseDesk {
         let node = self
             .node
             .upgrade()
-            .map(Node::from_context)
             .ok_or_else(|| ToolResult::error("the node is shutting down."))?;
         let seat = Seat::of(ctx).ok_or_else(|| {
             ToolResult::error(
@@ -186,10 +185,7 @@ impl HouseServices for HouseDesk {
             Ok(b) => b,
             Err(e) => return err(e),
         };
-        let model = match node
-            .context()
-            .resolve_model_for(&bot.spec.name, &bot.spec.model)
-        {
+        let model = match node.resolve_model_for(&bot.spec.name, &bot.spec.model) {
             Ok(m) => m,
             Err(e) => return err(e),
         };

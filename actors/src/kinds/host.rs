@@ -5,7 +5,7 @@
 //! reply to a bot — in one transaction.
 
 use std::marker::PhantomData;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use troupe_runtime::id::MsgId;
@@ -14,7 +14,7 @@ use troupe_runtime::store::mailbox;
 
 use super::state::{self, Commit};
 use super::{Context, UserActor};
-use crate::node::{Node, NodeContext};
+use crate::node::{Node, WeakNode};
 
 /// A hosted actor's messages.
 pub enum HostMsg<A: UserActor> {
@@ -37,7 +37,7 @@ pub struct HostArgs<A: UserActor> {
     pub(crate) state: A::State,
     /// Durable messages that waited for it, handed to it first.
     pub(crate) pending: Vec<Envelope>,
-    pub(crate) node: Weak<NodeContext>,
+    pub(crate) node: WeakNode,
 }
 
 /// The host's state: the program's actor and its state.
@@ -113,7 +113,7 @@ impl<A: UserActor> Hosted<A> {
     }
 
     fn node(&self) -> Option<Node> {
-        self.args.node.upgrade().map(Node::from_context)
+        self.args.node.upgrade()
     }
 
     /// Runs the program's handler on `msg`; what it asked to commit comes
@@ -129,7 +129,7 @@ impl<A: UserActor> Hosted<A> {
             kind: &self.args.kind,
             key: &self.args.key,
             sender,
-            node: self.args.node.upgrade().map(Node::from_context),
+            node: self.args.node.upgrade(),
             save: false,
             outbox: Vec::new(),
         };

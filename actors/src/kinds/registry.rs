@@ -4,7 +4,7 @@
 //! lists, which kinds bots may message.
 
 use std::any::Any;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -19,9 +19,9 @@ use troupe_runtime::supervise::{Backoff, Intensity, Restart};
 use super::host::{Host, HostArgs, HostMsg};
 use super::houses::{self, HouseKeys};
 use super::{check_name, state, ActorAddress, KindError, UserActor};
-use crate::events::{ActorName, NodeEvent};
+use crate::events::ActorName;
 use crate::node::routed::{self, Routed, RoutedKind};
-use crate::node::{ActorInfo, Branch, Node, NodeContext, Roster, Route};
+use crate::node::{ActorInfo, Branch, Node, Roster, Route, WeakNode};
 
 /// The key a bare kind name reaches (`message_agent` with target `desk`).
 pub const DEFAULT_KEY: &str = "main";
@@ -120,7 +120,7 @@ struct KindInner<A: UserActor> {
     options: KindOptions,
     factory: Box<dyn Fn(&str) -> A + Send + Sync>,
     routed: Routed<Arc<str>, HostMsg<A>>,
-    node: Weak<NodeContext>,
+    node: WeakNode,
     restarts: DashMap<Arc<str>, u32>,
 }
 
@@ -222,7 +222,7 @@ impl<A: UserActor> Kind<A> {
             sent_at: chrono::Utc::now(),
         };
         let id = node
-            .store
+            .store()
             .send(envelope.clone())
             .await
             .map_err(|e| KindError::Store {
@@ -451,14 +451,13 @@ impl Node {
                 why: "a bot has that name, and bots would message it instead".into(),
             });
         }
-        let ctx = self.context();
         let kinds = self.kinds();
         let inner = Arc::new(KindInner {
             name: Arc::from(name),
             options,
             factory: Box::new(factory),
             routed: Routed::new(name, name),
-            node: Arc::downgrade(ctx),
+            node: self.downgrade(),
             restarts: DashMap::new(),
         });
         match kinds.kinds.entry(name.to_string()) {
@@ -477,7 +476,7 @@ impl Node {
             });
         }
         if inner.options.offer.is_some() {
-            ctx.roster_changed();
+            self.roster_changed();
         }
         let prefix = format!("actor:{name}/");
         let waiting = self
@@ -526,12 +525,12 @@ impl<A: UserActor> RoutedKind for KindInner<A> {
         _restarted: bool,
     ) -> Result<ActorRef<HostMsg<A>>, ActorProcessingErr> {
         let kind = self;
-        let ctx = kind.node.upgrade().ok_or("the node is stopping")?;
+        let node = kind.node.upgrade().ok_or("the node is stopping")?;
         let address = Address::Actor {
             kind: kind.name.to_string(),
             key: key.to_string(),
         };
-        let stored = ctx.store.read(move |c| state::load(c, &address)).await?;
+        let stored = node.store().read(move |c| state::load(c, &address)).await?;
         let state = match stored.state {
             Some(json) => serde_json::from_str(&json).map_err(|e| {
                 format!(
@@ -548,7 +547,7 @@ impl<A: UserActor> RoutedKind for KindInner<A> {
             key,
             state,
             pending: stored.pending,
-            node: Arc::downgrade(&ctx),
+            node: node.downgrade(),
         };
         let (actor, _) = Actor::spawn_linked(None, Host::<A>::new(), args, supervisor).await?;
         Ok(actor)
@@ -556,17 +555,15 @@ impl<A: UserActor> RoutedKind for KindInner<A> {
 
     async fn on_event(&self, event: RouterEvent<Arc<str>>) {
         let kind = self;
-        let Some(ctx) = kind.node.upgrade() else {
+        let Some(node) = kind.node.upgrade() else {
             return;
         };
         let (key, event) = describe(kind, event);
-        if ctx.bus.receiver_count() > 0 {
-            let actor = ActorName {
-                kind: kind.name.to_string(),
-                key: key.to_string(),
-            };
-            let _ = ctx.bus.send(NodeEvent::of_actor(actor, event));
-        }
+        let actor = ActorName {
+            kind: kind.name.to_string(),
+            key: key.to_string(),
+        };
+        node.publish_actor(actor, event);
     }
 }
 

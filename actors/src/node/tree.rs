@@ -58,6 +58,17 @@ pub trait Branch: Send + Sync + 'static {
     /// Its live actors, each hung under its router.
     fn live(&self) -> Vec<ActorInfo>;
 
+    /// Told when the node's shutdown begins, before background work is
+    /// waited for and the tree stopped (what runs on its own is ended).
+    fn stopping(&self) {}
+
+    /// The work the node's shutdown lets finish (for up to
+    /// [`BACKGROUND_GRACE`](super::BACKGROUND_GRACE)) before it stops the
+    /// tree.
+    fn drain(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
     /// Stops what the root's stop left of it (called once, after the root
     /// stopped).
     fn stop(&self) -> BoxFuture<'_, ()> {

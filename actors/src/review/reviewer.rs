@@ -23,9 +23,11 @@ use dashmap::DashMap;
 use parking_lot::RwLock;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio_util::task::task_tracker::TaskTrackerToken;
+use tokio_util::task::TaskTracker;
 use troupe_runtime::fault;
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::supervise::{ChildSpec, ExitReason};
+use troupe_runtime::tool::dispatch::CallGate;
 
 use super::{review, since_last_review};
 use crate::node::{ActorInfo, Branch};
@@ -50,9 +52,42 @@ impl ractor::Message for ReviewerMsg {}
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Reviewer;
 
+/// What the reviews use of the node besides the node itself, given by
+/// boot when it starts them: the gate a review's own sits in front of,
+/// how many run now, and the work the node's shutdown waits for.
+#[derive(Clone)]
+pub struct ReviewWork {
+    /// The node's gate.
+    pub gate: Arc<dyn CallGate>,
+    running: Arc<std::sync::atomic::AtomicUsize>,
+    tracker: TaskTracker,
+}
+
+impl ReviewWork {
+    /// The reviews' work in front of the node's `gate`.
+    pub fn new(gate: Arc<dyn CallGate>) -> Self {
+        Self {
+            gate,
+            running: Arc::default(),
+            tracker: TaskTracker::new(),
+        }
+    }
+
+    fn add(&self, n: usize) {
+        self.running
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn sub(&self, n: usize) {
+        self.running
+            .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The reviewer's state.
 pub struct ReviewerState {
     node: Node,
+    work: ReviewWork,
     every: u32,
     /// The running reviews: the reviewed conversation, and the token that
     /// keeps the node's shutdown waiting for it.
@@ -67,21 +102,17 @@ impl ReviewerState {
             return;
         };
         self.shown.remove(&conversation);
-        let running = &self.node.context().reviews_running;
-        running.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.work.sub(1);
         if reason.is_abnormal() {
             tracing::error!(%conversation, %reason, "a background review failed; the next one comes when due");
-            let bus = &self.node.context().bus;
-            if bus.receiver_count() > 0 {
-                let _ = bus.send(crate::events::NodeEvent::of_conversation(
-                    conversation,
-                    troupe_runtime::protocol::AgentEvent::ActorStopped {
-                        kind: "review".into(),
-                        id: format!("review:{conversation}"),
-                        reason: reason.to_string(),
-                    },
-                ));
-            }
+            self.node.publish(
+                conversation,
+                troupe_runtime::protocol::AgentEvent::ActorStopped {
+                    kind: "review".into(),
+                    id: format!("review:{conversation}"),
+                    reason: reason.to_string(),
+                },
+            );
         }
     }
 }
@@ -89,17 +120,18 @@ impl ReviewerState {
 impl Actor for Reviewer {
     type Msg = ReviewerMsg;
     type State = ReviewerState;
-    type Arguments = (Node, u32, Arc<DashMap<ConversationId, ()>>);
+    type Arguments = (Node, ReviewWork, u32, Arc<DashMap<ConversationId, ()>>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        (node, every, shown): Self::Arguments,
+        (node, work, every, shown): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         // A restarted reviewer starts with no review running.
         shown.clear();
         Ok(ReviewerState {
             node,
+            work,
             every,
             running: HashMap::new(),
             shown,
@@ -114,13 +146,18 @@ impl Actor for Reviewer {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             ReviewerMsg::Turn(turn) => {
-                let background = &state.node.context().background;
+                let background = &state.work.tracker;
                 let id = turn.conversation;
                 if background.is_closed() || state.running.values().any(|(c, _)| *c == id) {
                     return Ok(());
                 }
                 let token = background.token();
-                let args = (state.node.clone(), *turn, state.every);
+                let args = (
+                    state.node.clone(),
+                    Arc::clone(&state.work.gate),
+                    *turn,
+                    state.every,
+                );
                 let child = match Actor::spawn_linked(None, Review, args, myself.get_cell()).await {
                     Ok((child, _)) => child,
                     Err(e) => {
@@ -130,8 +167,7 @@ impl Actor for Reviewer {
                 };
                 state.running.insert(child.get_id(), (id, token));
                 state.shown.insert(id, ());
-                let running = &state.node.context().reviews_running;
-                running.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                state.work.add(1);
             }
         }
         Ok(())
@@ -154,8 +190,7 @@ impl Actor for Reviewer {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let running = &state.node.context().reviews_running;
-        running.fetch_sub(state.running.len(), std::sync::atomic::Ordering::Relaxed);
+        state.work.sub(state.running.len());
         state.running.clear();
         state.shown.clear();
         Ok(())
@@ -176,6 +211,7 @@ impl ractor::Message for ReviewMsg {}
 
 struct ReviewState {
     node: Node,
+    gate: Arc<dyn CallGate>,
     turn: FinishedTurn,
     every: u32,
 }
@@ -183,15 +219,20 @@ struct ReviewState {
 impl Actor for Review {
     type Msg = ReviewMsg;
     type State = ReviewState;
-    type Arguments = (Node, FinishedTurn, u32);
+    type Arguments = (Node, Arc<dyn CallGate>, FinishedTurn, u32);
 
     async fn pre_start(
         &self,
         myself: ActorRef<Self::Msg>,
-        (node, turn, every): Self::Arguments,
+        (node, gate, turn, every): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         myself.send_message(ReviewMsg::Run)?;
-        Ok(ReviewState { node, turn, every })
+        Ok(ReviewState {
+            node,
+            gate,
+            turn,
+            every,
+        })
     }
 
     async fn handle(
@@ -211,7 +252,7 @@ impl Actor for Review {
                     .await
                     .map_err(|e| format!("the review cadence is unreadable: {e}"))?;
                 if since.turns >= state.every {
-                    review(&state.node, &state.turn, !since.memory_saved)
+                    review(&state.node, &state.gate, &state.turn, !since.memory_saved)
                         .await
                         .map_err(|e: NodeError| format!("the review failed: {e}"))?;
                 }
@@ -227,22 +268,30 @@ impl Actor for Review {
 pub struct Reviews {
     actor: RwLock<Option<ActorRef<ReviewerMsg>>>,
     shown: Arc<DashMap<ConversationId, ()>>,
+    work: ReviewWork,
 }
 
 impl Reviews {
     /// Starts the reviewer under `node`'s root supervisor, reviewing every
-    /// `every` turns (a permanent child: restarted if it fails itself).
-    pub async fn start(node: &Node, every: u32) -> Result<Arc<Self>, NodeError> {
+    /// `every` turns (a permanent child: restarted if it fails itself),
+    /// with what it uses of the node besides (`work`).
+    pub async fn start(node: &Node, work: ReviewWork, every: u32) -> Result<Arc<Self>, NodeError> {
         let reviews = Arc::new(Self {
             actor: RwLock::new(None),
             shown: Arc::default(),
+            work,
         });
         let (owner, weak) = (node.clone(), Arc::downgrade(&reviews));
         let child = ChildSpec::new("reviewer", move |supervisor| {
             let (node, weak) = (owner.clone(), weak.clone());
             async move {
                 let reviews = weak.upgrade().ok_or("the node is stopping")?;
-                let args = (node, every, Arc::clone(&reviews.shown));
+                let args = (
+                    node,
+                    reviews.work.clone(),
+                    every,
+                    Arc::clone(&reviews.shown),
+                );
                 let (actor, _) = Actor::spawn_linked(None, Reviewer, args, supervisor).await?;
                 *reviews.actor.write() = Some(actor.clone());
                 Ok(actor.get_cell())
@@ -250,6 +299,11 @@ impl Reviews {
         });
         node.supervise(child).await?;
         Ok(reviews)
+    }
+
+    /// How many reviews are running now.
+    pub fn running(&self) -> usize {
+        self.work.running.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Hands `turn` to the reviewer.
@@ -273,5 +327,15 @@ impl Branch for Reviews {
                 restarts: 0,
             })
             .collect()
+    }
+
+    /// No review starts once the node stops.
+    fn stopping(&self) {
+        self.work.tracker.close();
+    }
+
+    /// The reviews running when the node began to stop end first.
+    fn drain(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(self.work.tracker.wait())
     }
 }

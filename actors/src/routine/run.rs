@@ -36,7 +36,7 @@ pub use super::service::RunEnd;
 
 /// The user's time zone, from the settings (UTC when the name is not a zone).
 pub fn user_tz(node: &Node) -> Tz {
-    node.context().settings.timezone.parse().unwrap_or(Tz::UTC)
+    node.settings().timezone.parse().unwrap_or(Tz::UTC)
 }
 
 /// An instant in the user's zone, with UTC beside it:

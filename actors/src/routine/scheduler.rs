@@ -344,8 +344,7 @@ impl SchedulerHandle {
     /// it is started again and looks for due routines at once.
     pub async fn start(node: &Node, options: SchedulerOptions) -> Result<Self, SchedulerError> {
         let service = RoutineService::configure(node, options);
-        node.context()
-            .add_branch(Arc::new(super::service::Runs(Arc::clone(&service))));
+        node.add_branch(Arc::new(super::service::Runs(Arc::clone(&service))));
         let (owner, shared) = (node.clone(), Arc::clone(&service));
         let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let child = ChildSpec::new("scheduler", move |supervisor| {

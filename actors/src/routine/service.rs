@@ -1,6 +1,6 @@
 //! What routines need of the scheduler, whether or not one fires in this
 //! process: its options (clock, lease, holder, catch-up, how it wakes), the
-//! [`RoutineService`] kept in the node's services, the scheduler actor's
+//! [`RoutineService`] the node holds (boot's typed handles), the scheduler actor's
 //! messages, and how a run ends ([`RunEnd`]). The scheduler
 //! (`super::scheduler`) and the runs (`super::run`) both build on it.
 
@@ -74,7 +74,8 @@ pub fn new_holder() -> String {
     format!("node-{}-{tail}", std::process::id())
 }
 
-/// What routines need of the scheduler, kept in the node's services.
+/// What routines need of the scheduler, held by the node (boot's typed
+/// handles).
 pub struct RoutineService {
     options: SchedulerOptions,
     pub(super) actor: RwLock<Option<ActorRef<SchedulerMsg>>>,
@@ -107,17 +108,22 @@ impl RoutineService {
 
     /// The node's service; one with default options if none was configured.
     pub fn of(node: &Node) -> Arc<RoutineService> {
-        node.context()
-            .services
-            .get_or_insert_with(|| RoutineService::new(SchedulerOptions::default()))
+        let slot = &node.features().routines;
+        if let Some(service) = slot.read().as_ref() {
+            return Arc::clone(service);
+        }
+        Arc::clone(
+            slot.write()
+                .get_or_insert_with(|| Arc::new(RoutineService::new(SchedulerOptions::default()))),
+        )
     }
 
-    /// Puts a service with `options` in the node's services, without a
-    /// scheduler firing (short commands: routines can be managed, and fire
-    /// where a scheduler runs).
+    /// Gives the node a service with `options`, without a scheduler firing
+    /// (short commands: routines can be managed, and fire where a
+    /// scheduler runs).
     pub fn configure(node: &Node, options: SchedulerOptions) -> Arc<RoutineService> {
         let service = Arc::new(RoutineService::new(options));
-        node.context().services.insert(Arc::clone(&service));
+        *node.features().routines.write() = Some(Arc::clone(&service));
         service
     }
 

@@ -18,11 +18,11 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::id::BotId;
+use crate::id::{BotId, HouseId};
 use crate::protocol::Envelope;
 
 /// The wire's version this build speaks.
-pub const VERSION: Version = Version { major: 1, minor: 0 };
+pub const VERSION: Version = Version { major: 1, minor: 1 };
 
 /// The largest frame accepted from another node, in bytes.
 pub const MAX_FRAME: usize = 4 * 1024 * 1024;
@@ -58,6 +58,19 @@ pub mod kind {
     pub const ACK: &str = "ack";
     /// The receiver refused a frame; [`super::Refusal`] says why.
     pub const REFUSED: &str = "refused";
+    /// A node tells a peer the houses it hosts now (since 1.1):
+    /// [`super::Houses`] → [`super::Ack`].
+    pub const HOUSES: &str = "houses";
+    /// A node asks a peer to make a house there (since 1.1):
+    /// [`super::HouseCreate`] → [`super::HouseMade`].
+    pub const HOUSE_CREATE: &str = "house_create";
+    /// The answer to [`HOUSE_CREATE`].
+    pub const HOUSE_MADE: &str = "house_made";
+    /// An HTTP request for a house the receiving node hosts, made to
+    /// another node (since 1.1): [`super::HttpRequest`] → [`super::HttpResponse`].
+    pub const HTTP: &str = "http";
+    /// The answer to [`HTTP`].
+    pub const HTTP_ANSWER: &str = "http_answer";
 }
 
 /// One message between nodes.
@@ -101,6 +114,127 @@ pub struct Hello {
     pub listen: String,
     /// The bots it hosts.
     pub bots: Vec<HostedBot>,
+    /// The houses it hosts (since 1.1; none from an older node).
+    #[serde(default)]
+    pub houses: Vec<HostedHouse>,
+    /// Where its HTTP API listens (`http://HOST:PORT`), when it serves one
+    /// (since 1.1).
+    #[serde(default)]
+    pub http: Option<String>,
+}
+
+/// A house a node hosts (its data lives in that node's store).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostedHouse {
+    /// Its name, unique in the cluster.
+    pub name: String,
+    /// Its id.
+    pub id: HouseId,
+}
+
+/// The houses a node hosts now: every one, replacing what it said before.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Houses {
+    /// The node.
+    pub node: String,
+    /// Its houses.
+    pub houses: Vec<HostedHouse>,
+    /// Where its HTTP API listens, when it serves one.
+    #[serde(default)]
+    pub http: Option<String>,
+}
+
+/// Asks the receiving node to make a house and host it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HouseCreate {
+    /// The asking node.
+    pub from_node: String,
+    /// The house's name.
+    pub name: String,
+}
+
+/// What came of a [`HouseCreate`]: the house, committed before this
+/// answer, or why not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HouseMade {
+    /// The house made.
+    pub house: Option<HostedHouse>,
+    /// Why it was not: the name is taken (`conflict`) or refused (`refused`).
+    #[serde(default)]
+    pub code: String,
+    /// What was wrong and what to do.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// An HTTP request made to one node for a house another node hosts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HttpRequest {
+    /// Its method (`GET`, `POST`, …).
+    pub method: String,
+    /// Its path and query, as sent (`/api/houses/acme/threads?limit=5`).
+    pub uri: String,
+    /// The headers the API reads (authorization, content type, accept).
+    pub headers: Vec<(String, String)>,
+    /// Its body.
+    pub body: Bytes,
+    /// It came over the forwarding node's owner socket: the cluster's
+    /// nodes trust each other (the cookie), so it acts as the owner here.
+    #[serde(default)]
+    pub owner: bool,
+}
+
+/// The answer to an [`HttpRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HttpResponse {
+    /// Its status.
+    pub status: u16,
+    /// Its headers (content type, retry-after).
+    pub headers: Vec<(String, String)>,
+    /// Its body.
+    pub body: Bytes,
+}
+
+/// Bytes, as MessagePack's `bin` (not an array of numbers).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bytes(pub Vec<u8>);
+
+impl Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Bytes, E> {
+                Ok(Bytes(v.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Bytes, E> {
+                Ok(Bytes(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Bytes, E> {
+                Ok(Bytes(v.as_bytes().to_vec()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Bytes, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = seq.next_element::<u8>()? {
+                    out.push(b);
+                }
+                Ok(Bytes(out))
+            }
+        }
+        d.deserialize_byte_buf(Visit)
+    }
 }
 
 /// A bot a node hosts.

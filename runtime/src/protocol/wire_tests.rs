@@ -134,3 +134,45 @@ fn the_wrong_kind_is_named() {
         }
     );
 }
+
+#[test]
+fn an_older_nodes_hello_without_houses_is_read_with_none() {
+    #[derive(serde::Serialize)]
+    struct OldHello {
+        cluster: String,
+        node: String,
+        listen: String,
+        bots: Vec<HostedBot>,
+    }
+    let bytes = encode(
+        kind::HELLO,
+        "hello",
+        &OldHello {
+            cluster: "c".into(),
+            node: "b".into(),
+            listen: "127.0.0.1:1".into(),
+            bots: vec![],
+        },
+    )
+    .unwrap();
+    let hello: Hello = decode(&bytes, kind::HELLO).unwrap().body;
+    assert_eq!(hello.houses, vec![]);
+    assert_eq!(hello.http, None);
+}
+
+#[test]
+fn an_http_body_travels_as_bytes_and_comes_back_whole() {
+    let body: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+    let asked = HttpRequest {
+        method: "PUT".into(),
+        uri: "/api/houses/acme/files/a.bin".into(),
+        headers: vec![("authorization".into(), "Bearer x".into())],
+        body: Bytes(body.clone()),
+        owner: false,
+    };
+    let bytes = encode(kind::HTTP, "r", &asked).unwrap();
+    // One `bin`, not an array of numbers: barely more than the body.
+    assert!(bytes.len() < body.len() + 200, "{}", bytes.len());
+    let got: HttpRequest = decode(&bytes, kind::HTTP).unwrap().body;
+    assert_eq!(got, asked);
+}

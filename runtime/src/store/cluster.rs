@@ -17,12 +17,15 @@
 //!   so a message to a bot on a node that is down is still committed.
 //! - `cluster_peers`: the other nodes and where they listen, to connect
 //!   again after a restart.
+//! - `cluster_houses`: which node hosts which house, as that node
+//!   announced it, so a request for a house on a node that is down is
+//!   answered with that node's name.
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::error::StoreError;
 use super::{mailbox, now};
-use crate::id::{BotId, MsgId};
+use crate::id::{BotId, HouseId, MsgId};
 use crate::protocol::Envelope;
 
 /// The migration that makes the tables.
@@ -57,6 +60,29 @@ CREATE TABLE cluster_peers (
     updated_at TEXT NOT NULL
 );
 "#;
+
+/// The migration that makes `cluster_houses`.
+pub const CLUSTER_HOUSES: &str = r#"
+CREATE TABLE cluster_houses (
+    node       TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    house_id   TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (node, name)
+);
+ALTER TABLE cluster_peers ADD COLUMN http TEXT;
+"#;
+
+/// A house another node hosts, as it announced it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteHouse {
+    /// Its name.
+    pub name: String,
+    /// Its id.
+    pub id: HouseId,
+    /// The node that hosts it.
+    pub node: String,
+}
 
 /// A bot another node hosts, as it announced it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,21 +241,85 @@ pub fn bots(conn: &Connection) -> Result<Vec<RemoteBot>, StoreError> {
     Ok(out)
 }
 
-/// Records where `node` listens.
-pub fn set_peer(tx: &Transaction<'_>, node: &str, listen: &str) -> Result<(), StoreError> {
+/// Records where `node` listens (its node server, and its HTTP API when
+/// it said).
+pub fn set_peer(
+    tx: &Transaction<'_>,
+    node: &str,
+    listen: &str,
+    http: Option<&str>,
+) -> Result<(), StoreError> {
     tx.prepare_cached(
-        "INSERT INTO cluster_peers (node, listen, updated_at) VALUES (?1, ?2, ?3)
-         ON CONFLICT (node) DO UPDATE SET listen = excluded.listen, updated_at = excluded.updated_at",
+        "INSERT INTO cluster_peers (node, listen, http, updated_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (node) DO UPDATE SET listen = excluded.listen, http = excluded.http,
+             updated_at = excluded.updated_at",
     )?
-    .execute(params![node, listen, now()])?;
+    .execute(params![node, listen, http, now()])?;
     Ok(())
 }
 
-/// Every other node met, with where it listens.
-pub fn peers(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
-    let mut stmt = conn.prepare_cached("SELECT node, listen FROM cluster_peers ORDER BY node")?;
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+/// Every other node met: its name, where it listens, its HTTP API.
+pub fn peers(conn: &Connection) -> Result<Vec<(String, String, Option<String>)>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT node, listen, http FROM cluster_peers ORDER BY node")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Records where `node`'s HTTP API listens (it said so later than hello).
+pub fn set_peer_http(
+    tx: &Transaction<'_>,
+    node: &str,
+    http: Option<&str>,
+) -> Result<(), StoreError> {
+    tx.prepare_cached("UPDATE cluster_peers SET http = ?2, updated_at = ?3 WHERE node = ?1")?
+        .execute(params![node, http, now()])?;
+    Ok(())
+}
+
+/// Replaces what `node` hosts with `houses` (its latest announcement).
+pub fn set_houses(
+    tx: &Transaction<'_>,
+    node: &str,
+    houses: &[RemoteHouse],
+) -> Result<(), StoreError> {
+    tx.prepare_cached("DELETE FROM cluster_houses WHERE node = ?1")?
+        .execute([node])?;
+    for house in houses {
+        add_house(tx, house)?;
+    }
+    Ok(())
+}
+
+/// Notes one house another node hosts (it said it made it).
+pub fn add_house(tx: &Transaction<'_>, house: &RemoteHouse) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO cluster_houses (node, name, house_id, updated_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (node, name) DO UPDATE SET house_id = excluded.house_id,
+             updated_at = excluded.updated_at",
+    )?
+    .execute(params![house.node, house.name, house.id.to_string(), now()])?;
+    Ok(())
+}
+
+/// Every house another node announced, by name then node.
+pub fn houses(conn: &Connection) -> Result<Vec<RemoteHouse>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT name, house_id, node FROM cluster_houses ORDER BY name, node")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (name, id, node) = row?;
+        let Ok(id) = id.parse() else { continue };
+        out.push(RemoteHouse { name, id, node });
+    }
+    Ok(out)
 }
 
 /// Whether message `id` was received from another node.

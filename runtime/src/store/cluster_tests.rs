@@ -69,3 +69,48 @@ async fn a_message_received_twice_is_committed_once_and_its_sender_routed_back()
         vec![(got.from.to_string(), "a".to_string())]
     );
 }
+
+#[tokio::test]
+async fn a_peers_houses_are_replaced_by_its_latest_word_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let house = |name: &str, node: &str| RemoteHouse {
+        name: name.into(),
+        id: HouseId::new(),
+        node: node.into(),
+    };
+    let (acme, globex, initech) = (
+        house("acme", "b"),
+        house("globex", "b"),
+        house("initech", "c"),
+    );
+    let both = vec![acme.clone(), globex.clone()];
+    store
+        .write(move |tx| {
+            set_peer(tx, "b", "127.0.0.1:1", Some("http://127.0.0.1:2"))?;
+            set_houses(tx, "b", &both)
+        })
+        .await
+        .unwrap();
+    let one = initech.clone();
+    store.write(move |tx| add_house(tx, &one)).await.unwrap();
+    assert_eq!(
+        store.read(houses).await.unwrap(),
+        vec![acme.clone(), globex.clone(), initech.clone()]
+    );
+    // `globex` deleted on b: its next word has only `acme`.
+    let left = vec![acme.clone()];
+    store
+        .write(move |tx| set_houses(tx, "b", &left))
+        .await
+        .unwrap();
+    assert_eq!(store.read(houses).await.unwrap(), vec![acme, initech]);
+    assert_eq!(
+        store.read(peers).await.unwrap(),
+        vec![(
+            "b".to_string(),
+            "127.0.0.1:1".to_string(),
+            Some("http://127.0.0.1:2".to_string())
+        )]
+    );
+}

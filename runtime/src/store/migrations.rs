@@ -45,6 +45,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::executor_usage::EXECUTOR_USAGE],
     &[super::cluster::CLUSTER],
     &[EVENTS_BY_INSTANCE],
+    &[super::cluster::CLUSTER_HOUSES],
 ];
 
 /// The schema the migrations make, as one script: every table, index,

@@ -412,6 +412,13 @@ CREATE TABLE cluster_peers (
     node       TEXT PRIMARY KEY,
     listen     TEXT NOT NULL,
     updated_at TEXT NOT NULL
-);
+, http TEXT);
 CREATE INDEX delegation_events_by_subagent ON delegation_events (subagent_id, seq)
     WHERE subagent_id IS NOT NULL;
+CREATE TABLE cluster_houses (
+    node       TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    house_id   TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (node, name)
+);

@@ -34,7 +34,7 @@ use std::time::Duration;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
-use super::check::{Check, Verdict};
+use super::check::Check;
 use super::error::StoreError;
 
 /// How many times in all a batch runs while the database stays locked by
@@ -58,6 +58,11 @@ pub(crate) trait Job: Send {
     fn finish(self: Box<Self>, batch: Result<(), &StoreError>);
     /// Whether its last run failed on a lock held by someone else.
     fn locked(&self) -> bool;
+    /// Whether it is the checkpointer's write that starts the log over
+    /// (see `super::checkpointer`), which is not copied back on its own.
+    fn restarts_log(&self) -> bool {
+        false
+    }
 }
 
 /// A write job with its reply channel.
@@ -128,30 +133,21 @@ pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 /// only when the checkpointer thread falls far behind.
 pub(crate) const FALLBACK_CHECKPOINT_PAGES: i64 = 32 * 1024;
 
-/// The least time between two checkpoints, so that pages rewritten by
-/// consecutive batches (index tails, the FTS structure) are copied back
-/// once rather than after every batch.
-const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
-
-/// Starts the writer thread and its checkpointer; both stop when every
-/// sender is dropped, after committing what was queued.
+/// Starts the writer thread and its checkpointer (`super::checkpointer`,
+/// which reaches the writer's queue through `restart`);
+/// both stop when every sender is dropped, after committing what was
+/// queued.
 ///
 /// Copying the WAL back into the database (a checkpoint) took a sixth of
 /// the writer's time when SQLite ran it inside `COMMIT`; the checkpointer
 /// runs it on its own connection (PASSIVE: it never blocks the writer or a
-/// reader), woken after commits, at most every [`CHECKPOINT_EVERY`].
-///
-/// Its connection opens when its first checkpoint is due, not at start:
-/// opening one reads the whole schema (2.8M instructions), which a cold
-/// start's two cores were spending beside the start itself. A process that
-/// ends before then never opens it; the last connection to close copies
-/// the log back as it does (unless the file was found damaged: every
-/// connection that closes leaves it alone then, see [`Check::before_close`]).
+/// reader), woken after commits.
 pub(crate) fn spawn(
     conn: Connection,
     checkpointer: super::reader::Opener,
     path: PathBuf,
     jobs: mpsc::Receiver<Box<dyn Job>>,
+    restart: mpsc::WeakSender<Box<dyn Job>>,
     check: Arc<Check>,
     idle: Duration,
 ) -> std::io::Result<tokio::sync::watch::Receiver<i64>> {
@@ -161,27 +157,13 @@ pub(crate) fn spawn(
         .enable_time()
         .build()?;
     let (wake, woken) = std::sync::mpsc::sync_channel::<()>(1);
-    let checkpoint_path = path.clone();
-    let checkpoint_check = Arc::clone(&check);
-    std::thread::Builder::new()
-        .name("troupe-store-checkpoint".into())
-        .spawn(move || {
-            // Nothing to copy back before a commit, nor before the first
-            // checkpoint is due.
-            if woken.recv().is_err() || !wait_for_more(&woken, std::time::Instant::now()) {
-                return;
-            }
-            let checkpointer = match checkpointer() {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Connections checkpoint by themselves past the fallback.
-                    tracing::error!(error = %e, "the store's checkpointer could not open its connection");
-                    return;
-                }
-            };
-            checkpoints(&checkpointer, &checkpoint_path, &woken, &checkpoint_check);
-            checkpoint_check.before_close(&checkpointer);
-        })?;
+    super::checkpointer::spawn(
+        checkpointer,
+        path.clone(),
+        woken,
+        Arc::clone(&check),
+        restart,
+    )?;
     std::thread::Builder::new()
         .name("troupe-store-writer".into())
         .spawn(move || {
@@ -194,60 +176,6 @@ pub(crate) fn spawn(
             run(conn, &path, &mut queue, &wake, &check);
         })
         .map(|_| indexed_rx)
-}
-
-/// Checkpoints now, then after commits, at most every [`CHECKPOINT_EVERY`],
-/// until the writer stops; then once more. None before the check after
-/// start found the file whole, and none at all once it found it damaged
-/// (see [`super::check`]).
-fn checkpoints(
-    conn: &Connection,
-    path: &std::path::Path,
-    woken: &std::sync::mpsc::Receiver<()>,
-    check: &Check,
-) {
-    let checkpoint = |conn: &Connection, path: &std::path::Path| {
-        if check.wait() == Verdict::Whole {
-            checkpoint(conn, path);
-        }
-    };
-    loop {
-        let started = std::time::Instant::now();
-        checkpoint(conn, path);
-        // Let commits accumulate before the next one; under a steady
-        // stream of commits the wait still ends on time.
-        if !wait_for_more(woken, started) {
-            checkpoint(conn, path);
-            return;
-        }
-        if woken.recv().is_err() {
-            return;
-        }
-    }
-}
-
-/// Waits until [`CHECKPOINT_EVERY`] after `started`, taking the commits'
-/// wake-ups meanwhile; `false` when the writer stopped first.
-fn wait_for_more(woken: &std::sync::mpsc::Receiver<()>, started: std::time::Instant) -> bool {
-    use std::sync::mpsc::RecvTimeoutError;
-    loop {
-        let left = CHECKPOINT_EVERY.saturating_sub(started.elapsed());
-        if left.is_zero() {
-            return true;
-        }
-        match woken.recv_timeout(left) {
-            Ok(()) => continue,
-            Err(RecvTimeoutError::Timeout) => return true,
-            Err(RecvTimeoutError::Disconnected) => return false,
-        }
-    }
-}
-
-fn checkpoint(conn: &Connection, path: &std::path::Path) {
-    let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0));
-    if let Err(e) = result {
-        tracing::warn!(path = %path.display(), error = %e, "store checkpoint failed");
-    }
 }
 
 /// The writer's queue, and how it waits for the next job.
@@ -357,12 +285,17 @@ fn run(
             unindexed = 0;
             continue;
         }
+        // A batch that only starts the log over leaves nothing to copy
+        // back: the checkpointer is not woken for it.
+        let copied_back = batch.iter().any(|job| !job.restarts_log());
         if let Some(left) = commit_batch(&mut conn, path, &mut batch) {
             unindexed = left;
         }
         files_pending = pending_files(&conn, path);
-        // Full means a wake-up is already pending.
-        let _ = wake.try_send(());
+        if copied_back {
+            // Full means a wake-up is already pending.
+            let _ = wake.try_send(());
+        }
     }
     check.before_close(&conn);
     if check.refusal().is_some() {

@@ -9,28 +9,32 @@
 //! - [`NodeServices`], typed, set once when the node starts and shared by
 //!   every conversation: the store, the house threads' [`Houses`], the
 //!   [`Environments`], the agent tools' [`AgentServices`], the house files'
-//!   limits, the tool sources started late. A tool reads
+//!   limits, the tool sources started late, whom a background command's
+//!   end is told ([`CommandNotifier`]), the files conversations read
+//!   ([`ReadLedger`](crate::tool::ledger::ReadLedger)). A tool reads
 //!   `ctx.services.houses()`.
 //! - [`ConversationServices`], typed, set when the node opens a
 //!   conversation: its [`Seat`], its [`HouseScope`], whether it may update
 //!   itself, its deferred tool catalog, its [`GateSession`], its
 //!   [`ModelTraits`], its [`LibrarySkills`], its [`VisibleTools`], whether
-//!   its memory changes are proposals. A tool reads
+//!   its memory changes are proposals, and for the turn in progress its
+//!   [`UserChannel`] and budget [`Scope`]. A tool reads
 //!   `ctx.services.seat()`.
-//! - [`Extensions`], by type (`ctx.services.get::<T>()`): what is defined
-//!   above this crate (the tools' read ledger, background commands and
-//!   their notifier, browser, plan, skills in use; the actors' turn
-//!   channel, turn scope, MCP servers and offers, routines), the executors' accounts the node
-//!   started with (`config::Executors`: `config` names `environment`,
-//!   which names this module, so this one cannot name `config`), and a
-//!   Rust program's own tools' state (a `#[tool]` function keeps what it
-//!   needs between calls there). A type the typed parts hold is never
+//! - [`Extensions`], by type (`ctx.services.get::<T>()`): the extension
+//!   point of the Rust API, where a `#[tool]` function keeps what it needs
+//!   between calls — a program's own tools, and the built-in tools that
+//!   keep their own state the same way (`plan`'s plan, `use_skill`'s
+//!   skills in use). Three services the node lends are still found there,
+//!   each for a reason of this crate's layering: the executors' accounts
+//!   the node started with (`config::Executors`: `config` names
+//!   `environment`, which names this module), the background commands'
+//!   handle (its launch names `trust`, which names `tool`) and the browser
+//!   (an actor of the tools crate). A type the typed parts hold is never
 //!   looked up there (a debug build panics if it is).
 //!
-//! Moving the rest to typed fields needs their types (or a trait for
-//! each) in this crate; the per-conversation ones would then join
-//! [`ConversationServices`] (holding `Arc`s, copied on a fork as the seat
-//! is), the node-wide ones [`NodeServices`].
+//! What the actors lend for their own use (the routines' service, the MCP
+//! servers and whose tools they offer) is not a tool service at all: the
+//! node holds it, typed (`troupe_actors::boot`).
 //!
 //! The service traits are defined in this module's children, beside the
 //! tool context that holds them: a trait whose methods take a
@@ -40,18 +44,21 @@
 //! them where their users look.
 
 pub mod agents;
+mod command_notifier;
 mod conversation;
 pub mod environments;
 mod extensions;
 mod gate_session;
 pub mod houses;
 mod node;
+pub mod turn;
 
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 
 pub use agents::{AgentServices, Agents};
+pub use command_notifier::CommandNotifier;
 pub use conversation::{
     ConversationServices, HouseScope, LibrarySkills, ModelTraits, Seat, VisibleTools,
 };
@@ -60,7 +67,9 @@ pub use extensions::Extensions;
 pub use gate_session::GateSession;
 pub use houses::{HouseServices, Houses};
 pub use node::NodeServices;
+pub use turn::UserChannel;
 
+use crate::budget::Scope;
 use crate::store::house_files::FileLimits;
 use crate::store::Store;
 use crate::tool::catalog::{DeferredCatalog, Lazy};
@@ -209,6 +218,32 @@ impl Services {
         self.conversation.write().propose_removals = true;
     }
 
+    /// The turn in progress's channel to the user, if a turn is on.
+    pub fn user_channel(&self) -> Option<Arc<dyn UserChannel>> {
+        self.conversation.read().user_channel.clone()
+    }
+
+    /// Sets the turn's channel to the user (when a turn begins).
+    pub fn set_user_channel(&self, channel: Arc<dyn UserChannel>) {
+        self.conversation.write().user_channel = Some(channel);
+    }
+
+    /// Drops the turn's channel to the user (the turn ended: its caller's
+    /// stream ends).
+    pub fn clear_user_channel(&self) {
+        self.conversation.write().user_channel = None;
+    }
+
+    /// The budget scope of the turn in progress (or the last one).
+    pub fn turn_scope(&self) -> Option<Arc<Scope>> {
+        self.conversation.read().turn_scope.clone()
+    }
+
+    /// Sets the budget scope of the turn that begins.
+    pub fn set_turn_scope(&self, scope: Arc<Scope>) {
+        self.conversation.write().turn_scope = Some(scope);
+    }
+
     /// The services found by type.
     pub fn extensions(&self) -> &Extensions {
         &self.extensions
@@ -272,6 +307,8 @@ fn debug_assert_untyped<T: std::any::Any>() {
         TypeId::of::<ModelTraits>(),
         TypeId::of::<LibrarySkills>(),
         TypeId::of::<VisibleTools>(),
+        TypeId::of::<Scope>(),
+        TypeId::of::<crate::tool::ledger::ReadLedger>(),
     ];
     debug_assert!(
         !typed.contains(&TypeId::of::<T>()),
@@ -335,6 +372,43 @@ mod tests {
         assert!(!two.gate_session().is_approved("run_command:ls"));
         // A fork made later (a subagent's) starts from a copy: it shares them.
         assert!(one.fork().gate_session().is_approved("run_command:ls"));
+        assert_eq!(
+            one.extensions().len(),
+            0,
+            "nothing went through the type map"
+        );
+    }
+
+    #[derive(Debug)]
+    struct Listening;
+
+    impl UserChannel for Listening {
+        fn has_listeners(&self) -> bool {
+            true
+        }
+
+        fn emit(&self, _event: crate::protocol::AgentEvent) {}
+    }
+
+    #[test]
+    fn the_turn_s_channel_and_scope_and_the_node_s_ledger_are_typed() {
+        let node = Services::default();
+        let one = node.fork();
+        let two = node.fork();
+        one.set_user_channel(Arc::new(Listening));
+        let scope = Scope::root("turn", crate::budget::Limits::default());
+        one.set_turn_scope(Arc::clone(&scope));
+        assert!(one.user_channel().is_some_and(|c| c.has_listeners()));
+        assert!(Arc::ptr_eq(&one.turn_scope().unwrap(), &scope));
+        assert!(two.user_channel().is_none() && two.turn_scope().is_none());
+        // The channel goes with the turn; the scope stays for the next.
+        one.clear_user_channel();
+        assert!(one.user_channel().is_none() && one.turn_scope().is_some());
+        // One ledger for the node, whichever conversation reads it.
+        assert!(Arc::ptr_eq(
+            &one.node().read_ledger(),
+            &two.node().read_ledger()
+        ));
         assert_eq!(
             one.extensions().len(),
             0,

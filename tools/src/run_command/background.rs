@@ -51,15 +51,10 @@ const SUMMARY_TAIL_BYTES: u64 = 2000;
 /// ended, before it tells anyone.
 pub const FAULT: &str = "command";
 
-/// Told when a background command started with `notify_on_complete` ends.
-#[async_trait::async_trait]
-pub trait CommandNotifier: Send + Sync {
-    /// Command `id` of `conversation` ended; `summary` says how, where its
-    /// log is, and its last lines.
-    async fn command_finished(&self, conversation: ConversationId, id: &str, summary: &str);
-}
+pub use troupe_runtime::tool::services::CommandNotifier;
 
-/// The notifier, as held in [`Services`].
+/// The notifier a command tells, the node's
+/// ([`NodeServices::command_notifier`](troupe_runtime::tool::services::NodeServices::command_notifier)).
 #[derive(Clone)]
 pub struct CommandNotifications(pub Arc<dyn CommandNotifier>);
 

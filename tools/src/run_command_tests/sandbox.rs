@@ -261,7 +261,8 @@ async fn a_background_command_cannot_rewrite_the_config_either() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     h.f.ctx
         .services
-        .insert(Arc::new(CommandNotifications(Arc::new(Forward(tx)))));
+        .node()
+        .set_command_notifier(Arc::new(Forward(tx)));
     let started = run_cmd(
         &h.f,
         json!({"command": "cp evil.toml ../.troupe/config.toml", "background": true, "notify_on_complete": true}),

@@ -72,7 +72,8 @@ async fn without_a_sandbox_a_background_command_is_undone_when_it_ends() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     f.ctx
         .services
-        .insert(Arc::new(CommandNotifications(Arc::new(Forward(tx)))));
+        .node()
+        .set_command_notifier(Arc::new(Forward(tx)));
     let before = settings(&f);
     let started = run_in(
         &f,

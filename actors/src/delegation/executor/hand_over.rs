@@ -292,7 +292,7 @@ pub(super) async fn go_on(
     }
     let node = &args.node;
     let home = node.home().clone();
-    let ctx = std::sync::Arc::clone(node.context());
+    let settings = node.settings().clone();
     let id = launch.sub.to_string();
     let sub = launch.sub;
     let (executor, account) = (launch.executor.clone(), launch.account.clone());
@@ -302,7 +302,7 @@ pub(super) async fn go_on(
         .store()
         .write(move |c| {
             let route = executor_usage::route_of(c, &id)?;
-            let executors = &ctx.settings.executors;
+            let executors = &settings.executors;
             let next = next(&home, executors, c, (&executor, &account), &route, now);
             let row = record::instance(c, &id)?;
             let tools: Vec<String> = record::events_of(c, sub, 0, usize::MAX)?

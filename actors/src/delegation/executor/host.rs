@@ -222,16 +222,17 @@ pub(super) async fn start(
 
     // Its relay: on the machine's loopback, for this instance alone.
     let secret = secret();
-    let ctx = node.context();
     let model = super::pi::model_id(&launch.model);
-    let endpoint = ctx.model_endpoint(&launch.model).map_err(|e| e.to_string());
+    let endpoint = node
+        .model_endpoint(&launch.model)
+        .map_err(|e| e.to_string());
     // A model with no address is answered here: a script, or the provider
     // the program gave the node.
     let served = match &endpoint {
         Ok(_) => None,
-        Err(_) => ctx
+        Err(_) => node
             .served_model(&launch.model)
-            .or_else(|| ctx.model_override()),
+            .or_else(|| node.model_override()),
     };
     let api = match (&endpoint, &served) {
         (Ok(e), _) => Some(e.api),

@@ -27,10 +27,9 @@ use troupe_runtime::tool::ToolContext;
 use troupe_runtime::trust::ApprovalAnswer;
 
 use super::actor::Launch;
-use crate::channel::{Reply, TurnChannel};
+use crate::channel::Reply;
 use crate::delegation::record;
 use crate::environment::relay::prompts::{Decision, Prompter};
-use crate::events::Emitter;
 use crate::node::Node;
 
 /// The prompts of one instance, asked of the user of the conversation that
@@ -110,7 +109,6 @@ impl UserPrompts {
             Err(e) => return Decision::Deny(format!("troupe could not read its delegation record ({e}), so nobody could be asked; the call did not run")),
         };
         let (conversation, bot) = parent;
-        let context = self.node.context();
         let mut ctx = ToolContext::standalone(self.node.home().clone(), self.folder.clone());
         ctx.conversation = conversation;
         ctx.agent = bot;
@@ -120,11 +118,8 @@ impl UserPrompts {
             call.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string())
         );
         ctx.cancel = self.ended.child_token();
-        ctx.services.insert(Arc::new(TurnChannel(Emitter::new(
-            conversation,
-            None,
-            context.bus.clone(),
-        ))));
+        ctx.services
+            .set_user_channel(Arc::new(self.node.emitter(conversation)));
         let reason = format!(
             "the {} instance {} (\"{}\" in {}) asks to run its tool {tool}, which its \
              permission mode does not allow by itself; yes runs this call, session every \
@@ -139,9 +134,10 @@ impl UserPrompts {
             name: format!("{}:{tool}", self.executor),
             arguments: input,
         };
-        let reply = context
-            .questions
-            .ask(&ctx, context.settings.ask_timeout, |request_id| {
+        let reply = self
+            .node
+            .questions()
+            .ask(&ctx, self.node.settings().ask_timeout, |request_id| {
                 AgentEvent::ApprovalRequested {
                     request_id,
                     call,

@@ -24,7 +24,6 @@ use troupe_runtime::trust::ApprovalAnswer;
 
 use crate::channel::Reply;
 use crate::delegation::Delegations;
-use crate::events::Emitter;
 use crate::node::Node;
 
 /// How long the login has to show its URL (or end).
@@ -46,7 +45,7 @@ impl Delegations {
     pub(crate) async fn log_in(&self, node: &Node, ctx: &ToolContext, target: &str) -> ToolResult {
         // The accounts as the node read them at its start, like every
         // other use of them (`troupe executors login` reads the file).
-        let executors = node.context().settings.executors.clone();
+        let executors = node.settings().executors.clone();
         let mut prepared = match login::prepare(node.home(), &executors, target, None) {
             Ok(prepared) => prepared,
             Err(e) => return ToolResult::error(e),
@@ -111,7 +110,7 @@ impl Delegations {
         .await
         .ok()
         .flatten();
-        let notice = Emitter::new(ctx.conversation, None, node.context().bus.clone());
+        let notice = node.emitter(ctx.conversation);
         if let Some(url) = &url {
             notice.emit(AgentEvent::Notice {
                 topic: TOPIC.into(),
@@ -246,10 +245,9 @@ async fn approved(
         name: "delegate".into(),
         arguments: serde_json::json!({"action": "account", "executor": target}),
     };
-    let timeout = node.context().settings.ask_timeout;
+    let timeout = node.settings().ask_timeout;
     let reply = node
-        .context()
-        .questions
+        .questions()
         .ask(ctx, timeout, |request_id| AgentEvent::ApprovalRequested {
             request_id,
             call,

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
@@ -18,14 +18,14 @@ use troupe_tools::run_command::output::BoundedOutput;
 
 use super::{Order, Place, Watch, ZygoteSlot};
 use crate::environment::quota::{self, Quota};
-use crate::node::NodeContext;
+use crate::node::WeakNode;
 
 /// Output bytes kept from a command's start and from its end.
 const KEPT: usize = 15_000;
 
 /// Where a command runs: its environment and what the actor holds for it.
 pub(super) struct Spot<'a> {
-    pub(super) node: &'a Weak<NodeContext>,
+    pub(super) node: &'a WeakNode,
     pub(super) id: EnvironmentId,
     pub(super) workdir: &'a Path,
     pub(super) place: &'a Place,
@@ -106,7 +106,7 @@ pub(super) async fn run(
         (None, false) => spot.quota,
     };
     let (owned_call, owned_command) = (call.to_string(), command.to_string());
-    ctx.store
+    ctx.store()
         .write(move |tx| table::command_started(tx, &owned_call, id, &owned_command))
         .await
         .map_err(|e| e.to_string())?;
@@ -121,7 +121,7 @@ pub(super) async fn run(
                 let owned = call.to_string();
                 let lost = matches!(failure, Failure::Lost(_));
                 let _ = ctx
-                    .store
+                    .store()
                     .write(move |tx| {
                         if lost {
                             table::command_lost(tx, &owned)
@@ -140,7 +140,7 @@ pub(super) async fn run(
         let owned = call.to_string();
         let code = outcome.exit_code;
         let _ = ctx
-            .store
+            .store()
             .write(move |tx| table::command_ended(tx, &owned, code))
             .await;
     }

@@ -10,7 +10,6 @@ use troupe_runtime::tool::ToolContext;
 
 use super::{err, HouseDesk};
 use crate::bot::BotSpec;
-use crate::node::Node;
 
 impl HouseDesk {
     pub(super) async fn list_house_members(&self, ctx: &ToolContext) -> ToolResult {
@@ -67,7 +66,7 @@ impl HouseDesk {
             },
         };
         if let Some(model) = draft.model.as_deref().filter(|m| !m.trim().is_empty()) {
-            if let Err(e) = node.context().resolve_model(model) {
+            if let Err(e) = node.resolve_model(model) {
                 return ToolResult::error(format!("the model `{model}` cannot be used: {e}"));
             }
         }
@@ -103,7 +102,7 @@ impl HouseDesk {
         ctx: &ToolContext,
         update: SelfUpdate,
     ) -> ToolResult {
-        let Some(node) = self.node.upgrade().map(Node::from_context) else {
+        let Some(node) = self.node.upgrade() else {
             return ToolResult::error("the node is shutting down.");
         };
         match node.update_bot(&ctx.agent, update).await {

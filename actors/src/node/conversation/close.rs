@@ -27,7 +27,7 @@ pub(super) async fn finish(
         }
     }
     // The turn's channel goes with the turn, so its caller's stream ends.
-    state.services.remove::<crate::channel::TurnChannel>();
+    state.services.clear_user_channel();
     let start = active.start_len.min(state.history.len());
     let text = history::last_assistant_text(&state.history[start..]);
     if !active.closed_in_store {

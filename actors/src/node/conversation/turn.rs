@@ -67,12 +67,8 @@ pub(super) async fn begin(
     let cancel = CancellationToken::new();
     state.args.carry.begin(waiter, cancel.clone());
     let scope = Scope::child(&state.args.budget, "turn", node.settings.turn_budget);
-    state
-        .services
-        .insert(Arc::new(crate::channel::TurnChannel(emitter.clone())));
-    state
-        .services
-        .insert(Arc::new(crate::budget::TurnScope(Arc::clone(&scope))));
+    state.services.set_user_channel(Arc::new(emitter.clone()));
+    state.services.set_turn_scope(Arc::clone(&scope));
     state.active = Some(ActiveTurn {
         number: state.turns,
         cancel,

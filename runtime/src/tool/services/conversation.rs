@@ -1,7 +1,8 @@
 //! The typed part of a tool call's services that belongs to one
 //! conversation: where it sits in a house and what it may do there, the
 //! deferred tools it may load, its memory of the gate, what its model
-//! takes in and the library skills its bot may load.
+//! takes in and the library skills its bot may load, the turn in
+//! progress's channel to the user and budget scope.
 //!
 //! Set by the node when it opens the conversation, before its first call;
 //! a [fork](super::Services::fork) starts from a copy of its parent's, so
@@ -12,7 +13,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::turn::UserChannel;
 use super::GateSession;
+use crate::budget::Scope;
 use crate::id::{HouseId, ThreadId};
 use crate::tool::catalog::DeferredCatalog;
 use crate::tool::ToolContext;
@@ -20,8 +23,8 @@ use crate::tool::ToolContext;
 /// What a conversation is, for its tools: its [`Seat`], its
 /// [`HouseScope`], whether its bot may rewrite its own record, its
 /// deferred tools, its [`GateSession`], its [`ModelTraits`], its
-/// [`LibrarySkills`], its [`VisibleTools`] and whether its memory changes
-/// are proposals.
+/// [`LibrarySkills`], its [`VisibleTools`], whether its memory changes
+/// are proposals, and its turn's [`UserChannel`] and budget [`Scope`].
 #[derive(Debug, Clone, Default)]
 pub struct ConversationServices {
     /// The house thread the conversation sits in (offers the house tools).
@@ -44,6 +47,12 @@ pub struct ConversationServices {
     /// Whether a replace or a remove in memory becomes a proposal the user
     /// approves instead of landing (a background review's conversation).
     pub propose_removals: bool,
+    /// The turn in progress's channel to the user (`ask_user`, approvals);
+    /// none between turns.
+    pub user_channel: Option<Arc<dyn UserChannel>>,
+    /// The budget scope of the turn in progress (or the last one): what a
+    /// delegation it starts charges.
+    pub turn_scope: Option<Arc<Scope>>,
 }
 
 /// The tools a conversation offers now (what its subagents may have at most),

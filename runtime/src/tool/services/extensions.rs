@@ -1,16 +1,14 @@
-//! The services a tool call finds by type: mostly what is defined above
-//! this crate, so that it cannot be a typed field of [`super::Services`].
+//! The services a tool call finds by type: the extension point of the
+//! Rust API, where a `#[tool]` function keeps what it needs between calls.
 //!
-//! Held here: the tools' own state (the read ledger, background commands
-//! and their notifier, the browser, a conversation's plan and skills), the
-//! actors' (a turn's channel to the user and its budget, the MCP servers
-//! and offers, the routines), the executors' accounts the node started
-//! with (a `config` type this module's crate layer cannot name), and the
-//! state of a Rust program's own tools (the extension point of the Rust
-//! API: a `#[tool]` function keeps what it needs between calls here).
-//! What [`super::NodeServices`] and [`super::ConversationServices`] hold
-//! (the deferred tool catalog and the gate session among them) is never
-//! looked up here.
+//! Held here: a Rust program's own tools' state, and the built-in tools'
+//! that keep theirs the same way (a conversation's plan and skills in
+//! use). Three services the node lends are still here for a reason of
+//! layering (see [`super`]): the executors' accounts, the background
+//! commands' handle and the browser. What [`super::NodeServices`] and
+//! [`super::ConversationServices`] hold (the read ledger, the command
+//! notifier, a turn's channel to the user and its budget scope, the
+//! deferred tool catalog, the gate session, …) is never looked up here.
 
 use std::any::{Any, TypeId};
 use std::sync::Arc;

@@ -1,17 +1,20 @@
 //! The typed part of a tool call's services the node sets once, when it
 //! starts, and every conversation shares: the store, the handles through
-//! which tools reach the actors above them, the tool sources started late.
+//! which tools reach the actors above them, the tool sources started late,
+//! whom a background command's end is told, the files conversations read.
 
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 
 use super::agents::{AgentServices, Agents};
+use super::command_notifier::CommandNotifier;
 use super::environments::Environments;
 use super::houses::Houses;
 use crate::store::house_files::FileLimits;
 use crate::store::Store;
 use crate::tool::catalog::Lazy;
+use crate::tool::ledger::ReadLedger;
 
 /// What the node lends every conversation's tools, each typed, each unset
 /// (`None`) where no node set it (a tool run alone, a test): a tool then
@@ -24,6 +27,8 @@ pub struct NodeServices {
     agents: Slot<Arc<dyn AgentServices>>,
     file_limits: Slot<FileLimits>,
     lazy_sources: Slot<Arc<Lazy>>,
+    command_notifier: Slot<Arc<dyn CommandNotifier>>,
+    read_ledger: Arc<ReadLedger>,
 }
 
 /// One service: set at start-up (or by a test), read by every call.
@@ -107,6 +112,24 @@ impl NodeServices {
         self.lazy_sources.set(Arc::new(lazy));
     }
 
+    /// Whom `run_command` tells when a background command ends.
+    pub fn command_notifier(&self) -> Option<Arc<dyn CommandNotifier>> {
+        self.command_notifier.get()
+    }
+
+    /// Sets whom `run_command` tells when a background command ends.
+    pub fn set_command_notifier(&self, notifier: Arc<dyn CommandNotifier>) {
+        self.command_notifier.set(notifier);
+    }
+
+    /// The files each conversation read (`read_file`), checked before
+    /// `write_file` and `edit_file` change one: one per node, shared by its
+    /// conversations, so what a conversation read survives its
+    /// passivation.
+    pub fn read_ledger(&self) -> Arc<ReadLedger> {
+        Arc::clone(&self.read_ledger)
+    }
+
     /// How many services are set.
     pub(super) fn len(&self) -> usize {
         usize::from(self.store.0.read().is_some())
@@ -115,5 +138,6 @@ impl NodeServices {
             + usize::from(self.agents.0.read().is_some())
             + usize::from(self.file_limits.0.read().is_some())
             + usize::from(self.lazy_sources.0.read().is_some())
+            + usize::from(self.command_notifier.0.read().is_some())
     }
 }

@@ -1,0 +1,243 @@
+//! Requests for a house another node of the cluster hosts (docs/cluster.md).
+//!
+//! A house lives on one node. A request to this node under
+//! `/api/houses/HOUSE/…` for a house a peer hosts (and this node does not)
+//! is not answered here: [`forward`] sends it over the cluster to that
+//! node, which runs it through its own router ([`Answer`]) and sends back
+//! the status, headers and body. The token is checked there, where its
+//! house and its tokens are: a token is valid on every node, for its own
+//! house. When that node is down, the answer is 503 naming it.
+//!
+//! Not forwarded: WebSocket streams (421 with the node's address, to open
+//! the stream there), and bodies or answers over the cluster's frame limit
+//! (4 MiB; 413, or 503 saying to ask that node).
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tower::ServiceExt;
+use troupe_actors::cluster::{HouseOnPeer, HttpHandler, PlaceError};
+use troupe_runtime::protocol::wire::{self, HttpRequest, HttpResponse};
+
+use super::connections::OwnerSocket;
+use super::error::ApiError;
+use super::AppState;
+
+/// Marks a request another node forwarded: it is answered here, never
+/// forwarded again.
+#[derive(Debug, Clone, Copy)]
+pub struct Forwarded;
+
+/// The largest body sent to another node (the frame's limit, less room
+/// for the rest of the frame).
+const MAX_BODY: usize = wire::MAX_FRAME - 64 * 1024;
+
+/// Headers not carried between nodes: the connection's own, and those this
+/// node checked already (`Host`, `Origin`).
+fn carried(name: &HeaderName) -> bool {
+    !matches!(
+        name.as_str(),
+        "host"
+            | "origin"
+            | "connection"
+            | "keep-alive"
+            | "content-length"
+            | "transfer-encoding"
+            | "upgrade"
+            | "te"
+            | "trailer"
+            | "proxy-connection"
+    )
+}
+
+/// The house a path names: `/api/houses/HOUSE` or `/api/houses/HOUSE/…`.
+fn house_in_path(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/api/houses/")?;
+    let name = rest.split('/').next()?;
+    (!name.is_empty()).then_some(name)
+}
+
+/// The middleware: a request for a house a peer hosts goes to that peer.
+pub async fn forward(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(cluster) = state.inner.options.cluster.as_ref() else {
+        return next.run(request).await;
+    };
+    if request.extensions().get::<Forwarded>().is_some() {
+        return next.run(request).await;
+    }
+    let Some(there) = house_in_path(request.uri().path()).and_then(|h| cluster.house_on_peer(h))
+    else {
+        return next.run(request).await;
+    };
+    // Two nodes that made one name while apart: this node's is served here.
+    if state.node().house(&there.house.name).await.is_ok() {
+        return next.run(request).await;
+    }
+    match to_peer(cluster, &there, request).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn to_peer(
+    cluster: &troupe_actors::cluster::Cluster,
+    there: &HouseOnPeer,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (name, node) = (&there.house.name, &there.node);
+    let at = there
+        .http
+        .as_ref()
+        .map(|u| format!(" ({u})"))
+        .unwrap_or_default();
+    if !there.connected {
+        return Err(ApiError::NodeDown {
+            node: node.clone(),
+            message: format!(
+                "house `{name}` is on node `{node}`{at}, which is down; it is served again when \
+                 that node returns (there is no fail-over)"
+            ),
+        });
+    }
+    if request.headers().contains_key(header::UPGRADE) {
+        return Err(ApiError::MisdirectedHost(format!(
+            "house `{name}` is on node `{node}`{at}: open its event streams there"
+        )));
+    }
+    let owner = request.extensions().get::<OwnerSocket>().is_some();
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| {
+        ApiError::TooLarge(format!(
+            "a request for house `{name}`, on node `{node}`, is carried there only up to \
+             {MAX_BODY} bytes; send it to that node directly{at}"
+        ))
+    })?;
+    let headers = parts
+        .headers
+        .iter()
+        .filter(|(k, _)| carried(k))
+        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect();
+    let asked = HttpRequest {
+        method: parts.method.as_str().to_string(),
+        uri: parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string()),
+        headers,
+        body: wire::Bytes(body.to_vec()),
+        owner,
+    };
+    let answer = cluster
+        .forward_http(node, &asked)
+        .await
+        .map_err(|e| match e {
+            PlaceError::Down { .. } => ApiError::NodeDown {
+                node: node.clone(),
+                message: format!(
+                    "house `{name}` is on node `{node}`{at}, which is down; it is served again \
+                     when that node returns (there is no fail-over)"
+                ),
+            },
+            other => ApiError::NodeDown {
+                node: node.clone(),
+                message: format!("house `{name}` is on node `{node}`{at}: {other}"),
+            },
+        })?;
+    Ok(response(answer))
+}
+
+fn response(answer: HttpResponse) -> Response {
+    let mut response = Response::new(Body::from(answer.body.0));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    for (k, v) in answer.headers {
+        if let (Ok(k), Ok(v)) = (HeaderName::try_from(k), HeaderValue::try_from(v)) {
+            if carried(&k) {
+                response.headers_mut().append(k, v);
+            }
+        }
+    }
+    response
+}
+
+/// Runs the requests other nodes forward here through this node's router.
+pub(crate) struct Answer {
+    /// The whole application, as the server runs it.
+    pub(crate) app: Router,
+}
+
+#[async_trait::async_trait]
+impl HttpHandler for Answer {
+    async fn handle(&self, asked: HttpRequest) -> HttpResponse {
+        let mut builder = Request::builder()
+            .method(asked.method.as_str())
+            .uri(asked.uri.as_str())
+            .header(header::HOST, "localhost");
+        for (k, v) in &asked.headers {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+        let mut request = match builder.body(Body::from(asked.body.0)) {
+            Ok(r) => r,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the forwarded request is not one: {e}"),
+                )
+            }
+        };
+        request.extensions_mut().insert(Forwarded);
+        if asked.owner {
+            request.extensions_mut().insert(OwnerSocket);
+        }
+        let response = match self.app.clone().oneshot(request).await {
+            Ok(r) => r,
+            Err(never) => match never {},
+        };
+        let (parts, body) = response.into_parts();
+        let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the answer is over {MAX_BODY} bytes; ask this house's node directly"),
+            );
+        };
+        HttpResponse {
+            status: parts.status.as_u16(),
+            headers: parts
+                .headers
+                .iter()
+                .filter(|(k, _)| carried(k))
+                .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+                .collect(),
+            body: wire::Bytes(body.to_vec()),
+        }
+    }
+}
+
+fn error(status: StatusCode, message: String) -> HttpResponse {
+    HttpResponse {
+        status: status.as_u16(),
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: wire::Bytes(
+            serde_json::json!({"error": {"code": "forwarding", "message": message}})
+                .to_string()
+                .into_bytes(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_house_of_a_path_is_its_segment_after_houses() {
+        assert_eq!(house_in_path("/api/houses/acme"), Some("acme"));
+        assert_eq!(house_in_path("/api/houses/acme/threads/1"), Some("acme"));
+        assert_eq!(house_in_path("/api/houses"), None);
+        assert_eq!(house_in_path("/api/houses/"), None);
+        assert_eq!(house_in_path("/api/bots/x"), None);
+    }
+}
