@@ -12,7 +12,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use troupe_actors::house::ThreadEvent;
 use troupe_runtime::protocol::house::{MemberKind, ThreadFilter, ThreadInfo, ThreadMessage};
+use troupe_runtime::protocol::Address;
 use troupe_runtime::store::house as table;
+use troupe_runtime::store::mailbox;
 
 use serde_json::json;
 
@@ -446,6 +448,8 @@ async fn post(
     };
     let t = h.thread(thread).await?;
     let mut events = runtime.node().thread_events();
+    // The newest message before this post: what lands after it is printed.
+    let before = t.read(0, 1).await?.first().map_or(0, |m| m.seq);
     let round = t.post(&author, text).await?;
     if no_wait {
         println!("posted ({round})");
@@ -453,18 +457,26 @@ async fn post(
     }
     let thread_id = t.info.id;
     let mut failed = false;
+    // Each message once: printed as its event arrives, and at the end from
+    // the store what landed without its event reaching this loop yet (a
+    // message's event follows its commit).
+    let mut printed = std::collections::HashSet::from([round]);
+    let mut print = |m: &ThreadMessage| -> anyhow::Result<()> {
+        if printed.insert(m.id) {
+            print_message(m, json)?;
+        }
+        Ok(())
+    };
     let both = async {
         let wait = async {
             loop {
                 match events.recv().await {
-                    Ok(ThreadEvent::Posted(p)) if p.round == round && p.message.id != round => {
-                        print_message(&p.message, json)?;
-                    }
-                    // A GIF a bot posts during its turn is a message of its own.
-                    Ok(ThreadEvent::Posted(p))
-                        if p.thread == thread_id && !p.message.attachments.is_empty() =>
-                    {
-                        print_message(&p.message, json)?;
+                    // The round's answers, and what else lands in the thread
+                    // meanwhile: a GIF a bot posts during its turn (a message
+                    // of its own), a report of work handed to pi that ended
+                    // before the round settled.
+                    Ok(ThreadEvent::Posted(p)) if p.round == round || p.thread == thread_id => {
+                        print(&p.message)?;
                     }
                     Ok(ThreadEvent::TurnFailed {
                         round: r,
@@ -493,23 +505,31 @@ async fn post(
         };
         // Work the round handed to an outside executor (`delegate_task`) runs
         // in this process: it stays until that work reports, printing the
-        // reports as they land here.
+        // reports as they land here. An instance's end enqueues its report
+        // for the thread in the transaction that records it, so "nothing
+        // running" alone would leave before the thread posts that report.
         wait.await?;
         let mut tick = tokio::time::interval(Duration::from_millis(200));
+        let inbox = Address::Thread(thread_id);
         loop {
-            let running = runtime
+            let inbox = inbox.clone();
+            let busy = runtime
                 .node()
                 .store()
-                .read(troupe_actors::delegation::record::running_for_threads)
+                .read(move |conn| {
+                    let running = troupe_actors::delegation::record::running_for_threads(conn)?;
+                    Ok(running > 0 || !mailbox::pending(conn, &inbox, 1)?.is_empty())
+                })
                 .await?;
-            if running == 0 {
+            if !busy {
+                for m in t.read_after(before, 1000).await? {
+                    print(&m)?;
+                }
                 return anyhow::Ok(());
             }
             tokio::select! {
                 event = events.recv() => match event {
-                    Ok(ThreadEvent::Posted(p)) if p.thread == thread_id && p.round != round => {
-                        print_message(&p.message, json)?;
-                    }
+                    Ok(ThreadEvent::Posted(p)) if p.thread == thread_id => print(&p.message)?,
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => {
                         anyhow::bail!("the node stopped before the delegated work reported")

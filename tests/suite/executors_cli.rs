@@ -10,8 +10,27 @@ use std::path::PathBuf;
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
-use super::cli::{text, troupe};
+use super::cli::{command, house_with_assistant, text, troupe};
 use super::support::TestHome;
+
+/// The pi `scripts/test` installs, or `None` (after saying why) where it
+/// or a sandbox is missing, unless the run requires them.
+fn pi_modules(test: &str) -> Option<PathBuf> {
+    let modules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/executors/node_modules");
+    if !modules.join("@mariozechner/pi-coding-agent").exists() {
+        let why = format!(
+            "needs {} (npm ci --prefix tests/executors)",
+            modules.display()
+        );
+        assert!(
+            std::env::var_os("TROUPE_TEST_REQUIRE_EXECUTORS").is_none(),
+            "{test} {why}"
+        );
+        eprintln!("skipped: {test} {why}");
+        return None;
+    }
+    Some(modules)
+}
 
 fn list(home: &TestHome) -> Value {
     let out = troupe(home, &["executors", "list", "--json"]);
@@ -35,19 +54,9 @@ fn not_installed(home: &TestHome) -> Value {
 
 #[test]
 fn pi_is_installed_from_a_node_modules_folder_listed_and_removed() {
-    let modules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/executors/node_modules");
-    if !modules.join("@mariozechner/pi-coding-agent").exists() {
-        let why = format!(
-            "needs {} (npm ci --prefix tests/executors)",
-            modules.display()
-        );
-        assert!(
-            std::env::var_os("TROUPE_TEST_REQUIRE_EXECUTORS").is_none(),
-            "the executors test {why}"
-        );
-        eprintln!("skipped: the executors test {why}");
+    let Some(modules) = pi_modules("the executors test") else {
         return;
-    }
+    };
     let home = TestHome::new();
     assert_eq!(list(&home)[0], not_installed(&home));
     let names: Vec<Value> = list(&home)
@@ -112,5 +121,77 @@ fn an_unknown_executor_is_refused_with_the_known_ones() {
         text(&out.stderr).contains("there is no executor named `vi`; the known ones are: pi"),
         "{}",
         text(&out.stderr)
+    );
+}
+
+/// `troupe thread post` stays until the work a bot handed to pi
+/// (`delegate_task`) has reported into the thread, not only until pi has
+/// ended: the report is enqueued for the thread when the instance's end is
+/// recorded and posted a moment later, and a command that left in between
+/// took the thread's actor with it. So a `thread read` right after shows
+/// the report, and so did the post's own output.
+#[test]
+fn a_cli_post_stays_until_pis_report_is_in_the_thread() {
+    let test = "a_cli_post_stays_until_pis_report_is_in_the_thread";
+    let Some(modules) = pi_modules(test) else {
+        return;
+    };
+    if troupe::runtime::sandbox::Sandbox::detect_or_skip(test).is_none() {
+        return;
+    }
+    let home = TestHome::new();
+    let from = modules.display().to_string();
+    let out = troupe(&home, &["executors", "install", "pi", "--from", &from]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let script = home.path().join("script.json");
+    let write = json!({"path": "notes.txt", "content": "env-pi"});
+    let turns = json!({
+        "bots": {"assistant": {"turns": [
+            {"tool_calls": [{"name": "create_environment", "arguments": {}}]},
+            {"tool_calls": [{"name": "delegate_task", "arguments": {"task": "Write notes.txt"}}]},
+            {"text": "pi is on it."}
+        ]}},
+        "executors": {"pi": {"turns": [
+            {"tool_calls": [{"name": "write", "arguments": write}]},
+            {"text": "Wrote notes.txt."}
+        ]}}
+    });
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let model = format!("script:{}", script.display());
+    let run = |args: &[&str]| {
+        command(&home, args)
+            .env("NO_COLOR", "1")
+            .env("TROUPE_MODEL", &model)
+            .output()
+            .expect("the troupe binary runs")
+    };
+    house_with_assistant(&home);
+    let post = run(&[
+        "thread",
+        "post",
+        "acme",
+        "general",
+        "@assistant write the notes",
+        "--as",
+        "ada",
+        "--timeout",
+        "120",
+    ]);
+    assert!(post.status.success(), "{}", text(&post.stderr));
+    let said = text(&post.stdout);
+    let read = run(&["thread", "read", "acme", "general"]);
+    assert!(read.status.success(), "{}", text(&read.stderr));
+    let thread = text(&read.stdout);
+    assert!(
+        said.contains("pi is on it."),
+        "{said}\n--- the thread:\n{thread}"
+    );
+    assert!(
+        said.contains("instance(s) of delegation"),
+        "{said}\n--- the thread:\n{thread}"
+    );
+    assert!(
+        thread.contains("[done]") && thread.contains("Wrote notes.txt."),
+        "{thread}"
     );
 }
