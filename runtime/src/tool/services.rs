@@ -309,6 +309,7 @@ fn debug_assert_untyped<T: std::any::Any>() {
         TypeId::of::<VisibleTools>(),
         TypeId::of::<Scope>(),
         TypeId::of::<crate::tool::ledger::ReadLedger>(),
+        TypeId::of::<crate::executors::settings::Executors>(),
     ];
     debug_assert!(
         !typed.contains(&TypeId::of::<T>()),
@@ -414,6 +415,27 @@ mod tests {
             0,
             "nothing went through the type map"
         );
+    }
+
+    #[test]
+    fn the_executors_accounts_are_the_node_s_typed() {
+        let node = Services::default();
+        let conversation = node.fork();
+        let started: crate::config::Executors = [("codex".to_string(), Default::default())].into();
+        node.node().set_executors(started.clone());
+        assert_eq!(conversation.node().executors().as_deref(), Some(&started));
+        assert_eq!(
+            conversation.extensions().len(),
+            0,
+            "nothing went through the type map"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "typed tool service")]
+    #[cfg(debug_assertions)]
+    fn the_executors_accounts_are_not_looked_up_by_type() {
+        let _ = Services::default().get::<crate::config::Executors>();
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The typed part of a tool call's services the node sets once, when it
 //! starts, and every conversation shares: the store, the handles through
 //! which tools reach the actors above them, the tool sources started late,
-//! whom a background command's end is told, the files conversations read.
+//! whom a background command's end is told, the executors' accounts it
+//! started with, the files conversations read.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use super::agents::{AgentServices, Agents};
 use super::command_notifier::CommandNotifier;
 use super::environments::Environments;
 use super::houses::Houses;
+use crate::executors::settings::Executors;
 use crate::store::house_files::FileLimits;
 use crate::store::Store;
 use crate::tool::catalog::Lazy;
@@ -28,6 +30,7 @@ pub struct NodeServices {
     file_limits: Slot<FileLimits>,
     lazy_sources: Slot<Arc<Lazy>>,
     command_notifier: Slot<Arc<dyn CommandNotifier>>,
+    executors: Slot<Arc<Executors>>,
     read_ledger: Arc<ReadLedger>,
 }
 
@@ -122,6 +125,17 @@ impl NodeServices {
         self.command_notifier.set(notifier);
     }
 
+    /// The executors' accounts the node started with (`config.toml`'s
+    /// `[executors]`), for `executor_accounts`.
+    pub fn executors(&self) -> Option<Arc<Executors>> {
+        self.executors.get()
+    }
+
+    /// Sets the executors' accounts the node started with.
+    pub fn set_executors(&self, executors: Executors) {
+        self.executors.set(Arc::new(executors));
+    }
+
     /// The files each conversation read (`read_file`), checked before
     /// `write_file` and `edit_file` change one: one per node, shared by its
     /// conversations, so what a conversation read survives its
@@ -139,5 +153,6 @@ impl NodeServices {
             + usize::from(self.file_limits.0.read().is_some())
             + usize::from(self.lazy_sources.0.read().is_some())
             + usize::from(self.command_notifier.0.read().is_some())
+            + usize::from(self.executors.0.read().is_some())
     }
 }
