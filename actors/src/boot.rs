@@ -155,7 +155,7 @@ impl Node {
         ctx.add_branch(Arc::new(crate::commands::CommandsBranch(Arc::clone(
             &commands,
         ))));
-        ctx.services.insert(commands);
+        typed.set_background_commands(commands);
         ctx.add_hook(delegations.clone());
         if ctx.settings.review_every_n_turns > 0 {
             let every = ctx.settings.review_every_n_turns;

@@ -44,6 +44,7 @@
 //! them where their users look.
 
 pub mod agents;
+pub mod background_commands;
 mod command_notifier;
 mod conversation;
 pub mod environments;
@@ -58,6 +59,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 pub use agents::{AgentServices, Agents};
+pub use background_commands::BackgroundCommandServices;
 pub use command_notifier::CommandNotifier;
 pub use conversation::{
     ConversationServices, HouseScope, LibrarySkills, ModelTraits, Seat, VisibleTools,
