@@ -1,5 +1,5 @@
-//! What the actors lend a tool call: typed handles, and by type what this
-//! crate cannot name.
+//! What the actors lend a tool call, typed, and where a `#[tool]`
+//! function keeps its own state, by type.
 //!
 //! Tools live in `troupe-tools`, below the actors in the dependency order,
 //! so they cannot name an actor. What they need from one is a trait or a
@@ -9,10 +9,13 @@
 //! - [`NodeServices`], typed, set once when the node starts and shared by
 //!   every conversation: the store, the house threads' [`Houses`], the
 //!   [`Environments`], the agent tools' [`AgentServices`], the house files'
-//!   limits, the tool sources started late, whom a background command's
-//!   end is told ([`CommandNotifier`]), the files conversations read
-//!   ([`ReadLedger`](crate::tool::ledger::ReadLedger)). A tool reads
-//!   `ctx.services.houses()`.
+//!   limits, the tool sources started late, the background commands
+//!   ([`BackgroundCommandServices`]) and whom one's end is told
+//!   ([`CommandNotifier`]), the executors' accounts the node started with
+//!   (`config::Executors`, defined in [`crate::executors::settings`]: `config`
+//!   names `environment`, which names this module), the files
+//!   conversations read ([`ReadLedger`](crate::tool::ledger::ReadLedger)).
+//!   A tool reads `ctx.services.houses()`.
 //! - [`ConversationServices`], typed, set when the node opens a
 //!   conversation: its [`Seat`], its [`HouseScope`], whether it may update
 //!   itself, its deferred tool catalog, its [`GateSession`], its
@@ -24,13 +27,14 @@
 //!   point of the Rust API, where a `#[tool]` function keeps what it needs
 //!   between calls — a program's own tools, and the built-in tools that
 //!   keep their own state the same way (`plan`'s plan, `use_skill`'s
-//!   skills in use). Three services the node lends are still found there,
-//!   each for a reason of this crate's layering: the executors' accounts
-//!   the node started with (`config::Executors`: `config` names
-//!   `environment`, which names this module), the background commands'
-//!   handle (its launch names `trust`, which names `tool`) and the browser
-//!   (an actor of the tools crate). A type the typed parts hold is never
-//!   looked up there (a debug build panics if it is).
+//!   skills in use). Nothing the node lends is found there: a type the
+//!   typed parts hold is never looked up there (a debug build panics if it
+//!   is), and `tests/suite/shape.rs` fails on a lookup by type in the
+//!   crates' code outside those two tools.
+//!
+//! The browser `browser_exec` drives is not lent through these at all: an
+//! actor of `troupe-tools`, its handle is given to the tool when the tools
+//! are built (`BrowserExecHost`), by whoever made and supervises it.
 //!
 //! What the actors lend for their own use (the routines' service, the MCP
 //! servers and whose tools they offer) is not a tool service at all: the
