@@ -145,8 +145,7 @@ impl Node {
         ));
         typed.set_file_limits(ctx.settings.files);
         // `executor_accounts` reads the accounts the node started with.
-        ctx.services
-            .insert(Arc::new(ctx.settings.executors.clone()));
+        typed.set_executors(ctx.settings.executors.clone());
         typed.set_command_notifier(crate::commands::CommandEnds::new(Arc::new(node.clone())));
         // One registry of background commands for the process: any
         // conversation stops one by id, and shutdown ends them all.
@@ -156,7 +155,7 @@ impl Node {
         ctx.add_branch(Arc::new(crate::commands::CommandsBranch(Arc::clone(
             &commands,
         ))));
-        ctx.services.insert(commands);
+        typed.set_background_commands(commands);
         ctx.add_hook(delegations.clone());
         if ctx.settings.review_every_n_turns > 0 {
             let every = ctx.settings.review_every_n_turns;

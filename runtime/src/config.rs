@@ -31,7 +31,6 @@
 
 mod browser;
 mod cluster;
-mod executors;
 mod init;
 mod keys;
 mod layers;
@@ -44,11 +43,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::home::Home;
 
-pub use browser::Browser;
-pub use cluster::Cluster;
-pub use executors::{
+pub use crate::executors::settings::{
     account_dir, Account, ExecutorSettings, Executors, Target, Window, MAIN as MAIN_ACCOUNT,
 };
+pub use browser::Browser;
+pub use cluster::Cluster;
 pub use init::{ensure_home, init_home, InitReport, DEFAULT_CONFIG, MODELS_EXAMPLE};
 pub use keys::{env_var, KEYS, SHORT_ENV};
 pub use sections::{
@@ -242,7 +241,7 @@ impl Config {
 /// `config` once what serde cannot check holds (the executors' accounts),
 /// an error naming the file `path` otherwise.
 fn checked(config: Config, path: &Path) -> Result<Config, ConfigError> {
-    executors::check(&config.executors).map_err(|message| ConfigError::File {
+    crate::executors::settings::check(&config.executors).map_err(|message| ConfigError::File {
         path: path.to_owned(),
         position: None,
         message,

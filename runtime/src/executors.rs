@@ -31,6 +31,7 @@
 
 pub mod accounts;
 pub mod login;
+pub mod settings;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

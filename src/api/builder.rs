@@ -222,11 +222,13 @@ impl RuntimeBuilder {
         sandbox.helper = Some(troupe_actors::environment::helper_program(
             &config.environments,
         ));
+        let browser = browser(&config, &home);
         let mut tools = troupe_tools::builtin_configured(
             sandbox,
             &config.tools,
             &config.web,
             Arc::clone(&lookup),
+            browser.clone(),
         );
         for tool in self.tools {
             tools.register(tool)?;
@@ -275,7 +277,10 @@ impl RuntimeBuilder {
         })
         .await?;
         mcp.start(&node).await?;
-        start_browser(&node, &config).await?;
+        if let Some(browser) = browser {
+            // The Browser actor, under the node's supervisor.
+            node.supervise(browser.child()).await?;
+        }
         let routines = routine_options(&config, self.clock);
         let scheduler = if self.scheduler {
             Some(SchedulerHandle::start(&node, routines).await?)
@@ -309,20 +314,18 @@ fn say_where_commands_run(settings: &troupe_runtime::sandbox::SandboxSettings, a
     }
 }
 
-/// Starts the Browser actor under the node's supervisor and offers
-/// `browser_exec`, when `[browser]` names a browser or one is on `PATH`;
-/// without one, the tool is not offered and `troupe doctor` says why.
-async fn start_browser(node: &Node, config: &Config) -> Result<(), RuntimeError> {
+/// The browser `browser_exec` drives, when `[browser]` names one or one
+/// is on `PATH` (its actor starts under the node's supervisor); without
+/// one, the tool is not offered and `troupe doctor` says why.
+fn browser(config: &Config, home: &Home) -> Option<Arc<troupe_tools::browser::Browser>> {
     use troupe_tools::browser::{Browser, BrowserSettings};
-    match BrowserSettings::configured(config, node.home()) {
-        Ok(settings) => {
-            let browser = Browser::new(settings);
-            node.supervise(browser.child()).await?;
-            node.services().insert(browser);
+    match BrowserSettings::configured(config, home) {
+        Ok(settings) => Some(Browser::new(settings)),
+        Err(why) => {
+            tracing::debug!("browser_exec is not offered: {why}");
+            None
         }
-        Err(why) => tracing::debug!("browser_exec is not offered: {why}"),
     }
-    Ok(())
 }
 
 /// The scheduler's options from `[routines]`, on `clock` (the system's when `None`).

@@ -128,7 +128,6 @@ pub async fn run(n: usize) -> anyhow::Result<serde_json::Value> {
     let cwd = root.join("work");
     std::fs::create_dir_all(&cwd)?;
     let ctx = ToolContext::standalone(home, cwd);
-    ctx.services.insert(std::sync::Arc::clone(&browser));
     let tool = browser_exec::tool(BrowserExecHost {
         sandbox: SandboxSettings {
             network: false,
@@ -139,6 +138,7 @@ pub async fn run(n: usize) -> anyhow::Result<serde_json::Value> {
             allow: vec![],
         },
         network: None,
+        browser: Some(std::sync::Arc::clone(&browser)),
     });
     let args = json!({
         "code": format!("# read the title\nprint(goto_url({url:?})['title'])"),

@@ -231,7 +231,6 @@ async fn a_browser_programs_network_is_a_commands() {
         display: false,
         policy: Policy::default(),
     });
-    ctx.services.insert(Arc::clone(&browser));
     let commands = CommandHost::with_sandbox(SandboxSettings {
         allow_addresses: vec!["127.0.0.1".parse().unwrap()],
         helper: Some(env!("CARGO_BIN_EXE_troupe").into()),
@@ -245,6 +244,7 @@ async fn a_browser_programs_network_is_a_commands() {
         },
         policy: Policy::default(),
         network: Some(commands.network()),
+        browser: Some(Arc::clone(&browser)),
     });
     let l = listener();
     let fetch = |host: &str| {

@@ -1,8 +1,8 @@
 //! The code keeps the shape issue 32 gave it, read from the sources: no
 //! production file over 700 lines, one way to write a tool (the `#[tool]`
 //! function, `troupe_runtime::tool::FnTool`), a node that holds its
-//! features' handles typed, and a library that compiles the binary's
-//! modules only behind their features. A change that breaks one fails
+//! features' handles typed and lends its tools typed services, and a
+//! library that compiles the binary's modules only behind their features. A change that breaks one fails
 //! here with what to do instead.
 
 use std::path::{Path, PathBuf};
@@ -123,6 +123,49 @@ fn the_node_holds_its_features_typed() {
             );
         }
     }
+}
+
+/// What the node lends a tool call is typed
+/// (`troupe_runtime::tool::services::NodeServices`); the type map holds
+/// only what a `#[tool]` function keeps between calls, which among the
+/// built-in tools is `plan`'s plan and `use_skill`'s skills in use.
+#[test]
+fn the_node_lends_its_tools_typed_services() {
+    let by_type = [
+        "services.get::<",
+        "services().get::<",
+        "services.insert(",
+        "services().insert(",
+        "services.get_or_insert_with(",
+        "services().get_or_insert_with(",
+        "services.remove::<",
+    ];
+    let keep_their_state = ["tools/src/plan.rs", "tools/src/use_skill.rs"];
+    let mut found = Vec::new();
+    for path in sources() {
+        let name = relative(&path);
+        if name.starts_with("runtime/src/tool/services")
+            || keep_their_state.contains(&name.as_str())
+        {
+            continue;
+        }
+        // Without whitespace, so a call split over lines is found too.
+        let text: String = std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        for lookup in by_type {
+            if text.contains(lookup) {
+                found.push(format!("{name}: `{lookup}`"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a tool service looked up by type in {found:?}: give what the node lends a typed \
+         slot of `NodeServices` (set in actors/src/boot.rs), or what a tool's own actor is \
+         to its host when the tools are built (`BrowserExecHost`)"
+    );
 }
 
 #[test]

@@ -59,7 +59,8 @@ pub struct BrowserExecParams {
     pub timeout_s: Option<u64>,
 }
 
-/// Where `browser_exec` runs its programs and which pages they may open.
+/// Where `browser_exec` runs its programs, which pages they may open, and
+/// the browser they drive.
 #[derive(Clone, Default)]
 pub struct BrowserExecHost {
     /// `[sandbox]`: where the program runs.
@@ -69,11 +70,15 @@ pub struct BrowserExecHost {
     /// The network sandboxed commands share, which a sandboxed program
     /// joins as a command does (`run_command`'s); none when `None`.
     pub network: Option<Arc<CommandNetwork>>,
+    /// The browser, where one was found or configured; whoever made it
+    /// supervises it (a node: its `browser` child).
+    pub browser: Option<Arc<Browser>>,
 }
 
-/// Offered only where a browser was found or configured.
-fn with_browser(ctx: &ToolContext) -> bool {
-    ctx.services.get::<Browser>().is_some()
+/// `browser_exec` on `host`, offered only where it has a browser.
+pub fn tool(host: BrowserExecHost) -> impl troupe_runtime::tool::Tool {
+    let with_browser = host.browser.is_some();
+    browser_exec::tool(host).offered(move |_| with_browser)
 }
 
 /// Drive troupe's own browser (Chrome/Chromium) with a short Python program. The helpers are
@@ -90,7 +95,6 @@ fn with_browser(ctx: &ToolContext) -> bool {
     deferred,
     failure_tolerant,
     pages_own_output,
-    offered = with_browser,
     timeout = Duration::from_secs(MAX_TIMEOUT_S) + TERM_GRACE + Duration::from_secs(60)
 )]
 pub async fn browser_exec(
@@ -111,7 +115,7 @@ pub async fn browser_exec(
         }
         Some(s) => s,
     };
-    let Some(browser) = ctx.services.get::<Browser>() else {
+    let Some(browser) = &host.browser else {
         return ToolResult::error(
             "there is no browser here: install Chrome or Chromium, or name one with \
              [browser] chrome in config.toml (`troupe browser status` says what was found)",

@@ -64,7 +64,6 @@ fn fixture_with(test: &str, policy: Policy) -> Option<Fixture> {
         policy,
     });
     let ctx = ToolContext::standalone(home, cwd);
-    ctx.services.insert(Arc::clone(&browser));
     ctx.services
         .set_model_traits(crate::read_file::ModelTraits { sees_images: true });
     Some(Fixture {
@@ -74,11 +73,11 @@ fn fixture_with(test: &str, policy: Policy) -> Option<Fixture> {
     })
 }
 
-/// The tool as the test runs it: sandboxed where the machine can (without
-/// network: this crate has no `troupe` binary to hold one), private
-/// addresses allowed unless `strict`.
-fn tool(strict: bool) -> impl Tool {
-    browser_exec::tool(BrowserExecHost {
+/// The tool as the test runs it, driving `browser`: sandboxed where the
+/// machine can (without network: this crate has no `troupe` binary to hold
+/// one), private addresses allowed unless `strict`.
+fn tool(strict: bool, browser: Option<Arc<Browser>>) -> impl Tool {
+    super::tool(BrowserExecHost {
         sandbox: SandboxSettings {
             network: false,
             ..SandboxSettings::default()
@@ -88,11 +87,12 @@ fn tool(strict: bool) -> impl Tool {
             allow: vec![],
         },
         network: None,
+        browser,
     })
 }
 
 async fn exec(f: &Fixture, code: &str) -> ToolResult {
-    tool(false)
+    tool(false, Some(Arc::clone(&f.browser)))
         .call(json!({"code": code, "mode": "headless"}), &f.ctx)
         .await
 }
@@ -214,7 +214,7 @@ async fn a_session_drives_pages_across_calls() {
 
     // By default a page on this machine is refused, before the browser asks.
     let asked = server.requests().len();
-    let r = tool(true)
+    let r = tool(true, Some(Arc::clone(&f.browser)))
         .call(
             json!({"code": format!("# open a local page\ngoto_url({:?})", server.url("/second")), "mode": "headless"}),
             &f.ctx,
@@ -274,6 +274,7 @@ async fn a_page_cannot_take_the_browser_where_the_user_did_not_allow() {
             allow: vec![[127, 0, 0, 1].into()],
         },
         network: None,
+        browser: Some(Arc::clone(&f.browser)),
     });
 
     // A redirect to the secret: the navigation fails, nothing is read.
@@ -315,7 +316,7 @@ async fn a_runaway_program_is_killed_and_a_killed_browser_is_restarted() {
     .await;
 
     // The timeout kills a program that never ends.
-    let r = tool(false)
+    let r = tool(false, Some(Arc::clone(&f.browser)))
         .call(
             json!({"code": "# spin\nwhile True:\n    pass", "mode": "headless", "timeout_s": 1}),
             &f.ctx,
@@ -328,12 +329,12 @@ async fn a_runaway_program_is_killed_and_a_killed_browser_is_restarted() {
     let ready = server.url("/ready");
     let call = {
         let ctx = f.ctx.clone();
+        let tool = tool(false, Some(Arc::clone(&f.browser)));
         let code = format!(
             "# wait on the page\ngoto_url({ready:?})\njs('new Promise(r => {{ fetch(\"/ready?waiting\"); }})')"
         );
         tokio::spawn(async move {
-            tool(false)
-                .call(json!({"code": code, "mode": "headless"}), &ctx)
+            tool.call(json!({"code": code, "mode": "headless"}), &ctx)
                 .await
         })
     };
@@ -372,7 +373,7 @@ async fn a_program_without_a_step_comment_is_refused() {
         "#\nprint(1)",
         "\n# late comment\nprint(1)",
     ] {
-        let r = tool(false).call(json!({"code": code}), &ctx).await;
+        let r = tool(false, None).call(json!({"code": code}), &ctx).await;
         assert_eq!(r.status, ToolStatus::Error, "{code}");
         assert!(
             r.text
@@ -381,7 +382,7 @@ async fn a_program_without_a_step_comment_is_refused() {
             r.text
         );
     }
-    let r = tool(false)
+    let r = tool(false, None)
         .call(json!({"code": "# step\nprint(1)", "timeout_s": 1801}), &ctx)
         .await;
     assert_eq!(r.status, ToolStatus::Error);
@@ -392,15 +393,17 @@ async fn a_program_without_a_step_comment_is_refused() {
 fn offered_only_with_a_browser() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ToolContext::standalone(Home::new(dir.path().join(".troupe")), PathBuf::from("/"));
-    assert!(tool(false).available(&ctx).is_none());
-    ctx.services.insert(Browser::new(BrowserSettings {
+    assert!(tool(false, None).available(&ctx).is_none());
+    let browser = Browser::new(BrowserSettings {
         program: PathBuf::from("/usr/bin/chromium"),
         dir: dir.path().join("browser"),
         idle: Duration::from_secs(1),
         display: false,
         policy: Policy::default(),
-    }));
-    let spec = tool(false).available(&ctx).expect("offered with a browser");
+    });
+    let spec = tool(false, Some(browser))
+        .available(&ctx)
+        .expect("offered with a browser");
     assert_eq!(spec.exposure, troupe_runtime::tool::Exposure::Deferred);
     assert!(spec.flags.failure_tolerant);
 }

@@ -15,7 +15,7 @@ use chrono::Utc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe_macros::tool;
-use troupe_runtime::config::{Config, Executors};
+use troupe_runtime::config::Config;
 use troupe_runtime::executors::accounts;
 use troupe_runtime::protocol::ToolResult;
 use troupe_runtime::tool::ToolContext;
@@ -39,7 +39,7 @@ pub struct Params {
 #[tool(read_only, deferred)]
 pub async fn executor_accounts(params: Params, ctx: &ToolContext) -> ToolResult {
     // The node's accounts; a context without a node reads the file.
-    let executors = match ctx.services.get::<Executors>() {
+    let executors = match ctx.services.node().executors() {
         Some(executors) => executors,
         None => match Config::load(&ctx.home, &|_| None, &[]) {
             Ok(config) => std::sync::Arc::new(config.executors),
@@ -144,13 +144,13 @@ mod tests {
         let home = Home::new(dir.path());
         // The file names `work`; the node started with `spare`.
         std::fs::write(home.config_file(), "[executors.codex.accounts.work]\n").unwrap();
-        let started: Executors =
+        let started: troupe_runtime::config::Executors =
             serde_json::from_value(serde_json::json!({"codex": {"accounts": {"spare": {}}}}))
                 .unwrap();
         let store = Store::open(&home.database()).unwrap();
         let ctx = ToolContext::standalone(home, dir.path().to_path_buf());
         ctx.services.node().set_store(store);
-        ctx.services.insert(std::sync::Arc::new(started));
+        ctx.services.node().set_executors(started);
         let shown = executor_accounts::tool()
             .call(serde_json::json!({"executor": "codex"}), &ctx)
             .await;

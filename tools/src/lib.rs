@@ -66,16 +66,19 @@ pub fn builtin_with(sandbox: troupe_runtime::sandbox::SandboxSettings) -> Regist
         &troupe_runtime::config::Tools::default(),
         &troupe_runtime::config::Web::default(),
         Arc::new(|_: &str| None),
+        None,
     )
 }
 
 /// Every built-in tool, set up by `config.toml`'s `[sandbox]`, `[tools]` and
-/// `[web]`, with keys (`TAVILY_API_KEY`, …) looked up through `env`.
+/// `[web]`, with keys (`TAVILY_API_KEY`, …) looked up through `env`;
+/// `browser_exec` drives `browser` and is offered only with one.
 pub fn builtin_configured(
     sandbox: troupe_runtime::sandbox::SandboxSettings,
     settings: &troupe_runtime::config::Tools,
     web: &troupe_runtime::config::Web,
     env: web::Env,
+    browser: Option<Arc<browser::Browser>>,
 ) -> Registry {
     let commands = run_command::CommandHost::with_sandbox(sandbox.clone())
         .output_cap(settings.command_output_cap);
@@ -100,13 +103,12 @@ pub fn builtin_configured(
             Arc::clone(&env),
         ))),
         Arc::new(web::fetch::web_fetch::tool(web::fetch::WebReader::new(web))),
-        Arc::new(browser_exec::browser_exec::tool(
-            browser_exec::BrowserExecHost {
-                sandbox: sandbox.clone(),
-                policy: web::guard::Policy::from_settings(web),
-                network: Some(command_network),
-            },
-        )),
+        Arc::new(browser_exec::tool(browser_exec::BrowserExecHost {
+            sandbox: sandbox.clone(),
+            policy: web::guard::Policy::from_settings(web),
+            network: Some(command_network),
+            browser,
+        })),
         Arc::new(web::gif::send_gif::tool(web::gif::GifSearch::new(
             web,
             Arc::clone(&env),

@@ -42,7 +42,7 @@ use troupe_runtime::sandbox::{Confinement, Placement, Sandbox, SandboxSettings};
 use troupe_runtime::tool::{GateSubject, ToolContext};
 use troupe_runtime::trust::seal::Seal;
 
-use background::{BackgroundCommands, CommandNotifications, Launch};
+use background::{BackgroundCommands, Launch};
 use output::BoundedOutput;
 use process::{end_tree, shell, Ending};
 
@@ -214,26 +214,23 @@ pub async fn run_command(
         Placement::Sandboxed(sandbox) => Some((sandbox, &confinement)),
         Placement::Unsandboxed(_) => None,
     };
-    // Unsandboxed, troupe's settings are put back if the command changes them.
-    let seal = sandbox.is_none().then(|| Seal::of(&ctx.home));
     if params.background {
         let notifier = ctx.services.node().command_notifier();
         let notify = match (params.notify_on_complete, notifier) {
-            (true, Some(n)) => Some((CommandNotifications(n), ctx.conversation)),
+            (true, Some(n)) => Some((n, ctx.conversation)),
             _ => None,
         };
         let missing_notifier = params.notify_on_complete && notify.is_none();
-        let dir = ctx.home.commands_dir();
+        // Unsandboxed, its supervisor seals troupe's settings as below.
         let launch = Launch {
             command: &command,
             cwd: &cwd,
-            dir: &dir,
+            home: &ctx.home,
             timeout,
             notify,
             conversation: ctx.conversation,
             sandbox,
             allow: &host.sandbox.allow_addresses,
-            seal,
         };
         return match registry.start(launch).await {
             Ok(started) => {
@@ -258,6 +255,8 @@ pub async fn run_command(
             Err(e) => ToolResult::error(format!("could not start the command: {e}")),
         };
     }
+    // Unsandboxed, troupe's settings are put back if the command changes them.
+    let seal = sandbox.is_none().then(|| Seal::of(&ctx.home));
     let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT);
     let mut result = run(
         &command,

@@ -17,7 +17,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use rusqlite::Connection;
 use serde::Serialize;
 
-use crate::config::{account_dir, Executors, Target};
+use super::settings::{account_dir, Executors, Target};
 use crate::home::Home;
 use crate::store::executor_usage;
 use crate::store::StoreError;

@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 
-use crate::config::{account_dir, Executors, Target, MAIN_ACCOUNT};
+use super::settings::{account_dir, Executors, Target, MAIN as MAIN_ACCOUNT};
 use crate::home::Home;
 
 use super::accounts::{logged_in_as, logged_in_elsewhere};

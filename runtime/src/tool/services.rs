@@ -1,5 +1,5 @@
-//! What the actors lend a tool call: typed handles, and by type what this
-//! crate cannot name.
+//! What the actors lend a tool call, typed, and where a `#[tool]`
+//! function keeps its own state, by type.
 //!
 //! Tools live in `troupe-tools`, below the actors in the dependency order,
 //! so they cannot name an actor. What they need from one is a trait or a
@@ -9,10 +9,13 @@
 //! - [`NodeServices`], typed, set once when the node starts and shared by
 //!   every conversation: the store, the house threads' [`Houses`], the
 //!   [`Environments`], the agent tools' [`AgentServices`], the house files'
-//!   limits, the tool sources started late, whom a background command's
-//!   end is told ([`CommandNotifier`]), the files conversations read
-//!   ([`ReadLedger`](crate::tool::ledger::ReadLedger)). A tool reads
-//!   `ctx.services.houses()`.
+//!   limits, the tool sources started late, the background commands
+//!   ([`BackgroundCommandServices`]) and whom one's end is told
+//!   ([`CommandNotifier`]), the executors' accounts the node started with
+//!   (`config::Executors`, defined in [`crate::executors::settings`]: `config`
+//!   names `environment`, which names this module), the files
+//!   conversations read ([`ReadLedger`](crate::tool::ledger::ReadLedger)).
+//!   A tool reads `ctx.services.houses()`.
 //! - [`ConversationServices`], typed, set when the node opens a
 //!   conversation: its [`Seat`], its [`HouseScope`], whether it may update
 //!   itself, its deferred tool catalog, its [`GateSession`], its
@@ -24,13 +27,14 @@
 //!   point of the Rust API, where a `#[tool]` function keeps what it needs
 //!   between calls — a program's own tools, and the built-in tools that
 //!   keep their own state the same way (`plan`'s plan, `use_skill`'s
-//!   skills in use). Three services the node lends are still found there,
-//!   each for a reason of this crate's layering: the executors' accounts
-//!   the node started with (`config::Executors`: `config` names
-//!   `environment`, which names this module), the background commands'
-//!   handle (its launch names `trust`, which names `tool`) and the browser
-//!   (an actor of the tools crate). A type the typed parts hold is never
-//!   looked up there (a debug build panics if it is).
+//!   skills in use). Nothing the node lends is found there: a type the
+//!   typed parts hold is never looked up there (a debug build panics if it
+//!   is), and `tests/suite/shape.rs` fails on a lookup by type in the
+//!   crates' code outside those two tools.
+//!
+//! The browser `browser_exec` drives is not lent through these at all: an
+//! actor of `troupe-tools`, its handle is given to the tool when the tools
+//! are built (`BrowserExecHost`), by whoever made and supervises it.
 //!
 //! What the actors lend for their own use (the routines' service, the MCP
 //! servers and whose tools they offer) is not a tool service at all: the
@@ -44,6 +48,7 @@
 //! them where their users look.
 
 pub mod agents;
+pub mod background_commands;
 mod command_notifier;
 mod conversation;
 pub mod environments;
@@ -58,6 +63,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 pub use agents::{AgentServices, Agents};
+pub use background_commands::BackgroundCommandServices;
 pub use command_notifier::CommandNotifier;
 pub use conversation::{
     ConversationServices, HouseScope, LibrarySkills, ModelTraits, Seat, VisibleTools,
@@ -309,6 +315,7 @@ fn debug_assert_untyped<T: std::any::Any>() {
         TypeId::of::<VisibleTools>(),
         TypeId::of::<Scope>(),
         TypeId::of::<crate::tool::ledger::ReadLedger>(),
+        TypeId::of::<crate::executors::settings::Executors>(),
     ];
     debug_assert!(
         !typed.contains(&TypeId::of::<T>()),
@@ -414,6 +421,27 @@ mod tests {
             0,
             "nothing went through the type map"
         );
+    }
+
+    #[test]
+    fn the_executors_accounts_are_the_node_s_typed() {
+        let node = Services::default();
+        let conversation = node.fork();
+        let started: crate::config::Executors = [("codex".to_string(), Default::default())].into();
+        node.node().set_executors(started.clone());
+        assert_eq!(conversation.node().executors().as_deref(), Some(&started));
+        assert_eq!(
+            conversation.extensions().len(),
+            0,
+            "nothing went through the type map"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "typed tool service")]
+    #[cfg(debug_assertions)]
+    fn the_executors_accounts_are_not_looked_up_by_type() {
+        let _ = Services::default().get::<crate::config::Executors>();
     }
 
     #[test]

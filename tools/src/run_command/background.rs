@@ -9,12 +9,14 @@
 //! and waits for its end, under one supervisor, [`Commands`], which owns the
 //! registry by id: any later call stops a command by its id, and shutdown
 //! ends them all. A node starts the supervisor as its `commands` child
-//! ([`BackgroundCommands::child`]); without one (a program using the tool
-//! alone) it starts on first use. A command is a temporary child: it is
-//! never restarted (its process cannot be taken over, and running it again
-//! could repeat what it did). When one exits abnormally (a panic), the
-//! supervisor's exit handling ends its processes, writes the ending line
-//! and sends the notification it owed, so neither is lost.
+//! ([`BackgroundCommands::child`]) and lends the handle to `run_command`
+//! typed, as the [`BackgroundCommandServices`] of its tools' services;
+//! without one (a program using the tool alone) it starts on first use. A
+//! command is a temporary child: it is never restarted (its process cannot
+//! be taken over, and running it again could repeat what it did). When one
+//! exits abnormally (a panic), the supervisor's exit handling ends its
+//! processes, writes the ending line and sends the notification it owed,
+//! so neither is lost.
 //!
 //! It runs in the same sandbox as a foreground command. troupe opens its log
 //! file and hands the command the open file, so the log is written even
@@ -35,8 +37,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use troupe_runtime::fault;
 use troupe_runtime::id::ConversationId;
-use troupe_runtime::sandbox::{Confinement, Sandbox};
 use troupe_runtime::supervise::{ChildSpec, ExitReason};
+use troupe_runtime::tool::services::BackgroundCommandServices;
 use troupe_runtime::tool::Services;
 use troupe_runtime::trust::seal::Seal;
 
@@ -51,12 +53,8 @@ const SUMMARY_TAIL_BYTES: u64 = 2000;
 /// ended, before it tells anyone.
 pub const FAULT: &str = "command";
 
+pub use troupe_runtime::tool::services::background_commands::{Launch, Started};
 pub use troupe_runtime::tool::services::CommandNotifier;
-
-/// The notifier a command tells, the node's
-/// ([`NodeServices::command_notifier`](troupe_runtime::tool::services::NodeServices::command_notifier)).
-#[derive(Clone)]
-pub struct CommandNotifications(pub Arc<dyn CommandNotifier>);
 
 /// One background command, as its supervisor keeps it.
 struct Job {
@@ -67,18 +65,9 @@ struct Job {
     ended: watch::Sender<Option<String>>,
     /// Its process group, while it may run.
     pgid: Option<u32>,
-    notify: Option<(CommandNotifications, ConversationId)>,
+    notify: Option<(Arc<dyn CommandNotifier>, ConversationId)>,
     /// Its actor, while it runs.
     cell: Option<ActorId>,
-}
-
-/// What `start` answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Started {
-    /// The id to stop it by.
-    pub id: String,
-    /// Where its output goes.
-    pub log: PathBuf,
 }
 
 /// A running background command, as `troupe ps` lists it.
@@ -99,34 +88,14 @@ pub struct BackgroundCommands {
     running: Arc<DashMap<String, ConversationId>>,
 }
 
-/// What starting a background command needs.
-pub struct Launch<'a> {
-    /// The shell command.
-    pub command: &'a str,
-    /// Where it runs.
-    pub cwd: &'a Path,
-    /// The `commands/` folder of the home.
-    pub dir: &'a Path,
-    /// Ends it after this long, if given.
-    pub timeout: Option<Duration>,
-    /// The sandbox it runs in and what it may touch there; `None` runs it
-    /// on the machine itself.
-    pub sandbox: Option<(&'a Sandbox, &'a Confinement)>,
-    /// The addresses its network reaches through the proxy
-    /// (`[sandbox] allow_addresses`).
-    pub allow: &'a [std::net::IpAddr],
-    /// Whom to tell when it ends, if anyone.
-    pub notify: Option<(CommandNotifications, ConversationId)>,
-    /// The conversation that starts it.
-    pub conversation: ConversationId,
-    /// Unsandboxed: troupe's settings as they were, put back when it ends.
-    pub seal: Option<Seal>,
-}
-
 impl BackgroundCommands {
-    /// The handle held in `services`, made on first use.
-    pub fn of(services: &Services) -> Arc<Self> {
-        services.get_or_insert_with(Self::default)
+    /// The node's background commands
+    /// ([`NodeServices::background_commands`](troupe_runtime::tool::services::NodeServices::background_commands));
+    /// without a node, a handle of their own, made on first use.
+    pub fn of(services: &Services) -> Arc<dyn BackgroundCommandServices> {
+        services
+            .node()
+            .background_commands_or(|| Arc::new(Self::default()))
     }
 
     /// The supervisor as a child named `commands` of a node's root: each
@@ -161,13 +130,37 @@ impl BackgroundCommands {
         Ok(actor)
     }
 
-    /// Starts a command in the background.
-    pub async fn start(&self, launch: Launch<'_>) -> std::io::Result<Started> {
+    /// Stops every command still running (at shutdown).
+    pub fn stop_all(&self) {
+        if let Some(actor) = self.actor.read().clone() {
+            let _ = actor.send_message(CommandsMsg::StopAll);
+        }
+    }
+
+    /// The commands running now.
+    pub fn running(&self) -> Vec<RunningCommand> {
+        self.running
+            .iter()
+            .map(|entry| RunningCommand {
+                id: entry.key().clone(),
+                conversation: *entry.value(),
+            })
+            .collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl BackgroundCommandServices for BackgroundCommands {
+    async fn start(&self, launch: Launch<'_>) -> std::io::Result<Started> {
+        // Unsandboxed, troupe's settings are put back if the command
+        // changes them (when it ends), as a foreground command's are.
+        let seal = launch.sandbox.is_none().then(|| Seal::of(launch.home));
         let actor = self.actor().await?;
-        std::fs::create_dir_all(launch.dir)?;
+        let dir = launch.home.commands_dir();
+        std::fs::create_dir_all(&dir)?;
         let suffix = uuid::Uuid::now_v7().simple().to_string();
         let id = format!("cmd_{}", &suffix[suffix.len() - 12..]);
-        let log = launch.dir.join(format!("{id}.log"));
+        let log = dir.join(format!("{id}.log"));
         let file = std::fs::File::create(&log)?;
         let mut cmd = shell(launch.command, launch.cwd, launch.sandbox, launch.allow);
         cmd.stdout(Stdio::from(file.try_clone()?))
@@ -181,7 +174,7 @@ impl BackgroundCommands {
             timeout: launch.timeout,
             notify: launch.notify,
             conversation: launch.conversation,
-            seal: launch.seal,
+            seal,
         };
         let answer = ractor::call!(actor, CommandsMsg::Start, Box::new(launched))
             .map_err(|e| std::io::Error::other(format!("the commands' supervisor: {e}")))?;
@@ -189,9 +182,7 @@ impl BackgroundCommands {
         Ok(Started { id, log })
     }
 
-    /// Stops command `id` and waits (up to a while) for it to end; `Ok`
-    /// with its ending line, or `Err` with what was wrong.
-    pub async fn stop(&self, id: &str) -> Result<String, String> {
+    async fn stop(&self, id: &str) -> Result<String, String> {
         let actor = self.actor().await.map_err(|e| e.to_string())?;
         let found = ractor::call!(actor, CommandsMsg::Find, id.to_string())
             .map_err(|e| format!("the commands' supervisor did not answer: {e}"))?;
@@ -224,24 +215,6 @@ impl BackgroundCommands {
             )),
         }
     }
-
-    /// Stops every command still running (at shutdown).
-    pub fn stop_all(&self) {
-        if let Some(actor) = self.actor.read().clone() {
-            let _ = actor.send_message(CommandsMsg::StopAll);
-        }
-    }
-
-    /// The commands running now.
-    pub fn running(&self) -> Vec<RunningCommand> {
-        self.running
-            .iter()
-            .map(|entry| RunningCommand {
-                id: entry.key().clone(),
-                conversation: *entry.value(),
-            })
-            .collect()
-    }
 }
 
 /// A started process, handed to the supervisor to become an actor.
@@ -251,7 +224,7 @@ pub struct Launched {
     log: PathBuf,
     running: Running,
     timeout: Option<Duration>,
-    notify: Option<(CommandNotifications, ConversationId)>,
+    notify: Option<(Arc<dyn CommandNotifier>, ConversationId)>,
     conversation: ConversationId,
     seal: Option<Seal>,
 }
@@ -327,10 +300,7 @@ impl CommandsState {
             // At least once: a notifier that failed may have told already.
             if let Some((notifier, conversation)) = notify {
                 let summary = summary(&id, &command, &line, &log, &tail);
-                notifier
-                    .0
-                    .command_finished(conversation, &id, &summary)
-                    .await;
+                notifier.command_finished(conversation, &id, &summary).await;
             }
         });
     }
@@ -476,7 +446,7 @@ struct CommandState {
     pgid: Option<u32>,
     watchdog: Option<Watchdog>,
     timeout: Option<Duration>,
-    notify: Option<(CommandNotifications, ConversationId)>,
+    notify: Option<(Arc<dyn CommandNotifier>, ConversationId)>,
     conversation: ConversationId,
     seal: Option<Seal>,
     stop: CancellationToken,
@@ -569,7 +539,6 @@ async fn wait(state: &mut CommandState) {
     if let Some((notifier, conversation)) = state.notify.take() {
         let summary = summary(&state.id, &state.command, &line, &state.log, &tail);
         notifier
-            .0
             .command_finished(conversation, &state.id, &summary)
             .await;
     }

@@ -3,12 +3,11 @@
 //!
 //! Held here: a Rust program's own tools' state, and the built-in tools'
 //! that keep theirs the same way (a conversation's plan and skills in
-//! use). Three services the node lends are still here for a reason of
-//! layering (see [`super`]): the executors' accounts, the background
-//! commands' handle and the browser. What [`super::NodeServices`] and
-//! [`super::ConversationServices`] hold (the read ledger, the command
-//! notifier, a turn's channel to the user and its budget scope, the
-//! deferred tool catalog, the gate session, …) is never looked up here.
+//! use); nothing the node lends. What [`super::NodeServices`] and
+//! [`super::ConversationServices`] hold (the read ledger, the background
+//! commands and the command notifier, the executors' accounts, a turn's
+//! channel to the user and its budget scope, the deferred tool catalog,
+//! the gate session, …) is never looked up here.
 
 use std::any::{Any, TypeId};
 use std::sync::Arc;
@@ -17,8 +16,7 @@ use parking_lot::RwLock;
 
 type Entry = (TypeId, Arc<dyn Any + Send + Sync>);
 
-/// Services whose type this crate cannot name, looked up by type. Cloning
-/// shares them.
+/// What tools keep between calls, looked up by type. Cloning shares it.
 ///
 /// A [fork](Extensions::fork) is a layer over its parent: what it adds or
 /// removes stays in the layer, what it does not hold it finds in the

@@ -1,16 +1,19 @@
 //! The typed part of a tool call's services the node sets once, when it
 //! starts, and every conversation shares: the store, the handles through
 //! which tools reach the actors above them, the tool sources started late,
-//! whom a background command's end is told, the files conversations read.
+//! its background commands and whom one's end is told, the executors'
+//! accounts it started with, the files conversations read.
 
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 
 use super::agents::{AgentServices, Agents};
+use super::background_commands::BackgroundCommandServices;
 use super::command_notifier::CommandNotifier;
 use super::environments::Environments;
 use super::houses::Houses;
+use crate::executors::settings::Executors;
 use crate::store::house_files::FileLimits;
 use crate::store::Store;
 use crate::tool::catalog::Lazy;
@@ -28,6 +31,8 @@ pub struct NodeServices {
     file_limits: Slot<FileLimits>,
     lazy_sources: Slot<Arc<Lazy>>,
     command_notifier: Slot<Arc<dyn CommandNotifier>>,
+    background_commands: Slot<Arc<dyn BackgroundCommandServices>>,
+    executors: Slot<Arc<Executors>>,
     read_ledger: Arc<ReadLedger>,
 }
 
@@ -47,6 +52,14 @@ impl<T: Clone> Slot<T> {
 
     fn set(&self, value: T) {
         *self.0.write() = Some(value);
+    }
+
+    fn get_or_set_with(&self, make: impl FnOnce() -> T) -> T {
+        if let Some(value) = self.get() {
+            return value;
+        }
+        // Another caller may have set it meanwhile.
+        self.0.write().get_or_insert_with(make).clone()
     }
 }
 
@@ -122,6 +135,37 @@ impl NodeServices {
         self.command_notifier.set(notifier);
     }
 
+    /// The background commands `run_command` starts and stops.
+    pub fn background_commands(&self) -> Option<Arc<dyn BackgroundCommandServices>> {
+        self.background_commands.get()
+    }
+
+    /// The background commands, or where none were set (a tool run
+    /// without a node) the ones `make` makes, kept for the next call.
+    pub fn background_commands_or(
+        &self,
+        make: impl FnOnce() -> Arc<dyn BackgroundCommandServices>,
+    ) -> Arc<dyn BackgroundCommandServices> {
+        self.background_commands.get_or_set_with(make)
+    }
+
+    /// Sets the background commands `run_command` starts and stops (the
+    /// node's supervisor of them).
+    pub fn set_background_commands(&self, commands: Arc<dyn BackgroundCommandServices>) {
+        self.background_commands.set(commands);
+    }
+
+    /// The executors' accounts the node started with (`config.toml`'s
+    /// `[executors]`), for `executor_accounts`.
+    pub fn executors(&self) -> Option<Arc<Executors>> {
+        self.executors.get()
+    }
+
+    /// Sets the executors' accounts the node started with.
+    pub fn set_executors(&self, executors: Executors) {
+        self.executors.set(Arc::new(executors));
+    }
+
     /// The files each conversation read (`read_file`), checked before
     /// `write_file` and `edit_file` change one: one per node, shared by its
     /// conversations, so what a conversation read survives its
@@ -139,5 +183,7 @@ impl NodeServices {
             + usize::from(self.file_limits.0.read().is_some())
             + usize::from(self.lazy_sources.0.read().is_some())
             + usize::from(self.command_notifier.0.read().is_some())
+            + usize::from(self.background_commands.0.read().is_some())
+            + usize::from(self.executors.0.read().is_some())
     }
 }

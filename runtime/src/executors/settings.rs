@@ -16,20 +16,23 @@
 //! window with no limit, a folder or a directory claimed by two accounts,
 //! or two accounts in the same hand-over place are refused, each saying
 //! what to change.
+//!
+//! They are defined here and re-exported by [`crate::config`], not the
+//! other way round: a tool call's services hold the accounts the node
+//! started with ([`NodeServices::executors`](crate::tool::services::NodeServices::executors)),
+//! and `config` names the tools' module (through `environment`), so the
+//! tools' module cannot name `config`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::HARNESSES;
 use crate::home::Home;
 
 /// The account every executor has, used when no other one fits.
 pub const MAIN: &str = "main";
-
-/// The harnesses' names (`crate::executors::HARNESSES`, which imports
-/// this module: a test keeps the two equal).
-pub const HARNESS_NAMES: &[&str] = &["pi", "claude-code", "codex"];
 
 /// `[executors]`: each outside harness's settings, by its name.
 pub type Executors = BTreeMap<String, ExecutorSettings>;
@@ -198,10 +201,11 @@ fn good_name(name: &str) -> bool {
 /// Checks `[executors]` as a whole; the error says what to change.
 pub fn check(executors: &Executors) -> Result<(), String> {
     for (name, settings) in executors {
-        if !HARNESS_NAMES.contains(&name.as_str()) {
+        if !HARNESSES.iter().any(|h| h.name == name) {
+            let known: Vec<&str> = HARNESSES.iter().map(|h| h.name).collect();
             return Err(format!(
                 "[executors.{name}]: troupe drives no executor called `{name}`; the known ones are {}",
-                HARNESS_NAMES.join(", ")
+                known.join(", ")
             ));
         }
         let mut dirs: BTreeMap<PathBuf, &str> = BTreeMap::new();
@@ -349,12 +353,6 @@ mod tests {
             let err = check(&parse(text)).unwrap_err();
             assert!(err.contains(says), "{text}: {err}");
         }
-    }
-
-    #[test]
-    fn the_harness_names_are_the_harnesses() {
-        let names: Vec<&str> = crate::executors::HARNESSES.iter().map(|h| h.name).collect();
-        assert_eq!(names, HARNESS_NAMES);
     }
 
     #[test]
