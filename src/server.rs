@@ -184,6 +184,10 @@ impl Server {
                 Arc::new(cluster::Answer { app: app.clone() }),
                 format!("http://{addr}"),
             );
+            cluster.serve_streams(Arc::new(cluster::Accept {
+                app: app.clone(),
+                stopping: stopping.clone(),
+            }));
         }
         let owner = owner_listener.map(|(path, (listener, me))| {
             let task = tokio::spawn(connections::serve_owner(

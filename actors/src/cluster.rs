@@ -31,6 +31,7 @@ pub mod inbox;
 pub mod membership;
 pub mod options;
 pub mod placement;
+pub mod streams;
 pub mod tls;
 pub mod tree;
 
@@ -46,6 +47,7 @@ use troupe_runtime::supervise::SupervisorMsg;
 
 pub use houses::{HouseOnPeer, HttpHandler, PlaceError, Placed};
 pub use options::{ClusterError, ClusterOptions};
+pub use streams::{OpenError, Relayed, StreamHandler, StreamLink};
 pub use tls::{Tls, TlsFiles};
 
 use crate::node::{Node, Remote, WeakNode};
@@ -87,6 +89,8 @@ pub struct Shared {
     pub(crate) children: tree::Children,
     /// The houses: what each peer was told, who answers forwarded HTTP.
     pub(crate) houses: houses::HouseState,
+    /// The WebSocket streams relayed to or from other nodes.
+    pub(crate) streams: streams::Streams,
 }
 
 impl Shared {
@@ -142,6 +146,7 @@ impl Cluster {
             supervisor: parking_lot::RwLock::new(None),
             children: tree::Children::new(),
             houses: houses::HouseState::default(),
+            streams: streams::Streams::default(),
         });
         tree::start(node, &shared).await?;
         node.add_branch(Arc::new(tree::ClusterBranch(Arc::downgrade(&shared))));

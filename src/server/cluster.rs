@@ -8,9 +8,15 @@
 //! house and its tokens are: a token is valid on every node, for its own
 //! house. When that node is down, the answer is 503 naming it.
 //!
-//! Not forwarded: WebSocket streams (421 with the node's address, to open
-//! the stream there), and bodies or answers over the cluster's frame limit
-//! (4 MiB; 413, or 503 saying to ask that node).
+//! A WebSocket stream under `/api/houses/HOUSE/…` (a thread's events) goes
+//! there too, and stays relayed over the cluster until either side closes
+//! ([`streams`]): the house's node runs the upgrade through its own router,
+//! and the client is upgraded here only if that router upgraded it.
+//!
+//! Not forwarded: bodies or answers over the cluster's frame limit (4 MiB;
+//! 413, or 503 saying to ask that node).
+
+mod streams;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -25,6 +31,8 @@ use troupe_runtime::protocol::wire::{self, HttpRequest, HttpResponse};
 use super::connections::OwnerSocket;
 use super::error::ApiError;
 use super::AppState;
+
+pub(crate) use streams::Accept;
 
 /// Marks a request another node forwarded: it is answered here, never
 /// forwarded again.
@@ -76,7 +84,8 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
     if state.node().house(&there.house.name).await.is_ok() {
         return next.run(request).await;
     }
-    match to_peer(cluster, &there, request).await {
+    let stopping = state.stopping().clone();
+    match to_peer(cluster, &there, request, stopping).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
     }
@@ -86,6 +95,7 @@ async fn to_peer(
     cluster: &troupe_actors::cluster::Cluster,
     there: &HouseOnPeer,
     request: Request,
+    stopping: tokio_util::sync::CancellationToken,
 ) -> Result<Response, ApiError> {
     let (name, node) = (&there.house.name, &there.node);
     let at = there
@@ -103,9 +113,7 @@ async fn to_peer(
         });
     }
     if request.headers().contains_key(header::UPGRADE) {
-        return Err(ApiError::MisdirectedHost(format!(
-            "house `{name}` is on node `{node}`{at}: open its event streams there"
-        )));
+        return streams::open(cluster, there, request, stopping).await;
     }
     let owner = request.extensions().get::<OwnerSocket>().is_some();
     let (parts, body) = request.into_parts();
@@ -134,20 +142,31 @@ async fn to_peer(
     let answer = cluster
         .forward_http(node, &asked)
         .await
-        .map_err(|e| match e {
-            PlaceError::Down { .. } => ApiError::NodeDown {
-                node: node.clone(),
-                message: format!(
-                    "house `{name}` is on node `{node}`{at}, which is down; it is served again \
-                     when that node returns (there is no fail-over)"
-                ),
-            },
-            other => ApiError::NodeDown {
-                node: node.clone(),
-                message: format!("house `{name}` is on node `{node}`{at}: {other}"),
-            },
-        })?;
+        .map_err(|e| unreachable(there, e))?;
     Ok(response(answer))
+}
+
+/// The answer when `there`'s node could not be asked.
+fn unreachable(there: &HouseOnPeer, e: PlaceError) -> ApiError {
+    let (name, node) = (&there.house.name, &there.node);
+    let at = there
+        .http
+        .as_ref()
+        .map(|u| format!(" ({u})"))
+        .unwrap_or_default();
+    match e {
+        PlaceError::Down { .. } => ApiError::NodeDown {
+            node: node.clone(),
+            message: format!(
+                "house `{name}` is on node `{node}`{at}, which is down; it is served again \
+                 when that node returns (there is no fail-over)"
+            ),
+        },
+        other => ApiError::NodeDown {
+            node: node.clone(),
+            message: format!("house `{name}` is on node `{node}`{at}: {other}"),
+        },
+    }
 }
 
 fn response(answer: HttpResponse) -> Response {

@@ -18,7 +18,7 @@ fn house(node: &Node, args: &[&str]) -> std::process::Output {
 }
 
 /// The URL of `node`'s HTTP API, from the file its server writes.
-fn url(node: &Node) -> String {
+pub(super) fn url(node: &Node) -> String {
     let running: Value = serde_json::from_str(
         &std::fs::read_to_string(node.home.path().join("serve.json")).unwrap(),
     )

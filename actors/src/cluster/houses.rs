@@ -215,8 +215,21 @@ async fn call<B: Serialize, A: DeserializeOwned>(
     answer: &str,
 ) -> Result<A, String> {
     let frame = wire::encode(kind, kind, body).map_err(|e| e.to_string())?;
+    let bytes = exchange(inbox, frame, CALL_TIMEOUT).await?;
+    wire::decode::<A>(&bytes, answer)
+        .map(|f| f.body)
+        .map_err(|e| e.to_string())
+}
+
+/// One encoded frame to a peer's inbox, answered within `timeout`: the
+/// answer's bytes, checked, its kind not `refused` (that is the error).
+pub(super) async fn exchange(
+    inbox: &ActorRef<InboxMsg>,
+    frame: Vec<u8>,
+    timeout: Duration,
+) -> Result<Vec<u8>, String> {
     let bytes = match inbox
-        .call(|reply| InboxMsg::Call(frame, reply), Some(CALL_TIMEOUT))
+        .call(|reply| InboxMsg::Call(frame, reply), Some(timeout))
         .await
         .map_err(|e| format!("it could not be reached ({e})"))?
     {
@@ -231,9 +244,7 @@ async fn call<B: Serialize, A: DeserializeOwned>(
             .unwrap_or_else(|e| e.to_string());
         return Err(format!("it refused: {why}"));
     }
-    wire::decode::<A>(&bytes, answer)
-        .map(|f| f.body)
-        .map_err(|e| e.to_string())
+    Ok(bytes)
 }
 
 impl Cluster {
@@ -341,7 +352,7 @@ impl Cluster {
     }
 
     /// The peer `node`, connected now; else why not.
-    fn peer_up(&self, node: &str) -> Result<Peer, PlaceError> {
+    pub(super) fn peer_up(&self, node: &str) -> Result<Peer, PlaceError> {
         let Some(peer) = self.shared.directory.peer(node) else {
             let mut members: Vec<String> = self
                 .shared

@@ -110,7 +110,7 @@ pub(crate) fn name(node: &str) -> String {
     format!("troupe.inbox.{node}")
 }
 
-fn refuse(id: &str, reason: String) -> Vec<u8> {
+pub(super) fn refuse(id: &str, reason: String) -> Vec<u8> {
     tracing::warn!(%reason, "a frame from another node was refused");
     wire::encode(kind::REFUSED, id, &Refusal { reason }).unwrap_or_default()
 }
@@ -153,6 +153,9 @@ async fn answer(shared: &Arc<Shared>, frame: &[u8]) -> Vec<u8> {
             }
             Err(e) => refuse(&id, e.to_string()),
         },
+        kind::STREAM_OPEN => super::streams::open(shared, frame, &id).await,
+        kind::STREAM_DATA => super::streams::data(shared, frame, &id).await,
+        kind::STREAM_CLOSE => super::streams::close(shared, frame, &id).await,
         other => refuse(
             &id,
             format!("this node does not know frames of kind `{other}`; upgrade it"),

@@ -235,6 +235,7 @@ async fn tick(myself: &ActorRef<MembershipMsg>, state: &mut MembershipState) {
             state.shared.directory.set_connected(&peer, false);
             state.shared.inboxes.remove(&peer);
             state.shared.houses.forget(&peer);
+            super::streams::peer_down(&state.shared, &peer);
             if let Some(g) = state.shared.gateways.get(&peer) {
                 let _ = g.cast(GatewayMsg::Disconnected);
             }

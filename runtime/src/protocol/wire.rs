@@ -22,7 +22,7 @@ use crate::id::{BotId, HouseId};
 use crate::protocol::Envelope;
 
 /// The wire's version this build speaks.
-pub const VERSION: Version = Version { major: 1, minor: 1 };
+pub const VERSION: Version = Version { major: 1, minor: 2 };
 
 /// The largest frame accepted from another node, in bytes.
 pub const MAX_FRAME: usize = 4 * 1024 * 1024;
@@ -71,6 +71,25 @@ pub mod kind {
     pub const HTTP: &str = "http";
     /// The answer to [`HTTP`].
     pub const HTTP_ANSWER: &str = "http_answer";
+    /// A WebSocket stream for a house the receiving node hosts, opened on
+    /// another node (since 1.2): [`super::StreamOpen`] →
+    /// [`STREAM_ACCEPTED`] or [`STREAM_REFUSED`]. The frame's id is the
+    /// stream's, in every frame of the stream.
+    pub const STREAM_OPEN: &str = "stream_open";
+    /// The receiving node's router upgraded the stream: messages may flow
+    /// ([`super::StreamAccepted`]).
+    pub const STREAM_ACCEPTED: &str = "stream_accepted";
+    /// The receiving node's router answered the upgrade otherwise (its
+    /// token check, its 404): that answer ([`super::HttpResponse`]).
+    pub const STREAM_REFUSED: &str = "stream_refused";
+    /// Messages of a stream, either way: [`super::StreamData`] →
+    /// [`STREAM_ACK`].
+    pub const STREAM_DATA: &str = "stream_data";
+    /// One side of a stream closed it, either way: [`super::StreamClose`]
+    /// → [`STREAM_ACK`].
+    pub const STREAM_CLOSE: &str = "stream_close";
+    /// Whether the stream is still open at the receiver ([`super::StreamAck`]).
+    pub const STREAM_ACK: &str = "stream_ack";
 }
 
 /// One message between nodes.
@@ -193,6 +212,54 @@ pub struct HttpResponse {
     pub headers: Vec<(String, String)>,
     /// Its body.
     pub body: Bytes,
+}
+
+/// Opens a WebSocket stream on the node that hosts its house.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamOpen {
+    /// The node the client is connected to, where the stream's frames go.
+    pub from_node: String,
+    /// The upgrade request as the client made it (a `GET`, no body).
+    pub request: HttpRequest,
+}
+
+/// The stream was upgraded by the receiving node's router.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamAccepted {}
+
+/// One WebSocket message of a stream (pings and pongs stay on their hop).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamMessage {
+    /// A binary message; else a text message, its bytes UTF-8.
+    #[serde(default)]
+    pub binary: bool,
+    /// Its payload.
+    pub data: Bytes,
+}
+
+/// Messages of a stream, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamData {
+    /// The messages.
+    pub messages: Vec<StreamMessage>,
+}
+
+/// A side of a stream closed it: its WebSocket close code and reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamClose {
+    /// The close code (1000 normal, 1001 going away, …).
+    pub code: u16,
+    /// Why, for a person (a WebSocket close reason holds 123 bytes).
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// The answer to [`StreamData`] and [`StreamClose`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamAck {
+    /// False when the stream is not open at the receiver (closed, or
+    /// dropped): the sender ends its side.
+    pub open: bool,
 }
 
 /// Bytes, as MessagePack's `bin` (not an array of numbers).

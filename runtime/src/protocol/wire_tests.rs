@@ -176,3 +176,59 @@ fn an_http_body_travels_as_bytes_and_comes_back_whole() {
     let got: HttpRequest = decode(&bytes, kind::HTTP).unwrap().body;
     assert_eq!(got, asked);
 }
+
+#[test]
+fn a_streams_frames_round_trip_and_a_message_travels_as_bytes() {
+    let open = StreamOpen {
+        from_node: "a".into(),
+        request: HttpRequest {
+            method: "GET".into(),
+            uri: "/api/houses/acme/threads/launch/events?after=3".into(),
+            headers: vec![("authorization".into(), "Bearer x".into())],
+            body: Bytes::default(),
+            owner: false,
+        },
+    };
+    let bytes = encode(kind::STREAM_OPEN, "a.1", &open).unwrap();
+    let frame: Frame<StreamOpen> = decode(&bytes, kind::STREAM_OPEN).unwrap();
+    assert_eq!((frame.id.as_str(), frame.body), ("a.1", open));
+
+    let text = "x".repeat(10_000);
+    let data = StreamData {
+        messages: vec![
+            StreamMessage {
+                binary: false,
+                data: Bytes(text.clone().into_bytes()),
+            },
+            StreamMessage {
+                binary: true,
+                data: Bytes(vec![0, 255]),
+            },
+        ],
+    };
+    let bytes = encode(kind::STREAM_DATA, "a.1", &data).unwrap();
+    assert!(bytes.len() < text.len() + 100, "{}", bytes.len());
+    assert_eq!(
+        decode::<StreamData>(&bytes, kind::STREAM_DATA)
+            .unwrap()
+            .body,
+        data
+    );
+
+    let close = StreamClose {
+        code: 1001,
+        reason: "node `c` is down".into(),
+    };
+    let bytes = encode(kind::STREAM_CLOSE, "a.1", &close).unwrap();
+    assert_eq!(
+        decode::<StreamClose>(&bytes, kind::STREAM_CLOSE)
+            .unwrap()
+            .body,
+        close
+    );
+    let bytes = encode(kind::STREAM_ACK, "a.1", &StreamAck { open: false }).unwrap();
+    assert_eq!(
+        decode::<StreamAck>(&bytes, kind::STREAM_ACK).unwrap().body,
+        StreamAck { open: false }
+    );
+}
