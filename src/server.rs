@@ -267,12 +267,17 @@ pub fn app(state: AppState) -> Router {
             "/houses/{house}/members/{handle}",
             delete(people::remove_member),
         )
+        .route(
+            "/houses/{house}/rules",
+            get(houses::rules).put(houses::set_rules),
+        )
         .route("/houses/{house}/tokens", post(people::issue_token))
         .route("/tokens/{id}", delete(people::revoke_token))
         .route(
             "/houses/{house}/threads",
             get(threads::list).post(threads::create),
         )
+        .route("/houses/{house}/search", get(threads::search))
         .route("/houses/{house}/threads/{thread}", get(threads::show))
         .route(
             "/houses/{house}/threads/{thread}/archive",

@@ -1,11 +1,13 @@
-//! `/api/me`, `/api/houses`: who the caller is, the houses they see, members.
+//! `/api/me`, `/api/houses`: who the caller is, the houses they see,
+//! members, turn-taking rules.
 
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
+use troupe_actors::house::Rules;
 
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, Body};
 use super::AppState;
 
 /// `GET /api/me`: the caller, their house, what they may do.
@@ -67,4 +69,39 @@ pub async fn members(
 ) -> Result<Json<Value>, ApiError> {
     let h = caller.house(&state, &house).await?;
     Ok(Json(json!({ "members": h.members().await? })))
+}
+
+/// `GET /api/houses/{house}/rules`: the house's turn-taking rules
+/// (docs/house.md).
+pub async fn rules(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(house): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let h = caller.house(&state, &house).await?;
+    Ok(Json(json!({ "rules": h.rules().await? })))
+}
+
+/// `PUT /api/houses/{house}/rules`: replaces them (a field left out takes
+/// its default; each at least 1); only for the people who manage the
+/// node. Answers the rules.
+pub async fn set_rules(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(house): Path<String>,
+    Body(rules): Body<Rules>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_owner()?;
+    let h = caller.house(&state, &house).await?;
+    for (name, value) in [
+        ("max_turns_per_round", rules.max_turns_per_round),
+        ("max_chain", rules.max_chain),
+        ("context_messages", rules.context_messages),
+    ] {
+        if value == 0 {
+            return Err(ApiError::BadRequest(format!("{name} must be at least 1")));
+        }
+    }
+    h.set_rules(rules).await?;
+    Ok(Json(json!({ "rules": rules })))
 }

@@ -1,4 +1,5 @@
-//! `/api/houses/{house}/threads…`: list, open, archive, read, post.
+//! `/api/houses/{house}/threads…`: list, open, archive, read, post;
+//! `/api/houses/{house}/search`.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -168,12 +169,17 @@ pub struct Page {
     after: Option<i64>,
     /// Messages before this id (paging back).
     before: Option<i64>,
+    /// Without `after` or `before`: the page before the newest this many
+    /// (default 0, the newest page).
+    #[serde(default)]
+    offset: usize,
     /// At most this many (default 50, at most 500).
     limit: Option<usize>,
 }
 
 /// `GET /api/houses/{house}/threads/{thread}/messages`: the newest page,
-/// or `?before=ID` for the page before, or `?after=ID` for what follows.
+/// or `?before=ID` for the page before, or `?after=ID` for what follows,
+/// or `?offset=N` for the page before the newest `N`.
 /// Each message's `seq` is its id; a bot's message carries `tools`, the
 /// calls of the turn that wrote it (see [`super::history`]).
 pub async fn messages(
@@ -190,9 +196,15 @@ pub async fn messages(
                 "give `after` or `before`, not both".into(),
             ))
         }
+        (Some(_), None) | (None, Some(_)) if q.offset > 0 => {
+            return Err(ApiError::BadRequest(
+                "`offset` pages from the newest message: give it without `after` or `before`"
+                    .into(),
+            ))
+        }
         (Some(after), None) => t.read_after(after, limit).await?,
         (None, Some(before)) => t.read_before(before, limit).await?,
-        (None, None) => t.read(0, limit).await?,
+        (None, None) => t.read(q.offset, limit).await?,
     };
     let messages = super::history::with_tools(state.node().store(), t.info.id, messages)
         .await
@@ -228,4 +240,26 @@ pub async fn post(
         StatusCode::ACCEPTED,
         Json(json!({ "id": id, "thread": t.info.id })),
     ))
+}
+
+/// Query of `GET …/search`.
+#[derive(Debug, Deserialize)]
+pub struct SearchQuery {
+    /// The words: all of them, accents ignored.
+    q: String,
+    /// How many hits (default 10, at most 100).
+    limit: Option<usize>,
+}
+
+/// `GET /api/houses/{house}/search?q=WORDS`: the house's thread messages
+/// holding every word, best first.
+pub async fn search(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(house): Path<String>,
+    Params(q): Params<SearchQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let h = caller.house(&state, &house).await?;
+    let hits = h.search(&q.q, q.limit.unwrap_or(10).clamp(1, 100)).await?;
+    Ok(Json(json!({ "hits": hits })))
 }
