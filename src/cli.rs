@@ -35,6 +35,7 @@ mod run;
 mod serve;
 mod serve_cluster;
 mod show;
+mod source;
 mod thread;
 mod token;
 mod view;

@@ -1,18 +1,21 @@
 //! `troupe house …`: houses and their members.
 //!
-//! Listings read the store read-only, so they work beside a running
-//! `troupe serve`; changes start a node of the home or, beside a running
-//! server, go through its API (`src/cli/remote.rs`).
+//! Beside a running `troupe serve`, every command goes through its API
+//! (`src/cli/source.rs`, `src/cli/remote.rs`): in a cluster, that reaches
+//! a house of another node. Without one, listings read the store
+//! read-only and changes start a node of the home.
 
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use troupe_actors::house::Rules;
 use troupe_runtime::protocol::house::{ListenMode, MemberKind};
 use troupe_runtime::store::house as table;
 
 use serde_json::json;
 
 use super::remote::{encode, Remote};
+use super::source::Source;
 use super::view::View;
 use super::Builder;
 
@@ -121,17 +124,8 @@ where
             }
         }
         HouseCommand::Members { house, json } => {
-            // Through a running server: in a cluster, a house of another
-            // node is answered by that node.
-            let members = if let Some(remote) = Remote::find(builder.home_dir()) {
-                let path = format!("/houses/{}/members", encode(&house));
-                serde_json::from_value(remote.get(&path).await?["members"].take())?
-            } else {
-                let view = read_only().await?;
-                let h = find_house(&view, &house).await?;
-                view.read(move |c| table::members(c, h.id)).await?
-            };
-            for m in members {
+            let source = Source::open(builder.home_dir(), read_only).await?;
+            for m in source.members(&house).await? {
                 if json {
                     println!("{}", serde_json::to_string(&m)?);
                 } else {
@@ -231,30 +225,45 @@ where
             max_chain,
             context,
         } => {
-            let runtime = builder.recover(false).build().await?;
-            let result = async {
-                let h = runtime.house(&house).await?;
-                let mut rules = h.rules().await?;
-                if max_turns.is_some() || max_chain.is_some() || context.is_some() {
-                    for (name, value) in [
-                        ("--max-turns", max_turns),
-                        ("--max-chain", max_chain),
-                        ("--context", context),
-                    ] {
-                        if value == Some(0) {
-                            anyhow::bail!("{name} must be at least 1");
-                        }
-                    }
-                    rules.max_turns_per_round = max_turns.unwrap_or(rules.max_turns_per_round);
-                    rules.max_chain = max_chain.unwrap_or(rules.max_chain);
-                    rules.context_messages = context.unwrap_or(rules.context_messages);
-                    h.set_rules(rules).await?;
-                }
-                anyhow::Ok(rules)
+            let changes = [
+                ("--max-turns", max_turns),
+                ("--max-chain", max_chain),
+                ("--context", context),
+            ];
+            if let Some((name, _)) = changes.iter().find(|(_, v)| *v == Some(0)) {
+                anyhow::bail!("{name} must be at least 1");
             }
-            .await;
-            runtime.shutdown().await;
-            let rules = result?;
+            let change = |mut rules: Rules| {
+                rules.max_turns_per_round = max_turns.unwrap_or(rules.max_turns_per_round);
+                rules.max_chain = max_chain.unwrap_or(rules.max_chain);
+                rules.context_messages = context.unwrap_or(rules.context_messages);
+                rules
+            };
+            let changing = changes.iter().any(|(_, v)| v.is_some());
+            // Through a running server (in a cluster, to the house's
+            // node), else the home: shown from its store, changed by a
+            // node of its own.
+            let source = Source::open(builder.home_dir(), read_only).await?;
+            let rules = match source {
+                Source::Server(ref remote) if changing => {
+                    let rules = change(source.rules(&house).await?);
+                    super::source::set_rules(remote, &house, &rules).await?
+                }
+                Source::Store(view) if changing => {
+                    drop(view);
+                    let runtime = builder.recover(false).build().await?;
+                    let result = async {
+                        let h = runtime.house(&house).await?;
+                        let rules = change(h.rules().await?);
+                        h.set_rules(rules).await?;
+                        anyhow::Ok(rules)
+                    }
+                    .await;
+                    runtime.shutdown().await;
+                    result?
+                }
+                source => source.rules(&house).await?,
+            };
             println!(
                 "max_turns_per_round = {}\nmax_chain = {}\ncontext_messages = {}",
                 rules.max_turns_per_round, rules.max_chain, rules.context_messages
@@ -345,9 +354,12 @@ pub(crate) async fn find_house(
     let owned = name.to_string();
     view.read(move |c| table::house_by_name(c, &owned))
         .await?
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "there is no house named `{name}`; `troupe house list` lists them, `troupe house create {name}` makes it"
-            )
-        })
+        .ok_or_else(|| anyhow::anyhow!("{}", no_house(name)))
+}
+
+/// What the CLI says of a house known nowhere.
+pub(crate) fn no_house(name: &str) -> String {
+    format!(
+        "there is no house named `{name}`; `troupe house list` lists them, `troupe house create {name}` makes it"
+    )
 }

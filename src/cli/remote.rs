@@ -15,8 +15,20 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use troupe_runtime::home::{Home, HomeLock};
+use troupe_runtime::protocol::house::ThreadMessage;
 
 use super::serve::Running;
+
+/// What the server answered to a request it refused: its status and the
+/// message of its `{"error": …}` body (what the CLI prints).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Refused {
+    /// The HTTP status (404, 503, …).
+    pub status: u16,
+    /// What was wrong, as the server said it.
+    pub message: String,
+}
 
 /// A running server of this home.
 pub struct Remote {
@@ -70,7 +82,11 @@ impl Remote {
         let message = body["error"]["message"]
             .as_str()
             .map_or_else(|| status.to_string(), str::to_string);
-        anyhow::bail!("{message}")
+        Err(Refused {
+            status: status.as_u16(),
+            message,
+        }
+        .into())
     }
 
     /// `GET /api{path}`.
@@ -113,6 +129,18 @@ impl Remote {
         let response = self
             .http
             .delete(Self::api(path))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        Self::answer(response).await
+    }
+
+    /// `PUT /api{path}` with a JSON body.
+    pub async fn put(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .put(Self::api(path))
+            .json(body)
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;
@@ -182,12 +210,9 @@ impl Remote {
         }
         let posted = self.post(&format!("{base}/messages"), &body).await?;
         let round = posted["id"].as_str().unwrap_or_default().to_string();
-        if json_out {
-            println!("{}", json!({ "posted": round }));
-        } else {
-            eprintln!("posted {round} through the server at {}", self.url());
-        }
+        eprintln!("posted {round} through the server at {}", self.url());
         let Some(socket) = socket.as_mut() else {
+            println!("posted ({round})");
             return Ok(super::exit::FINISHED);
         };
         let mut failed = false;
@@ -198,20 +223,12 @@ impl Remote {
                 };
                 let event: Value = serde_json::from_str(&text)?;
                 match event["type"].as_str() {
-                    Some("message")
-                        if event["round"] == round.as_str()
-                            && event["message"]["id"] != round.as_str() =>
-                    {
-                        let m = &event["message"];
-                        if json_out {
-                            println!("{m}");
-                        } else {
-                            println!(
-                                "{}: {}",
-                                m["author"].as_str().unwrap_or("?"),
-                                m["text"].as_str().unwrap_or_default()
-                            );
-                        }
+                    // What lands in the thread until the round settles (the
+                    // round's answers, a GIF a bot posts meanwhile), printed
+                    // as the command prints it without a server.
+                    Some("message") if event["message"]["id"] != round.as_str() => {
+                        let m: ThreadMessage = serde_json::from_value(event["message"].clone())?;
+                        super::thread::print_message(&m, json_out)?;
                     }
                     Some("turn_failed") if event["round"] == round.as_str() => {
                         failed = true;

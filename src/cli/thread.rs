@@ -1,25 +1,26 @@
 //! `troupe thread …`: a house's threads — list, read, search, open,
 //! archive, pin, and post.
 //!
-//! Listings read the store read-only, so they work beside a running
-//! `troupe serve`; changes and posts start a node of the home or, beside a
-//! running server, go through its API. `thread post` waits for the round
-//! it starts to settle and prints the bots' answers as they land.
+//! Beside a running `troupe serve`, every command goes through its API
+//! (`src/cli/source.rs`, `src/cli/remote.rs`): in a cluster, that reaches
+//! a house of another node. Without one, listings read the store
+//! read-only and changes and posts start a node of the home. `thread
+//! post` waits for the round it starts to settle and prints the bots'
+//! answers as they land.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use troupe_actors::house::ThreadEvent;
-use troupe_runtime::protocol::house::{MemberKind, ThreadFilter, ThreadInfo, ThreadMessage};
+use troupe_runtime::protocol::house::{MemberKind, ThreadInfo, ThreadMessage};
 use troupe_runtime::protocol::Address;
-use troupe_runtime::store::house as table;
 use troupe_runtime::store::mailbox;
 
 use serde_json::json;
 
-use super::house::find_house;
 use super::remote::{encode, Remote};
+use super::source::Source;
 use super::view::View;
 use super::Builder;
 
@@ -145,19 +146,9 @@ enum ThreadCommand {
     },
 }
 
-async fn find_thread(view: &View, house: &str, thread: &str) -> anyhow::Result<ThreadInfo> {
-    let h = find_house(view, house).await?;
-    let owned = thread.to_string();
-    view.read(move |c| table::resolve_thread(c, h.id, &owned))
-        .await?
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "`{house}` has no thread `{thread}`; `troupe thread list {house}` lists them"
-            )
-        })
-}
-
-fn print_message(m: &ThreadMessage, json: bool) -> anyhow::Result<()> {
+/// A message as `thread read` and `thread post` print it: a line, or
+/// with `json` the message as one JSON object.
+pub(super) fn print_message(m: &ThreadMessage, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string(m)?);
     } else {
@@ -202,17 +193,8 @@ where
             limit,
             json,
         } => {
-            let view = read_only().await?;
-            let h = find_house(&view, &house).await?;
-            let filter = ThreadFilter {
-                include_archived: all,
-                limit,
-                ..ThreadFilter::default()
-            };
-            for t in view
-                .read(move |c| table::list_threads(c, h.id, &filter))
-                .await?
-            {
+            let source = Source::open(builder.home_dir(), read_only).await?;
+            for t in source.threads(&house, all, limit).await? {
                 if json {
                     println!("{}", serde_json::to_string(&t)?);
                 } else {
@@ -235,12 +217,8 @@ where
             limit,
             json,
         } => {
-            let view = read_only().await?;
-            let t = find_thread(&view, &house, &thread).await?;
-            for m in view
-                .read(move |c| table::read_messages(c, t.id, offset, limit))
-                .await?
-            {
+            let source = Source::open(builder.home_dir(), read_only).await?;
+            for m in source.messages(&house, &thread, offset, limit).await? {
                 print_message(&m, json)?;
             }
         }
@@ -250,13 +228,8 @@ where
             limit,
             json,
         } => {
-            let view = read_only().await?;
-            let h = find_house(&view, &house).await?;
-            let q = query.join(" ");
-            for hit in view
-                .read(move |c| table::search(c, h.id, &q, limit))
-                .await?
-            {
+            let source = Source::open(builder.home_dir(), read_only).await?;
+            for hit in source.search(&house, &query.join(" "), limit).await? {
                 if json {
                     println!("{}", serde_json::to_string(&hit)?);
                 } else {
@@ -321,7 +294,7 @@ where
             timeout,
             json,
         } => {
-            if let Some(remote) = super::remote::Remote::find(builder.home_dir()) {
+            if let Some(remote) = Remote::find(builder.home_dir()) {
                 let code = remote
                     .post_in_thread(
                         &house,

@@ -68,8 +68,9 @@ fn a_second_writer_is_refused_naming_the_owner_until_a_sigkill_frees_the_home() 
     // (`run`, `chat`, `thread post` and `ps` would go through the server's
     // API: tests/suite/serve_cli.rs.)
     // (The `house`, `thread`, `files`, `token` and `bots` changes go through
-    // it too: tests/suite/serve_writes.rs; `house rules` has no route.)
-    let refused = troupe(&home, &["house", "rules", "home", "--max-turns", "3"]);
+    // it too: tests/suite/serve_writes.rs; `proposals approve|reject` has
+    // no route.)
+    let refused = troupe(&home, &["proposals", "reject", "1"]);
     assert_eq!(refused.status.code(), Some(1));
     let err = text(&refused.stderr);
     let owner = format!("is in use by pid {} (`troupe --home", serve.id());

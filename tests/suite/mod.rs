@@ -11,6 +11,7 @@ mod chat_prompt;
 mod cli;
 mod cli_conventions;
 mod cluster;
+mod cluster_cli;
 mod cluster_houses;
 mod cluster_streams;
 mod cluster_tls;

@@ -119,7 +119,7 @@ fn the_cli_goes_through_a_running_server_and_sigterm_stops_it() {
         text(&out.stderr)
     );
     assert!(
-        text(&out.stdout).contains("assistant: the launch is on Friday"),
+        text(&out.stdout).contains("[assistant] the launch is on Friday"),
         "{}",
         text(&out.stdout)
     );
@@ -174,9 +174,24 @@ fn the_cli_goes_through_a_running_server_and_sigterm_stops_it() {
         text(&out.stderr)
     );
 
+    // The house's rules, read and changed through the server.
+    let out = troupe(&home, &["house", "rules", "acme", "--max-turns", "5"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "max_turns_per_round = 5\nmax_chain = 3\ncontext_messages = 30\n"
+    );
+    let out = troupe(&home, &["house", "rules", "acme", "--context", "0"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--context must be at least 1"),
+        "{}",
+        text(&out.stderr)
+    );
+
     // A command with no route in the API, which would write the home
     // itself, is refused, naming the server.
-    let out = troupe(&home, &["house", "rules", "acme", "--max-turns", "3"]);
+    let out = troupe(&home, &["proposals", "reject", "1"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("serve"), "{}", text(&out.stderr));
 
