@@ -245,7 +245,8 @@ pub async fn post(
 /// Query of `GET …/search`.
 #[derive(Debug, Deserialize)]
 pub struct SearchQuery {
-    /// The words: all of them, accents ignored.
+    /// The words: all of them, accents ignored (none: no hits).
+    #[serde(default)]
     q: String,
     /// How many hits (default 10, at most 100).
     limit: Option<usize>,

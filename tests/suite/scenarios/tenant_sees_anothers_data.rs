@@ -82,8 +82,9 @@ fn reach(method: &Method, path: &str) -> Option<Reach> {
         ("GET", "/me" | "/houses" | "/requests") => Reach::Hers,
         // Answering a request by id: another's is not found.
         ("POST", "/requests/{id}") => Reach::OtherHouse,
-        // Managing a house's people is the owner's, whatever the house.
+        // Managing a house's people and rules is the owner's, whatever the house.
         ("POST", "/houses/{house}/members" | "/houses/{house}/tokens")
+        | ("PUT", "/houses/{house}/rules")
         | ("DELETE", "/houses/{house}/members/{handle}") => Reach::Owner,
         (_, p) if p.starts_with("/houses/{house}") => Reach::OtherHouse,
         ("POST", "/houses") => Reach::Owner,
