@@ -294,6 +294,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/houses/{house}/files", get(files::list))
         .route("/houses/{house}/versions", get(files::versions))
+        .route("/houses/{house}/search/files", get(files::search))
         .route(
             "/houses/{house}/files/{*path}",
             get(files::get).put(files::put).delete(files::delete),

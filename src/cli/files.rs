@@ -2,9 +2,11 @@
 //! put local files, get one (to stdout or a file), the log of versions,
 //! remove, search.
 //!
-//! Listings, reads and the log open the store read-only (they run beside
-//! a `troupe serve`); `put` and `rm` start a node of the home or, beside a
-//! running server, go through its API.
+//! Listings, reads, the log and search go by the rule of `source.rs`:
+//! beside a running `troupe serve` they ask it (reaching a house of
+//! another node of a cluster), else they open the store read-only; `put`
+//! and `rm` start a node of the home or, beside a running server, go
+//! through its API.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,8 +16,8 @@ use clap::{Args, Subcommand};
 use troupe_runtime::house::OWNER;
 use troupe_runtime::store::house_files as table;
 
-use super::house::find_house;
 use super::remote::{encode, Remote};
+use super::source::Source;
 use super::view::View;
 use super::Builder;
 
@@ -132,12 +134,8 @@ where
             folder,
             json,
         } => {
-            let view = read_only().await?;
-            let h = find_house(&view, &house).await?;
-            for f in view
-                .read(move |c| table::list(c, h.id, folder.as_deref()))
-                .await?
-            {
+            let source = Source::open(builder.home_dir(), read_only).await?;
+            for f in source.files(&house, folder.as_deref()).await? {
                 if json {
                     println!("{}", serde_json::to_string(&f)?);
                 } else {
@@ -160,25 +158,8 @@ where
             out,
             text,
         } => {
-            let view = read_only().await?;
-            let h = find_house(&view, &house).await?;
-            let asked = path.clone();
-            let file = view
-                .read(move |c| table::read(c, h.id, &asked, version))
-                .await?
-                .ok_or_else(|| {
-                    let when = version.map(|v| format!(" at version {v}")).unwrap_or_default();
-                    anyhow::anyhow!(
-                        "there is no file `{path}` in house `{house}`{when}; `troupe files ls {house}` lists them"
-                    )
-                })?;
-            let bytes = if text {
-                file.text.map(String::into_bytes).ok_or_else(|| {
-                    anyhow::anyhow!("`{}` has no text (binary, or its conversion failed: `troupe files ls {house}` says why)", file.path)
-                })?
-            } else {
-                file.bytes
-            };
+            let source = Source::open(builder.home_dir(), read_only).await?;
+            let bytes = source.file(&house, &path, version, text).await?;
             match out {
                 Some(out) => std::fs::write(&out, &bytes)
                     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?,
@@ -191,12 +172,8 @@ where
             limit,
             json,
         } => {
-            let view = read_only().await?;
-            let h = find_house(&view, &house).await?;
-            for v in view
-                .read(move |c| table::log(c, h.id, path.as_deref(), limit))
-                .await?
-            {
+            let source = Source::open(builder.home_dir(), read_only).await?;
+            for v in source.file_log(&house, path.as_deref(), limit).await? {
                 if json {
                     println!("{}", serde_json::to_string(&v)?);
                 } else {
@@ -227,15 +204,9 @@ where
             query,
             limit,
         } => {
-            let view = read_only().await?;
-            let h = find_house(&view, &house).await?;
-            let q = query.join(" ");
-            for (i, hit) in view
-                .read(move |c| table::search(c, h.id, &q, limit))
-                .await?
-                .into_iter()
-                .enumerate()
-            {
+            let source = Source::open(builder.home_dir(), read_only).await?;
+            let hits = source.search_files(&house, &query.join(" "), limit).await?;
+            for (i, hit) in hits.into_iter().enumerate() {
                 let snippet = hit.snippet.split_whitespace().collect::<Vec<_>>().join(" ");
                 println!(
                     "[{}] {}#{}, version {} — {snippet}",
@@ -347,7 +318,7 @@ where
 const LARGE: u64 = 8 << 20;
 
 /// `…/files/{path}` of the API, each segment of the house path encoded.
-fn file_path(house: &str, path: &str) -> String {
+pub(super) fn file_path(house: &str, path: &str) -> String {
     let segments: Vec<String> = path.split('/').map(encode).collect();
     format!("/houses/{}/files/{}", encode(house), segments.join("/"))
 }

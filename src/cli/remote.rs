@@ -79,14 +79,20 @@ impl Remote {
         if status.is_success() {
             return Ok(body);
         }
+        Err(Self::refused(status, &body))
+    }
+
+    /// A refusal as the CLI says it: the message of the `{"error": …}`
+    /// body, else the status.
+    fn refused(status: reqwest::StatusCode, body: &Value) -> anyhow::Error {
         let message = body["error"]["message"]
             .as_str()
             .map_or_else(|| status.to_string(), str::to_string);
-        Err(Refused {
+        Refused {
             status: status.as_u16(),
             message,
         }
-        .into())
+        .into()
     }
 
     /// `GET /api{path}`.
@@ -98,6 +104,26 @@ impl Remote {
             .await
             .map_err(|e| self.unreachable(e))?;
         Self::answer(response).await
+    }
+
+    /// `GET /api{path}` of a body that is bytes, not JSON (a file).
+    pub async fn get_bytes(&self, path: &str) -> anyhow::Result<Vec<u8>> {
+        let response = self
+            .http
+            .get(Self::api(path))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            return Err(Self::refused(status, &body));
+        }
+        Ok(response
+            .bytes()
+            .await
+            .map_err(|e| self.unreachable(e))?
+            .to_vec())
     }
 
     /// `POST /api{path}` with a JSON body.

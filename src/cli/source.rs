@@ -1,4 +1,5 @@
-//! Where `troupe house …` and `troupe thread …` read a house from.
+//! Where `troupe house …`, `troupe thread …` and `troupe files …` read a
+//! house from.
 //!
 //! One rule for every such command: when a `troupe serve` holds the home,
 //! the command asks it (over the owner's socket, [`Remote`]); else it
@@ -16,6 +17,8 @@ use troupe_runtime::store::house as table;
 use super::house::{find_house, no_house};
 use super::remote::{encode, Refused, Remote};
 use super::view::View;
+
+mod files;
 
 /// The most messages one request to the server returns (its page).
 const PAGE: usize = 500;

@@ -1,11 +1,12 @@
 //! `/api/houses/{house}/files…`: the house's shared files.
 //!
 //! `GET …/files?folder=` lists them with their state; `GET …/files/{path}`
-//! answers the bytes (`?version=` for an older one), with the version in
-//! `X-Troupe-Version`; `PUT …/files/{path}` writes the request body as one
+//! answers the bytes (`?version=` for an older one, `?text=true` for the
+//! text search reads), with the version in `X-Troupe-Version`; `PUT …/files/{path}` writes the request body as one
 //! new version (`?message=`, and `?as=` for the home's CLI); `DELETE …/files/{path}?version=N` deletes it
 //! with all its versions if `N` is still its newest version, else 409;
-//! `GET …/versions?path=` is the log.
+//! `GET …/versions?path=` is the log; `GET …/search/files?q=` searches
+//! their text.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -44,9 +45,13 @@ pub async fn list(
 pub struct Version {
     /// A house version (the newest when left out).
     version: Option<i64>,
+    /// The file's text (a document's converted text) instead of its bytes.
+    #[serde(default)]
+    text: bool,
 }
 
-/// `GET /api/houses/{house}/files/{path}`: the bytes.
+/// `GET /api/houses/{house}/files/{path}`: the bytes, or with `text` the
+/// text (404 when it has none: binary, or its conversion failed).
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
@@ -59,7 +64,7 @@ pub async fn get(
         .await
         .map_err(|e| ApiError::NotFound(e.to_string()))?;
     let mut headers = HeaderMap::new();
-    let kind = if file.kind == "text" {
+    let kind = if q.text || file.kind == "text" {
         "text/plain; charset=utf-8"
     } else {
         "application/octet-stream"
@@ -73,7 +78,17 @@ pub async fn get(
             headers.insert(name, v);
         }
     }
-    Ok((headers, file.bytes).into_response())
+    let body = if q.text {
+        file.text.map(String::into_bytes).ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "`{}` has no text (binary, or its conversion failed: `troupe files ls {house}` says why)",
+                file.path
+            ))
+        })?
+    } else {
+        file.bytes
+    };
+    Ok((headers, body).into_response())
 }
 
 /// Query of `PUT …/files/{path}`.
@@ -163,4 +178,29 @@ pub async fn versions(
         .file_log(q.path.as_deref(), q.limit.unwrap_or(50).min(1000))
         .await?;
     Ok(Json(json!({ "versions": log })))
+}
+
+/// Query of `GET …/search/files`.
+#[derive(Debug, Deserialize)]
+pub struct Search {
+    /// The words (none: no hits).
+    #[serde(default)]
+    q: String,
+    /// How many hits (default 10, at most 100).
+    limit: Option<usize>,
+}
+
+/// `GET /api/houses/{house}/search/files?q=WORDS`: keyword search over
+/// the text of the house's files, best first.
+pub async fn search(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(house): Path<String>,
+    Params(q): Params<Search>,
+) -> Result<Json<Value>, ApiError> {
+    let h = caller.house(&state, &house).await?;
+    let hits = h
+        .search_files(&q.q, q.limit.unwrap_or(10).clamp(1, 100))
+        .await?;
+    Ok(Json(json!({ "hits": hits })))
 }

@@ -2,8 +2,9 @@
 //! processes on 127.0.0.1 (docs/cluster.md): on node a's home, `thread
 //! create|post|read|list|search` and `house rules` for a house on node b
 //! go through a's server to b, and print what b's own CLI prints for it;
-//! a house known on no node keeps the CLI's error; once b is killed, the
-//! commands fail with the 503's message naming b.
+//! so do `files ls|get|log|search` for files written there; a house known
+//! on no node keeps the CLI's error; once b is killed, the commands fail
+//! with the 503's message naming b.
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -27,7 +28,7 @@ fn refused(node: &Node, args: &[&str]) -> String {
 }
 
 #[test]
-fn thread_and_rules_commands_on_one_node_reach_a_house_on_another_until_it_is_down() {
+fn thread_rules_and_files_commands_on_one_node_reach_a_house_on_another_until_it_is_down() {
     let mut a = Node::new("a", "alice", json!([]));
     a.start("secret", None);
     let mut b = Node::new("b", "bob", json!([{"text": "Friday, as planned"}]));
@@ -115,9 +116,70 @@ fn thread_and_rules_commands_on_one_node_reach_a_house_on_another_until_it_is_do
         "max_turns_per_round = 3\nmax_chain = 2\ncontext_messages = 30\n"
     );
 
+    // Files written on b, in two versions: read through a as b's CLI reads them.
+    let local = tempfile::tempdir().unwrap();
+    let plan = local.path().join("plan.md");
+    std::fs::write(&plan, "# Launch\n\nThe launch is on Friday.\n").unwrap();
+    let plan = plan.to_str().unwrap();
+    ok(
+        &b,
+        &["files", "put", "acme", "notes/plan.md", plan, "-m", "first"],
+    );
+    std::fs::write(
+        local.path().join("plan.md"),
+        "# Launch\n\nMoved to Monday.\n",
+    )
+    .unwrap();
+    ok(
+        &b,
+        &["files", "put", "acme", "notes/plan.md", plan, "-m", "moved"],
+    );
+    for args in [
+        &["files", "search", "acme", "launch"][..],
+        &["files", "ls", "acme"],
+        &["files", "ls", "acme", "notes", "--json"],
+        &["files", "get", "acme", "notes/plan.md"],
+        &["files", "get", "acme", "notes/plan.md", "--version", "1"],
+        &["files", "get", "acme", "notes/plan.md", "--text"],
+        &["files", "log", "acme"],
+        &["files", "log", "acme", "notes/plan.md", "--json"],
+    ] {
+        assert_eq!(ok(&a, args), ok(&b, args), "{args:?}");
+    }
+    assert_eq!(
+        ok(&a, &["files", "get", "acme", "notes/plan.md"]),
+        "# Launch\n\nMoved to Monday.\n"
+    );
+    let log = ok(&a, &["files", "log", "acme", "notes/plan.md"]);
+    assert_eq!(log.lines().count(), 2, "{log}");
+    assert!(log.lines().all(|l| l.contains("+notes/plan.md")), "{log}");
+    let hits = ok(&a, &["files", "search", "acme", "launch"]);
+    assert!(
+        hits.starts_with("[1] notes/plan.md#1, version 2 — "),
+        "{hits}"
+    );
+    // Written and removed through a: on b.
+    let put = ok(&a, &["files", "put", "acme", "notes/extra.md", plan]);
+    assert!(put.starts_with("notes/extra.md → version 3 ("), "{put}");
+    assert!(ok(&b, &["files", "ls", "acme"]).contains("notes/extra.md"));
+    assert_eq!(
+        ok(&a, &["files", "rm", "acme", "notes/extra.md"]),
+        "removed `notes/extra.md` and all its versions (files version 4)\n"
+    );
+    assert!(!ok(&b, &["files", "ls", "acme"]).contains("notes/extra.md"));
+    let missing = ["files", "get", "acme", "notes/none.md"];
+    let err = refused(&a, &missing);
+    assert_eq!(err, refused(&b, &missing));
+    assert!(err.contains("there is no file `notes/none.md`"), "{err}");
+
     // A house on no node: the CLI's own error, through the server too.
-    let err = refused(&a, &["thread", "read", "nowhere", "launch"]);
-    assert!(err.contains("there is no house named `nowhere`"), "{err}");
+    for args in [
+        &["thread", "read", "nowhere", "launch"][..],
+        &["files", "ls", "nowhere"],
+    ] {
+        let err = refused(&a, args);
+        assert!(err.contains("there is no house named `nowhere`"), "{err}");
+    }
 
     // b down: the 503's message, naming b.
     b.kill();
@@ -126,6 +188,8 @@ fn thread_and_rules_commands_on_one_node_reach_a_house_on_another_until_it_is_do
         &["thread", "read", "acme", "launch"][..],
         &["thread", "list", "acme"],
         &["house", "rules", "acme"],
+        &["files", "ls", "acme"],
+        &["files", "get", "acme", "notes/plan.md"],
     ] {
         let err = refused(&a, args);
         assert!(

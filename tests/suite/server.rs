@@ -372,6 +372,7 @@ async fn a_member_of_one_house_gets_404_for_everything_of_another() {
         "/houses/beta/files",
         "/houses/beta/files/notes.md",
         "/houses/beta/versions",
+        "/houses/beta/search/files?q=plan",
         "/houses/nowhere/threads",
     ];
     for path in gets {
@@ -569,7 +570,7 @@ async fn threads_messages_and_files_over_http() {
         "a member posts as themselves"
     );
 
-    // Files: put, get, versions, a stale delete refused, then deleted.
+    // Files: put, get, versions, search, a stale delete refused, then deleted.
     let put = |path: &str, body: &'static str| {
         s.http
             .put(format!(
@@ -606,6 +607,9 @@ async fn threads_messages_and_files_over_http() {
         .get("/houses/acme/versions?path=docs/notes.md", &s.ada)
         .await;
     assert_eq!(log["versions"].as_array().unwrap().len(), 2, "{log}");
+    let (_, found) = s.get("/houses/acme/search/files?q=again", &s.ada).await;
+    assert_eq!(found["hits"][0]["path"], "docs/notes.md", "{found}");
+    assert_eq!(found["hits"][0]["version"], v2, "{found}");
     let (status, body) = s
         .call(
             Method::DELETE,
