@@ -97,12 +97,21 @@ impl Remote {
 
     /// `GET /api{path}`.
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        let response = self
-            .http
-            .get(Self::api(path))
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    /// `METHOD /api{path}`, with a JSON body if given; its JSON answer.
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<Value> {
+        let mut request = self.http.request(method, Self::api(path));
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|e| self.unreachable(e))?;
         Self::answer(response).await
     }
 
@@ -128,49 +137,22 @@ impl Remote {
 
     /// `POST /api{path}` with a JSON body.
     pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
-        let response = self
-            .http
-            .post(Self::api(path))
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
-        Self::answer(response).await
+        self.call(reqwest::Method::POST, path, Some(body)).await
     }
 
     /// `PATCH /api{path}` with a JSON body.
     pub async fn patch(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
-        let response = self
-            .http
-            .patch(Self::api(path))
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
-        Self::answer(response).await
+        self.call(reqwest::Method::PATCH, path, Some(body)).await
     }
 
     /// `DELETE /api{path}`.
     pub async fn delete(&self, path: &str) -> anyhow::Result<Value> {
-        let response = self
-            .http
-            .delete(Self::api(path))
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
-        Self::answer(response).await
+        self.call(reqwest::Method::DELETE, path, None).await
     }
 
     /// `PUT /api{path}` with a JSON body.
     pub async fn put(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
-        let response = self
-            .http
-            .put(Self::api(path))
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
-        Self::answer(response).await
+        self.call(reqwest::Method::PUT, path, Some(body)).await
     }
 
     /// `PUT /api{path}` with raw bytes.

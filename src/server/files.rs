@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use super::auth::Caller;
 use super::error::{ApiError, Params};
+use super::threads::SearchQuery;
 use super::AppState;
 
 /// Query of `GET …/files`.
@@ -180,27 +181,15 @@ pub async fn versions(
     Ok(Json(json!({ "versions": log })))
 }
 
-/// Query of `GET …/search/files`.
-#[derive(Debug, Deserialize)]
-pub struct Search {
-    /// The words (none: no hits).
-    #[serde(default)]
-    q: String,
-    /// How many hits (default 10, at most 100).
-    limit: Option<usize>,
-}
-
 /// `GET /api/houses/{house}/search/files?q=WORDS`: keyword search over
 /// the text of the house's files, best first.
 pub async fn search(
     State(state): State<AppState>,
     caller: Caller,
     Path(house): Path<String>,
-    Params(q): Params<Search>,
+    Params(q): Params<SearchQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let h = caller.house(&state, &house).await?;
-    let hits = h
-        .search_files(&q.q, q.limit.unwrap_or(10).clamp(1, 100))
-        .await?;
+    let hits = h.search_files(&q.q, q.limit()).await?;
     Ok(Json(json!({ "hits": hits })))
 }

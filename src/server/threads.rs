@@ -242,14 +242,21 @@ pub async fn post(
     ))
 }
 
-/// Query of `GET …/search`.
+/// Query of `GET …/search` and `GET …/search/files`.
 #[derive(Debug, Deserialize)]
 pub struct SearchQuery {
     /// The words: all of them, accents ignored (none: no hits).
     #[serde(default)]
-    q: String,
+    pub(super) q: String,
     /// How many hits (default 10, at most 100).
     limit: Option<usize>,
+}
+
+impl SearchQuery {
+    /// How many hits: the one asked for, 10 by default, 1 to 100.
+    pub(super) fn limit(&self) -> usize {
+        self.limit.unwrap_or(10).clamp(1, 100)
+    }
 }
 
 /// `GET /api/houses/{house}/search?q=WORDS`: the house's thread messages
@@ -261,6 +268,6 @@ pub async fn search(
     Params(q): Params<SearchQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let h = caller.house(&state, &house).await?;
-    let hits = h.search(&q.q, q.limit.unwrap_or(10).clamp(1, 100)).await?;
+    let hits = h.search(&q.q, q.limit()).await?;
     Ok(Json(json!({ "hits": hits })))
 }

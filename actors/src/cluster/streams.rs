@@ -94,11 +94,23 @@ pub(crate) struct Streams {
     made: AtomicU64,
 }
 
+/// Where a stream's end is said (once): by either side, or by a cut.
+type End = Arc<watch::Sender<Option<StreamClose>>>;
+
 /// A stream, as the frames arriving for it find it.
 struct Entry {
     peer: String,
     queue: mpsc::Sender<Relayed>,
-    end: Arc<watch::Sender<Option<StreamClose>>>,
+    end: End,
+}
+
+/// The queue and the end of open stream `id`, if it is open.
+fn open_stream(shared: &Shared, id: &str) -> Option<(mpsc::Sender<Relayed>, End)> {
+    shared
+        .streams
+        .open
+        .get(id)
+        .map(|e| (e.queue.clone(), Arc::clone(&e.end)))
 }
 
 /// Ends a stream at once with `close`, unless it ended already.
@@ -398,12 +410,7 @@ pub(crate) async fn data(shared: &Shared, frame: &[u8], id: &str) -> Vec<u8> {
         Ok(f) => f.body,
         Err(e) => return refuse(id, e.to_string()),
     };
-    let Some((queue, end)) = shared
-        .streams
-        .open
-        .get(id)
-        .map(|e| (e.queue.clone(), Arc::clone(&e.end)))
-    else {
+    let Some((queue, end)) = open_stream(shared, id) else {
         return ack(id, false);
     };
     match queue
@@ -439,12 +446,7 @@ pub(crate) async fn close(shared: &Shared, frame: &[u8], id: &str) -> Vec<u8> {
         Ok(f) => f.body,
         Err(e) => return refuse(id, e.to_string()),
     };
-    let Some((queue, end)) = shared
-        .streams
-        .open
-        .get(id)
-        .map(|e| (e.queue.clone(), Arc::clone(&e.end)))
-    else {
+    let Some((queue, end)) = open_stream(shared, id) else {
         return ack(id, false);
     };
     if let Err(e) = queue.try_send(Relayed::Closed(close)) {
