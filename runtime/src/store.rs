@@ -66,6 +66,7 @@ mod fresh;
 pub mod health;
 pub mod house;
 pub mod house_files;
+pub mod house_move;
 pub mod kv;
 pub mod mailbox;
 pub mod migrations;

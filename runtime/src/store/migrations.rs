@@ -46,6 +46,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::cluster::CLUSTER],
     &[EVENTS_BY_INSTANCE],
     &[super::cluster::CLUSTER_HOUSES],
+    &[super::house_move::HOUSE_MOVES],
 ];
 
 /// The schema the migrations make, as one script: every table, index,

@@ -422,3 +422,18 @@ CREATE TABLE cluster_houses (
     updated_at TEXT NOT NULL,
     PRIMARY KEY (node, name)
 );
+CREATE TABLE house_fences (
+    house_id   TEXT PRIMARY KEY,
+    name       TEXT NOT NULL,
+    epoch      INTEGER NOT NULL,
+    state      TEXT NOT NULL CHECK (state IN ('owned', 'moving', 'moved', 'refused')),
+    peer       TEXT NOT NULL DEFAULT '',
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE house_move_parts (
+    house_id TEXT NOT NULL,
+    epoch    INTEGER NOT NULL,
+    seq      INTEGER NOT NULL,
+    data     BLOB NOT NULL,
+    PRIMARY KEY (house_id, epoch, seq)
+) WITHOUT ROWID;
