@@ -272,6 +272,7 @@ pub fn app(state: AppState) -> Router {
             get(houses::rules).put(houses::set_rules),
         )
         .route("/houses/{house}/tokens", post(people::issue_token))
+        .route("/houses/{house}/move", post(houses::move_house))
         .route("/tokens/{id}", delete(people::revoke_token))
         .route(
             "/houses/{house}/threads",

@@ -29,6 +29,7 @@ pub mod gateway;
 pub mod houses;
 pub mod inbox;
 pub mod membership;
+pub mod moves;
 pub mod options;
 pub mod placement;
 pub mod streams;
@@ -46,6 +47,7 @@ use troupe_runtime::store::mailbox;
 use troupe_runtime::supervise::SupervisorMsg;
 
 pub use houses::{HouseOnPeer, HttpHandler, PlaceError, Placed};
+pub use moves::MoveReport;
 pub use options::{ClusterError, ClusterOptions};
 pub use streams::{OpenError, Relayed, StreamHandler, StreamLink};
 pub use tls::{Tls, TlsFiles};
@@ -91,6 +93,8 @@ pub struct Shared {
     pub(crate) houses: houses::HouseState,
     /// The WebSocket streams relayed to or from other nodes.
     pub(crate) streams: streams::Streams,
+    /// The houses moving from this node, or moved from it.
+    pub(crate) moves: moves::Moves,
 }
 
 impl Shared {
@@ -147,7 +151,9 @@ impl Cluster {
             children: tree::Children::new(),
             houses: houses::HouseState::default(),
             streams: streams::Streams::default(),
+            moves: moves::Moves::default(),
         });
+        moves::load(&shared, node.store()).await?;
         tree::start(node, &shared).await?;
         node.add_branch(Arc::new(tree::ClusterBranch(Arc::downgrade(&shared))));
         // Gateways for what waits in the outbox since the last run.

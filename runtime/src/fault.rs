@@ -52,3 +52,21 @@ pub fn check(point: &str, key: &str) {
         }
     }
 }
+
+/// Kills this process with SIGKILL — as `kill -9` would, at an exact step —
+/// when the environment variable `TROUPE_KILL_AT` names `point` (a comma-
+/// separated list). How a test of several `troupe serve` processes stops a
+/// node between two commits it must survive (a house move's steps).
+pub fn kill_point(point: &str) {
+    static NAMED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let named = NAMED.get_or_init(|| {
+        std::env::var("TROUPE_KILL_AT")
+            .map(|v| v.split(',').map(|p| p.trim().to_string()).collect())
+            .unwrap_or_default()
+    });
+    if named.iter().any(|n| n == point) {
+        eprintln!("troupe: killed at `{point}` (TROUPE_KILL_AT)");
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+}

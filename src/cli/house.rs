@@ -24,6 +24,7 @@ use super::Builder;
 #[command(after_help = "Examples:
   troupe house create acme
   troupe house create acme --node b      (in a cluster: on node b)
+  troupe house move acme c               (in a cluster: from its node to node c)
   troupe house add acme --human ada --name \"Ada L.\"
   troupe house add acme --bot assistant --listen all
   troupe house members acme --json")]
@@ -43,6 +44,15 @@ enum HouseCommand {
         /// `troupe serve --cluster …` running).
         #[arg(long)]
         node: Option<String>,
+    },
+    /// Move a house to another node of the cluster, with its threads,
+    /// files, members and tokens (needs this home's `troupe serve
+    /// --cluster …` running; docs/cluster.md).
+    Move {
+        /// The house.
+        house: String,
+        /// The node to move it to.
+        node: String,
     },
     /// List the houses (in a cluster: every node's, with its node).
     List {
@@ -141,6 +151,31 @@ where
                     }
                 }
             }
+        }
+        HouseCommand::Move { house, node } => {
+            let Some(remote) = Remote::find(builder.home_dir()) else {
+                anyhow::bail!(
+                    "no `troupe serve` runs on this home, so house `{house}` cannot be moved: a house moves between the nodes of a running cluster (start this node with `troupe serve --cluster NAME …`; docs/cluster.md)"
+                );
+            };
+            let moved = remote
+                .post(
+                    &format!("/houses/{}/move", encode(&house)),
+                    &json!({ "node": node }),
+                )
+                .await?;
+            println!(
+                "moved house `{}` from node `{}` to node `{}` (epoch {}): {} threads, {} messages, {} files, {} bytes sent; not served for {} ms",
+                moved["house"]["name"].as_str().unwrap_or(&house),
+                moved["from"].as_str().unwrap_or_default(),
+                moved["to"].as_str().unwrap_or(&node),
+                moved["epoch"],
+                moved["threads"],
+                moved["messages"],
+                moved["files"],
+                moved["bytes"],
+                moved["took_ms"],
+            );
         }
         HouseCommand::Create { name, node } => {
             if let Some(remote) = Remote::find(builder.home_dir()) {

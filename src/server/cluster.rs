@@ -73,21 +73,51 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
     let Some(cluster) = state.inner.options.cluster.as_ref() else {
         return next.run(request).await;
     };
-    if request.extensions().get::<Forwarded>().is_some() {
-        return next.run(request).await;
+    let house = house_in_path(request.uri().path()).map(str::to_string);
+    if let Some(held) = house.as_deref().and_then(|h| cluster.moving(h)) {
+        if let Err(busy) = wait_for_move(house.as_deref().unwrap_or_default(), held).await {
+            return busy.into_response();
+        }
     }
-    let Some(there) = house_in_path(request.uri().path()).and_then(|h| cluster.house_on_peer(h))
-    else {
+    let Some(there) = house.as_deref().and_then(|h| cluster.house_on_peer(h)) else {
         return next.run(request).await;
     };
     // Two nodes that made one name while apart: this node's is served here.
     if state.node().house(&there.house.name).await.is_ok() {
         return next.run(request).await;
     }
+    // Forwarded here, it is answered here — unless the house moved from
+    // here since the asking node looked: then on to where it went.
+    if request.extensions().get::<Forwarded>().is_some()
+        && cluster.moved_to(&there.house.name).as_deref() != Some(there.node.as_str())
+    {
+        return next.run(request).await;
+    }
     let stopping = state.stopping().clone();
     match to_peer(cluster, &there, request, stopping).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
+    }
+}
+
+/// How long a request for a house being moved from this node waits for
+/// the move to end.
+const MOVE_HOLD: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits while `house` is being moved from this node (its requests queue
+/// here, then go where it is): an error if the move outlasts [`MOVE_HOLD`].
+async fn wait_for_move(
+    house: &str,
+    (to, mut ended): (String, tokio::sync::watch::Receiver<bool>),
+) -> Result<(), ApiError> {
+    match tokio::time::timeout(MOVE_HOLD, ended.wait_for(|e| *e)).await {
+        Ok(_) => Ok(()),
+        Err(_) => Err(ApiError::NodeDown {
+            node: to.clone(),
+            message: format!(
+                "house `{house}` is being moved to node `{to}` and is not served until the move                  ends; try again shortly"
+            ),
+        }),
     }
 }
 

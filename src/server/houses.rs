@@ -105,3 +105,54 @@ pub async fn set_rules(
     h.set_rules(rules).await?;
     Ok(Json(json!({ "rules": rules })))
 }
+
+/// Body of `POST /api/houses/{house}/move`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoveTo {
+    /// The node to move the house to.
+    node: String,
+}
+
+/// `POST /api/houses/{house}/move`: moves the house, which this node
+/// hosts, to another node of the cluster (the owner only; asked of any
+/// node, it is forwarded to the house's). Answers once the house is the
+/// other node's: what moved and how long the house was not served.
+pub async fn move_house(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(house): Path<String>,
+    Body(body): Body<MoveTo>,
+) -> Result<Json<Value>, ApiError> {
+    use troupe_actors::cluster::PlaceError;
+    caller.require_owner()?;
+    let Some(cluster) = state.inner.options.cluster.as_ref() else {
+        return Err(ApiError::BadRequest(format!(
+            "this server is not a node of a cluster, so house `{house}` has nowhere to move; \
+             start it with `troupe serve --cluster …` (docs/cluster.md)"
+        )));
+    };
+    let to = body.node.trim();
+    match cluster.move_house(&house, to).await {
+        Ok(m) => Ok(Json(json!({
+            "house": {"id": m.house.id, "name": m.house.name},
+            "from": m.from,
+            "to": m.to,
+            "epoch": m.epoch,
+            "threads": m.counts.threads,
+            "messages": m.counts.messages,
+            "files": m.counts.files,
+            "bytes": m.counts.bytes,
+            "took_ms": m.took.as_millis() as u64,
+        }))),
+        Err(PlaceError::Node(e)) => Err(e.into()),
+        Err(PlaceError::Conflict(m)) => Err(ApiError::Conflict(m)),
+        Err(e @ (PlaceError::UnknownNode { .. } | PlaceError::Refused(_))) => {
+            Err(ApiError::BadRequest(e.to_string()))
+        }
+        Err(e @ (PlaceError::Down { .. } | PlaceError::Failed { .. })) => Err(ApiError::NodeDown {
+            node: to.to_string(),
+            message: e.to_string(),
+        }),
+    }
+}

@@ -63,6 +63,12 @@ impl Node {
 
     /// Starts `troupe serve` as node `name` of cluster `c`, joining `join`.
     pub(super) fn start(&mut self, cookie: &str, join: Option<u16>) {
+        self.start_armed(cookie, join, None);
+    }
+
+    /// [`Node::start`], the process killing itself at the fault point
+    /// `kill_at` (`TROUPE_KILL_AT`) when given.
+    pub(super) fn start_armed(&mut self, cookie: &str, join: Option<u16>, kill_at: Option<&str>) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_troupe"));
         cmd.arg("--home")
             .arg(self.home.path())
@@ -77,6 +83,10 @@ impl Node {
         if let Some(port) = join {
             cmd.args(["--join", &format!("127.0.0.1:{port}")]);
         }
+        match kill_at {
+            Some(point) => cmd.env("TROUPE_KILL_AT", point),
+            None => cmd.env_remove("TROUPE_KILL_AT"),
+        };
         let mut child = cmd.spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
@@ -115,6 +125,13 @@ impl Node {
         let mut child = self.child.take().unwrap();
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
+        self.lines = None;
+    }
+
+    /// Waits for the process to end by itself (a fault point killed it).
+    pub(super) fn wait_dead(&mut self) {
+        let status = self.child.take().unwrap().wait().unwrap();
+        assert!(!status.success(), "node {} was to be killed", self.name);
         self.lines = None;
     }
 

@@ -27,13 +27,19 @@ pub(super) fn url(node: &Node) -> String {
 }
 
 /// `GET path` on `base` with `token`: status and JSON body.
-fn get(base: &str, path: &str, token: &str) -> (u16, Value) {
+pub(super) fn get(base: &str, path: &str, token: &str) -> (u16, Value) {
     send(base, reqwest::Method::GET, path, token, Value::Null)
 }
 
 /// `method path` on `base` with `token` and a JSON `body` (none if null):
 /// status and JSON body.
-fn send(base: &str, method: reqwest::Method, path: &str, token: &str, body: Value) -> (u16, Value) {
+pub(super) fn send(
+    base: &str,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Value,
+) -> (u16, Value) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -13,6 +13,7 @@ mod cli_conventions;
 mod cluster;
 mod cluster_cli;
 mod cluster_houses;
+mod cluster_moves;
 mod cluster_streams;
 mod cluster_tls;
 mod config_errors;

@@ -115,6 +115,14 @@ pub(super) fn refuse(id: &str, reason: String) -> Vec<u8> {
     wire::encode(kind::REFUSED, id, &Refusal { reason }).unwrap_or_default()
 }
 
+/// An answer of `kind`, or the refusal saying why there is none.
+fn answered<B: serde::Serialize>(id: &str, kind: &str, body: Result<B, String>) -> Vec<u8> {
+    match body {
+        Ok(body) => wire::encode(kind, id, &body).unwrap_or_else(|e| refuse(id, e.to_string())),
+        Err(why) => refuse(id, why),
+    }
+}
+
 /// The answer to one frame from another node.
 async fn answer(shared: &Arc<Shared>, frame: &[u8]) -> Vec<u8> {
     let (kind, id) = match wire::head(frame) {
@@ -151,6 +159,26 @@ async fn answer(shared: &Arc<Shared>, frame: &[u8]) -> Vec<u8> {
                     )
                 })
             }
+            Err(e) => refuse(&id, e.to_string()),
+        },
+        kind::HOUSE_MOVE_PART => match wire::decode(frame, kind::HOUSE_MOVE_PART) {
+            Ok(f) => answered(&id, kind::ACK, super::moves::part(shared, f.body).await),
+            Err(e) => refuse(&id, e.to_string()),
+        },
+        kind::HOUSE_MOVE_COMMIT => match wire::decode(frame, kind::HOUSE_MOVE_COMMIT) {
+            Ok(f) => answered(
+                &id,
+                kind::HOUSE_MOVE_DONE,
+                Ok(super::moves::commit(shared, f.body).await),
+            ),
+            Err(e) => refuse(&id, e.to_string()),
+        },
+        kind::HOUSE_MOVE_REFUSE => match wire::decode(frame, kind::HOUSE_MOVE_REFUSE) {
+            Ok(f) => answered(
+                &id,
+                kind::HOUSE_MOVE_DONE,
+                super::moves::refuse(shared, f.body).await,
+            ),
             Err(e) => refuse(&id, e.to_string()),
         },
         kind::STREAM_OPEN => super::streams::open(shared, frame, &id).await,

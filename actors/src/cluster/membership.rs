@@ -265,6 +265,8 @@ async fn tick(myself: &ActorRef<MembershipMsg>, state: &mut MembershipState) {
     }
     // The peers told of this node's houses, when they changed.
     super::houses::announce(&state.shared);
+    // The house moves whose end the target must tell, once it is here.
+    super::moves::tick(&state.shared);
     // Dial the nodes not connected.
     state.ticks = state.ticks.saturating_add(1);
     if u128::from(state.ticks) * TICK.as_millis() >= REDIAL.as_millis() {

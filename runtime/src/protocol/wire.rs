@@ -22,7 +22,7 @@ use crate::id::{BotId, HouseId};
 use crate::protocol::Envelope;
 
 /// The wire's version this build speaks.
-pub const VERSION: Version = Version { major: 1, minor: 2 };
+pub const VERSION: Version = Version { major: 1, minor: 3 };
 
 /// The largest frame accepted from another node, in bytes.
 pub const MAX_FRAME: usize = 4 * 1024 * 1024;
@@ -90,6 +90,18 @@ pub mod kind {
     pub const STREAM_CLOSE: &str = "stream_close";
     /// Whether the stream is still open at the receiver ([`super::StreamAck`]).
     pub const STREAM_ACK: &str = "stream_ack";
+    /// A piece of a house moving to the receiving node (since 1.3):
+    /// [`super::HouseMovePart`] → [`ACK`].
+    pub const HOUSE_MOVE_PART: &str = "house_move_part";
+    /// Every piece sent: the receiving node takes the house
+    /// ([`super::HouseMoveCommit`] → [`HOUSE_MOVE_DONE`]).
+    pub const HOUSE_MOVE_COMMIT: &str = "house_move_commit";
+    /// The sender cannot tell whether a move was committed: the receiver
+    /// says, refusing it from now on if it was not
+    /// ([`super::HouseMoveRefuse`] → [`HOUSE_MOVE_DONE`]).
+    pub const HOUSE_MOVE_REFUSE: &str = "house_move_refuse";
+    /// Whether the receiving node took the house ([`super::HouseMoveDone`]).
+    pub const HOUSE_MOVE_DONE: &str = "house_move_done";
 }
 
 /// One message between nodes.
@@ -261,6 +273,10 @@ pub struct StreamAck {
     /// dropped): the sender ends its side.
     pub open: bool,
 }
+
+#[path = "wire_moves.rs"]
+mod moves;
+pub use moves::{HouseMoveCommit, HouseMoveDone, HouseMovePart, HouseMoveRefuse};
 
 /// Bytes, as MessagePack's `bin` (not an array of numbers).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

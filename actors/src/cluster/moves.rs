@@ -1,0 +1,540 @@
+//! Moving a house to another node (`troupe house move HOUSE NODE`;
+//! docs/cluster.md, "Moving a house").
+//!
+//! The house's node drives the move, in steps each committed before the
+//! next (the stores' side, and why no two nodes ever serve one house, is
+//! `troupe_runtime::store::house_move`):
+//!
+//! 1. **Fence**: the house's fence becomes `moving` at a new epoch. From
+//!    here this node does not serve it: requests for it wait ([`Moves`]'s
+//!    hold; the server's middleware) and go on when the move ends — to the
+//!    new node, or here again.
+//! 2. **Drain**: the move waits until every round of the house's threads is
+//!    answered and no message for them (or their bots' seats) waits.
+//! 3. **Copy**: one snapshot of the house's rows and files, sent as
+//!    `house_move_part` frames the target stages in its store.
+//! 4. **Switch**: a `house_move_commit` frame; the target imports the house
+//!    and fences it `owned` at the epoch in one transaction, then answers.
+//! 5. **Finish**: this node deletes the house and fences it `moved` in one
+//!    transaction, tells the peers its houses, and lets the waiting requests
+//!    go — to the new node.
+//!
+//! A failure before the commit frame was sent rolls back here at once. A
+//! failure after it, or a restart in the middle of a move, leaves the
+//! house unserved until the target can be asked (`house_move_refuse`):
+//! it answers whether it committed; if not, it refuses the epoch for
+//! good, and this node serves the house again. Membership's tick asks, as
+//! soon as the target is connected.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+use tokio::sync::watch;
+use troupe_runtime::fault;
+use troupe_runtime::house::DEFAULT_HOUSE;
+use troupe_runtime::protocol::wire::{
+    self, kind, Ack, Bytes, HostedHouse, HouseMoveCommit, HouseMoveDone, HouseMovePart,
+    HouseMoveRefuse,
+};
+use troupe_runtime::store::house_move::{self as table, Committed, Counts, Fence};
+
+use super::houses::{announce, exchange, CALL_TIMEOUT};
+use super::{Cluster, PlaceError, Shared};
+use crate::node::NodeError;
+
+/// The largest piece of a house in one frame (the frame's limit, less room).
+const PIECE: usize = wire::MAX_FRAME - 256 * 1024;
+/// How long a move waits for the house's rounds to end before it gives up.
+const DRAIN: Duration = Duration::from_secs(30);
+/// How often the drain looks again.
+const DRAIN_LOOK: Duration = Duration::from_millis(10);
+
+/// A move that ended.
+#[derive(Debug, Clone)]
+pub struct MoveReport {
+    /// The house.
+    pub house: HostedHouse,
+    /// The node it left.
+    pub from: String,
+    /// The node it is on now.
+    pub to: String,
+    /// The move's epoch (its fencing token).
+    pub epoch: i64,
+    /// What moved.
+    pub counts: Counts,
+    /// How long the house was not served.
+    pub took: Duration,
+}
+
+/// The moves this node takes part in, as its server asks of them.
+#[derive(Default)]
+pub(crate) struct Moves {
+    /// Houses being moved from here, by lowercase name and by id: the
+    /// target's name, and a flag set when the move ends.
+    holding: DashMap<String, (String, watch::Receiver<bool>)>,
+    /// The flags' senders, by house id.
+    ends: DashMap<String, watch::Sender<bool>>,
+    /// Moves whose outcome the target must tell, by house id.
+    unresolved: DashMap<String, Fence>,
+    /// Where houses moved from here went, by lowercase name and by id.
+    moved: DashMap<String, String>,
+    /// A resolution is running.
+    resolving: std::sync::atomic::AtomicBool,
+}
+
+impl Moves {
+    fn hold(&self, fence: &Fence) {
+        let (tx, rx) = watch::channel(false);
+        for key in [fence.name.to_lowercase(), fence.house_id.clone()] {
+            self.holding.insert(key, (fence.peer.clone(), rx.clone()));
+        }
+        self.ends.insert(fence.house_id.clone(), tx);
+    }
+
+    /// The move of `fence`'s house ended: to `to`, or not (`None`).
+    fn release(&self, fence: &Fence, to: Option<&str>) {
+        let keys = [fence.name.to_lowercase(), fence.house_id.clone()];
+        for key in &keys {
+            self.holding.remove(key);
+            match to {
+                Some(to) => self.moved.insert(key.clone(), to.to_string()),
+                None => self.moved.remove(key).map(|(_, v)| v),
+            };
+        }
+        self.unresolved.remove(&fence.house_id);
+        if let Some((_, end)) = self.ends.remove(&fence.house_id) {
+            end.send_replace(true);
+        }
+    }
+
+    /// The house came (back) to this node.
+    fn arrived(&self, name: &str, id: &str) {
+        for key in [name.to_lowercase(), id.to_string()] {
+            self.moved.remove(&key);
+        }
+    }
+}
+
+/// What this node's store says of moves, at its start: the moves it was in
+/// the middle of are held until their target tells how they ended.
+pub(crate) async fn load(
+    shared: &Shared,
+    store: &troupe_runtime::store::Store,
+) -> Result<(), troupe_runtime::store::StoreError> {
+    for fence in store.read(table::moves).await? {
+        if fence.state == "moving" {
+            shared.moves.hold(&fence);
+            shared
+                .moves
+                .unresolved
+                .insert(fence.house_id.clone(), fence);
+        } else {
+            for key in [fence.name.to_lowercase(), fence.house_id.clone()] {
+                shared.moves.moved.insert(key, fence.peer.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn failed(node: &str, why: impl Into<String>) -> PlaceError {
+    PlaceError::Failed {
+        node: node.to_string(),
+        why: why.into(),
+    }
+}
+
+impl Cluster {
+    /// When the house `name` (a name or an id) is being moved from this
+    /// node: the node it goes to, and a flag that turns true when the move
+    /// ends (either way).
+    pub fn moving(&self, name: &str) -> Option<(String, watch::Receiver<bool>)> {
+        let key = name.to_lowercase();
+        let held = self.shared.moves.holding.get(&key)?;
+        Some(held.value().clone())
+    }
+
+    /// Where the house `name` went, when it was moved from this node.
+    pub fn moved_to(&self, name: &str) -> Option<String> {
+        self.shared
+            .moves
+            .moved
+            .get(&name.to_lowercase())
+            .map(|n| n.clone())
+    }
+
+    /// Moves the house `name`, which this node hosts, to the node `to`.
+    pub async fn move_house(&self, name: &str, to: &str) -> Result<MoveReport, PlaceError> {
+        let shared = &self.shared;
+        let me = shared.options.node.clone();
+        if name.eq_ignore_ascii_case(DEFAULT_HOUSE) {
+            return Err(PlaceError::Refused(format!(
+                "the house `{DEFAULT_HOUSE}` is every node's own; it does not move"
+            )));
+        }
+        if to == me {
+            return Err(PlaceError::Refused(format!(
+                "house `{name}` is on node `{me}` already"
+            )));
+        }
+        let node = shared
+            .node()
+            .ok_or_else(|| NodeError::Actor("the node is stopping".into()))?;
+        let house = node.house(name).await?.house;
+        self.peer_up(to)?;
+        let (id, house_name, target) = (house.id.to_string(), house.name.clone(), to.to_string());
+        let epoch = node
+            .store()
+            .write(move |tx| table::begin(tx, &id, &house_name, &target))
+            .await
+            .map_err(|e| PlaceError::Conflict(e.to_string()))?;
+        let fence = Fence {
+            house_id: house.id.to_string(),
+            name: house.name.clone(),
+            epoch,
+            state: "moving".into(),
+            peer: to.to_string(),
+        };
+        shared.moves.hold(&fence);
+        let started = Instant::now();
+        let hosted = HostedHouse {
+            name: house.name.clone(),
+            id: house.id,
+        };
+        let mut asked_to_commit = false;
+        match copy(shared, &fence, &mut asked_to_commit).await {
+            Ok(done) => {
+                finish(shared, &fence).await.map_err(PlaceError::Node)?;
+                Ok(MoveReport {
+                    house: hosted,
+                    from: me,
+                    to: to.to_string(),
+                    epoch,
+                    counts: Counts {
+                        threads: done.threads,
+                        messages: done.messages,
+                        files: done.files,
+                        bytes: done.bytes,
+                    },
+                    took: started.elapsed(),
+                })
+            }
+            Err(why) if !asked_to_commit => {
+                roll_back(shared, &fence).await.map_err(PlaceError::Node)?;
+                Err(failed(to, format!("{why}; the house stays on node `{me}`")))
+            }
+            Err(why) => {
+                // The target may have committed: it must say.
+                shared
+                    .moves
+                    .unresolved
+                    .insert(fence.house_id.clone(), fence.clone());
+                match resolve(shared, &fence).await {
+                    Ok(true) => Ok(MoveReport {
+                        house: hosted,
+                        from: me,
+                        to: to.to_string(),
+                        epoch,
+                        counts: Counts::default(),
+                        took: started.elapsed(),
+                    }),
+                    Ok(false) => Err(failed(
+                        to,
+                        format!("{why}; the move was undone, the house stays on node `{me}`"),
+                    )),
+                    Err(e) => Err(failed(
+                        to,
+                        format!(
+                            "{why}; whether node `{to}` took the house is not known yet ({e}): \
+                             it is not served until node `{to}` answers, which this node asks \
+                             as soon as it is connected"
+                        ),
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// What [`copy`] learned from the target.
+struct Copied {
+    threads: u64,
+    messages: u64,
+    files: u64,
+    bytes: u64,
+}
+
+/// Steps 2 to 4: drain, copy, ask the target to commit.
+async fn copy(
+    shared: &Arc<Shared>,
+    fence: &Fence,
+    asked_to_commit: &mut bool,
+) -> Result<Copied, String> {
+    let node = shared.node().ok_or("the node is stopping")?;
+    let store = node.store().clone();
+    let deadline = Instant::now() + DRAIN;
+    loop {
+        let id = fence.house_id.clone();
+        if !store
+            .read(move |c| table::busy(c, &id))
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the house's rounds did not end within {}s; try again when its bots are done",
+                DRAIN.as_secs()
+            ));
+        }
+        tokio::time::sleep(DRAIN_LOOK).await;
+    }
+    let id = fence.house_id.clone();
+    let (bundle, counts) = store
+        .read(move |c| table::export(c, &id))
+        .await
+        .map_err(|e| e.to_string())?;
+    let inbox = shared
+        .inboxes
+        .get(&fence.peer)
+        .map(|r| r.clone())
+        .ok_or_else(|| format!("node `{}` is not connected", fence.peer))?;
+    let pieces: Vec<&[u8]> = bundle.chunks(PIECE).collect();
+    for (seq, piece) in pieces.iter().enumerate() {
+        let part = HouseMovePart {
+            house_id: fence.house_id.clone(),
+            name: fence.name.clone(),
+            epoch: fence.epoch,
+            seq: seq as i64,
+            data: Bytes(piece.to_vec()),
+        };
+        let frame = wire::encode(kind::HOUSE_MOVE_PART, &fence.house_id, &part)
+            .map_err(|e| e.to_string())?;
+        let answer = exchange(&inbox, frame, CALL_TIMEOUT).await?;
+        wire::decode::<Ack>(&answer, kind::ACK).map_err(|e| e.to_string())?;
+    }
+    fault::kill_point("house_move:copied");
+    let ask = HouseMoveCommit {
+        house_id: fence.house_id.clone(),
+        name: fence.name.clone(),
+        epoch: fence.epoch,
+        from_node: shared.options.node.clone(),
+        parts: pieces.len() as i64,
+    };
+    let frame =
+        wire::encode(kind::HOUSE_MOVE_COMMIT, &fence.house_id, &ask).map_err(|e| e.to_string())?;
+    *asked_to_commit = true;
+    let answer = exchange(&inbox, frame, CALL_TIMEOUT).await?;
+    let done = wire::decode::<HouseMoveDone>(&answer, kind::HOUSE_MOVE_DONE)
+        .map_err(|e| e.to_string())?
+        .body;
+    if !done.committed {
+        // It answered: it did not, and will not at this epoch (a refusal
+        // fences what it staged, below).
+        return Err(format!(
+            "node `{}` did not take it: {}",
+            fence.peer, done.message
+        ));
+    }
+    fault::kill_point("house_move:committed_there");
+    Ok(Copied {
+        threads: done.threads,
+        messages: done.messages,
+        files: done.files,
+        bytes: counts.bytes,
+    })
+}
+
+/// Step 5: the house deleted here, the peers told, the waiting requests let go.
+async fn finish(shared: &Arc<Shared>, fence: &Fence) -> Result<(), NodeError> {
+    let node = shared
+        .node()
+        .ok_or_else(|| NodeError::Actor("the node is stopping".into()))?;
+    let (id, epoch) = (fence.house_id.clone(), fence.epoch);
+    node.store()
+        .write(move |tx| table::finish(tx, &id, epoch))
+        .await?;
+    if let Ok(house_id) = fence.house_id.parse() {
+        let hosted = HostedHouse {
+            name: fence.name.clone(),
+            id: house_id,
+        };
+        shared
+            .directory
+            .add_house(node.store(), &fence.peer, &hosted)
+            .await?;
+    }
+    shared.moves.release(fence, Some(&fence.peer));
+    announce(shared);
+    eprintln!(
+        "troupe: cluster: house `{}` moved to node `{}` (epoch {})",
+        fence.name, fence.peer, fence.epoch
+    );
+    Ok(())
+}
+
+/// The move did not happen: this node serves the house again.
+async fn roll_back(shared: &Arc<Shared>, fence: &Fence) -> Result<(), NodeError> {
+    let node = shared
+        .node()
+        .ok_or_else(|| NodeError::Actor("the node is stopping".into()))?;
+    let (id, epoch) = (fence.house_id.clone(), fence.epoch);
+    node.store()
+        .write(move |tx| table::roll_back(tx, &id, epoch))
+        .await?;
+    shared.moves.release(fence, None);
+    eprintln!(
+        "troupe: cluster: house `{}` was not moved to node `{}`; it is served here again",
+        fence.name, fence.peer
+    );
+    Ok(())
+}
+
+/// Asks the target of an unresolved move how it ended, and ends it here
+/// the same way: true if the house is the target's now.
+async fn resolve(shared: &Arc<Shared>, fence: &Fence) -> Result<bool, String> {
+    let inbox = shared
+        .inboxes
+        .get(&fence.peer)
+        .map(|r| r.clone())
+        .ok_or_else(|| format!("node `{}` is not connected", fence.peer))?;
+    let ask = HouseMoveRefuse {
+        house_id: fence.house_id.clone(),
+        name: fence.name.clone(),
+        epoch: fence.epoch,
+    };
+    let frame =
+        wire::encode(kind::HOUSE_MOVE_REFUSE, &fence.house_id, &ask).map_err(|e| e.to_string())?;
+    let answer = exchange(&inbox, frame, CALL_TIMEOUT).await?;
+    let done = wire::decode::<HouseMoveDone>(&answer, kind::HOUSE_MOVE_DONE)
+        .map_err(|e| e.to_string())?
+        .body;
+    if done.committed {
+        finish(shared, fence).await.map_err(|e| e.to_string())?;
+    } else {
+        roll_back(shared, fence).await.map_err(|e| e.to_string())?;
+    }
+    Ok(done.committed)
+}
+
+/// Membership's tick: the unresolved moves whose target is connected are
+/// asked how they ended (one resolution at a time, off the tick's task).
+pub(crate) fn tick(shared: &Arc<Shared>) {
+    use std::sync::atomic::Ordering;
+    if shared.moves.unresolved.is_empty() || shared.moves.resolving.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let ready: Vec<Fence> = shared
+        .moves
+        .unresolved
+        .iter()
+        .filter(|f| shared.inboxes.contains_key(&f.peer))
+        .map(|f| f.value().clone())
+        .collect();
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        for fence in ready {
+            if let Err(e) = resolve(&shared, &fence).await {
+                tracing::warn!(house = %fence.name, peer = %fence.peer, error = %e,
+                    "a house move's end could not be learned yet");
+            }
+        }
+        shared.moves.resolving.store(false, Ordering::Release);
+    });
+}
+
+/// The target's side of `house_move_part`: the piece staged.
+pub(crate) async fn part(shared: &Shared, part: HouseMovePart) -> Result<Ack, String> {
+    let node = shared.node().ok_or("the node is stopping; try again")?;
+    let HouseMovePart {
+        house_id,
+        epoch,
+        seq,
+        data,
+        ..
+    } = part;
+    let data = Arc::new(data.0);
+    node.store()
+        .write(move |tx| table::stage(tx, &house_id, epoch, seq, &data))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Ack { first: true })
+}
+
+/// The target's side of `house_move_commit`: the house taken, committed
+/// before the answer.
+pub(crate) async fn commit(shared: &Arc<Shared>, ask: HouseMoveCommit) -> HouseMoveDone {
+    let Some(node) = shared.node() else {
+        return not_done("the node is stopping; try again".into());
+    };
+    let (id, name, from) = (
+        ask.house_id.clone(),
+        ask.name.clone(),
+        ask.from_node.clone(),
+    );
+    let (epoch, parts) = (ask.epoch, ask.parts);
+    let taken = node
+        .store()
+        .write(move |tx| table::commit(tx, &id, &name, epoch, &from, parts))
+        .await;
+    match taken {
+        Ok(committed) => {
+            fault::kill_point("house_move:committed");
+            shared.moves.arrived(&ask.name, &ask.house_id);
+            announce(shared);
+            let counts = match committed {
+                Committed::Now(c) => c,
+                Committed::Already => Counts::default(),
+            };
+            eprintln!(
+                "troupe: cluster: house `{}` moved here from node `{}` (epoch {})",
+                ask.name, ask.from_node, ask.epoch
+            );
+            HouseMoveDone {
+                committed: true,
+                message: String::new(),
+                threads: counts.threads,
+                messages: counts.messages,
+                files: counts.files,
+            }
+        }
+        Err(e) => not_done(e.to_string()),
+    }
+}
+
+/// The target's side of `house_move_refuse`; an error is not an answer
+/// (the asking node asks again), as only a committed refusal fences.
+pub(crate) async fn refuse(shared: &Shared, ask: HouseMoveRefuse) -> Result<HouseMoveDone, String> {
+    let node = shared.node().ok_or("the node is stopping; try again")?;
+    let HouseMoveRefuse {
+        house_id,
+        name,
+        epoch,
+    } = ask;
+    match node
+        .store()
+        .write(move |tx| table::refuse(tx, &house_id, &name, epoch))
+        .await
+    {
+        Ok(committed) => Ok(HouseMoveDone {
+            committed,
+            message: String::new(),
+            threads: 0,
+            messages: 0,
+            files: 0,
+        }),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn not_done(message: String) -> HouseMoveDone {
+    HouseMoveDone {
+        committed: false,
+        message,
+        threads: 0,
+        messages: 0,
+        files: 0,
+    }
+}
