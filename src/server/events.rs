@@ -58,12 +58,31 @@ pub async fn thread(
     let thread = super::threads::find(&state, &caller, &house, &thread).await?;
     let feed = state.feed().clone();
     let stop = state.stopping().clone();
+    let cluster = state.inner.options.cluster.clone();
     Ok(small(upgrade).on_upgrade(move |socket| async move {
         let watch = feed.watch_thread(thread.info.id);
-        if let Err(e) = stream_thread(socket, thread, watch, after.after, stop).await {
+        let moved = departed(cluster, thread.house.id.to_string());
+        if let Err(e) = stream_thread(socket, thread, watch, after.after, (stop, moved)).await {
             tracing::debug!(error = %e, "a thread stream ended");
         }
     }))
+}
+
+/// Resolves when the house `house` has moved from this node to another:
+/// that node's name (never outside a cluster).
+async fn departed(cluster: Option<troupe_actors::cluster::Cluster>, house: String) -> String {
+    let Some(cluster) = cluster else {
+        return std::future::pending().await;
+    };
+    let mut departures = cluster.departures();
+    loop {
+        if let Some(to) = cluster.moved_to(&house) {
+            return to;
+        }
+        if departures.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
 }
 
 async fn stream_thread(
@@ -71,8 +90,12 @@ async fn stream_thread(
     thread: ThreadRef,
     watch: Watch,
     after: Option<i64>,
-    stop: tokio_util::sync::CancellationToken,
+    (stop, moved): (
+        tokio_util::sync::CancellationToken,
+        impl std::future::Future<Output = String>,
+    ),
 ) -> Result<(), axum::Error> {
+    tokio::pin!(moved);
     let Watch {
         mut frames,
         published,
@@ -99,6 +122,23 @@ async fn stream_thread(
             biased;
             () = stop.cancelled() => {
                 let _ = socket.send(away()).await;
+                return Ok(());
+            }
+            to = &mut moved => {
+                // A close reason holds 123 bytes at most.
+                let mut reason = format!(
+                    "house `{}` moved to node `{to}`; reconnect and read it again",
+                    thread.house.name
+                );
+                if reason.len() > 123 {
+                    reason = format!("this house moved to node `{to}`; reconnect");
+                }
+                let _ = socket
+                    .send(Message::Close(Some(CloseFrame {
+                        code: axum::extract::ws::close_code::RESTART,
+                        reason: reason.into(),
+                    })))
+                    .await;
                 return Ok(());
             }
             frame = frames.recv() => match frame {

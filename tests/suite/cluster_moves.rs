@@ -12,8 +12,12 @@ use serde_json::json;
 use troupe::runtime::protocol::house::ThreadMessage;
 
 use super::cli::{text, troupe};
-use super::cluster::Node;
+use futures::StreamExt;
+use tokio_tungstenite::tungstenite::Message as Ws;
+
+use super::cluster::{Node, WAIT};
 use super::cluster_houses::{get, send, url};
+use super::cluster_streams::watch;
 
 /// `troupe ARGS` on `node`'s home, which must succeed: its stdout.
 fn ok(node: &Node, args: &[&str]) -> String {
@@ -88,6 +92,14 @@ fn history(node: &Node) -> Vec<(String, String)> {
 #[test]
 fn a_house_moves_with_its_history_and_files_and_takes_the_posts_made_while_it_moves() {
     let (a, b, token) = acme(None, None);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut stream = rt
+        .block_on(watch(
+            &url(&a),
+            "/api/houses/acme/threads/launch/events",
+            &token,
+        ))
+        .unwrap();
 
     // ada posts through a's API without pause; the move starts once ten
     // posts are in, so the rest meet it.
@@ -118,6 +130,18 @@ fn a_house_moves_with_its_history_and_files_and_takes_the_posts_made_while_it_mo
         "{moved}"
     );
     let (posted, token) = poster.join().unwrap();
+    // A stream of the thread on a closes, saying where the house went.
+    let closed = rt.block_on(async {
+        loop {
+            let next = tokio::time::timeout(WAIT, stream.next()).await.unwrap();
+            if let Some(Ok(Ws::Close(Some(close)))) = next {
+                return close;
+            }
+            assert!(next.is_some(), "the stream ended without a close frame");
+        }
+    });
+    assert_eq!(u16::from(closed.code), 1012);
+    assert!(closed.reason.contains("moved to node `b`"), "{closed:?}");
     assert_eq!(posted, 200);
     // The move took a snapshot between two of ada's posts: some before it,
     // the others held at a and sent on to b.

@@ -30,7 +30,11 @@ fn house(node: &Node, args: &[&str]) -> String {
 }
 
 /// A WebSocket to `path` on `base` with `token`.
-async fn watch(base: &str, path: &str, token: &str) -> Result<Socket, tungstenite::Error> {
+pub(super) async fn watch(
+    base: &str,
+    path: &str,
+    token: &str,
+) -> Result<Socket, tungstenite::Error> {
     let mut request = format!("{}{path}", base.replacen("http", "ws", 1))
         .into_client_request()
         .unwrap();

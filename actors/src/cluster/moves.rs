@@ -81,6 +81,8 @@ pub(crate) struct Moves {
     moved: DashMap<String, String>,
     /// A resolution is running.
     resolving: std::sync::atomic::AtomicBool,
+    /// Bumped each time a house leaves this node.
+    departures: watch::Sender<u64>,
 }
 
 impl Moves {
@@ -105,6 +107,9 @@ impl Moves {
         self.unresolved.remove(&fence.house_id);
         if let Some((_, end)) = self.ends.remove(&fence.house_id) {
             end.send_replace(true);
+        }
+        if to.is_some() {
+            self.departures.send_modify(|n| *n += 1);
         }
     }
 
@@ -162,6 +167,12 @@ impl Cluster {
             .moved
             .get(&name.to_lowercase())
             .map(|n| n.clone())
+    }
+
+    /// Changes each time a house leaves this node (for streams of its
+    /// threads here, which then close: [`Cluster::moved_to`] says where).
+    pub fn departures(&self) -> watch::Receiver<u64> {
+        self.shared.moves.departures.subscribe()
     }
 
     /// Moves the house `name`, which this node hosts, to the node `to`.
