@@ -15,6 +15,7 @@ mod actors;
 mod actors_memory;
 mod browser;
 mod cluster;
+mod cluster_move;
 pub mod crash;
 mod env;
 mod executors;
@@ -100,6 +101,9 @@ pub enum Workload {
     /// Durable sends between two nodes of a cluster on loopback: one at a
     /// time (latency), then `--n` at once (throughput).
     Cluster,
+    /// Moving a house of 10,000 messages and 100 files between two nodes
+    /// on loopback (`--n` houses, one after the other).
+    ClusterMove,
     /// Internal: the crash harness's worker.
     #[value(hide = true)]
     CrashWorker,
@@ -217,6 +221,7 @@ async fn in_process(
         Workload::Executors => executors::executors(n.unwrap_or(20)).await,
         Workload::Accounts => accounts::accounts(n.unwrap_or(200)).await,
         Workload::Cluster => cluster::cluster(n.unwrap_or(20_000)).await,
+        Workload::ClusterMove => cluster_move::cluster_move(n.unwrap_or(3)).await,
         Workload::Actors => actors::actors(n.unwrap_or(100_000)).await,
         Workload::ActorsMemory => {
             actors_memory::memory(n.unwrap_or(1_000_000), live.unwrap_or(100_000)).await

@@ -46,60 +46,97 @@ fn envelope(i: usize) -> Envelope {
     }
 }
 
+/// Two nodes on loopback: `b` a `troupe serve` process, `a` this one.
+pub(super) struct Pair {
+    /// Node a's runtime.
+    pub(super) runtime: Runtime,
+    /// Node a's part of the cluster, connected to b.
+    pub(super) cluster: Cluster,
+    b: std::process::Child,
+    _homes: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Pair {
+    /// Starts b, then a joining it, and waits until they met.
+    pub(super) async fn start() -> anyhow::Result<Pair> {
+        let home_a = tempfile::tempdir()?;
+        let home_b = tempfile::tempdir()?;
+        let (port_a, port_b) = (free_port()?, free_port()?);
+        let b = Command::new(std::env::current_exe()?)
+            .arg("--home")
+            .arg(home_b.path())
+            .args(["serve", "--listen", "127.0.0.1:0", "--cluster", "bench"])
+            .args(["--node-name", "b", "--cluster-listen"])
+            .arg(format!("127.0.0.1:{port_b}"))
+            .env("TROUPE_CLUSTER_COOKIE", COOKIE)
+            .env("TROUPE_REVIEW__ENABLED", "false")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let started = async {
+            let runtime = Runtime::builder()
+                .home(home_a.path())
+                .cwd(home_a.path())
+                .set("review.enabled", "false")
+                .build()
+                .await?;
+            let cluster = Cluster::start(
+                runtime.node(),
+                ClusterOptions {
+                    cluster: "bench".into(),
+                    node: "a".into(),
+                    listen: format!("127.0.0.1:{port_a}").parse()?,
+                    join: vec![format!("127.0.0.1:{port_b}")],
+                    cookie: COOKIE.into(),
+                    allow_plaintext: false,
+                    tls: None,
+                },
+            )
+            .await?;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !cluster.is_connected("b") {
+                anyhow::ensure!(Instant::now() < deadline, "node b never connected");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            anyhow::Ok((runtime, cluster))
+        }
+        .await;
+        match started {
+            Ok((runtime, cluster)) => Ok(Pair {
+                runtime,
+                cluster,
+                b,
+                _homes: (home_a, home_b),
+            }),
+            Err(e) => {
+                let mut b = b;
+                let _ = b.kill();
+                let _ = b.wait();
+                Err(e)
+            }
+        }
+    }
+
+    /// Stops both nodes.
+    pub(super) async fn stop(mut self) {
+        self.cluster.stop();
+        self.runtime.shutdown().await;
+        let _ = self.b.kill();
+        let _ = self.b.wait();
+    }
+}
+
 /// Runs the workload with `n` messages for the throughput.
 pub async fn cluster(n: usize) -> anyhow::Result<serde_json::Value> {
-    let home_a = tempfile::tempdir()?;
-    let home_b = tempfile::tempdir()?;
-    let (port_a, port_b) = (free_port()?, free_port()?);
-    let mut b = Command::new(std::env::current_exe()?)
-        .arg("--home")
-        .arg(home_b.path())
-        .args(["serve", "--listen", "127.0.0.1:0", "--cluster", "bench"])
-        .args(["--node-name", "b", "--cluster-listen"])
-        .arg(format!("127.0.0.1:{port_b}"))
-        .env("TROUPE_CLUSTER_COOKIE", COOKIE)
-        .env("TROUPE_REVIEW__ENABLED", "false")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let result = measure(home_a.path(), port_a, port_b, n).await;
-    let _ = b.kill();
-    let _ = b.wait();
+    let pair = Pair::start().await?;
+    let result = measure(&pair, n).await;
+    pair.stop().await;
     result
 }
 
-async fn measure(
-    home: &std::path::Path,
-    port_a: u16,
-    port_b: u16,
-    n: usize,
-) -> anyhow::Result<serde_json::Value> {
-    let runtime = Runtime::builder()
-        .home(home)
-        .cwd(home)
-        .set("review.enabled", "false")
-        .build()
-        .await?;
-    let node = runtime.node().clone();
-    let cluster = Cluster::start(
-        &node,
-        ClusterOptions {
-            cluster: "bench".into(),
-            node: "a".into(),
-            listen: format!("127.0.0.1:{port_a}").parse()?,
-            join: vec![format!("127.0.0.1:{port_b}")],
-            cookie: COOKIE.into(),
-            allow_plaintext: false,
-            tls: None,
-        },
-    )
-    .await?;
+async fn measure(pair: &Pair, n: usize) -> anyhow::Result<serde_json::Value> {
+    let (node, cluster) = (pair.runtime.node().clone(), &pair.cluster);
     cluster.route(&Address::Service("bench".into()), "b");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cluster.is_connected("b") {
-        anyhow::ensure!(Instant::now() < deadline, "node b never connected");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     let mut acked = cluster.acked();
     let mut wait_for = async |target: u64| -> anyhow::Result<()> {
         tokio::time::timeout(Duration::from_secs(120), acked.wait_for(|n| *n >= target))
@@ -128,8 +165,6 @@ async fn measure(
     }
     wait_for((SAMPLES + n) as u64).await?;
     let took = started.elapsed();
-    cluster.stop();
-    runtime.shutdown().await;
     Ok(json!({
         "workload": "cluster",
         "what": "durable sends between two nodes on loopback: committed at a, committed at b and acknowledged",
