@@ -1,7 +1,7 @@
 //! Moving a house between nodes, several `troupe serve` processes on
 //! 127.0.0.1 (docs/cluster.md, "Moving a house"): a house moved from a to b
 //! keeps its history, files, members and tokens, and the posts made through
-//! a while it moves all land on b; its bot's turns are then taken by b's bot
+//! a third node c while it moves all land on b; its bot's turns are then taken by b's bot
 //! of that name. A move interrupted by killing the source before the switch
 //! rolls back when it restarts; one interrupted by killing the target right
 //! after it committed completes when the target returns; at no moment do
@@ -92,6 +92,13 @@ fn history(node: &Node) -> Vec<(String, String)> {
 #[test]
 fn a_house_moves_with_its_history_and_files_and_takes_the_posts_made_while_it_moves() {
     let (a, b, token) = acme(None, None);
+    let mut c = Node::new("c", "scribe", json!([]));
+    c.start("secret", Some(a.port));
+    c.wait_line("met node `b`");
+    c.wait_count(
+        "SELECT count(*) FROM cluster_houses WHERE name = 'acme' AND node = 'a'",
+        1,
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut stream = rt
         .block_on(watch(
@@ -101,9 +108,10 @@ fn a_house_moves_with_its_history_and_files_and_takes_the_posts_made_while_it_mo
         ))
         .unwrap();
 
-    // ada posts through a's API without pause; the move starts once ten
-    // posts are in, so the rest meet it.
-    let base = url(&a);
+    // ada posts through c's API without pause (c forwards them to a, and
+    // a to b once the house is there); the move starts once ten posts are
+    // in, so the rest meet it.
+    let base = url(&c);
     let (tx, rx) = std::sync::mpsc::channel();
     let poster = std::thread::spawn(move || {
         let mut statuses = Vec::new();
@@ -163,6 +171,7 @@ fn a_house_moves_with_its_history_and_files_and_takes_the_posts_made_while_it_mo
     expected.extend((0..200).map(|i| ("ada".to_string(), format!("post {i}"))));
     assert_eq!(history(&a), expected, "read through a");
     assert_eq!(history(&b), expected, "read on b");
+    assert_eq!(history(&c), expected, "read through c");
 
     // b's scribe answers now; the file, the members and ada's token moved.
     let said = ok(
