@@ -24,6 +24,7 @@
 //! it is down, and a message for a bot of a node that is down must still be
 //! committed (it goes when the node returns).
 
+pub mod bodies;
 pub mod directory;
 pub mod gateway;
 pub mod houses;
@@ -45,6 +46,7 @@ use troupe_runtime::store::cluster as table;
 use troupe_runtime::store::mailbox;
 use troupe_runtime::supervise::SupervisorMsg;
 
+pub use bodies::{BodyStream, ForwardError, HttpAnswer};
 pub use houses::{HouseOnPeer, HttpHandler, PlaceError, Placed};
 pub use options::{ClusterError, ClusterOptions};
 pub use streams::{OpenError, Relayed, StreamHandler, StreamLink};
@@ -91,6 +93,8 @@ pub struct Shared {
     pub(crate) houses: houses::HouseState,
     /// The WebSocket streams relayed to or from other nodes.
     pub(crate) streams: streams::Streams,
+    /// The HTTP exchanges whose bodies go in pieces.
+    pub(crate) bodies: bodies::Bodies,
 }
 
 impl Shared {
@@ -147,6 +151,7 @@ impl Cluster {
             children: tree::Children::new(),
             houses: houses::HouseState::default(),
             streams: streams::Streams::default(),
+            bodies: bodies::Bodies::default(),
         });
         tree::start(node, &shared).await?;
         node.add_branch(Arc::new(tree::ClusterBranch(Arc::downgrade(&shared))));
