@@ -200,6 +200,11 @@ impl Cluster {
         self.shared.acked.subscribe()
     }
 
+    /// The peers this node knows, connected now or not.
+    pub fn peers(&self) -> Vec<directory::Peer> {
+        self.shared.directory.peers()
+    }
+
     /// Whether the peer `node` is connected now.
     pub fn is_connected(&self, node: &str) -> bool {
         self.shared

@@ -19,6 +19,7 @@
 //! up to the API's body limit, is taken through any node.
 
 mod streams;
+mod tokens;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -41,6 +42,7 @@ use super::error::ApiError;
 use super::AppState;
 
 pub(crate) use streams::Accept;
+pub(crate) use tokens::TokenNodes;
 
 /// Marks a request another node forwarded: it is answered here, never
 /// forwarded again.
@@ -82,6 +84,9 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
     }
     let Some(there) = house_in_path(request.uri().path()).and_then(|h| cluster.house_on_peer(h))
     else {
+        if tokens::outside_house(&request) {
+            return tokens::answer(&state, cluster, request, next).await;
+        }
         return next.run(request).await;
     };
     // Two nodes that made one name while apart: this node's is served here.

@@ -1,7 +1,9 @@
 //! Any node answers any client, the rest of it (docs/cluster.md), with two
 //! `troupe serve` nodes on 127.0.0.1: a 20 MiB house file put and read
 //! through node a for a house on node b comes back whole, at the version b
-//! gives it (bodies over one wire frame go in pieces).
+//! gives it (bodies over one wire frame go in pieces); `GET /api/me` with
+//! the token of a person of a house on b, asked on a, answers as b does;
+//! a token no node knows is 401 on a, and names b when b is down.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
@@ -149,4 +151,38 @@ fn a_20_mib_house_file_put_and_read_through_another_node_comes_back_whole() {
         "20 MiB: PUT through a {put_via_a:?}, on b {put_on_b:?}; GET through a {get_via_a:?}, \
          on b {get_on_b:?}"
     );
+}
+
+#[test]
+fn the_routes_outside_a_house_answer_on_any_node_with_a_token_of_another() {
+    let (a, mut b, token) = two_nodes();
+    let me = |base: &str, token: &str| {
+        let (status, _, body, _) = call(base, reqwest::Method::GET, "/api/me", token, vec![]);
+        (status, json_of(&body))
+    };
+    let on_b = me(&url(&b), &token);
+    assert_eq!(on_b.0, 200, "{}", on_b.1);
+    assert_eq!(me(&url(&a), &token), on_b);
+    // Again, by the node a keeps for the token.
+    assert_eq!(me(&url(&a), &token), on_b);
+    let (status, _, body, _) = call(
+        &url(&a),
+        reqwest::Method::GET,
+        "/api/requests",
+        &token,
+        vec![],
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+
+    let (status, body) = me(&url(&a), "troupe_no-such-token");
+    assert_eq!(status, 401, "{body}");
+
+    // b down: its person's token is not known to any node asked, and the
+    // 401 names the node that could not be.
+    b.kill();
+    a.wait_line("node `b` is gone");
+    let (status, body) = me(&url(&a), &token);
+    assert_eq!(status, 401, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("node `b` could not be asked"), "{message}");
 }
