@@ -3,7 +3,9 @@
 //! through node a for a house on node b comes back whole, at the version b
 //! gives it (bodies over one wire frame go in pieces); `GET /api/me` with
 //! the token of a person of a house on b, asked on a, answers as b does;
-//! a token no node knows is 401 on a, and names b when b is down.
+//! a token no node knows is 401 on a, and names b when b is down. A node
+//! of the previous wire (1.2, played by this test process) takes a small
+//! body from a, and a large one is 413 saying to upgrade it.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
@@ -185,4 +187,142 @@ fn the_routes_outside_a_house_answer_on_any_node_with_a_token_of_another() {
     assert_eq!(status, 401, "{body}");
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("node `b` could not be asked"), "{message}");
+}
+
+/// A node of wire 1.2, played by this test process: it hosts the house
+/// `attic`, answers a request of one frame, and does not know `http_open`.
+mod older {
+    use ractor::{Actor, ActorProcessingErr, ActorRef};
+    use troupe::actors::cluster::inbox::{group, InboxMsg};
+    use troupe::runtime::id::HouseId;
+    use troupe::runtime::protocol::wire::{
+        self, kind, Ack, Hello, HostedHouse, HttpRequest, HttpResponse, Refusal,
+    };
+
+    pub(super) struct Older {
+        pub(super) listen: String,
+    }
+
+    impl Actor for Older {
+        type Msg = InboxMsg;
+        type State = String;
+        type Arguments = ();
+
+        async fn pre_start(
+            &self,
+            myself: ActorRef<InboxMsg>,
+            (): (),
+        ) -> Result<String, ActorProcessingErr> {
+            ractor::pg::join(group("c"), vec![myself.get_cell()]);
+            Ok(self.listen.clone())
+        }
+
+        async fn handle(
+            &self,
+            _: ActorRef<InboxMsg>,
+            msg: InboxMsg,
+            listen: &mut String,
+        ) -> Result<(), ActorProcessingErr> {
+            match msg {
+                InboxMsg::Call(frame, reply) => {
+                    let _ = reply.send(answer(&frame, listen));
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// What troupe's inbox of wire 1.2 answers.
+    fn answer(frame: &[u8], listen: &str) -> Vec<u8> {
+        let (got, id) = wire::head(frame).unwrap();
+        match got.as_str() {
+            kind::HELLO => {
+                let hello = Hello {
+                    cluster: "c".into(),
+                    node: "older".into(),
+                    listen: listen.into(),
+                    bots: vec![],
+                    houses: vec![HostedHouse {
+                        name: "attic".into(),
+                        id: HouseId::new(),
+                    }],
+                    http: None,
+                };
+                wire::encode(kind::HELLO, &id, &hello).unwrap()
+            }
+            kind::HOUSES => wire::encode(kind::ACK, &id, &Ack { first: true }).unwrap(),
+            kind::HTTP => {
+                let asked: HttpRequest = wire::decode(frame, kind::HTTP).unwrap().body;
+                let body = serde_json::json!({"got": asked.body.0.len()}).to_string();
+                let answer = HttpResponse {
+                    status: 200,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body: wire::Bytes(body.into_bytes()),
+                    more: false,
+                };
+                wire::encode(kind::HTTP_ANSWER, &id, &answer).unwrap()
+            }
+            other => {
+                let reason =
+                    format!("this node does not know frames of kind `{other}`; upgrade it");
+                wire::encode(kind::REFUSED, &id, &Refusal { reason }).unwrap()
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_of_the_previous_wire_takes_small_bodies_and_a_large_one_is_413_saying_to_upgrade() {
+    use ractor::Actor;
+    use ractor_cluster::NodeServer;
+
+    let mut a = Node::new("a", "alice", json!([]));
+    a.start("secret", None);
+    let port = super::cluster::free_port();
+    let server = NodeServer::new(
+        port,
+        "secret".into(),
+        "older".into(),
+        "127.0.0.1".into(),
+        None,
+        None,
+    )
+    .with_listen_addr("127.0.0.1".parse().unwrap());
+    let (server, _) = Actor::spawn(None, server, ()).await.unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let (inbox, _) = Actor::spawn(None, older::Older { listen }, ())
+        .await
+        .unwrap();
+    ractor_cluster::client_connect(&server, format!("127.0.0.1:{}", a.port))
+        .await
+        .unwrap();
+    let a = tokio::task::spawn_blocking(move || {
+        a.wait_line("met node `older`");
+        a
+    })
+    .await
+    .unwrap();
+
+    let client = troupe::runtime::net::client_builder().build().unwrap();
+    let put = |size: usize| {
+        client
+            .put(format!("{}/api/houses/attic/files/a.bin", url(&a)))
+            .bearer_auth("troupe_any")
+            .body(vec![1u8; size])
+            .send()
+    };
+    let small = put(1024).await.unwrap();
+    assert_eq!(small.status().as_u16(), 200);
+    assert_eq!(small.json::<Value>().await.unwrap(), json!({"got": 1024}));
+
+    let large = put(5 * 1024 * 1024).await.unwrap();
+    assert_eq!(large.status().as_u16(), 413);
+    let body: Value = large.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("node `older` runs an older troupe") && message.contains("upgrade"),
+        "{message}"
+    );
+    inbox.stop(None);
+    server.stop(None);
 }
