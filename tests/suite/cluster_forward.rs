@@ -140,13 +140,15 @@ fn a_20_mib_house_file_put_and_read_through_another_node_comes_back_whole() {
     };
     assert_eq!(listed(&url(&a)), listed(&url(&b)));
 
-    // The same put on b directly, for the figures.
+    // A put as large on b directly, for the figures (other bytes: none of
+    // its pieces is stored already).
+    let other: Vec<u8> = big.iter().map(|x| x ^ 0x5a).collect();
     let (status, _, _, put_on_b) = call(
         &url(&b),
         reqwest::Method::PUT,
         "/api/houses/acme/files/big2.bin?message=big",
         &token,
-        big,
+        other,
     );
     assert_eq!(status, 201);
     eprintln!(

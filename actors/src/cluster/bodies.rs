@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use dashmap::DashMap;
 use futures::stream::{BoxStream, StreamExt};
 use ractor::ActorRef;
@@ -102,7 +102,8 @@ enum Cmd {
 /// Reads a body in pieces of a given size, knowing which is the last.
 struct Reader {
     stream: BodyStream,
-    buf: Vec<u8>,
+    /// Read and not yet taken (cut from the front without copying the rest).
+    buf: BytesMut,
     ended: bool,
 }
 
@@ -110,7 +111,7 @@ impl Reader {
     fn new(stream: BodyStream) -> Self {
         Self {
             stream,
-            buf: Vec::new(),
+            buf: BytesMut::new(),
             ended: false,
         }
     }
@@ -124,10 +125,9 @@ impl Reader {
             }
         }
         if self.buf.len() <= n {
-            return Ok((std::mem::take(&mut self.buf), true));
+            return Ok((std::mem::take(&mut self.buf).to_vec(), true));
         }
-        let rest = self.buf.split_off(n);
-        Ok((std::mem::replace(&mut self.buf, rest), false))
+        Ok((self.buf.split_to(n).to_vec(), false))
     }
 }
 
