@@ -115,6 +115,8 @@ struct Inner {
     feed: feed::Feed,
     hosts: origin::AllowedHosts,
     stopping: CancellationToken,
+    /// Which peer a token of another node belongs to, for a while.
+    tokens: cluster::TokenNodes,
 }
 
 impl AppState {
@@ -175,6 +177,7 @@ impl Server {
                 feed,
                 hosts,
                 stopping: stopping.clone(),
+                tokens: cluster::TokenNodes::default(),
             }),
         };
         let cluster = state.inner.options.cluster.clone();

@@ -24,6 +24,7 @@
 //! it is down, and a message for a bot of a node that is down must still be
 //! committed (it goes when the node returns).
 
+pub mod bodies;
 pub mod directory;
 pub mod gateway;
 pub mod houses;
@@ -46,6 +47,7 @@ use troupe_runtime::store::cluster as table;
 use troupe_runtime::store::mailbox;
 use troupe_runtime::supervise::SupervisorMsg;
 
+pub use bodies::{BodyStream, ForwardError, HttpAnswer};
 pub use houses::{HouseOnPeer, HttpHandler, PlaceError, Placed};
 pub use moves::MoveReport;
 pub use options::{ClusterError, ClusterOptions};
@@ -95,6 +97,8 @@ pub struct Shared {
     pub(crate) streams: streams::Streams,
     /// The houses moving from this node, or moved from it.
     pub(crate) moves: moves::Moves,
+    /// The HTTP exchanges whose bodies go in pieces.
+    pub(crate) bodies: bodies::Bodies,
 }
 
 impl Shared {
@@ -152,6 +156,7 @@ impl Cluster {
             houses: houses::HouseState::default(),
             streams: streams::Streams::default(),
             moves: moves::Moves::default(),
+            bodies: bodies::Bodies::default(),
         });
         moves::load(&shared, node.store()).await?;
         tree::start(node, &shared).await?;
@@ -199,6 +204,11 @@ impl Cluster {
     /// moves when a batch is acknowledged.
     pub fn acked(&self) -> tokio::sync::watch::Receiver<u64> {
         self.shared.acked.subscribe()
+    }
+
+    /// The peers this node knows, connected now or not.
+    pub fn peers(&self) -> Vec<directory::Peer> {
+        self.shared.directory.peers()
     }
 
     /// Whether the peer `node` is connected now.

@@ -13,10 +13,13 @@
 //! ([`streams`]): the house's node runs the upgrade through its own router,
 //! and the client is upgraded here only if that router upgraded it.
 //!
-//! Not forwarded: bodies or answers over the cluster's frame limit (4 MiB;
-//! 413, or 503 saying to ask that node).
+//! A body, either way, goes in one frame when it fits one (4 MiB) and in
+//! pieces over the same connection when not, read and written as it flows
+//! (`troupe_actors::cluster::bodies`): any request the house's node takes,
+//! up to the API's body limit, is taken through any node.
 
 mod streams;
+mod tokens;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -24,8 +27,14 @@ use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use bytes::Bytes;
+use futures::StreamExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tower::ServiceExt;
-use troupe_actors::cluster::{HouseOnPeer, HttpHandler, PlaceError};
+use troupe_actors::cluster::{
+    BodyStream, ForwardError, HouseOnPeer, HttpAnswer, HttpHandler, PlaceError,
+};
 use troupe_runtime::protocol::wire::{self, HttpRequest, HttpResponse};
 
 use super::connections::OwnerSocket;
@@ -33,15 +42,12 @@ use super::error::ApiError;
 use super::AppState;
 
 pub(crate) use streams::Accept;
+pub(crate) use tokens::TokenNodes;
 
 /// Marks a request another node forwarded: it is answered here, never
 /// forwarded again.
 #[derive(Debug, Clone, Copy)]
 pub struct Forwarded;
-
-/// The largest body sent to another node (the frame's limit, less room
-/// for the rest of the frame).
-const MAX_BODY: usize = wire::MAX_FRAME - 64 * 1024;
 
 /// Headers not carried between nodes: the connection's own, and those this
 /// node checked already (`Host`, `Origin`).
@@ -80,6 +86,9 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
         }
     }
     let Some(there) = house.as_deref().and_then(|h| cluster.house_on_peer(h)) else {
+        if request.extensions().get::<Forwarded>().is_none() && tokens::outside_house(&request) {
+            return tokens::answer(&state, cluster, request, next).await;
+        }
         return next.run(request).await;
     };
     // Two nodes that made one name while apart: this node's is served here.
@@ -94,7 +103,8 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
         return next.run(request).await;
     }
     let stopping = state.stopping().clone();
-    match to_peer(cluster, &there, request, stopping).await {
+    let limit = state.inner.options.body_limit;
+    match to_peer(cluster, &there, request, limit, stopping).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
     }
@@ -125,6 +135,7 @@ async fn to_peer(
     cluster: &troupe_actors::cluster::Cluster,
     there: &HouseOnPeer,
     request: Request,
+    limit: usize,
     stopping: tokio_util::sync::CancellationToken,
 ) -> Result<Response, ApiError> {
     let (name, node) = (&there.house.name, &there.node);
@@ -147,12 +158,8 @@ async fn to_peer(
     }
     let owner = request.extensions().get::<OwnerSocket>().is_some();
     let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| {
-        ApiError::TooLarge(format!(
-            "a request for house `{name}`, on node `{node}`, is carried there only up to \
-             {MAX_BODY} bytes; send it to that node directly{at}"
-        ))
-    })?;
+    let over = Arc::new(AtomicBool::new(false));
+    let body = limited(body, limit, Arc::clone(&over));
     let headers = parts
         .headers
         .iter()
@@ -166,14 +173,41 @@ async fn to_peer(
             .path_and_query()
             .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string()),
         headers,
-        body: wire::Bytes(body.to_vec()),
+        body: wire::Bytes::default(),
         owner,
+        pieces: true,
     };
-    let answer = cluster
-        .forward_http(node, &asked)
-        .await
-        .map_err(|e| unreachable(there, e))?;
-    Ok(response(answer))
+    match cluster.send_http(node, asked, body).await {
+        Ok(answer) => Ok(answered(answer)),
+        Err(ForwardError::Unreachable(e)) => Err(unreachable(there, e)),
+        Err(e @ ForwardError::Older { .. }) => Err(ApiError::TooLarge(format!("{e}{at}"))),
+        Err(ForwardError::Body(_)) if over.load(Ordering::Relaxed) => {
+            Err(ApiError::TooLarge(format!(
+                "the request's body is over this server's limit of {limit} bytes \
+                 (`server.max_body_bytes`)"
+            )))
+        }
+        Err(ForwardError::Body(e)) => Err(ApiError::BadRequest(format!(
+            "the request's body could not be read: {e}"
+        ))),
+    }
+}
+
+/// A client's body as a stream, cut with an error past `limit` bytes
+/// (`over` then says so).
+fn limited(body: Body, limit: usize, over: Arc<AtomicBool>) -> BodyStream {
+    let mut seen = 0usize;
+    body.into_data_stream()
+        .map(move |chunk| {
+            let chunk = chunk.map_err(|e| e.to_string())?;
+            seen += chunk.len();
+            if seen > limit {
+                over.store(true, Ordering::Relaxed);
+                return Err(format!("the body is over {limit} bytes"));
+            }
+            Ok(chunk)
+        })
+        .boxed()
 }
 
 /// The answer when `there`'s node could not be asked.
@@ -200,9 +234,25 @@ fn unreachable(there: &HouseOnPeer, e: PlaceError) -> ApiError {
 }
 
 fn response(answer: HttpResponse) -> Response {
-    let mut response = Response::new(Body::from(answer.body.0));
-    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
-    for (k, v) in answer.headers {
+    answered(HttpAnswer {
+        head: answer,
+        rest: None,
+    })
+}
+
+/// The client's answer: the head, then the body's pieces as they come.
+fn answered(answer: HttpAnswer) -> Response {
+    let HttpAnswer { head, rest } = answer;
+    let body = match rest {
+        None => Body::from(head.body.0),
+        Some(rest) => {
+            let first = futures::stream::once(async move { Ok(Bytes::from(head.body.0)) });
+            Body::from_stream(first.chain(rest).map(|r| r.map_err(std::io::Error::other)))
+        }
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::from_u16(head.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    for (k, v) in head.headers {
         if let (Ok(k), Ok(v)) = (HeaderName::try_from(k), HeaderValue::try_from(v)) {
             if carried(&k) {
                 response.headers_mut().append(k, v);
@@ -220,7 +270,7 @@ pub(crate) struct Answer {
 
 #[async_trait::async_trait]
 impl HttpHandler for Answer {
-    async fn handle(&self, asked: HttpRequest) -> HttpResponse {
+    async fn handle(&self, asked: HttpRequest, body: BodyStream) -> (HttpResponse, BodyStream) {
         let mut builder = Request::builder()
             .method(asked.method.as_str())
             .uri(asked.uri.as_str())
@@ -228,13 +278,14 @@ impl HttpHandler for Answer {
         for (k, v) in &asked.headers {
             builder = builder.header(k.as_str(), v.as_str());
         }
-        let mut request = match builder.body(Body::from(asked.body.0)) {
+        let body = Body::from_stream(body.map(|r| r.map_err(std::io::Error::other)));
+        let mut request = match builder.body(body) {
             Ok(r) => r,
             Err(e) => {
-                return error(
+                return streamed(error(
                     StatusCode::BAD_REQUEST,
                     format!("the forwarded request is not one: {e}"),
-                )
+                ))
             }
         };
         request.extensions_mut().insert(Forwarded);
@@ -246,13 +297,7 @@ impl HttpHandler for Answer {
             Err(never) => match never {},
         };
         let (parts, body) = response.into_parts();
-        let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the answer is over {MAX_BODY} bytes; ask this house's node directly"),
-            );
-        };
-        HttpResponse {
+        let head = HttpResponse {
             status: parts.status.as_u16(),
             headers: parts
                 .headers
@@ -260,8 +305,14 @@ impl HttpHandler for Answer {
                 .filter(|(k, _)| carried(k))
                 .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
                 .collect(),
-            body: wire::Bytes(body.to_vec()),
-        }
+            body: wire::Bytes::default(),
+            more: false,
+        };
+        let body = body
+            .into_data_stream()
+            .map(|r| r.map_err(|e| e.to_string()))
+            .boxed();
+        (head, body)
     }
 }
 
@@ -274,7 +325,14 @@ fn error(status: StatusCode, message: String) -> HttpResponse {
                 .to_string()
                 .into_bytes(),
         ),
+        more: false,
     }
+}
+
+/// An answer made here, its body as a stream.
+fn streamed(mut head: HttpResponse) -> (HttpResponse, BodyStream) {
+    let body = Bytes::from(std::mem::take(&mut head.body.0));
+    (head, futures::stream::once(async move { Ok(body) }).boxed())
 }
 
 #[cfg(test)]

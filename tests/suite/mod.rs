@@ -12,6 +12,7 @@ mod cli;
 mod cli_conventions;
 mod cluster;
 mod cluster_cli;
+mod cluster_forward;
 mod cluster_houses;
 mod cluster_moves;
 mod cluster_streams;

@@ -48,8 +48,13 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// API (the server registers one with [`Cluster::serve_http`]).
 #[async_trait::async_trait]
 pub trait HttpHandler: Send + Sync + 'static {
-    /// The answer to `request`.
-    async fn handle(&self, request: HttpRequest) -> HttpResponse;
+    /// The answer to `request`, whose body is `body` (`request.body` is
+    /// empty): the answer's head (its `body` empty) and its body.
+    async fn handle(
+        &self,
+        request: HttpRequest,
+        body: super::BodyStream,
+    ) -> (HttpResponse, super::BodyStream);
 }
 
 /// What this node knows of the houses: its own, and the peers' announced.
@@ -68,6 +73,11 @@ impl HouseState {
     /// Forgets what `peer` was told (it is gone: told again when it returns).
     pub(crate) fn forget(&self, peer: &str) {
         self.told.lock().remove(peer);
+    }
+
+    /// Who answers the HTTP requests other nodes forward here.
+    pub(crate) fn handler(&self) -> Option<Arc<dyn HttpHandler>> {
+        self.http.read().as_ref().map(|(h, _)| Arc::clone(h))
     }
 
     /// Where this node's HTTP API listens, when it serves one.
@@ -472,30 +482,5 @@ pub(crate) async fn made(shared: &Arc<Shared>, ask: HouseCreate) -> HouseMade {
             refused("conflict", format!("{m} on node `{}`", shared.options.node))
         }
         Err(e) => refused("refused", e.to_string()),
-    }
-}
-
-/// The peer's side of `http`: the request run through this node's API.
-pub(crate) async fn http(shared: &Shared, request: HttpRequest) -> HttpResponse {
-    let handler = shared
-        .houses
-        .http
-        .read()
-        .as_ref()
-        .map(|(h, _)| Arc::clone(h));
-    match handler {
-        Some(h) => h.handle(request).await,
-        None => HttpResponse {
-            status: 503,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: wire::Bytes(
-                serde_json::json!({"error": {"code": "unavailable", "message": format!(
-                    "node `{}` serves no HTTP API; start it with `troupe serve`",
-                    shared.options.node
-                )}})
-                .to_string()
-                .into_bytes(),
-            ),
-        },
     }
 }

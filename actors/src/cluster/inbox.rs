@@ -13,8 +13,7 @@ use std::time::Instant;
 use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use troupe_runtime::protocol::wire::{
-    self, kind, Ack, Delivery, Hello, HelloRequest, HostedBot, HouseCreate, Houses, HttpRequest,
-    Refusal,
+    self, kind, Ack, Delivery, Hello, HelloRequest, HostedBot, HouseCreate, Houses, Refusal,
 };
 use troupe_runtime::store::cluster as table;
 
@@ -141,26 +140,9 @@ async fn answer(shared: &Arc<Shared>, frame: &[u8]) -> Vec<u8> {
             }
             Err(e) => refuse(&id, e.to_string()),
         },
-        kind::HTTP => match wire::decode::<HttpRequest>(frame, kind::HTTP) {
-            Ok(f) => {
-                let answer = super::houses::http(shared, f.body).await;
-                wire::encode(kind::HTTP_ANSWER, &id, &answer).unwrap_or_else(|e| {
-                    refuse(
-                        &id,
-                        format!(
-                            "{e}; ask node `{}` directly{}",
-                            shared.options.node,
-                            shared
-                                .houses
-                                .http_url()
-                                .map(|u| format!(" at {u}"))
-                                .unwrap_or_default()
-                        ),
-                    )
-                })
-            }
-            Err(e) => refuse(&id, e.to_string()),
-        },
+        kind::HTTP => super::bodies::http(shared, frame, &id).await,
+        kind::HTTP_OPEN => super::bodies::open(shared, frame, &id).await,
+        kind::HTTP_BODY | kind::HTTP_NEXT => super::bodies::piece(shared, frame, &id, &kind).await,
         kind::HOUSE_MOVE_PART => match wire::decode(frame, kind::HOUSE_MOVE_PART) {
             Ok(f) => answered(&id, kind::ACK, super::moves::part(shared, f.body).await),
             Err(e) => refuse(&id, e.to_string()),

@@ -102,6 +102,21 @@ pub mod kind {
     pub const HOUSE_MOVE_REFUSE: &str = "house_move_refuse";
     /// Whether the receiving node took the house ([`super::HouseMoveDone`]).
     pub const HOUSE_MOVE_DONE: &str = "house_move_done";
+    /// An HTTP request whose body is over one frame (since 1.3): its head
+    /// and the body's first piece ([`super::HttpRequest`]) → [`HTTP_ACK`].
+    /// The frame's id names the exchange, in every frame of it.
+    pub const HTTP_OPEN: &str = "http_open";
+    /// A piece of a body, either way (since 1.3): of the request, sent
+    /// after [`HTTP_OPEN`] and answered with [`HTTP_ACK`]; of the answer, in
+    /// answer to [`HTTP_NEXT`] ([`super::BodyPiece`]).
+    pub const HTTP_BODY: &str = "http_body";
+    /// The receiver queued a request's piece, or no longer reads the body
+    /// (its router answered already): [`super::BodyAck`].
+    pub const HTTP_ACK: &str = "http_ack";
+    /// Asks for an exchange's answer (since 1.3): [`super::NextPiece`] →
+    /// the head ([`HTTP_ANSWER`]) for piece 0, else the answer's next
+    /// piece ([`HTTP_BODY`]).
+    pub const HTTP_NEXT: &str = "http_next";
 }
 
 /// One message between nodes.
@@ -213,6 +228,10 @@ pub struct HttpRequest {
     /// nodes trust each other (the cookie), so it acts as the owner here.
     #[serde(default)]
     pub owner: bool,
+    /// The sender takes an answer over one frame in pieces (since 1.3):
+    /// the answer says `more`, and the rest is asked for with `http_next`.
+    #[serde(default)]
+    pub pieces: bool,
 }
 
 /// The answer to an [`HttpRequest`].
@@ -222,8 +241,39 @@ pub struct HttpResponse {
     pub status: u16,
     /// Its headers (content type, retry-after).
     pub headers: Vec<(String, String)>,
-    /// Its body.
+    /// Its body, or the body's first piece when `more`.
     pub body: Bytes,
+    /// The body continues: its pieces are asked for with `http_next`
+    /// frames of this exchange's id (since 1.3; only when asked `pieces`).
+    #[serde(default)]
+    pub more: bool,
+}
+
+/// A piece of a body carried in several frames.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BodyPiece {
+    /// Its place: 1 for the piece after the first frame's, then 2, 3, …
+    pub seq: u64,
+    /// Its bytes.
+    pub data: Bytes,
+    /// It is the body's last piece.
+    #[serde(default)]
+    pub last: bool,
+}
+
+/// The answer to a request's [`BodyPiece`] (or to [`kind::HTTP_OPEN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BodyAck {
+    /// False when the receiver reads no more of the body (its router
+    /// answered without it): the sender stops and asks for the answer.
+    pub open: bool,
+}
+
+/// Asks for piece `seq` of an exchange's answer: 0 is its head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextPiece {
+    /// The piece asked for.
+    pub seq: u64,
 }
 
 /// Opens a WebSocket stream on the node that hosts its house.

@@ -169,6 +169,7 @@ fn an_http_body_travels_as_bytes_and_comes_back_whole() {
         headers: vec![("authorization".into(), "Bearer x".into())],
         body: Bytes(body.clone()),
         owner: false,
+        pieces: true,
     };
     let bytes = encode(kind::HTTP, "r", &asked).unwrap();
     // One `bin`, not an array of numbers: barely more than the body.
@@ -187,6 +188,7 @@ fn a_streams_frames_round_trip_and_a_message_travels_as_bytes() {
             headers: vec![("authorization".into(), "Bearer x".into())],
             body: Bytes::default(),
             owner: false,
+            pieces: false,
         },
     };
     let bytes = encode(kind::STREAM_OPEN, "a.1", &open).unwrap();
@@ -230,5 +232,53 @@ fn a_streams_frames_round_trip_and_a_message_travels_as_bytes() {
     assert_eq!(
         decode::<StreamAck>(&bytes, kind::STREAM_ACK).unwrap().body,
         StreamAck { open: false }
+    );
+}
+
+#[test]
+fn a_request_of_wire_1_2_takes_its_answer_in_one_frame() {
+    // A node of 1.2 knows neither `pieces` nor `more`: both read false.
+    #[derive(Serialize)]
+    struct Old {
+        method: &'static str,
+        uri: &'static str,
+        headers: Vec<(String, String)>,
+        body: Bytes,
+        owner: bool,
+    }
+    let old = Old {
+        method: "GET",
+        uri: "/api/houses/acme/files/a.bin",
+        headers: vec![],
+        body: Bytes::default(),
+        owner: false,
+    };
+    let bytes = encode(kind::HTTP, "r", &old).unwrap();
+    let got: HttpRequest = decode(&bytes, kind::HTTP).unwrap().body;
+    assert!(!got.pieces);
+}
+
+#[test]
+fn a_bodys_pieces_and_their_acks_round_trip() {
+    let piece = BodyPiece {
+        seq: 3,
+        data: Bytes(vec![7; 70_000]),
+        last: true,
+    };
+    let bytes = encode(kind::HTTP_BODY, "a.9", &piece).unwrap();
+    assert!(bytes.len() < 70_000 + 100, "{}", bytes.len());
+    assert_eq!(
+        decode::<BodyPiece>(&bytes, kind::HTTP_BODY).unwrap().body,
+        piece
+    );
+    let bytes = encode(kind::HTTP_ACK, "a.9", &BodyAck { open: false }).unwrap();
+    assert_eq!(
+        decode::<BodyAck>(&bytes, kind::HTTP_ACK).unwrap().body,
+        BodyAck { open: false }
+    );
+    let bytes = encode(kind::HTTP_NEXT, "a.9", &NextPiece { seq: 0 }).unwrap();
+    assert_eq!(
+        decode::<NextPiece>(&bytes, kind::HTTP_NEXT).unwrap().body,
+        NextPiece { seq: 0 }
     );
 }

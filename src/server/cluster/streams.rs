@@ -32,9 +32,10 @@ use troupe_actors::cluster::streams::{BATCH_BYTES, CODE_AWAY};
 use troupe_actors::cluster::{Cluster, HouseOnPeer, OpenError, Relayed, StreamHandler, StreamLink};
 use troupe_runtime::protocol::wire::{self, HttpRequest, HttpResponse, StreamClose, StreamMessage};
 
-use super::{carried, error, response, unreachable, Forwarded, MAX_BODY};
+use super::{carried, error, response, unreachable, Forwarded};
 use crate::server::connections::OwnerSocket;
 use crate::server::error::ApiError;
+use troupe_actors::cluster::bodies::ONE_FRAME as MAX_BODY;
 
 /// The in-memory pipe between the house's router and its relay, each way.
 const PIPE_BYTES: usize = 64 * 1024;
@@ -74,6 +75,7 @@ pub(super) async fn open(
             .collect(),
         body: wire::Bytes::default(),
         owner,
+        pieces: false,
     };
     match cluster.open_stream(&there.node, asked).await {
         Ok(link) => Ok(crate::server::events::small(upgrade).on_upgrade(
@@ -168,6 +170,7 @@ impl StreamHandler for Accept {
                     })
                     .collect(),
                 body: wire::Bytes(body.to_vec()),
+                more: false,
             });
         }
         let upgraded = hyper::upgrade::on(answer).await.map_err(|e| failed(&e))?;
