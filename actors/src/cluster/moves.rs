@@ -43,8 +43,6 @@ use super::houses::{announce, exchange, CALL_TIMEOUT};
 use super::{Cluster, PlaceError, Shared};
 use crate::node::NodeError;
 
-/// The largest piece of a house in one frame (the frame's limit, less room).
-const PIECE: usize = wire::MAX_FRAME - 256 * 1024;
 /// How long a move waits for the house's rounds to end before it gives up.
 const DRAIN: Duration = Duration::from_secs(30);
 /// How often the drain looks again.
@@ -302,37 +300,52 @@ async fn copy(
         }
         tokio::time::sleep(DRAIN_LOOK).await;
     }
-    let id = fence.house_id.clone();
-    let (bundle, counts) = store
-        .read(move |c| table::export(c, &id))
-        .await
-        .map_err(|e| e.to_string())?;
     let inbox = shared
         .inboxes
         .get(&fence.peer)
         .map(|r| r.clone())
         .ok_or_else(|| format!("node `{}` is not connected", fence.peer))?;
-    let pieces: Vec<&[u8]> = bundle.chunks(PIECE).collect();
-    for (seq, piece) in pieces.iter().enumerate() {
-        let part = HouseMovePart {
-            house_id: fence.house_id.clone(),
-            name: fence.name.clone(),
-            epoch: fence.epoch,
-            seq: seq as i64,
-            data: Bytes(piece.to_vec()),
-        };
-        let frame = wire::encode(kind::HOUSE_MOVE_PART, &fence.house_id, &part)
-            .map_err(|e| e.to_string())?;
-        let answer = exchange(&inbox, frame, CALL_TIMEOUT).await?;
-        wire::decode::<Ack>(&answer, kind::ACK).map_err(|e| e.to_string())?;
-    }
+    // One snapshot, read on a reader thread part by part while the parts
+    // go out: at most two wait between the two.
+    let (parts_tx, mut parts_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(2);
+    let id = fence.house_id.clone();
+    let read = store.read(move |c| {
+        table::export(c, &id, |part| {
+            parts_tx.blocking_send(part).map_err(|_| {
+                troupe_runtime::store::StoreError::Invalid("the move stopped sending".into())
+            })
+        })
+    });
+    let send = async {
+        let mut seq = 0i64;
+        while let Some(data) = parts_rx.recv().await {
+            let part = HouseMovePart {
+                house_id: fence.house_id.clone(),
+                name: fence.name.clone(),
+                epoch: fence.epoch,
+                seq,
+                data: Bytes(data),
+            };
+            let frame = wire::encode(kind::HOUSE_MOVE_PART, &fence.house_id, &part)
+                .map_err(|e| e.to_string())?;
+            let answer = exchange(&inbox, frame, CALL_TIMEOUT).await?;
+            wire::decode::<Ack>(&answer, kind::ACK).map_err(|e| e.to_string())?;
+            seq += 1;
+        }
+        Ok::<i64, String>(seq)
+    };
+    let (read, sent) = tokio::join!(read, send);
+    // A failed send stops the read (its parts have nowhere to go): the
+    // send's error is the one that says why.
+    let parts = sent?;
+    let counts = read.map_err(|e| e.to_string())?;
     fault::kill_point("house_move:copied");
     let ask = HouseMoveCommit {
         house_id: fence.house_id.clone(),
         name: fence.name.clone(),
         epoch: fence.epoch,
         from_node: shared.options.node.clone(),
-        parts: pieces.len() as i64,
+        parts,
     };
     let frame =
         wire::encode(kind::HOUSE_MOVE_COMMIT, &fence.house_id, &ask).map_err(|e| e.to_string())?;

@@ -4,9 +4,12 @@
 //! A house's data is its rows in a handful of tables — the house, its
 //! members and tokens, its threads with their participants and messages,
 //! its files' versions, revisions and contents, its environments' records
-//! — all found by the house's id. [`export`] reads them in one snapshot
-//! into a [`Bundle`] (MessagePack, LZ4), and [`import`] writes them into
-//! another store in one transaction. What is the node's own is not carried:
+//! — all found by the house's id. [`export`] reads them in one snapshot as a
+//! stream of parts (MessagePack, LZ4; each under [`PART_BYTES`] before
+//! compression, each decoded alone), and [`commit`] writes the parts staged
+//! in another store into it in one transaction, one part at a time — so
+//! neither node holds more of the house in memory than a part and its
+//! largest file. What is the node's own is not carried:
 //! the bots' seats in the threads (their conversations live with the bots;
 //! a bot of the new node takes its seat anew and reads what it has not
 //! seen), the rounds (a house moves only once every round is answered), the
@@ -30,6 +33,8 @@
 //! finishes) or "refused", after which a late commit of epoch e is refused
 //! too, and the source serves the house again ([`roll_back`]). So at no time
 //! do two nodes serve one house.
+
+use std::collections::HashMap;
 
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -148,7 +153,7 @@ impl From<Cell> for Value {
     }
 }
 
-/// One table's rows of the house.
+/// Some rows of one table of the house.
 #[derive(Debug, Serialize, Deserialize)]
 struct Rows {
     table: String,
@@ -156,22 +161,21 @@ struct Rows {
     rows: Vec<Vec<Cell>>,
 }
 
-/// A file content the house's revisions refer to, by its id at the source.
+/// One part of a house as it travels; each decodes alone.
 #[derive(Debug, Serialize, Deserialize)]
-struct Content {
-    id: i64,
-    bytes: Bytes,
+enum Part {
+    /// The first: the house, and the source's schema version (the
+    /// target's must be the same).
+    Head { schema: i64, house_id: String },
+    /// A slice of a file content the house's revisions refer to, by its id
+    /// at the source; the last slice says so.
+    Content { id: i64, bytes: Bytes, last: bool },
+    /// Rows of one table (contents come first, then the tables in order).
+    Rows(Rows),
 }
 
-/// A whole house, as it travels.
-#[derive(Debug, Serialize, Deserialize)]
-struct Bundle {
-    /// The source's schema version: the target's must be the same.
-    schema: i64,
-    house_id: String,
-    tables: Vec<Rows>,
-    contents: Vec<Content>,
-}
+/// The most bytes of rows or content in one part, before compression.
+pub const PART_BYTES: usize = 1024 * 1024;
 
 /// What a house holds, counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,13 +186,25 @@ pub struct Counts {
     pub messages: u64,
     /// Files (their latest versions).
     pub files: u64,
-    /// The bundle's bytes, as sent (compressed).
+    /// The parts' bytes, as sent (compressed).
     pub bytes: u64,
+}
+
+impl Counts {
+    fn add(&mut self, table: &str, rows: usize) {
+        let n = rows as u64;
+        match table {
+            "threads" => self.threads += n,
+            "thread_messages" => self.messages += n,
+            "house_files" => self.files += n,
+            _ => {}
+        }
+    }
 }
 
 fn codec(e: impl std::fmt::Display) -> StoreError {
     StoreError::Codec {
-        what: "house bundle",
+        what: "house move part",
         detail: e.to_string(),
     }
 }
@@ -197,40 +213,45 @@ fn schema_version(conn: &Connection) -> Result<i64, StoreError> {
     Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
 }
 
-/// The house `house_id`'s rows and file contents, read in one snapshot and
-/// encoded: what [`import`] takes (in any number of pieces, in order).
-pub fn export(conn: &Connection, house_id: &str) -> Result<(Vec<u8>, Counts), StoreError> {
-    let snapshot = conn.unchecked_transaction()?;
-    let mut tables = Vec::with_capacity(TABLES.len());
-    let mut counts = Counts::default();
-    for (table, query) in TABLES {
-        let mut stmt = snapshot.prepare(query)?;
-        let columns: Vec<String> = stmt.column_names().iter().map(|c| c.to_string()).collect();
-        let width = columns.len();
-        let rows = stmt
-            .query_map(params![house_id], |r| {
-                (0..width)
-                    .map(|i| r.get::<_, Value>(i).map(Cell::from))
-                    .collect::<Result<Vec<_>, _>>()
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        match *table {
-            "threads" => counts.threads = rows.len() as u64,
-            "thread_messages" => counts.messages = rows.len() as u64,
-            "house_files" => counts.files = rows.len() as u64,
-            _ => {}
-        }
-        tables.push(Rows {
-            table: (*table).to_string(),
-            columns,
-            rows,
-        });
+fn cell_bytes(c: &Cell) -> usize {
+    match c {
+        Cell::Text(s) => s.len() + 8,
+        Cell::Blob(b) => b.0.len() + 8,
+        _ => 9,
     }
-    if tables[0].rows.is_empty() {
+}
+
+/// The house `house_id`'s rows and file contents, read in one snapshot and
+/// given to `send` as encoded parts, in order (`send` may block: the
+/// snapshot waits for it). What [`commit`] takes, staged by [`stage`].
+pub fn export(
+    conn: &Connection,
+    house_id: &str,
+    mut send: impl FnMut(Vec<u8>) -> Result<(), StoreError>,
+) -> Result<Counts, StoreError> {
+    let snapshot = conn.unchecked_transaction()?;
+    let found: bool = snapshot.query_row(
+        "SELECT EXISTS (SELECT 1 FROM houses WHERE id = ?1)",
+        params![house_id],
+        |r| r.get(0),
+    )?;
+    if !found {
         return Err(StoreError::Invalid(format!(
             "there is no house `{house_id}` in this store"
         )));
     }
+    let mut counts = Counts::default();
+    let mut emit = |part: &Part, counts: &mut Counts| -> Result<(), StoreError> {
+        let encoded = rmp_serde::to_vec(part).map_err(codec)?;
+        let bytes = lz4_flex::compress_prepend_size(&encoded);
+        counts.bytes += bytes.len() as u64;
+        send(bytes)
+    };
+    let head = Part::Head {
+        schema: schema_version(&snapshot)?,
+        house_id: house_id.to_string(),
+    };
+    emit(&head, &mut counts)?;
     let ids: Vec<i64> = snapshot
         .prepare(
             "SELECT content FROM house_file_revisions WHERE house_id = ?1
@@ -239,25 +260,63 @@ pub fn export(conn: &Connection, house_id: &str) -> Result<(Vec<u8>, Counts), St
         )?
         .query_map(params![house_id], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    let contents = ids
-        .into_iter()
-        .map(|id| {
-            Ok(Content {
+    for id in ids {
+        let bytes = content::get(&snapshot, id)?;
+        let mut slices = bytes.chunks(PART_BYTES).peekable();
+        if slices.peek().is_none() {
+            emit(
+                &Part::Content {
+                    id,
+                    bytes: Bytes(Vec::new()),
+                    last: true,
+                },
+                &mut counts,
+            )?;
+        }
+        while let Some(slice) = slices.next() {
+            let part = Part::Content {
                 id,
-                bytes: Bytes(content::get(&snapshot, id)?),
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    let bundle = Bundle {
-        schema: schema_version(&snapshot)?,
-        house_id: house_id.to_string(),
-        tables,
-        contents,
-    };
-    let encoded = rmp_serde::to_vec(&bundle).map_err(codec)?;
-    let bytes = lz4_flex::compress_prepend_size(&encoded);
-    counts.bytes = bytes.len() as u64;
-    Ok((bytes, counts))
+                bytes: Bytes(slice.to_vec()),
+                last: slices.peek().is_none(),
+            };
+            emit(&part, &mut counts)?;
+        }
+    }
+    for (table, query) in TABLES {
+        let mut stmt = snapshot.prepare(query)?;
+        let columns: Vec<String> = stmt.column_names().iter().map(|c| c.to_string()).collect();
+        let width = columns.len();
+        let mut rows = stmt.query(params![house_id])?;
+        let mut chunk = Vec::new();
+        let mut size = 0;
+        loop {
+            let row = rows.next()?;
+            if let Some(row) = row {
+                let cells = (0..width)
+                    .map(|i| row.get::<_, Value>(i).map(Cell::from))
+                    .collect::<Result<Vec<_>, _>>()?;
+                size += cells.iter().map(cell_bytes).sum::<usize>();
+                chunk.push(cells);
+                if size < PART_BYTES {
+                    continue;
+                }
+            } else if chunk.is_empty() {
+                break;
+            }
+            counts.add(table, chunk.len());
+            let part = Part::Rows(Rows {
+                table: (*table).to_string(),
+                columns: columns.clone(),
+                rows: std::mem::take(&mut chunk),
+            });
+            emit(&part, &mut counts)?;
+            size = 0;
+            if row.is_none() {
+                break;
+            }
+        }
+    }
+    Ok(counts)
 }
 
 /// The columns `table` has in this store.
@@ -269,30 +328,69 @@ fn columns_of(tx: &Transaction<'_>, table: &str) -> Result<Vec<String>, StoreErr
     Ok(names)
 }
 
-/// Writes the house `bytes` holds (an [`export`]) into this store, in the
-/// caller's transaction. Refused when this store's schema differs or it has
-/// a house of that id or name already.
-fn import(tx: &Transaction<'_>, bytes: &[u8]) -> Result<(String, Counts), StoreError> {
-    let encoded = lz4_flex::decompress_size_prepended(bytes).map_err(codec)?;
-    let bundle: Bundle = rmp_serde::from_slice(&encoded).map_err(codec)?;
-    let here = schema_version(tx)?;
-    if bundle.schema != here {
-        return Err(StoreError::Invalid(format!(
-            "the house comes from a store of schema version {}, this one is {here}: run the same \
-             troupe on both nodes to move a house",
-            bundle.schema
-        )));
+/// Writes a house into this store part by part, in the caller's
+/// transaction: each content stored once (and referred to by each of the
+/// revisions that name it), each row written as this store needs it.
+struct Importer<'t, 'c> {
+    tx: &'t Transaction<'c>,
+    house_id: Option<String>,
+    /// Content ids at the source → here.
+    contents: HashMap<i64, i64>,
+    /// The content being gathered, slice by slice.
+    gathering: Option<(i64, Vec<u8>)>,
+    counts: Counts,
+}
+
+impl<'t, 'c> Importer<'t, 'c> {
+    fn new(tx: &'t Transaction<'c>) -> Self {
+        Importer {
+            tx,
+            house_id: None,
+            contents: HashMap::new(),
+            gathering: None,
+            counts: Counts::default(),
+        }
     }
-    // Each content once, packed before its references are counted.
-    let mut packed = std::collections::HashMap::with_capacity(bundle.contents.len());
-    for c in &bundle.contents {
-        packed.insert(c.id, Packed::new(&c.bytes.0));
+
+    fn take(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.counts.bytes += bytes.len() as u64;
+        let encoded = lz4_flex::decompress_size_prepended(bytes).map_err(codec)?;
+        let part: Part = rmp_serde::from_slice(&encoded).map_err(codec)?;
+        match (part, &self.house_id) {
+            (Part::Head { schema, house_id }, None) => {
+                let here = schema_version(self.tx)?;
+                if schema != here {
+                    return Err(StoreError::Invalid(format!(
+                        "the house comes from a store of schema version {schema}, this one is \
+                         {here}: run the same troupe on both nodes to move a house"
+                    )));
+                }
+                self.house_id = Some(house_id);
+            }
+            (_, None) | (Part::Head { .. }, Some(_)) => {
+                return Err(codec("the parts do not begin with the house's head"))
+            }
+            (Part::Content { id, bytes, last }, Some(_)) => {
+                let mut gathered = match self.gathering.take() {
+                    Some((at, so_far)) if at == id => so_far,
+                    Some(_) => return Err(codec("a content's slices are not together")),
+                    None => Vec::new(),
+                };
+                gathered.extend_from_slice(&bytes.0);
+                if last {
+                    let stored = content::put(self.tx, &Packed::new(&gathered))?;
+                    self.contents.insert(id, stored);
+                } else {
+                    self.gathering = Some((id, gathered));
+                }
+            }
+            (Part::Rows(rows), Some(_)) => self.rows(rows)?,
+        }
+        Ok(())
     }
-    let mut counts = Counts {
-        bytes: bytes.len() as u64,
-        ..Counts::default()
-    };
-    for rows in bundle.tables {
+
+    fn rows(&mut self, rows: Rows) -> Result<(), StoreError> {
+        let tx = self.tx;
         let Some(&(table, _)) = TABLES.iter().find(|(t, _)| *t == rows.table) else {
             return Err(codec(format!("a table not of a house: `{}`", rows.table)));
         };
@@ -314,26 +412,41 @@ fn import(tx: &Transaction<'_>, bytes: &[u8]) -> Result<(String, Counts), StoreE
             names.join(", "),
             vec!["?"; names.len()].join(", ")
         );
-        let mut insert = tx.prepare(&sql)?;
-        match table {
-            "threads" => counts.threads = rows.rows.len() as u64,
-            "thread_messages" => counts.messages = rows.rows.len() as u64,
-            "house_files" => counts.files = rows.rows.len() as u64,
-            _ => {}
-        }
+        let mut insert = tx.prepare_cached(&sql)?;
+        self.counts.add(table, rows.rows.len());
         for row in rows.rows {
             if row.len() != rows.columns.len() {
                 return Err(codec(format!("a row of `{table}` of the wrong width")));
             }
             let mut values: Vec<Value> = Vec::with_capacity(kept.len());
             for &i in &kept {
-                let cell = adapt(tx, table, &rows.columns[i], &row, &rows.columns, &packed)?;
+                let cell = adapt(
+                    tx,
+                    table,
+                    &rows.columns[i],
+                    &row,
+                    &rows.columns,
+                    &self.contents,
+                )?;
                 values.push(cell.unwrap_or_else(|| row[i].clone().into()));
             }
             insert.execute(rusqlite::params_from_iter(values))?;
         }
+        Ok(())
     }
-    Ok((bundle.house_id, counts))
+
+    /// The house's id and counts; each content's own reference from the
+    /// import dropped (its revisions hold theirs).
+    fn finish(self) -> Result<(String, Counts), StoreError> {
+        if self.gathering.is_some() {
+            return Err(codec("a content's last slice is missing"));
+        }
+        for stored in self.contents.values() {
+            content::release(self.tx, *stored)?;
+        }
+        let id = self.house_id.ok_or_else(|| codec("no parts"))?;
+        Ok((id, self.counts))
+    }
 }
 
 /// What this store writes instead of the source's value of `column`, when
@@ -345,7 +458,7 @@ fn adapt(
     column: &str,
     row: &[Cell],
     columns: &[String],
-    packed: &std::collections::HashMap<i64, Packed>,
+    contents: &HashMap<i64, i64>,
 ) -> Result<Option<Value>, StoreError> {
     let get = |name: &str| {
         columns
@@ -356,10 +469,11 @@ fn adapt(
     let value = match (table, column) {
         ("house_file_revisions", "content" | "text_content") => match get(column) {
             Some(Cell::Int(old)) => {
-                let content = packed
+                let &stored = contents
                     .get(&old)
-                    .ok_or_else(|| codec(format!("content {old} is not in the bundle")))?;
-                Value::Integer(content::put(tx, content)?)
+                    .ok_or_else(|| codec(format!("content {old} is not among the parts")))?;
+                content::retain(tx, stored)?;
+                Value::Integer(stored)
             }
             _ => Value::Null,
         },
@@ -594,19 +708,28 @@ pub fn commit(
             "this node has a house `{other}` already; a house named `{name}` cannot move here"
         )));
     }
-    let pieces: Vec<Vec<u8>> = tx
-        .prepare_cached(
-            "SELECT data FROM house_move_parts WHERE house_id = ?1 AND epoch = ?2 ORDER BY seq",
-        )?
-        .query_map(params![house_id, epoch], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    if pieces.len() as i64 != parts {
+    let staged: i64 = tx.query_row(
+        "SELECT COUNT(*) FROM house_move_parts WHERE house_id = ?1 AND epoch = ?2",
+        params![house_id, epoch],
+        |r| r.get(0),
+    )?;
+    if staged != parts {
         return Err(StoreError::Invalid(format!(
-            "{} of the house's {parts} parts arrived; send them again",
-            pieces.len()
+            "{staged} of the house's {parts} parts arrived; send them again"
         )));
     }
-    let (id, counts) = import(tx, &pieces.concat())?;
+    let mut importer = Importer::new(tx);
+    {
+        let mut stmt = tx.prepare(
+            "SELECT data FROM house_move_parts WHERE house_id = ?1 AND epoch = ?2 ORDER BY seq",
+        )?;
+        let mut rows = stmt.query(params![house_id, epoch])?;
+        while let Some(row) = rows.next()? {
+            let data = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
+            importer.take(data)?;
+        }
+    }
+    let (id, counts) = importer.finish()?;
     if id != house_id {
         return Err(codec(format!(
             "the parts are of house {id}, not {house_id}"

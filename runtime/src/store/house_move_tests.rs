@@ -76,23 +76,44 @@ async fn acme(store: &Store) -> HouseId {
     id
 }
 
-async fn moved(from: &Store, to: &Store, id: HouseId) -> Counts {
+/// The house's parts, as [`export`] gives them.
+async fn parts(store: &Store, id: HouseId) -> Vec<Vec<u8>> {
     let h = id.to_string();
-    let (bytes, _) = from.read(move |c| export(c, &h)).await.unwrap();
-    let h = id.to_string();
-    let epoch = from
-        .write(move |tx| begin(tx, &h, "acme", "b"))
+    store
+        .read(move |c| {
+            let mut parts = Vec::new();
+            export(c, &h, |p| {
+                parts.push(p);
+                Ok(())
+            })?;
+            Ok(parts)
+        })
         .await
-        .unwrap();
-    let h = id.to_string();
+        .unwrap()
+}
+
+/// Stages `parts` of house `id` at `epoch` on `to`.
+async fn stage_all(to: &Store, id: HouseId, epoch: i64, parts: Vec<Vec<u8>>) -> i64 {
     let mut seq = 0;
-    for piece in bytes.chunks(100_000) {
-        let (h, piece) = (h.clone(), piece.to_vec());
+    for piece in parts {
+        let h = id.to_string();
         to.write(move |tx| stage(tx, &h, epoch, seq, &piece))
             .await
             .unwrap();
         seq += 1;
     }
+    seq
+}
+
+async fn moved(from: &Store, to: &Store, id: HouseId) -> Counts {
+    let parts = parts(from, id).await;
+    let h = id.to_string();
+    let epoch = from
+        .write(move |tx| begin(tx, &h, "acme", "b"))
+        .await
+        .unwrap();
+    let seq = stage_all(to, id, epoch, parts).await;
+    let h = id.to_string();
     let h2 = h.clone();
     let Committed::Now(counts) = to
         .write(move |tx| commit(tx, &h2, "acme", epoch, "a", seq))
@@ -168,6 +189,20 @@ async fn a_house_moves_with_its_threads_files_and_tokens_and_leaves_nothing_behi
             .unwrap();
     assert!(who.is_some(), "the person's token works on b");
 
+    // On b: each content counted once per revision that refers to it.
+    let (refs, referred): (i64, i64) =
+        s.b.read(|c| {
+            Ok(c.query_row(
+                "SELECT (SELECT SUM(refs) FROM file_contents),
+                        (SELECT COUNT(content) + COUNT(text_content) FROM house_file_revisions)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(refs, referred);
+
     // On a: nothing of the house, no content left over.
     let h = id.to_string();
     let left: i64 =
@@ -204,12 +239,8 @@ async fn a_refused_epoch_cannot_be_committed_late_and_the_source_serves_again() 
         s.a.write(move |tx| begin(tx, &h, "acme", "b"))
             .await
             .unwrap();
-    let h = id.to_string();
-    let (bytes, _) = s.a.read(move |c| export(c, &h)).await.unwrap();
-    let h = id.to_string();
-    s.b.write(move |tx| stage(tx, &h, epoch, 0, &bytes))
-        .await
-        .unwrap();
+    let staged = stage_all(&s.b, id, epoch, parts(&s.a, id).await).await;
+    assert!(staged > 3, "the 1.2 MB file is in slices: {staged} parts");
     // The source could not tell: it asks the target to refuse the epoch.
     let h = id.to_string();
     let committed =
@@ -219,7 +250,7 @@ async fn a_refused_epoch_cannot_be_committed_late_and_the_source_serves_again() 
     assert!(!committed);
     let h = id.to_string();
     let late =
-        s.b.write(move |tx| commit(tx, &h, "acme", epoch, "a", 1))
+        s.b.write(move |tx| commit(tx, &h, "acme", epoch, "a", staged))
             .await;
     assert!(matches!(late, Err(StoreError::Conflict(_))), "{late:?}");
     let h = id.to_string();
@@ -268,21 +299,17 @@ async fn a_committed_move_answers_a_retry_and_a_refusal_with_committed() {
         .await
         .unwrap());
     // And it moves back, at the next epoch.
-    let h = id.to_string();
-    let (bytes, _) = s.b.read(move |c| export(c, &h)).await.unwrap();
+    let parts = parts(&s.b, id).await;
     let h = id.to_string();
     let epoch =
         s.b.write(move |tx| begin(tx, &h, "acme", "a"))
             .await
             .unwrap();
     assert_eq!(epoch, 2);
-    let h = id.to_string();
-    s.a.write(move |tx| stage(tx, &h, epoch, 0, &bytes))
-        .await
-        .unwrap();
+    let n = stage_all(&s.a, id, epoch, parts).await;
     let h = id.to_string();
     let back =
-        s.a.write(move |tx| commit(tx, &h, "acme", epoch, "b", 1))
+        s.a.write(move |tx| commit(tx, &h, "acme", epoch, "b", n))
             .await
             .unwrap();
     assert!(matches!(back, Committed::Now(c) if c.messages == 100));

@@ -147,6 +147,13 @@ pub fn get(conn: &Connection, id: i64) -> Result<Vec<u8>, StoreError> {
     Ok(out)
 }
 
+/// Counts one more reference to content `id`, stored already.
+pub fn retain(tx: &Transaction<'_>, id: i64) -> Result<(), StoreError> {
+    tx.prepare_cached("UPDATE file_contents SET refs = refs + 1 WHERE id = ?1")?
+        .execute(params![id])?;
+    Ok(())
+}
+
 /// Drops one reference to content `id`; the content and the pieces only it
 /// held go when the last reference does.
 pub fn release(tx: &Transaction<'_>, id: i64) -> Result<(), StoreError> {
