@@ -300,6 +300,7 @@ async fn copy(
         }
         tokio::time::sleep(DRAIN_LOOK).await;
     }
+    stop_environments(&node, fence).await?;
     let inbox = shared
         .inboxes
         .get(&fence.peer)
@@ -369,6 +370,35 @@ async fn copy(
         files: done.files,
         bytes: counts.bytes,
     })
+}
+
+/// The house's environments whose actors run here are stopped, their
+/// processes killed, as when they idle: their records move (stopped), and
+/// if the move is undone they start again on demand.
+async fn stop_environments(node: &crate::node::Node, fence: &Fence) -> Result<(), String> {
+    let environments = node.environments();
+    let live = environments.live();
+    if live.is_empty() {
+        return Ok(());
+    }
+    let house: troupe_runtime::id::HouseId = fence.house_id.parse().map_err(|e| format!("{e}"))?;
+    let ids = node
+        .store()
+        .read(move |c| troupe_runtime::store::environments::list(c, house, false, usize::MAX))
+        .await
+        .map_err(|e| e.to_string())?;
+    let router = environments.router()?;
+    for env in ids.into_iter().filter(|e| live.contains(&e.id)) {
+        router
+            .call(
+                env.id,
+                crate::environment::EnvironmentMsg::Stop,
+                Duration::from_secs(30),
+            )
+            .await
+            .map_err(|e| format!("environment {} did not stop: {e}", env.id))?;
+    }
+    Ok(())
 }
 
 /// Step 5: the house deleted here, the peers told, the waiting requests let go.

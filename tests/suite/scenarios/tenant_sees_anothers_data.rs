@@ -82,8 +82,8 @@ fn reach(method: &Method, path: &str) -> Option<Reach> {
         ("GET", "/me" | "/houses" | "/requests") => Reach::Hers,
         // Answering a request by id: another's is not found.
         ("POST", "/requests/{id}") => Reach::OtherHouse,
-        // Managing a house's people and rules is the owner's, whatever the house.
-        ("POST", "/houses/{house}/members" | "/houses/{house}/tokens")
+        // Managing a house's people, rules and node is the owner's, whatever the house.
+        ("POST", "/houses/{house}/members" | "/houses/{house}/tokens" | "/houses/{house}/move")
         | ("PUT", "/houses/{house}/rules")
         | ("DELETE", "/houses/{house}/members/{handle}") => Reach::Owner,
         (_, p) if p.starts_with("/houses/{house}") => Reach::OtherHouse,
@@ -129,6 +129,7 @@ fn body(method: &Method, path: &str) -> Option<Value> {
         (_, "/houses") => json!({"name": "gamma"}),
         (_, "/houses/{house}/members") => json!({"human": "eve"}),
         (_, "/houses/{house}/tokens") => json!({"handle": "bob"}),
+        (_, "/houses/{house}/move") => json!({"node": "b"}),
         (_, "/houses/{house}/threads") => json!({"name": "x"}),
         (_, "/houses/{house}/threads/{thread}/archive") => json!({"archived": true}),
         (_, "/houses/{house}/threads/{thread}/pin") => json!({"pinned": true}),
