@@ -70,6 +70,8 @@ pub mod house_move;
 pub mod kv;
 pub mod mailbox;
 pub mod migrations;
+#[allow(unsafe_code)]
+mod page_cache;
 pub mod proposals;
 mod reader;
 pub mod search;
@@ -532,6 +534,7 @@ fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connectio
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
+    page_cache::install();
     let conn = Connection::open_with_flags(path, flags).map_err(at)?;
     conn.busy_timeout(options.busy_timeout).map_err(at)?;
     conn.set_prepared_statement_cache_capacity(64);
@@ -604,6 +607,7 @@ fn connect_read_only(path: &Path, options: &OpenOptions) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
+    page_cache::install();
     let conn = Connection::open_with_flags(path, flags).map_err(at)?;
     conn.busy_timeout(options.busy_timeout).map_err(at)?;
     conn.set_prepared_statement_cache_capacity(64);
