@@ -482,6 +482,27 @@ pub fn set_pinned(
     Ok(n > 0)
 }
 
+/// Deletes the house `house_id` and everything of it from this store,
+/// releasing its files' contents.
+pub fn delete_house(tx: &Transaction<'_>, house_id: &str) -> Result<(), StoreError> {
+    let held: Vec<(i64, Option<i64>)> = tx
+        .prepare("SELECT content, text_content FROM house_file_revisions WHERE house_id = ?1")?
+        .query_map(params![house_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (c, text) in held {
+        super::house_files::content::release(tx, c)?;
+        if let Some(t) = text {
+            super::house_files::content::release(tx, t)?;
+        }
+    }
+    tx.execute(
+        "DELETE FROM house_file_chunks WHERE house_id = ?1",
+        params![house_id],
+    )?;
+    tx.execute("DELETE FROM houses WHERE id = ?1", params![house_id])?;
+    Ok(())
+}
+
 #[cfg(test)]
 #[path = "house_tests.rs"]
 mod tests;
