@@ -4,7 +4,7 @@
 //! A house's data lives in the store of exactly one node, which serves it
 //! (no replication, no fail-over). Every node tells its peers the houses it
 //! hosts — in its `hello`, and again whenever the list changes (a house
-//! made or deleted while they are connected: membership looks every tick
+//! made, moved away or moved in while they are connected: membership looks every tick
 //! and sends a `houses` frame to each peer not yet told). A peer keeps the
 //! list in its store (`cluster_houses`), so a house on a node that is down
 //! is still known to be there.

@@ -231,6 +231,7 @@ impl Cluster {
             }
             Err(why) if !asked_to_commit => {
                 roll_back(shared, &fence).await.map_err(PlaceError::Node)?;
+                forget_parts(shared, &fence);
                 Err(failed(to, format!("{why}; the house stays on node `{me}`")))
             }
             Err(why) => {
@@ -446,9 +447,20 @@ async fn roll_back(shared: &Arc<Shared>, fence: &Fence) -> Result<(), NodeError>
     Ok(())
 }
 
-/// Asks the target of an unresolved move how it ended, and ends it here
-/// the same way: true if the house is the target's now.
-async fn resolve(shared: &Arc<Shared>, fence: &Fence) -> Result<bool, String> {
+/// Tells the target of a move undone before its switch to drop what it
+/// staged (and never to take that epoch): best effort, off the caller's
+/// task. A target that does not hear it keeps the parts until the house's
+/// next move to it.
+fn forget_parts(shared: &Arc<Shared>, fence: &Fence) {
+    let (shared, fence) = (Arc::clone(shared), fence.clone());
+    tokio::spawn(async move {
+        let _ = ask_to_refuse(&shared, &fence).await;
+    });
+}
+
+/// `house_move_refuse` to the target: whether it committed the move (if
+/// not, it never will).
+async fn ask_to_refuse(shared: &Shared, fence: &Fence) -> Result<HouseMoveDone, String> {
     let inbox = shared
         .inboxes
         .get(&fence.peer)
@@ -462,9 +474,17 @@ async fn resolve(shared: &Arc<Shared>, fence: &Fence) -> Result<bool, String> {
     let frame =
         wire::encode(kind::HOUSE_MOVE_REFUSE, &fence.house_id, &ask).map_err(|e| e.to_string())?;
     let answer = exchange(&inbox, frame, CALL_TIMEOUT).await?;
-    let done = wire::decode::<HouseMoveDone>(&answer, kind::HOUSE_MOVE_DONE)
-        .map_err(|e| e.to_string())?
-        .body;
+    Ok(
+        wire::decode::<HouseMoveDone>(&answer, kind::HOUSE_MOVE_DONE)
+            .map_err(|e| e.to_string())?
+            .body,
+    )
+}
+
+/// Asks the target of an unresolved move how it ended, and ends it here
+/// the same way: true if the house is the target's now.
+async fn resolve(shared: &Arc<Shared>, fence: &Fence) -> Result<bool, String> {
+    let done = ask_to_refuse(shared, fence).await?;
     if done.committed {
         finish(shared, fence).await.map_err(|e| e.to_string())?;
     } else {
