@@ -49,7 +49,7 @@ use troupe_runtime::supervise::SupervisorMsg;
 
 pub use bodies::{BodyStream, ForwardError, HttpAnswer};
 pub use houses::{HouseOnPeer, HttpHandler, PlaceError, Placed};
-pub use moves::MoveReport;
+pub use moves::{MoveReport, Serving};
 pub use options::{ClusterError, ClusterOptions};
 pub use streams::{OpenError, Relayed, StreamHandler, StreamLink};
 pub use tls::{Tls, TlsFiles};

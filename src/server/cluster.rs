@@ -80,9 +80,26 @@ pub async fn forward(State(state): State<AppState>, request: Request, next: Next
         return next.run(request).await;
     };
     let house = house_in_path(request.uri().path()).map(str::to_string);
-    if let Some(held) = house.as_deref().and_then(|h| cluster.moving(h)) {
-        if let Err(busy) = wait_for_move(house.as_deref().unwrap_or_default(), held).await {
-            return busy.into_response();
+    // Counted while it runs (a move of the house waits for it), or held
+    // while the house is being moved from here.
+    let mut _serving = None;
+    // A move itself is not one of the requests it waits for.
+    let moving_it = house
+        .as_deref()
+        .is_some_and(|h| request.uri().path() == format!("/api/houses/{h}/move"));
+    if let Some(h) = house.as_deref().filter(|_| !moving_it) {
+        loop {
+            match cluster.serving(h) {
+                Ok(guard) => {
+                    _serving = Some(guard);
+                    break;
+                }
+                Err(held) => {
+                    if let Err(busy) = wait_for_move(h, held).await {
+                        return busy.into_response();
+                    }
+                }
+            }
         }
     }
     let Some(there) = house.as_deref().and_then(|h| cluster.house_on_peer(h)) else {

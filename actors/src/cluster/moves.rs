@@ -26,6 +26,7 @@
 //! good, and this node serves the house again. Membership's tick asks, as
 //! soon as the target is connected.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,9 +82,61 @@ pub(crate) struct Moves {
     resolving: std::sync::atomic::AtomicBool,
     /// Bumped each time a house leaves this node.
     departures: watch::Sender<u64>,
+    /// Requests running here, counted by a stripe of the house their path
+    /// names: bounded whatever names clients send (a move may wait for
+    /// another house's request that shares a stripe: a moment).
+    serving: Stripes,
+}
+
+/// Counters of requests running, by a hash of their house's name.
+struct Stripes([AtomicUsize; STRIPES]);
+
+const STRIPES: usize = 64;
+
+impl Default for Stripes {
+    fn default() -> Self {
+        Stripes(std::array::from_fn(|_| AtomicUsize::new(0)))
+    }
+}
+
+impl Stripes {
+    fn of(key: &str) -> usize {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.to_lowercase().hash(&mut h);
+        (h.finish() as usize) % STRIPES
+    }
+}
+
+/// A request for a house, counted while it runs here ([`Cluster::serving`]):
+/// a move waits for those that began before its fence.
+pub struct Serving {
+    shared: Arc<Shared>,
+    stripe: usize,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving")
+            .field("stripe", &self.stripe)
+            .finish()
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.shared.moves.serving.0[self.stripe].fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Moves {
+    /// Whether no request for the house of `fence` runs here.
+    fn quiet(&self, fence: &Fence) -> bool {
+        [fence.name.as_str(), fence.house_id.as_str()]
+            .iter()
+            .all(|k| self.serving.0[Stripes::of(k)].load(Ordering::SeqCst) == 0)
+    }
+
     fn hold(&self, fence: &Fence) {
         let (tx, rx) = watch::channel(false);
         for key in [fence.name.to_lowercase(), fence.house_id.clone()] {
@@ -156,6 +209,24 @@ impl Cluster {
         let key = name.to_lowercase();
         let held = self.shared.moves.holding.get(&key)?;
         Some(held.value().clone())
+    }
+
+    /// Counts a request for the house `name` (a name or an id) as running
+    /// here until the guard drops; refused, with the move to wait for,
+    /// while the house is being moved from this node. Counted before the
+    /// move is looked at, so a move either sees the request or the request
+    /// sees the move.
+    pub fn serving(&self, name: &str) -> Result<Serving, (String, watch::Receiver<bool>)> {
+        let stripe = Stripes::of(name);
+        self.shared.moves.serving.0[stripe].fetch_add(1, Ordering::SeqCst);
+        let guard = Serving {
+            shared: Arc::clone(&self.shared),
+            stripe,
+        };
+        match self.moving(name) {
+            Some(held) => Err(held),
+            None => Ok(guard),
+        }
     }
 
     /// Where the house `name` went, when it was moved from this node.
@@ -286,10 +357,13 @@ async fn copy(
     let deadline = Instant::now() + DRAIN;
     loop {
         let id = fence.house_id.clone();
-        if !store
-            .read(move |c| table::busy(c, &id))
-            .await
-            .map_err(|e| e.to_string())?
+        // The requests that began before the fence end first (a post
+        // answers once committed), then the rounds they started.
+        if shared.moves.quiet(fence)
+            && !store
+                .read(move |c| table::busy(c, &id))
+                .await
+                .map_err(|e| e.to_string())?
         {
             break;
         }
