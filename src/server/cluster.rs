@@ -67,6 +67,38 @@ fn carried(name: &HeaderName) -> bool {
     )
 }
 
+/// The headers of `headers` that `keep` carries to another node, as text.
+fn header_pairs(
+    headers: &axum::http::HeaderMap,
+    keep: fn(&HeaderName) -> bool,
+) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(k, _)| keep(k))
+        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect()
+}
+
+/// The head of a request for another node (its body goes apart).
+fn asked(
+    parts: &axum::http::request::Parts,
+    keep: fn(&HeaderName) -> bool,
+    owner: bool,
+    pieces: bool,
+) -> HttpRequest {
+    HttpRequest {
+        method: parts.method.as_str().to_string(),
+        uri: parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string()),
+        headers: header_pairs(&parts.headers, keep),
+        body: wire::Bytes::default(),
+        owner,
+        pieces,
+    }
+}
+
 /// The house a path names: `/api/houses/HOUSE` or `/api/houses/HOUSE/…`.
 fn house_in_path(path: &str) -> Option<&str> {
     let rest = path.strip_prefix("/api/houses/")?;
@@ -177,23 +209,7 @@ async fn to_peer(
     let (parts, body) = request.into_parts();
     let over = Arc::new(AtomicBool::new(false));
     let body = limited(body, limit, Arc::clone(&over));
-    let headers = parts
-        .headers
-        .iter()
-        .filter(|(k, _)| carried(k))
-        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
-        .collect();
-    let asked = HttpRequest {
-        method: parts.method.as_str().to_string(),
-        uri: parts
-            .uri
-            .path_and_query()
-            .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string()),
-        headers,
-        body: wire::Bytes::default(),
-        owner,
-        pieces: true,
-    };
+    let asked = asked(&parts, carried, owner, true);
     match cluster.send_http(node, asked, body).await {
         Ok(answer) => Ok(answered(answer)),
         Err(ForwardError::Unreachable(e)) => Err(unreachable(there, e)),
@@ -316,12 +332,7 @@ impl HttpHandler for Answer {
         let (parts, body) = response.into_parts();
         let head = HttpResponse {
             status: parts.status.as_u16(),
-            headers: parts
-                .headers
-                .iter()
-                .filter(|(k, _)| carried(k))
-                .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
-                .collect(),
+            headers: header_pairs(&parts.headers, carried),
             body: wire::Bytes::default(),
             more: false,
         };

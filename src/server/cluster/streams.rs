@@ -61,22 +61,7 @@ pub(super) async fn open(
         Ok(u) => u,
         Err(rejection) => return Ok(rejection.into_response()),
     };
-    let asked = HttpRequest {
-        method: parts.method.as_str().to_string(),
-        uri: parts
-            .uri
-            .path_and_query()
-            .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string()),
-        headers: parts
-            .headers
-            .iter()
-            .filter(|(k, _)| carried_upgrade(k))
-            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
-            .collect(),
-        body: wire::Bytes::default(),
-        owner,
-        pieces: false,
-    };
+    let asked = super::asked(&parts, carried_upgrade, owner, false);
     match cluster.open_stream(&there.node, asked).await {
         Ok(link) => Ok(crate::server::events::small(upgrade).on_upgrade(
             move |socket| async move {
@@ -161,14 +146,7 @@ impl StreamHandler for Accept {
                 .unwrap_or_default();
             return Err(HttpResponse {
                 status: parts.status.as_u16(),
-                headers: parts
-                    .headers
-                    .iter()
-                    .filter(|(k, _)| carried(k))
-                    .filter_map(|(k, v)| {
-                        Some((k.as_str().to_string(), v.to_str().ok()?.to_string()))
-                    })
-                    .collect(),
+                headers: super::header_pairs(&parts.headers, carried),
                 body: wire::Bytes(body.to_vec()),
                 more: false,
             });

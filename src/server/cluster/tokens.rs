@@ -27,7 +27,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use troupe_actors::cluster::{Cluster, HttpAnswer};
-use troupe_runtime::protocol::wire::{self, HttpRequest};
+use troupe_runtime::protocol::wire::HttpRequest;
 
 use super::{answered, carried};
 use crate::server::connections::OwnerSocket;
@@ -122,22 +122,7 @@ pub(super) async fn answer(
         ))
         .into_response();
     };
-    let asked = HttpRequest {
-        method: parts.method.as_str().to_string(),
-        uri: parts
-            .uri
-            .path_and_query()
-            .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string()),
-        headers: parts
-            .headers
-            .iter()
-            .filter(|(k, _)| carried(k))
-            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
-            .collect(),
-        body: wire::Bytes::default(),
-        owner: false,
-        pieces: true,
-    };
+    let asked = super::asked(&parts, carried, false, true);
     let nodes = &state.inner.tokens;
     let mut asked_already = None;
     if let Some(node) = nodes.get(&token).filter(|n| cluster.is_connected(n)) {
