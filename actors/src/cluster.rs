@@ -29,6 +29,7 @@ pub mod directory;
 pub mod gateway;
 pub mod houses;
 pub mod inbox;
+pub mod kinds;
 pub mod membership;
 pub mod moves;
 pub mod options;
@@ -278,7 +279,21 @@ struct Routing(Arc<Shared>);
 #[async_trait::async_trait]
 impl Remote for Routing {
     fn node_of(&self, to: &Address) -> Option<String> {
+        // An actor of a kind registered here is this node's.
+        if let Address::Actor { kind, .. } = to {
+            if kinds::is_local(&self.0, kind) {
+                return None;
+            }
+        }
         self.0.directory.node_of(to)
+    }
+
+    fn holds(&self, envelope: &Envelope) -> bool {
+        self.0.moves.holds(envelope)
+    }
+
+    fn kinds_changed(&self) {
+        kinds::announce(&self.0);
     }
 
     async fn forward(&self, envelope: Envelope, peer: String) -> Result<(), String> {

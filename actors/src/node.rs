@@ -112,6 +112,12 @@ pub trait Route: Send + Sync + 'static {
 pub trait Remote: Send + Sync + 'static {
     /// The node that hosts `to`, when it is another node.
     fn node_of(&self, to: &Address) -> Option<String>;
+    /// Whether `envelope` (committed) is held here for now — a post to a
+    /// thread of a house being moved away — to be handed over when that
+    /// ends.
+    fn holds(&self, envelope: &Envelope) -> bool;
+    /// The program registered another actor kind: the peers are told.
+    fn kinds_changed(&self);
     /// Moves `envelope` (committed in the local mailbox) to the outbox
     /// for `peer` and wakes the gateway to it.
     async fn forward(&self, envelope: Envelope, peer: String) -> Result<(), String>;

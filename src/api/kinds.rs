@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
-use troupe_actors::kinds::{ActorAddress, Kind, KindOptions, UserActor};
+use troupe_actors::kinds::{ActorAddress, Kind, KindError, KindOptions, UserActor};
 use troupe_runtime::id::MsgId;
+use troupe_runtime::protocol::{Address, Envelope, Payload};
 
 use super::{Runtime, RuntimeError};
 
@@ -136,12 +137,39 @@ impl Runtime {
     /// transaction that consumes it and saves its state — even if the
     /// process is killed in between (it is delivered again when the kind
     /// is registered after the restart). See [`Runtime::register`].
+    ///
+    /// In a cluster, an actor whose kind this node does not register but
+    /// another node does is that node's: the message is committed here and
+    /// forwarded to it, which applies it once (docs/cluster.md).
     pub async fn send_durable<A: UserActor>(
         &self,
         to: &ActorAddress<A>,
         msg: A::Msg,
     ) -> Result<MsgId, RuntimeError> {
-        let kind = self.node.kinds().get::<A>(to.kind())?;
-        Ok(kind.send_durable(to, &msg).await?)
+        let address = to.to_address();
+        match self.node.kinds().get::<A>(to.kind()) {
+            Ok(kind) => Ok(kind.send_durable(to, &msg).await?),
+            // A kind another node of the cluster registered: committed
+            // here, then forwarded through the outbox to that node, which
+            // commits it before it acknowledges (docs/cluster.md).
+            Err(KindError::Unknown(_)) if self.node.node_of(&address).is_some() => {
+                let data = serde_json::to_value(&msg).map_err(|e| KindError::Store {
+                    address: to.to_string(),
+                    detail: e.to_string(),
+                })?;
+                let envelope = Envelope {
+                    id: MsgId::new(),
+                    from: Address::Service("program".into()),
+                    to: address,
+                    body: Payload::Custom {
+                        name: to.kind().to_string(),
+                        data,
+                    },
+                    sent_at: chrono::Utc::now(),
+                };
+                Ok(self.node.deliver(envelope).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }

@@ -174,7 +174,7 @@ async fn wait_for_move(
         Err(_) => Err(ApiError::NodeDown {
             node: to.clone(),
             message: format!(
-                "house `{house}` is being moved to node `{to}` and is not served until the move                  ends; try again shortly"
+                "house `{house}` is being moved to node `{to}` and is not served until the move ends; try again shortly"
             ),
         }),
     }

@@ -249,6 +249,7 @@ mod older {
                         id: HouseId::new(),
                     }],
                     http: None,
+                    kinds: vec![],
                 };
                 wire::encode(kind::HELLO, &id, &hello).unwrap()
             }

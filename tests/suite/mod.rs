@@ -15,6 +15,7 @@ mod cluster_cli;
 mod cluster_forward;
 mod cluster_houses;
 mod cluster_moves;
+mod cluster_sends;
 mod cluster_streams;
 mod cluster_tls;
 mod config_errors;

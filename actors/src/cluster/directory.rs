@@ -38,22 +38,28 @@ pub struct Directory {
     peers: RwLock<HashMap<String, Peer>>,
     houses: RwLock<Vec<RemoteHouse>>,
     routes: DashMap<String, String>,
+    /// The actor kinds each peer registered, by node.
+    kinds: RwLock<HashMap<String, Vec<String>>>,
 }
 
 impl Directory {
     /// What the store kept from earlier runs.
     pub async fn load(store: &Store) -> Result<Directory, StoreError> {
-        let (bots, peers, routes, houses) = store
+        let (bots, peers, routes, houses, kinds) = store
             .read(|c| {
                 Ok((
                     table::bots(c)?,
                     table::peers(c)?,
                     table::routes(c)?,
                     table::houses(c)?,
+                    table::kinds(c)?,
                 ))
             })
             .await?;
         let directory = Directory::default();
+        for (node, kind) in kinds {
+            directory.kinds.write().entry(node).or_default().push(kind);
+        }
         *directory.houses.write() = houses;
         *directory.bots.write() = bots.into_iter().map(|b| (b.name.clone(), b)).collect();
         *directory.peers.write() = peers
@@ -78,12 +84,64 @@ impl Directory {
 
     /// The node that hosts `to`, when it is another node.
     pub fn node_of(&self, to: &Address) -> Option<String> {
-        if let Address::Bot(id) = to {
-            if let Some(b) = self.bots.read().values().find(|b| b.id == *id) {
-                return Some(b.node.clone());
+        match to {
+            Address::Bot(id) => {
+                if let Some(b) = self.bots.read().values().find(|b| b.id == *id) {
+                    return Some(b.node.clone());
+                }
             }
+            Address::Actor { kind, key } => {
+                if let Some(node) = self.kind_node(kind, key) {
+                    return Some(node);
+                }
+            }
+            _ => {}
         }
         self.routes.get(&to.to_string()).map(|n| n.clone())
+    }
+
+    /// The peer whose actor `kind/key` is: of the peers that registered
+    /// `kind`, the one rendezvous hashing of `kind/key` picks (any node
+    /// picks the same, from the same announcements).
+    fn kind_node(&self, kind: &str, key: &str) -> Option<String> {
+        let kinds = self.kinds.read();
+        let hosts = kinds
+            .iter()
+            .filter(|(_, k)| k.iter().any(|k| k == kind))
+            .map(|(node, _)| node.as_str());
+        super::placement::place(&format!("{kind}/{key}"), hosts).map(str::to_string)
+    }
+
+    /// The peers that registered the actor kind `kind`, by name.
+    pub fn kind_hosts(&self, kind: &str) -> Vec<String> {
+        let mut hosts: Vec<String> = self
+            .kinds
+            .read()
+            .iter()
+            .filter(|(_, k)| k.iter().any(|k| k == kind))
+            .map(|(node, _)| node.clone())
+            .collect();
+        hosts.sort();
+        hosts
+    }
+
+    /// The actor kinds `node` registered, as it announced them.
+    pub fn kinds_of(&self, node: &str) -> Vec<String> {
+        self.kinds.read().get(node).cloned().unwrap_or_default()
+    }
+
+    /// Takes the actor kinds `node` registered (its latest announcement),
+    /// kept in the store too.
+    pub async fn set_kinds(
+        &self,
+        store: &Store,
+        node: &str,
+        kinds: &[String],
+    ) -> Result<(), StoreError> {
+        let (n, k) = (node.to_string(), kinds.to_vec());
+        store.write(move |tx| table::set_kinds(tx, &n, &k)).await?;
+        self.kinds.write().insert(node.to_string(), kinds.to_vec());
+        Ok(())
     }
 
     /// The bot `name` of another node.
@@ -147,7 +205,7 @@ impl Directory {
         houses: &[HostedHouse],
         http: Option<String>,
     ) -> Result<(), StoreError> {
-        let houses = remote_houses(node, houses);
+        let houses = self.announced(node, houses);
         let (n, kept, h) = (node.to_string(), houses.clone(), http.clone());
         store
             .write(move |tx| {
@@ -158,10 +216,42 @@ impl Directory {
         if let Some(p) = self.peers.write().get_mut(node) {
             p.http = http;
         }
+        self.replace_houses(node, houses);
+        Ok(())
+    }
+
+    /// What `node` hosts, from what it announced: a house it no longer
+    /// lists that no other node lists yet stays on it for now. A house
+    /// moved away is announced by its new node in a moment, and until then
+    /// the node it left forwards what is asked of it there (announcements
+    /// from two nodes arrive in any order).
+    fn announced(&self, node: &str, houses: &[HostedHouse]) -> Vec<RemoteHouse> {
+        let mut now = remote_houses(node, houses);
+        let all = self.houses.read();
+        let gone: Vec<RemoteHouse> = all
+            .iter()
+            .filter(|h| h.node == node && !now.iter().any(|n| n.id == h.id))
+            .filter(|h| !all.iter().any(|o| o.node != node && o.id == h.id))
+            .cloned()
+            .collect();
+        now.extend(gone);
+        now
+    }
+
+    /// `node`'s houses are `houses` now; a house of the same id another
+    /// node was thought to host is `node`'s (it moved).
+    fn replace_houses(&self, node: &str, houses: Vec<RemoteHouse>) {
         let mut all = self.houses.write();
-        all.retain(|h| h.node != node);
+        all.retain(|h| h.node != node && !houses.iter().any(|n| n.id == h.id));
         all.extend(houses);
         all.sort_by(|a, b| a.name.cmp(&b.name).then(a.node.cmp(&b.node)));
+    }
+
+    /// The house `id` is this node's (it moved here): no peer hosts it.
+    pub async fn drop_house(&self, store: &Store, id: &str) -> Result<(), StoreError> {
+        let owned = id.to_string();
+        store.write(move |tx| table::drop_house(tx, &owned)).await?;
+        self.houses.write().retain(|h| h.id.to_string() != id);
         Ok(())
     }
 
@@ -198,6 +288,11 @@ impl Directory {
         self.routes.insert(addr, node);
     }
 
+    /// `addr` lives on this node (again).
+    pub fn unroute(&self, addr: &str) {
+        self.routes.remove(addr);
+    }
+
     /// Says whether `node` is connected now.
     pub fn set_connected(&self, node: &str, connected: bool) {
         if let Some(p) = self.peers.write().get_mut(node) {
@@ -218,22 +313,21 @@ impl Directory {
                 description: b.description.clone(),
             })
             .collect();
-        let houses = remote_houses(&hello.node, &hello.houses);
+        let houses = self.announced(&hello.node, &hello.houses);
         let (node, listen, http) = (hello.node.clone(), hello.listen.clone(), hello.http.clone());
-        let (kept, kept_houses) = (bots.clone(), houses.clone());
+        let (kept, kept_houses, kinds) = (bots.clone(), houses.clone(), hello.kinds.clone());
         store
             .write(move |tx| {
                 table::set_peer(tx, &node, &listen, http.as_deref())?;
                 table::set_bots(tx, &node, &kept)?;
+                table::set_kinds(tx, &node, &kinds)?;
                 table::set_houses(tx, &node, &kept_houses)
             })
             .await?;
-        {
-            let mut all = self.houses.write();
-            all.retain(|h| h.node != hello.node);
-            all.extend(houses);
-            all.sort_by(|a, b| a.name.cmp(&b.name).then(a.node.cmp(&b.node)));
-        }
+        self.kinds
+            .write()
+            .insert(hello.node.clone(), hello.kinds.clone());
+        self.replace_houses(&hello.node, houses);
         {
             let mut all = self.bots.write();
             all.retain(|_, b| b.node != hello.node);

@@ -218,7 +218,7 @@ pub(crate) fn announce(shared: &Arc<Shared>) {
 }
 
 /// One frame of `kind` to a peer's inbox, answered with one of `answer`.
-async fn call<B: Serialize, A: DeserializeOwned>(
+pub(crate) async fn call<B: Serialize, A: DeserializeOwned>(
     inbox: &ActorRef<InboxMsg>,
     kind: &str,
     body: &B,

@@ -132,6 +132,7 @@ async fn answer(shared: &Arc<Shared>, frame: &[u8]) -> Vec<u8> {
         kind::HELLO => hello(shared, frame, &id).await,
         kind::ENVELOPE => deliver(shared, frame, &id).await,
         kind::HOUSES => houses(shared, frame, &id).await,
+        kind::KINDS => super::kinds::told(shared, frame, &id).await,
         kind::HOUSE_CREATE => match wire::decode::<HouseCreate>(frame, kind::HOUSE_CREATE) {
             Ok(f) => {
                 let made = super::houses::made(shared, f.body).await;
@@ -212,6 +213,7 @@ async fn hello(shared: &Shared, frame: &[u8], id: &str) -> Vec<u8> {
         bots,
         houses,
         http: shared.houses.http_url(),
+        kinds: super::kinds::local(shared),
     };
     wire::encode(kind::HELLO, id, &me).unwrap_or_else(|e| refuse(id, e.to_string()))
 }

@@ -161,6 +161,7 @@ impl Actor for Membership {
                     return Ok(());
                 }
                 node.roster_changed();
+                super::kinds::hand_over_waiting(&state.shared, hello.kinds.clone());
                 state.met.insert(id, hello.node.clone());
                 state
                     .shared

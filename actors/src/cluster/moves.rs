@@ -38,7 +38,13 @@ use troupe_runtime::protocol::wire::{
     self, kind, Ack, Bytes, HostedHouse, HouseMoveCommit, HouseMoveDone, HouseMovePart,
     HouseMoveRefuse,
 };
-use troupe_runtime::store::house_move::{self as table, Committed, Counts, Fence};
+use troupe_runtime::protocol::{Address, Envelope, Payload};
+use troupe_runtime::store::house_move::{self as table, Counts, Fence};
+use troupe_runtime::store::mailbox;
+
+mod target;
+
+pub(crate) use target::{commit, part, refuse};
 
 use super::houses::{announce, exchange, CALL_TIMEOUT};
 use super::{Cluster, PlaceError, Shared};
@@ -78,6 +84,11 @@ pub(crate) struct Moves {
     unresolved: DashMap<String, Fence>,
     /// Where houses moved from here went, by lowercase name and by id.
     moved: DashMap<String, String>,
+    /// The threads of the houses being moved from here: each thread's id,
+    /// its house's id. A post to one is committed and held ([`Moves::holds`]).
+    threads: DashMap<String, String>,
+    /// The posts held, by message id: their house's id.
+    held: DashMap<String, String>,
     /// A resolution is running.
     resolving: std::sync::atomic::AtomicBool,
     /// Bumped each time a house leaves this node.
@@ -137,7 +148,10 @@ impl Moves {
             .all(|k| self.serving.0[Stripes::of(k)].load(Ordering::SeqCst) == 0)
     }
 
-    fn hold(&self, fence: &Fence) {
+    fn hold(&self, fence: &Fence, threads: Vec<String>) {
+        for thread in threads {
+            self.threads.insert(thread, fence.house_id.clone());
+        }
         let (tx, rx) = watch::channel(false);
         for key in [fence.name.to_lowercase(), fence.house_id.clone()] {
             self.holding.insert(key, (fence.peer.clone(), rx.clone()));
@@ -156,12 +170,33 @@ impl Moves {
             };
         }
         self.unresolved.remove(&fence.house_id);
+        self.threads.retain(|_, house| *house != fence.house_id);
+        self.held.retain(|_, house| *house != fence.house_id);
         if let Some((_, end)) = self.ends.remove(&fence.house_id) {
             end.send_replace(true);
         }
         if to.is_some() {
             self.departures.send_modify(|n| *n += 1);
         }
+    }
+
+    /// Whether `envelope` is a post to a thread of a house being moved from
+    /// here that starts something new (an answer to a round is not: the
+    /// drain waits for those): it stays committed in the mailbox, and goes
+    /// to the house's new node when the move ends, or to its thread here
+    /// if the move is undone.
+    pub(crate) fn holds(&self, envelope: &Envelope) -> bool {
+        let Address::Thread(thread) = &envelope.to else {
+            return false;
+        };
+        if matches!(&envelope.body, Payload::Post(p) if p.answers_offer) {
+            return false;
+        }
+        let Some(house) = self.threads.get(&thread.to_string()).map(|h| h.clone()) else {
+            return false;
+        };
+        self.held.insert(envelope.id.to_string(), house);
+        true
     }
 
     /// The house came (back) to this node.
@@ -180,7 +215,9 @@ pub(crate) async fn load(
 ) -> Result<(), troupe_runtime::store::StoreError> {
     for fence in store.read(table::moves).await? {
         if fence.state == "moving" {
-            shared.moves.hold(&fence);
+            let id = fence.house_id.clone();
+            let threads = store.read(move |c| table::thread_ids(c, &id)).await?;
+            shared.moves.hold(&fence, threads);
             shared
                 .moves
                 .unresolved
@@ -276,7 +313,13 @@ impl Cluster {
             state: "moving".into(),
             peer: to.to_string(),
         };
-        shared.moves.hold(&fence);
+        let id = fence.house_id.clone();
+        let threads = node
+            .store()
+            .read(move |c| table::thread_ids(c, &id))
+            .await
+            .map_err(NodeError::from)?;
+        shared.moves.hold(&fence, threads);
         let started = Instant::now();
         let hosted = HostedHouse {
             name: house.name.clone(),
@@ -357,11 +400,13 @@ async fn copy(
     let deadline = Instant::now() + DRAIN;
     loop {
         let id = fence.house_id.clone();
+        let moves = Arc::clone(shared);
         // The requests that began before the fence end first (a post
-        // answers once committed), then the rounds they started.
+        // answers once committed), then the rounds they started; posts
+        // held since the fence wait for the end of the move.
         if shared.moves.quiet(fence)
             && !store
-                .read(move |c| table::busy(c, &id))
+                .read(move |c| table::busy(c, &id, &|m| moves.moves.held.contains_key(m)))
                 .await
                 .map_err(|e| e.to_string())?
         {
@@ -482,9 +527,17 @@ async fn finish(shared: &Arc<Shared>, fence: &Fence) -> Result<(), NodeError> {
         .node()
         .ok_or_else(|| NodeError::Actor("the node is stopping".into()))?;
     let (id, epoch) = (fence.house_id.clone(), fence.epoch);
-    node.store()
+    let finished = node
+        .store()
         .write(move |tx| table::finish(tx, &id, epoch))
         .await?;
+    let threads = finished.map(|f| f.threads).unwrap_or_default();
+    for thread in &threads {
+        shared.directory.route(thread.clone(), fence.peer.clone());
+    }
+    if let Some(g) = shared.gateway(&fence.peer).await {
+        let _ = g.cast(super::gateway::GatewayMsg::Flush);
+    }
     if let Ok(house_id) = fence.house_id.parse() {
         let hosted = HostedHouse {
             name: fence.name.clone(),
@@ -496,6 +549,10 @@ async fn finish(shared: &Arc<Shared>, fence: &Fence) -> Result<(), NodeError> {
             .await?;
     }
     shared.moves.release(fence, Some(&fence.peer));
+    // A post committed after the finish read the mailbox, and held before
+    // the release, goes to the new node now (a send after the release
+    // goes there by the threads' route).
+    hand_over_held(&node, threads).await?;
     announce(shared);
     eprintln!(
         "troupe: cluster: house `{}` moved to node `{}` (epoch {})",
@@ -513,11 +570,35 @@ async fn roll_back(shared: &Arc<Shared>, fence: &Fence) -> Result<(), NodeError>
     node.store()
         .write(move |tx| table::roll_back(tx, &id, epoch))
         .await?;
+    let id = fence.house_id.clone();
+    let threads = node
+        .store()
+        .read(move |c| table::thread_ids(c, &id))
+        .await?;
     shared.moves.release(fence, None);
     eprintln!(
         "troupe: cluster: house `{}` was not moved to node `{}`; it is served here again",
         fence.name, fence.peer
     );
+    // The posts held during the move go to their threads here.
+    hand_over_held(&node, threads).await
+}
+
+/// Hands over what waits in the mailbox for `threads` (the posts held
+/// while their house was being moved): to the threads here, or to the
+/// house's new node, as the routing says now.
+async fn hand_over_held(node: &crate::node::Node, threads: Vec<String>) -> Result<(), NodeError> {
+    for thread in threads {
+        let Ok(thread) = thread.parse() else { continue };
+        let to = Address::Thread(thread);
+        for envelope in node
+            .store()
+            .read(move |c| mailbox::pending(c, &to, usize::MAX))
+            .await?
+        {
+            node.route(envelope).await?;
+        }
+    }
     Ok(())
 }
 
@@ -591,98 +672,4 @@ pub(crate) fn tick(shared: &Arc<Shared>) {
         }
         shared.moves.resolving.store(false, Ordering::Release);
     });
-}
-
-/// The target's side of `house_move_part`: the piece staged.
-pub(crate) async fn part(shared: &Shared, part: HouseMovePart) -> Result<Ack, String> {
-    let node = shared.node().ok_or("the node is stopping; try again")?;
-    let HouseMovePart {
-        house_id,
-        epoch,
-        seq,
-        data,
-        ..
-    } = part;
-    let data = Arc::new(data.0);
-    node.store()
-        .write(move |tx| table::stage(tx, &house_id, epoch, seq, &data))
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(Ack { first: true })
-}
-
-/// The target's side of `house_move_commit`: the house taken, committed
-/// before the answer.
-pub(crate) async fn commit(shared: &Arc<Shared>, ask: HouseMoveCommit) -> HouseMoveDone {
-    let Some(node) = shared.node() else {
-        return not_done("the node is stopping; try again".into());
-    };
-    let (id, name, from) = (
-        ask.house_id.clone(),
-        ask.name.clone(),
-        ask.from_node.clone(),
-    );
-    let (epoch, parts) = (ask.epoch, ask.parts);
-    let taken = node
-        .store()
-        .write(move |tx| table::commit(tx, &id, &name, epoch, &from, parts))
-        .await;
-    match taken {
-        Ok(committed) => {
-            fault::kill_point("house_move:committed");
-            shared.moves.arrived(&ask.name, &ask.house_id);
-            announce(shared);
-            let counts = match committed {
-                Committed::Now(c) => c,
-                Committed::Already => Counts::default(),
-            };
-            eprintln!(
-                "troupe: cluster: house `{}` moved here from node `{}` (epoch {})",
-                ask.name, ask.from_node, ask.epoch
-            );
-            HouseMoveDone {
-                committed: true,
-                message: String::new(),
-                threads: counts.threads,
-                messages: counts.messages,
-                files: counts.files,
-            }
-        }
-        Err(e) => not_done(e.to_string()),
-    }
-}
-
-/// The target's side of `house_move_refuse`; an error is not an answer
-/// (the asking node asks again), as only a committed refusal fences.
-pub(crate) async fn refuse(shared: &Shared, ask: HouseMoveRefuse) -> Result<HouseMoveDone, String> {
-    let node = shared.node().ok_or("the node is stopping; try again")?;
-    let HouseMoveRefuse {
-        house_id,
-        name,
-        epoch,
-    } = ask;
-    match node
-        .store()
-        .write(move |tx| table::refuse(tx, &house_id, &name, epoch))
-        .await
-    {
-        Ok(committed) => Ok(HouseMoveDone {
-            committed,
-            message: String::new(),
-            threads: 0,
-            messages: 0,
-            files: 0,
-        }),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-fn not_done(message: String) -> HouseMoveDone {
-    HouseMoveDone {
-        committed: false,
-        message,
-        threads: 0,
-        messages: 0,
-        files: 0,
-    }
 }

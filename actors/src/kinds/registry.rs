@@ -346,6 +346,18 @@ impl Kinds {
         Ok(Kind { inner })
     }
 
+    /// Whether a kind is registered as `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.kinds.contains_key(name)
+    }
+
+    /// The registered kinds' names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.kinds.iter().map(|k| k.key().clone()).collect();
+        names.sort();
+        names
+    }
+
     /// The kinds offered to bots: their names and descriptions.
     pub fn offered(&self) -> Vec<(String, String)> {
         let mut offered: Vec<(String, String)> = self
@@ -477,6 +489,9 @@ impl Node {
         }
         if inner.options.offer.is_some() {
             self.roster_changed();
+        }
+        if let Some(remote) = self.remote() {
+            remote.kinds_changed();
         }
         let prefix = format!("actor:{name}/");
         let waiting = self

@@ -376,6 +376,9 @@ impl Node {
             return Ok(());
         }
         if let Some(remote) = self.ctx.remote() {
+            if remote.holds(&envelope) {
+                return Ok(());
+            }
             if let Some(peer) = remote.node_of(&envelope.to) {
                 return remote
                     .forward(envelope, peer)

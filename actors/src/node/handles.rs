@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::model::{ModelError, ResolvedModel};
+use troupe_runtime::protocol::Address;
 
 use super::{Branch, Node, NodeContext, Remote};
 use crate::channel::Questions;
@@ -86,6 +87,12 @@ impl Node {
     /// Where envelopes for actors on other nodes go, in a cluster.
     pub(crate) fn remote(&self) -> Option<&Arc<dyn Remote>> {
         self.ctx.remote()
+    }
+
+    /// The node of this node's cluster that hosts `to`, when it is another
+    /// (a bot, house thread or actor there); `None` outside a cluster.
+    pub fn node_of(&self, to: &Address) -> Option<String> {
+        self.ctx.remote().and_then(|r| r.node_of(to))
     }
 
     /// Sends envelopes for actors on other nodes to `remote` (a cluster's

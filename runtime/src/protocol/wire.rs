@@ -22,7 +22,7 @@ use crate::id::{BotId, HouseId};
 use crate::protocol::Envelope;
 
 /// The wire's version this build speaks.
-pub const VERSION: Version = Version { major: 1, minor: 3 };
+pub const VERSION: Version = Version { major: 1, minor: 4 };
 
 /// The largest frame accepted from another node, in bytes.
 pub const MAX_FRAME: usize = 4 * 1024 * 1024;
@@ -61,6 +61,9 @@ pub mod kind {
     /// A node tells a peer the houses it hosts now (since 1.1):
     /// [`super::Houses`] → [`super::Ack`].
     pub const HOUSES: &str = "houses";
+    /// A node tells a peer the actor kinds registered on it now (since
+    /// 1.4): [`super::Kinds`] → [`super::Ack`].
+    pub const KINDS: &str = "kinds";
     /// A node asks a peer to make a house there (since 1.1):
     /// [`super::HouseCreate`] → [`super::HouseMade`].
     pub const HOUSE_CREATE: &str = "house_create";
@@ -167,6 +170,10 @@ pub struct Hello {
     /// (since 1.1).
     #[serde(default)]
     pub http: Option<String>,
+    /// The actor kinds a program registered on it (since 1.4; none from an
+    /// older node).
+    #[serde(default)]
+    pub kinds: Vec<String>,
 }
 
 /// A house a node hosts (its data lives in that node's store).
@@ -188,6 +195,16 @@ pub struct Houses {
     /// Where its HTTP API listens, when it serves one.
     #[serde(default)]
     pub http: Option<String>,
+}
+
+/// The actor kinds a node's program registered now: every one, replacing
+/// what it said before (since 1.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kinds {
+    /// The node.
+    pub node: String,
+    /// Its kinds' names.
+    pub kinds: Vec<String>,
 }
 
 /// Asks the receiving node to make a house and host it.

@@ -20,6 +20,9 @@
 //! - `cluster_houses`: which node hosts which house, as that node
 //!   announced it, so a request for a house on a node that is down is
 //!   answered with that node's name.
+//! - `cluster_kinds`: which node registered which actor kind, as that
+//!   node announced it, so a durable send to an actor of a kind registered
+//!   on a node that is down is still committed to the outbox for it.
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
@@ -71,6 +74,16 @@ CREATE TABLE cluster_houses (
     PRIMARY KEY (node, name)
 );
 ALTER TABLE cluster_peers ADD COLUMN http TEXT;
+"#;
+
+/// The migration that makes `cluster_kinds`.
+pub const CLUSTER_KINDS: &str = r#"
+CREATE TABLE cluster_kinds (
+    node       TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (node, kind)
+) WITHOUT ROWID;
 "#;
 
 /// A house another node hosts, as it announced it.
@@ -193,6 +206,30 @@ pub fn routes(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// Replaces the actor kinds `node` registered with `kinds` (its latest
+/// announcement).
+pub fn set_kinds(tx: &Transaction<'_>, node: &str, kinds: &[String]) -> Result<(), StoreError> {
+    tx.prepare_cached("DELETE FROM cluster_kinds WHERE node = ?1")?
+        .execute([node])?;
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO cluster_kinds (node, kind, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (node, kind) DO NOTHING",
+    )?;
+    let at = now();
+    for kind in kinds {
+        stmt.execute(params![node, kind, at])?;
+    }
+    Ok(())
+}
+
+/// The actor kinds other nodes registered, as (node, kind).
+pub fn kinds(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT node, kind FROM cluster_kinds ORDER BY node, kind")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// Replaces what `node` hosts with `bots` (its latest announcement).
 pub fn set_bots(tx: &Transaction<'_>, node: &str, bots: &[RemoteBot]) -> Result<(), StoreError> {
     tx.prepare_cached("DELETE FROM cluster_bots WHERE node = ?1")?
@@ -286,8 +323,18 @@ pub fn set_houses(
     tx.prepare_cached("DELETE FROM cluster_houses WHERE node = ?1")?
         .execute([node])?;
     for house in houses {
+        // One id is one house: another node's row of it is stale (it moved).
+        tx.prepare_cached("DELETE FROM cluster_houses WHERE house_id = ?1 AND node <> ?2")?
+            .execute(params![house.id.to_string(), node])?;
         add_house(tx, house)?;
     }
+    Ok(())
+}
+
+/// Forgets that another node hosts the house `id` (it is this node's now).
+pub fn drop_house(tx: &Transaction<'_>, id: &str) -> Result<(), StoreError> {
+    tx.prepare_cached("DELETE FROM cluster_houses WHERE house_id = ?1")?
+        .execute([id])?;
     Ok(())
 }
 

@@ -42,7 +42,8 @@ use parts::{codec, Importer};
 pub use parts::{export, Counts, PART_BYTES};
 
 use super::house::delete_house;
-use super::{now, StoreError};
+use super::{cluster, mailbox, now, StoreError};
+use crate::protocol::Address;
 
 /// The migration that makes the fences and the staged parts.
 pub const HOUSE_MOVES: &str = r#"
@@ -145,16 +146,49 @@ pub fn begin(
     Ok(epoch)
 }
 
+/// What [`finish`] did besides deleting the house.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Finished {
+    /// The house's threads, routed to the target from now on.
+    pub threads: Vec<String>,
+    /// The messages for them that waited here, moved to the outbox for the
+    /// target.
+    pub forwarded: usize,
+}
+
 /// The source's last step, once the target committed the house at
-/// `epoch`: the house deleted here and the fence `moved`. False if the
-/// fence is not that move's (finished before, or rolled back).
-pub fn finish(tx: &Transaction<'_>, house_id: &str, epoch: i64) -> Result<bool, StoreError> {
+/// `epoch`, in one transaction: what waits in the mailbox for the house's
+/// threads (posts made during the move) moved to the outbox for the
+/// target, the threads' route noted (a later send to one goes there), the
+/// house deleted here and the fence `moved`. `None` if the fence is not
+/// that move's (finished before, or rolled back).
+pub fn finish(
+    tx: &Transaction<'_>,
+    house_id: &str,
+    epoch: i64,
+) -> Result<Option<Finished>, StoreError> {
     let Some(f) = fence(tx, house_id)?.filter(|f| f.state == "moving" && f.epoch == epoch) else {
-        return Ok(false);
+        return Ok(None);
     };
+    let threads = thread_ids(tx, house_id)?;
+    let mut forwarded = 0;
+    for thread in &threads {
+        let addr = Address::Thread(thread.parse().map_err(|e| codec(format!("{e}")))?);
+        for envelope in mailbox::pending(tx, &addr, usize::MAX)? {
+            forwarded += usize::from(cluster::forward(tx, &envelope, &f.peer)?);
+        }
+        cluster::set_route(tx, thread, &f.peer)?;
+    }
     delete_house(tx, house_id)?;
     set_fence(tx, house_id, &f.name, epoch, "moved", &f.peer)?;
-    Ok(true)
+    Ok(Some(Finished { threads, forwarded }))
+}
+
+/// The ids of the house's threads.
+pub fn thread_ids(conn: &Connection, house_id: &str) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT id FROM threads WHERE house_id = ?1")?;
+    let rows = stmt.query_map(params![house_id], |r| r.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// The source serves the house again: the target refused `epoch`.
@@ -269,6 +303,11 @@ pub fn commit(
     }
     tx.prepare_cached("DELETE FROM house_move_parts WHERE house_id = ?1")?
         .execute(params![house_id])?;
+    // Its threads are here again, should they have been routed away.
+    tx.prepare_cached(
+        "DELETE FROM cluster_routes WHERE addr IN (SELECT id FROM threads WHERE house_id = ?1)",
+    )?
+    .execute(params![house_id])?;
     set_fence(tx, house_id, name, epoch, "owned", from)?;
     Ok(Committed::Now(counts))
 }
@@ -293,19 +332,39 @@ pub fn refuse(
     Ok(false)
 }
 
-/// Whether a round of the house is unanswered or a message for one of its
-/// threads, or its bots' seats there, waits: a house moves only when none.
-pub fn busy(conn: &Connection, house_id: &str) -> Result<bool, StoreError> {
-    Ok(conn
+/// Whether a round of the house is unanswered, or a message for its bots'
+/// seats waits, or one for its threads that is not in `held` (posts made
+/// during the move, held for the house's new node): a house moves only
+/// when none.
+pub fn busy(
+    conn: &Connection,
+    house_id: &str,
+    held: &dyn Fn(&str) -> bool,
+) -> Result<bool, StoreError> {
+    let rounds_or_seats: bool = conn
         .prepare_cached(
             "SELECT EXISTS (SELECT 1 FROM thread_rounds r JOIN threads t ON t.id = r.thread_id
                             WHERE t.house_id = ?1 AND r.answered < r.offered)
                  OR EXISTS (SELECT 1 FROM mailbox m WHERE m.consumed_at IS NULL AND m.to_addr IN (
-                            SELECT id FROM threads WHERE house_id = ?1
-                            UNION SELECT s.conversation_id FROM thread_seats s
+                            SELECT s.conversation_id FROM thread_seats s
                             JOIN threads t ON t.id = s.thread_id WHERE t.house_id = ?1))",
         )?
-        .query_row(params![house_id], |r| r.get(0))?)
+        .query_row(params![house_id], |r| r.get(0))?;
+    if rounds_or_seats {
+        return Ok(true);
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.id FROM mailbox m WHERE m.consumed_at IS NULL AND m.to_addr IN (
+             SELECT id FROM threads WHERE house_id = ?1)",
+    )?;
+    let mut rows = stmt.query(params![house_id])?;
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        if !held(&id) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 #[cfg(test)]

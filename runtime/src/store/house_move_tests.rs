@@ -122,7 +122,11 @@ async fn moved(from: &Store, to: &Store, id: HouseId) -> Counts {
     else {
         panic!("committed before")
     };
-    assert!(from.write(move |tx| finish(tx, &h, epoch)).await.unwrap());
+    assert!(from
+        .write(move |tx| finish(tx, &h, epoch))
+        .await
+        .unwrap()
+        .is_some());
     counts
 }
 
@@ -313,4 +317,102 @@ async fn a_committed_move_answers_a_retry_and_a_refusal_with_committed() {
             .await
             .unwrap();
     assert!(matches!(back, Committed::Now(c) if c.messages == 100));
+}
+
+#[tokio::test]
+async fn posts_queued_during_a_move_go_to_the_new_node_and_its_threads_are_routed_there() {
+    use crate::protocol::house::Post;
+    use crate::protocol::{Address, Envelope, Payload};
+    let s = two();
+    let id = acme(&s.a).await;
+    let h = id.to_string();
+    let epoch =
+        s.a.write(move |tx| begin(tx, &h, "acme", "b"))
+            .await
+            .unwrap();
+    let h = id.to_string();
+    let threads = s.a.read(move |c| thread_ids(c, &h)).await.unwrap();
+    // A post made while the house is fenced: committed here, not applied.
+    let post = Envelope {
+        id: MsgId::new(),
+        from: Address::Service("test".into()),
+        to: Address::Thread(threads[0].parse().unwrap()),
+        body: Payload::Post(Post {
+            author: "ann".into(),
+            author_kind: MemberKind::Human,
+            text: "posted during the move".into(),
+            round: None,
+            depth: 0,
+            via: None,
+            answers_offer: false,
+            failed: None,
+            attachments: Vec::new(),
+        }),
+        sent_at: chrono::Utc::now(),
+    };
+    let held = post.id.to_string();
+    s.a.send(post.clone()).await.unwrap();
+    let h = id.to_string();
+    let busy_unless_held =
+        s.a.read(move |c| Ok((busy(c, &h, &|_| false)?, busy(c, &h, &|m| m == held)?)))
+            .await
+            .unwrap();
+    assert_eq!(
+        busy_unless_held,
+        (true, false),
+        "a held post does not keep the house busy"
+    );
+
+    let seq = stage_all(&s.b, id, epoch, parts(&s.a, id).await).await;
+    let h = id.to_string();
+    s.b.write(move |tx| commit(tx, &h, "acme", epoch, "a", seq))
+        .await
+        .unwrap();
+    let h = id.to_string();
+    let finished =
+        s.a.write(move |tx| finish(tx, &h, epoch))
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(finished.forwarded, 1);
+    assert_eq!(finished.threads.len(), 2);
+    let (outbox, routes, pending) =
+        s.a.read(|c| {
+            Ok((
+                cluster::outbox(c, "b", 10)?,
+                cluster::routes(c)?,
+                mailbox::pending_count(c)?,
+            ))
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        outbox,
+        vec![post],
+        "the post waits for node b in the outbox"
+    );
+    assert_eq!(pending, 0, "and not in a's mailbox");
+    let mut routed: Vec<String> = routes
+        .into_iter()
+        .filter(|(_, node)| node == "b")
+        .map(|(addr, _)| addr)
+        .collect();
+    routed.sort();
+    let mut expected = threads.clone();
+    expected.sort();
+    assert_eq!(routed, expected, "a later send to a thread goes to b");
+
+    // Moved back, a's threads are its own again.
+    let h = id.to_string();
+    let back =
+        s.b.write(move |tx| begin(tx, &h, "acme", "a"))
+            .await
+            .unwrap();
+    let seq = stage_all(&s.a, id, back, parts(&s.b, id).await).await;
+    let h = id.to_string();
+    s.a.write(move |tx| commit(tx, &h, "acme", back, "b", seq))
+        .await
+        .unwrap();
+    let routes = s.a.read(cluster::routes).await.unwrap();
+    assert!(routes.is_empty(), "{routes:?}");
 }

@@ -47,6 +47,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[EVENTS_BY_INSTANCE],
     &[super::cluster::CLUSTER_HOUSES],
     &[super::house_move::HOUSE_MOVES],
+    &[super::cluster::CLUSTER_KINDS],
 ];
 
 /// The schema the migrations make, as one script: every table, index,

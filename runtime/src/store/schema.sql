@@ -437,3 +437,9 @@ CREATE TABLE house_move_parts (
     data     BLOB NOT NULL,
     PRIMARY KEY (house_id, epoch, seq)
 ) WITHOUT ROWID;
+CREATE TABLE cluster_kinds (
+    node       TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (node, kind)
+) WITHOUT ROWID;

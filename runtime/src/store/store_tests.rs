@@ -91,6 +91,7 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "bots",
             "cluster_bots",
             "cluster_houses",
+            "cluster_kinds",
             "cluster_outbox",
             "cluster_peers",
             "cluster_received",
