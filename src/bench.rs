@@ -15,6 +15,7 @@ mod actors;
 mod actors_memory;
 mod browser;
 mod cluster;
+mod cluster_agents;
 mod cluster_move;
 pub mod crash;
 mod env;
@@ -104,6 +105,12 @@ pub enum Workload {
     /// Moving a house of 10,000 messages and 100 files between two nodes
     /// on loopback (`--n` houses, one after the other).
     ClusterMove,
+    /// Three nodes of a cluster on loopback, each with `--n` live agents
+    /// (10,000), and durable round trips between them.
+    ClusterAgents,
+    /// Internal: a node of `cluster-agents`.
+    #[value(hide = true)]
+    ClusterAgentsNode,
     /// Internal: the crash harness's worker.
     #[value(hide = true)]
     CrashWorker,
@@ -222,6 +229,11 @@ async fn in_process(
         Workload::Accounts => accounts::accounts(n.unwrap_or(200)).await,
         Workload::Cluster => cluster::cluster(n.unwrap_or(20_000)).await,
         Workload::ClusterMove => cluster_move::cluster_move(n.unwrap_or(3)).await,
+        Workload::ClusterAgents => cluster_agents::cluster_agents(n.unwrap_or(10_000)).await,
+        Workload::ClusterAgentsNode => {
+            cluster_agents::node(n.unwrap_or(10_000)).await?;
+            Ok(serde_json::Value::Null)
+        }
         Workload::Actors => actors::actors(n.unwrap_or(100_000)).await,
         Workload::ActorsMemory => {
             actors_memory::memory(n.unwrap_or(1_000_000), live.unwrap_or(100_000)).await

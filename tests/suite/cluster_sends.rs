@@ -326,7 +326,7 @@ async fn posts_a_program_sends_while_a_house_moves_land_on_the_new_node_once() {
     );
 
     // On b: every post once, the ones held during the move included.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + super::cluster::WAIT;
     while b.count("SELECT count(*) FROM thread_messages WHERE text LIKE 'program post %'")
         < POSTS as i64
     {
