@@ -260,6 +260,7 @@ fn members(shared: &Shared) -> serde_json::Value {
         "self": true,
         "connected": true,
         "bots": shared.node().map(|n| n.bots().into_iter().map(|b| b.spec.name).collect::<Vec<_>>()).unwrap_or_default(),
+        "kinds": kinds::local(shared),
     })];
     for peer in shared.directory.peers() {
         nodes.push(serde_json::json!({
@@ -268,6 +269,7 @@ fn members(shared: &Shared) -> serde_json::Value {
             "self": false,
             "connected": peer.connected,
             "bots": shared.directory.bots_of(&peer.node),
+            "kinds": shared.directory.kinds_of(&peer.node),
         }));
     }
     serde_json::json!({"cluster": shared.options.cluster, "members": nodes})

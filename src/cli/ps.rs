@@ -79,6 +79,15 @@ async fn members(builder: Builder, json: bool) -> anyhow::Result<ExitCode> {
                 houses.join(", ")
             }
         );
+        let kinds: Vec<&str> = m["kinds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str())
+            .collect();
+        if !kinds.is_empty() {
+            println!("      actor kinds: {}", kinds.join(", "));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

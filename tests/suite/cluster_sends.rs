@@ -204,6 +204,17 @@ async fn a_kind_on_another_node_takes_durable_sends_once_across_its_sigkill() {
         node.node_of(&books.to_address()).as_deref() == Some("b")
     })
     .await;
+    let members = cluster.members();
+    let kinds_of = |node: &str| {
+        members["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["node"] == node)
+            .map(|m| m["kinds"].clone())
+    };
+    assert_eq!(kinds_of("a"), Some(json!(["teller"])), "{members}");
+    assert_eq!(kinds_of("b"), Some(json!(["ledger"])), "{members}");
 
     // Half sent, then node b killed while they are in flight; the other
     // half sent while it is down (committed here, waiting in the outbox).
