@@ -168,6 +168,10 @@ struct Inner {
     /// read-only); only tests wait on it.
     #[cfg_attr(not(test), allow(dead_code))]
     indexed: Option<tokio::sync::watch::Receiver<i64>>,
+    /// The steps of compressing file pieces the writer's idle work has
+    /// committed (`None` read-only); only tests wait on it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    compressed: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -256,7 +260,7 @@ impl Store {
                 Ok(conn)
             }) as reader::Opener
         };
-        let indexed = writer::spawn(
+        let idle = writer::spawn(
             conn,
             checkpointer,
             path.to_path_buf(),
@@ -275,7 +279,8 @@ impl Store {
                 check: Some(check),
                 reads,
                 readers,
-                indexed: Some(indexed),
+                indexed: Some(idle.indexed),
+                compressed: Some(idle.compressed),
             }),
         })
     }
@@ -350,6 +355,7 @@ impl Store {
                 reads,
                 readers,
                 indexed: None,
+                compressed: None,
             }),
         })
     }
@@ -445,6 +451,13 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn idle_indexed(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
         self.inner.indexed.clone()
+    }
+
+    /// The steps of compressing file pieces the writer's idle work has
+    /// committed, changed after each (tests wait on it); `None` read-only.
+    #[cfg(test)]
+    pub(crate) fn idle_compressed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.compressed.clone()
     }
 
     /// [`Store::write`] for code outside an async runtime (it blocks; it

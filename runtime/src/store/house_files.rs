@@ -26,6 +26,7 @@
 //!
 //! Every query names its house: one house never sees another's files.
 
+pub mod compress;
 pub mod content;
 pub mod index;
 pub mod path;
@@ -126,6 +127,13 @@ CREATE INDEX house_files_pending ON house_files (house_id) WHERE state = 'pendin
 DROP TRIGGER house_file_chunks_ai;
 ALTER TABLE file_pieces ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE file_contents ADD COLUMN format INTEGER NOT NULL DEFAULT 0;
+"#;
+
+/// Migration 18: the pieces a write stored raw for the writer to compress
+/// when idle ([`compress`]), found by a partial index that holds only
+/// them.
+pub const PIECES_UNTRIED: &str = r#"
+CREATE INDEX file_pieces_untried ON file_pieces (id) WHERE codec = 2;
 "#;
 
 /// Migration 10: each house's current files' bytes, kept by every write

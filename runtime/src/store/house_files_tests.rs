@@ -474,43 +474,102 @@ async fn the_writer_indexes_what_a_crash_left_pending_when_the_store_opens() {
     );
 }
 
-#[tokio::test]
-async fn contents_are_compressed_and_a_migration_6_content_still_reads() {
+/// The codecs of the stored pieces and the sum of their stored bytes.
+fn stored_pieces(conn: &rusqlite::Connection) -> Result<(Vec<i64>, i64), StoreError> {
+    let codecs = conn
+        .prepare("SELECT DISTINCT codec FROM file_pieces ORDER BY codec")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let bytes = conn.query_row(
+        "SELECT COALESCE(SUM(length(data)), 0) FROM file_pieces",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok((codecs, bytes))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pieces_written_raw_are_compressed_by_the_idle_writer_even_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let path = dir.path().join("troupe.db");
     let text: String = (0..2000)
         .map(|i| format!("line {} says hello\n", i % 50))
         .collect();
-    let bytes = text.clone().into_bytes();
-    let (id, stored) = store
-        .write(move |tx| {
-            let id = content::put(tx, &pieces::Packed::new(&bytes))?;
-            let stored: i64 =
-                tx.query_row("SELECT SUM(length(data)) FROM file_pieces", [], |r| r.get(0))?;
-            // A content as migration 6 wrote it: raw pieces, 8-byte ids.
-            tx.execute(
-                "INSERT INTO file_pieces (hash, refs, data) VALUES (x'00', 1, CAST('old ' AS BLOB)), (x'01', 1, CAST('bytes' AS BLOB))",
-                [],
-            )?;
-            let ids: Vec<u8> = [tx.last_insert_rowid() - 1, tx.last_insert_rowid()]
-                .iter()
-                .flat_map(|i| i.to_le_bytes())
-                .collect();
-            tx.execute(
-                "INSERT INTO file_contents (hash, size, refs, pieces) VALUES (x'02', 9, 1, ?1)",
-                [ids],
-            )?;
-            Ok((id, stored))
-        })
+    let mut noise = vec![0u8; 3000];
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for b in &mut noise {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        *b = (seed >> 24) as u8;
+    }
+    // Written by a process killed before its writer was idle: no writer
+    // here, so the pieces stay as the write stored them, raw.
+    let (text_id, noise_id, raw) = {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        crate::store::migrations::migrate(&mut conn, &path).unwrap();
+        let tx = conn.transaction().unwrap();
+        let text_id = content::put(&tx, &pieces::Packed::new(text.as_bytes())).unwrap();
+        let noise_id = content::put(&tx, &pieces::Packed::new(&noise)).unwrap();
+        // A content as migration 6 wrote it: raw pieces, 8-byte ids.
+        tx.execute(
+            "INSERT INTO file_pieces (hash, refs, data) VALUES (x'00', 1, CAST('old ' AS BLOB)), (x'01', 1, CAST('bytes' AS BLOB))",
+            [],
+        )
+        .unwrap();
+        let ids: Vec<u8> = [tx.last_insert_rowid() - 1, tx.last_insert_rowid()]
+            .iter()
+            .flat_map(|i| i.to_le_bytes())
+            .collect();
+        tx.execute(
+            "INSERT INTO file_contents (hash, size, refs, pieces) VALUES (x'02', 9, 1, ?1)",
+            [ids],
+        )
+        .unwrap();
+        let (codecs, bytes) = stored_pieces(&tx).unwrap();
+        assert_eq!(codecs, vec![pieces::RAW, pieces::UNTRIED]);
+        // Stored whole: the repeated lines' pieces once.
+        assert!((bytes as usize) <= text.len() + noise.len() + 9);
+        tx.commit().unwrap();
+        (text_id, noise_id, bytes as usize)
+    };
+    let options = crate::store::OpenOptions {
+        index_when_idle: std::time::Duration::from_millis(1),
+        ..crate::store::OpenOptions::default()
+    };
+    let store = Store::open_with(&path, options).unwrap();
+    // Readable as they are, before the writer gets to them.
+    let back = store.read(move |c| content::get(c, text_id)).await.unwrap();
+    assert_eq!(back, text.as_bytes());
+    let mut steps = store.idle_compressed().unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            if !store.read(compress::any_untried).await.unwrap() {
+                return;
+            }
+            steps.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("the idle writer compresses every untried piece");
+    let (codecs, bytes) = store.read(stored_pieces).await.unwrap();
+    assert_eq!(
+        codecs,
+        vec![pieces::RAW, pieces::LZ4],
+        "text as LZ4, noise raw for good"
+    );
+    let text_raw = raw - noise.len() - 9;
+    assert!(
+        (bytes as usize) < noise.len() + 9 + text_raw / 2,
+        "{bytes} bytes stored, {raw} raw"
+    );
+    let back = store.read(move |c| content::get(c, text_id)).await.unwrap();
+    assert_eq!(back, text.into_bytes());
+    let back = store
+        .read(move |c| content::get(c, noise_id))
         .await
         .unwrap();
-    assert!(
-        (stored as usize) < text.len() / 2,
-        "{stored} bytes stored for {}",
-        text.len()
-    );
-    let back = store.read(move |c| content::get(c, id)).await.unwrap();
-    assert_eq!(back, text.into_bytes());
+    assert_eq!(back, noise);
     let old = store
         .read(|c| {
             let id: i64 =
@@ -522,6 +581,29 @@ async fn contents_are_compressed_and_a_migration_6_content_still_reads() {
         .await
         .unwrap();
     assert_eq!(old, b"old bytes");
+}
+
+#[tokio::test]
+async fn the_untried_pieces_are_found_by_their_partial_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let plans = store
+        .read(|c| {
+            let plan = |sql: &str| -> Result<String, StoreError> {
+                Ok(c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?
+                    .query_map([], |r| r.get::<_, String>(3))?
+                    .collect::<Result<Vec<_>, _>>()?
+                    .join("; "))
+            };
+            Ok((
+                plan("SELECT EXISTS (SELECT 1 FROM file_pieces WHERE codec = 2)")?,
+                plan("SELECT id, data FROM file_pieces WHERE codec = 2 ORDER BY id LIMIT 64")?,
+            ))
+        })
+        .await
+        .unwrap();
+    assert!(plans.0.contains("file_pieces_untried"), "{}", plans.0);
+    assert!(plans.1.contains("file_pieces_untried"), "{}", plans.1);
 }
 
 /// The usage row and the sum of the house's current file sizes.

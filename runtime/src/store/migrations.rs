@@ -48,6 +48,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::cluster::CLUSTER_HOUSES],
     &[super::house_move::HOUSE_MOVES],
     &[super::cluster::CLUSTER_KINDS],
+    &[super::house_files::PIECES_UNTRIED],
 ];
 
 /// The schema the migrations make, as one script: every table, index,

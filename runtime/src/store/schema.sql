@@ -443,3 +443,4 @@ CREATE TABLE cluster_kinds (
     updated_at TEXT NOT NULL,
     PRIMARY KEY (node, kind)
 ) WITHOUT ROWID;
+CREATE INDEX file_pieces_untried ON file_pieces (id) WHERE codec = 2;

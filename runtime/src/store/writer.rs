@@ -23,7 +23,9 @@
 //! of turns does not wait on them; they run in a batch only when far
 //! behind. House files are indexed for search after the write that made
 //! them, in transactions of their own while no job is queued
-//! ([`super::house_files::index`]). Checkpoints (copying the WAL back into the
+//! ([`super::house_files::index`]); the pieces a write stored raw are
+//! compressed once the writer has been idle for the same wait, a step at a
+//! time while no job comes ([`super::house_files::compress`]). Checkpoints (copying the WAL back into the
 //! database) run on a thread of their own, off the writer's path.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -150,8 +152,9 @@ pub(crate) fn spawn(
     restart: mpsc::WeakSender<Box<dyn Job>>,
     check: Arc<Check>,
     idle: Duration,
-) -> std::io::Result<tokio::sync::watch::Receiver<i64>> {
+) -> std::io::Result<Idle> {
     let (indexed, indexed_rx) = tokio::sync::watch::channel(0);
+    let (compressed, compressed_rx) = tokio::sync::watch::channel(0);
     // Only to wait for a job with a timeout (the idle wait).
     let clock = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -172,10 +175,22 @@ pub(crate) fn spawn(
                 clock,
                 idle,
                 indexed,
+                compressed,
             };
             run(conn, &path, &mut queue, &wake, &check);
         })
-        .map(|_| indexed_rx)
+        .map(|_| Idle {
+            indexed: indexed_rx,
+            compressed: compressed_rx,
+        })
+}
+
+/// What the writer's idle work tells (tests wait on it).
+pub(crate) struct Idle {
+    /// The last message the idle catch-up indexed.
+    pub(crate) indexed: tokio::sync::watch::Receiver<i64>,
+    /// How many steps of compressing pieces it has committed.
+    pub(crate) compressed: tokio::sync::watch::Receiver<u64>,
 }
 
 /// The writer's queue, and how it waits for the next job.
@@ -187,6 +202,8 @@ struct Queue {
     idle: Duration,
     /// Told the last message the idle catch-up indexed.
     indexed: tokio::sync::watch::Sender<i64>,
+    /// Told each step of compressing pieces committed.
+    compressed: tokio::sync::watch::Sender<u64>,
 }
 
 /// What waiting for the next job came to.
@@ -235,16 +252,17 @@ fn run(
     // What a crash left pending is indexed first.
     let mut files_pending = pending_files(&conn, path);
     let mut unindexed = unindexed_messages(&conn, path);
-    // Whether the idle catch-up of messages has begun (it goes on, a step
-    // at a time, while no job comes).
-    let mut indexing = false;
+    let mut untried = untried_pieces(&conn, path);
+    // Whether the idle catch-up of messages, or the compression of pieces,
+    // has begun (each goes on, a step at a time, while no job comes).
+    let (mut indexing, mut compressing) = (false, false);
     loop {
         // Queued jobs go first; background work fills the gaps: house
         // files as soon as the queue is empty, messages once enough wait
-        // and the writer has been idle a while.
-        let wait = if files_pending || indexing {
+        // and pieces to compress once the writer has been idle a while.
+        let wait = if files_pending || indexing || compressing {
             Some(Duration::ZERO)
-        } else if unindexed >= super::conversations::CATCH_UP_ROWS {
+        } else if unindexed >= super::conversations::CATCH_UP_ROWS || untried {
             Some(queue.idle)
         } else {
             None
@@ -254,7 +272,7 @@ fn run(
             Next::Closed => break,
             Next::Idle if check.refusal().is_some() => {
                 files_pending = false;
-                indexing = false;
+                (indexing, compressing, untried) = (false, false, false);
                 unindexed = 0;
                 continue;
             }
@@ -263,14 +281,20 @@ fn run(
                 let _ = wake.try_send(());
                 continue;
             }
-            Next::Idle => {
+            Next::Idle if unindexed >= super::conversations::CATCH_UP_ROWS || indexing => {
                 unindexed = index_messages(&mut conn, path, &queue.indexed);
                 indexing = unindexed > 0;
                 let _ = wake.try_send(());
                 continue;
             }
+            Next::Idle => {
+                untried = untried && compress_pieces(&mut conn, path, &queue.compressed);
+                compressing = untried;
+                let _ = wake.try_send(());
+                continue;
+            }
         };
-        indexing = false;
+        (indexing, compressing) = (false, false);
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match queue.jobs.try_recv() {
@@ -282,6 +306,7 @@ fn run(
             // Found damaged: nothing more is written.
             batch.drain(..).for_each(|job| job.finish(Err(&refusal)));
             files_pending = false;
+            untried = false;
             unindexed = 0;
             continue;
         }
@@ -292,6 +317,7 @@ fn run(
             unindexed = left;
         }
         files_pending = pending_files(&conn, path);
+        untried = untried || untried_pieces(&conn, path);
         if copied_back {
             // Full means a wake-up is already pending.
             let _ = wake.try_send(());
@@ -352,6 +378,41 @@ fn index_messages(
             tracing::warn!(path = %path.display(), error = %e, "store could not index messages");
             0
         })
+}
+
+/// Whether pieces wait to be compressed (a failure to tell is logged and
+/// taken as no: they wait for the next batch or start).
+fn untried_pieces(conn: &Connection, path: &std::path::Path) -> bool {
+    super::house_files::compress::any_untried(conn).unwrap_or_else(|e| {
+        tracing::warn!(path = %path.display(), error = %e, "store could not look for pieces to compress");
+        false
+    })
+}
+
+/// One step of compressing pieces, in a transaction of its own (see
+/// [`super::house_files::compress`]); whether more wait.
+fn compress_pieces(
+    conn: &mut Connection,
+    path: &std::path::Path,
+    compressed: &tokio::sync::watch::Sender<u64>,
+) -> bool {
+    let stepped = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(StoreError::from)
+        .and_then(|tx| {
+            let more = super::house_files::compress::compress_some(
+                &tx,
+                super::house_files::compress::PIECES_PER_STEP,
+            )?;
+            tx.commit()?;
+            Ok(more)
+        });
+    compressed.send_modify(|steps| *steps += 1);
+    stepped.unwrap_or_else(|e| {
+        // Left untried: the next batch or start tries again.
+        tracing::warn!(path = %path.display(), error = %e, "store could not compress file pieces");
+        false
+    })
 }
 
 /// Whether house files wait to be indexed (a failure to tell is logged

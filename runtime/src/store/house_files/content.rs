@@ -7,7 +7,8 @@
 //! share one row), its size and its pieces' ids, each written as the
 //! varint of its difference from the one before (format 1: a new file's
 //! pieces are consecutive rows, one byte each). A piece row holds its
-//! hash, its codec (raw or LZ4) and its bytes. Rows of migration 6 keep
+//! hash, its codec (raw, LZ4, or raw until the writer's idle work
+//! compresses it: [`super::compress`]) and its bytes. Rows of migration 6 keep
 //! codec 0 (raw) and format 0 (8-byte ids) and read as they were; their
 //! contents were keyed by the SHA-256 of their bytes, so an identical file
 //! written again is stored again, once. Pieces and contents are counted
@@ -16,7 +17,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
-use super::pieces::{Packed, LZ4, RAW};
+use super::pieces::{Packed, LZ4, RAW, UNTRIED};
 use crate::store::StoreError;
 
 /// A piece list of 8-byte little-endian ids (migration 6).
@@ -127,7 +128,7 @@ pub fn get(conn: &Connection, id: i64) -> Result<Vec<u8>, StoreError> {
         let codec: i64 = row.get(0)?;
         let data = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
         match codec {
-            RAW => out.extend_from_slice(data),
+            RAW | UNTRIED => out.extend_from_slice(data),
             LZ4 => {
                 out.extend_from_slice(&lz4_flex::decompress_size_prepended(data).map_err(|e| {
                     StoreError::Codec {

@@ -22,15 +22,19 @@
 //! 512 KiB or more. A file that crosses a grain's bound is cut anew, and
 //! shares no piece with its versions on the other side once.
 //!
-//! Each piece is keyed by its SHA-256 and kept LZ4-compressed when that saves a tenth or more (LZ4
-//! because it compresses a mebibyte in a few milliseconds and reads back
-//! faster still, where deflate took tens). A content's own key is the
-//! SHA-256 of its size and its pieces' hashes, so its bytes are hashed
-//! once. The cuts, keys and codecs are stored: they may not change.
+//! Each piece is keyed by its SHA-256. A content's own key is the SHA-256
+//! of its size and its pieces' hashes, so its bytes are hashed once. The
+//! cuts and keys are stored: they may not change.
+//!
+//! A piece is stored as it is ([`UNTRIED`]) by the write that brings it,
+//! and compressed afterwards by the store's writer while it is idle
+//! ([`super::compress`]): LZ4 cost 3 ms a mebibyte, most of a 1 MiB
+//! write's time to committed, and nothing about the write's durability
+//! needs it. [`compress`] is that step's rule: LZ4 when it saves a tenth or
+//! more (LZ4 because it compresses a mebibyte in a few milliseconds and
+//! reads back faster still, where deflate took tens), else raw for good.
 
-use std::ops::Range;
-
-use lz4_flex::block::{compress_into_with_table, get_maximum_output_size, CompressTable};
+use lz4_flex::block::{compress_into, get_maximum_output_size};
 use sha2::{Digest, Sha256};
 
 /// How finely a content is cut: the least piece (but the last), the
@@ -89,6 +93,23 @@ const WINDOW: usize = 64;
 pub const RAW: i64 = 0;
 /// How a piece's bytes are stored: LZ4 block, its size first.
 pub const LZ4: i64 = 1;
+/// How a piece's bytes are stored: as they are, not yet offered to LZ4
+/// (the writer's idle work makes it [`LZ4`] or [`RAW`]).
+pub const UNTRIED: i64 = 2;
+
+/// A piece's bytes as stored for good: LZ4 (its size first) when that
+/// saves a tenth or more, else `None` (kept raw).
+pub fn compress(piece: &[u8]) -> Option<Vec<u8>> {
+    let mut out = vec![0u8; 4 + get_maximum_output_size(piece.len())];
+    out[..4].copy_from_slice(&(piece.len() as u32).to_le_bytes());
+    match compress_into(piece, &mut out[4..]) {
+        Ok(n) if 4 + n < piece.len() - piece.len() / 10 => {
+            out.truncate(4 + n);
+            Some(out)
+        }
+        _ => None,
+    }
+}
 
 /// A content of at least this many bytes per worker is packed by several
 /// threads (handing a part to another thread costs tens of microseconds).
@@ -157,54 +178,44 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// One piece of a [`Packed`] content.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Piece {
-    /// The SHA-256 of its bytes.
-    hash: [u8; 32],
-    /// [`RAW`] or [`LZ4`].
-    codec: i64,
-    /// Its stored bytes, in its part's `data`.
-    stored: Range<usize>,
-}
-
-/// Consecutive pieces packed by one thread, their stored bytes end to end.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Part {
-    data: Vec<u8>,
-    pieces: Vec<Piece>,
-}
-
-/// A content ready to store: its size, its key, and its pieces hashed and
-/// compressed, in order.
+/// A content ready to store: its bytes, its key, and where its pieces
+/// end with each one's hash, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packed {
-    size: usize,
+    bytes: Vec<u8>,
     hash: [u8; 32],
-    parts: Vec<Part>,
+    ends: Vec<usize>,
+    hashes: Vec<[u8; 32]>,
 }
 
 impl Packed {
-    /// Cuts, hashes and compresses `bytes`. Blocking (a few milliseconds a
-    /// mebibyte): from async code, run it off the async threads.
+    /// Cuts and hashes `bytes` (a copy of them). Blocking (about a
+    /// millisecond a mebibyte): from async code, run it off the async
+    /// threads.
     pub fn new(bytes: &[u8]) -> Self {
-        let ends = cuts(bytes, Grain::of(bytes.len()));
-        let parts = pack_parts(bytes, &ends, workers(bytes.len()));
+        Self::from_vec(bytes.to_vec())
+    }
+
+    /// [`Packed::new`] keeping `bytes` themselves.
+    pub fn from_vec(bytes: Vec<u8>) -> Self {
+        let ends = cuts(&bytes, Grain::of(bytes.len()));
+        let hashes = hash_pieces(&bytes, &ends, workers(bytes.len()));
         let mut key = Sha256::new();
         key.update((bytes.len() as u64).to_le_bytes());
-        for piece in parts.iter().flat_map(|p| &p.pieces) {
-            key.update(piece.hash);
+        for hash in &hashes {
+            key.update(hash);
         }
         Self {
-            size: bytes.len(),
+            bytes,
             hash: key.finalize().into(),
-            parts,
+            ends,
+            hashes,
         }
     }
 
     /// The content's size, in bytes.
     pub fn size(&self) -> usize {
-        self.size
+        self.bytes.len()
     }
 
     /// The content's key: the SHA-256 of its size and its pieces' hashes
@@ -215,21 +226,22 @@ impl Packed {
 
     /// How many pieces it has.
     pub fn len(&self) -> usize {
-        self.parts.iter().map(|p| p.pieces.len()).sum()
+        self.ends.len()
     }
 
     /// Whether it has no piece (an empty content).
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.ends.is_empty()
     }
 
-    /// Each piece in order: its hash, its codec and its stored bytes.
+    /// Each piece in order: its hash, its codec ([`UNTRIED`]) and its
+    /// stored bytes.
     pub fn pieces(&self) -> impl Iterator<Item = (&[u8; 32], i64, &[u8])> {
-        self.parts.iter().flat_map(|part| {
-            part.pieces
-                .iter()
-                .map(move |p| (&p.hash, p.codec, &part.data[p.stored.clone()]))
-        })
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        self.hashes
+            .iter()
+            .zip(starts.zip(self.ends.iter().copied()))
+            .map(|(hash, (start, end))| (hash, UNTRIED, &self.bytes[start..end]))
     }
 }
 
@@ -263,65 +275,56 @@ fn packers() -> Option<&'static rayon::ThreadPool> {
     .as_ref()
 }
 
-/// The pieces ending at `ends`, packed in parts: one per worker, each of
-/// about the same number of bytes.
-fn pack_parts(bytes: &[u8], ends: &[usize], workers: usize) -> Vec<Part> {
+/// The SHA-256 of each piece of `bytes` ending at `ends`, the pieces
+/// split in `workers` groups of about the same number of bytes: the
+/// calling thread hashes the first group itself while pool threads hash
+/// the others.
+fn hash_pieces(bytes: &[u8], ends: &[usize], workers: usize) -> Vec<[u8; 32]> {
+    let mut hashes = vec![[0u8; 32]; ends.len()];
     let pool = match packers() {
         Some(pool) if workers > 1 => pool,
-        _ => return vec![pack(bytes, 0, ends)],
+        _ => {
+            hash_group(bytes, 0, ends, &mut hashes);
+            return hashes;
+        }
     };
     // Split the pieces where the bytes cross each worker's share.
-    let mut groups: Vec<(usize, &[usize])> = Vec::with_capacity(workers);
+    let mut groups = Vec::with_capacity(workers);
     let (mut from, mut first) = (0usize, 0usize);
-    for w in 1..workers {
-        let share = bytes.len() * w / workers;
-        let last = ends.partition_point(|&e| e <= share).max(first);
-        groups.push((from, &ends[first..last]));
+    let mut rest = &mut hashes[..];
+    for w in 1..=workers {
+        let last = if w == workers {
+            ends.len()
+        } else {
+            let share = bytes.len() * w / workers;
+            ends.partition_point(|&e| e <= share).max(first)
+        };
+        let (out, tail) = rest.split_at_mut(last - first);
+        rest = tail;
+        groups.push((from, &ends[first..last], out));
         from = last.checked_sub(1).map_or(from, |l| ends[l]);
         first = last;
     }
-    groups.push((from, &ends[first..]));
-    use rayon::prelude::*;
-    pool.install(|| {
-        groups
-            .par_iter()
-            .map(|&(start, ends)| pack(bytes, start, ends))
-            .collect()
-    })
+    let mut groups = groups.into_iter();
+    pool.in_place_scope(|scope| {
+        let mine = groups.next();
+        for (start, ends, out) in groups {
+            scope.spawn(move |_| hash_group(bytes, start, ends, out));
+        }
+        if let Some((start, ends, out)) = mine {
+            hash_group(bytes, start, ends, out);
+        }
+    });
+    hashes
 }
 
-/// The pieces of `bytes` from `start` to each of `ends`, hashed and
-/// compressed (kept raw when LZ4 saves less than a tenth).
-fn pack(bytes: &[u8], mut start: usize, ends: &[usize]) -> Part {
-    let total = ends.last().map_or(0, |&e| e - start);
-    let mut data = Vec::with_capacity(total + total / 8 + 64);
-    let mut pieces = Vec::with_capacity(ends.len());
-    // Every piece is under 64 KiB (see `Grain`): the small table, reused.
-    let mut table = CompressTable::small();
-    for &end in ends {
-        let piece = &bytes[start..end];
+/// The SHA-256 of the pieces of `bytes` from `start` to each of `ends`,
+/// into `out`.
+fn hash_group(bytes: &[u8], mut start: usize, ends: &[usize], out: &mut [[u8; 32]]) {
+    for (&end, slot) in ends.iter().zip(out) {
+        *slot = sha256(&bytes[start..end]);
         start = end;
-        let at = data.len();
-        data.resize(at + 4 + get_maximum_output_size(piece.len()), 0);
-        data[at..at + 4].copy_from_slice(&(piece.len() as u32).to_le_bytes());
-        let codec = match compress_into_with_table(piece, &mut data[at + 4..], &mut table) {
-            Ok(n) if 4 + n < piece.len() - piece.len() / 10 => {
-                data.truncate(at + 4 + n);
-                LZ4
-            }
-            _ => {
-                data.truncate(at);
-                data.extend_from_slice(piece);
-                RAW
-            }
-        };
-        pieces.push(Piece {
-            hash: sha256(piece),
-            codec,
-            stored: at..data.len(),
-        });
     }
-    Part { data, pieces }
 }
 
 #[cfg(test)]
@@ -405,41 +408,37 @@ mod tests {
     }
 
     #[test]
-    fn a_content_packed_by_several_threads_is_the_one_packed_by_one() {
+    fn a_content_hashed_by_several_threads_is_the_one_hashed_by_one() {
         let text: String = (0..120_000)
             .map(|i| format!("w{} ", i * 7919 % 5000))
             .collect();
         let mut bytes = text.into_bytes();
         bytes.extend(noise(200_000, 42));
         let ends = cuts(&bytes, Grain::of(bytes.len()));
-        let packed = |workers| Packed {
-            size: bytes.len(),
-            hash: [0; 32],
-            parts: pack_parts(&bytes, &ends, workers),
-        };
-        let (alone, packed) = (packed(1), packed(3));
-        assert_eq!(packed.parts.len(), 3);
-        let flat = |p: &Packed| -> Vec<([u8; 32], i64, Vec<u8>)> {
-            p.pieces().map(|(h, c, d)| (*h, c, d.to_vec())).collect()
-        };
-        assert_eq!(flat(&packed), flat(&alone));
+        let alone = hash_pieces(&bytes, &ends, 1);
+        assert_eq!(hash_pieces(&bytes, &ends, 3), alone);
+        assert_eq!(hash_pieces(&bytes, &ends, 4), alone);
+        let packed = Packed::new(&bytes);
         assert_eq!(packed.len(), ends.len());
-        assert_eq!(Packed::new(&bytes).pieces().count(), ends.len());
-        let codecs: Vec<i64> = packed.pieces().map(|(_, c, _)| c).collect();
-        assert!(
-            codecs.contains(&LZ4) && codecs.contains(&RAW),
-            "text compresses, noise does not"
-        );
         let mut back = Vec::new();
         for (hash, codec, data) in packed.pieces() {
-            let piece = if codec == LZ4 {
-                lz4_flex::decompress_size_prepended(data).unwrap()
-            } else {
-                data.to_vec()
-            };
-            assert_eq!(sha256(&piece), *hash);
-            back.extend(piece);
+            assert_eq!(codec, UNTRIED);
+            assert_eq!(sha256(data), *hash);
+            back.extend_from_slice(data);
         }
         assert_eq!(back, bytes);
+    }
+
+    #[test]
+    fn text_compresses_and_noise_stays_raw() {
+        let text: String = (0..2_000).map(|i| format!("w{} ", i % 50)).collect();
+        let stored = compress(text.as_bytes()).unwrap();
+        assert!(stored.len() < text.len() / 2);
+        assert_eq!(
+            lz4_flex::decompress_size_prepended(&stored).unwrap(),
+            text.as_bytes()
+        );
+        assert_eq!(compress(&noise(8_000, 9)), None);
+        assert_eq!(compress(&[]), None);
     }
 }

@@ -2,8 +2,8 @@
 //! the house's files, whole or not at all.
 //!
 //! A write is in two steps. First its files are packed ([`pack`]), on
-//! the caller's thread: each content cut into pieces, hashed and
-//! compressed ([`super::pieces`]), and each text checked to be UTF-8 —
+//! the caller's thread: each content cut into pieces and hashed
+//! ([`super::pieces`]; compressed later, by the writer's idle work), and each text checked to be UTF-8 —
 //! the work that does not need the database. Then the writer's job
 //! ([`write()`]) does only what makes the version durable and readable: the
 //! contents ([`content::put`]), a revision row per file, the current-file
@@ -23,7 +23,7 @@ use crate::store::{Store, StoreError};
 /// thread; larger ones on a blocking thread.
 const PACK_INLINE_BYTES: usize = 64 * 1024;
 
-/// A file of a write, packed: its bytes cut, hashed and compressed, its
+/// A file of a write, packed: its bytes cut and hashed, its
 /// kind and search state decided ([`pack`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackedFile {
@@ -37,7 +37,7 @@ pub struct PackedFile {
 }
 
 impl PackedFile {
-    /// Packs one file. Blocking: a few milliseconds a mebibyte.
+    /// Packs one file. Blocking: about a millisecond a mebibyte.
     pub fn new(file: NewFile) -> Self {
         let (kind, state, text) = match &file.indexing {
             Indexing::Text if text_of(&file.bytes).is_some() => ("text", FileState::Pending, None),
@@ -51,7 +51,7 @@ impl PackedFile {
         };
         Self {
             size: file.bytes.len() as u64,
-            content: Packed::new(&file.bytes),
+            content: Packed::from_vec(file.bytes),
             path: file.path,
             kind,
             state,
