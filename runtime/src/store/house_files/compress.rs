@@ -19,10 +19,13 @@ use rusqlite::{params, Connection, Transaction};
 use super::pieces::{compress, LZ4, RAW, UNTRIED};
 use crate::store::{Store, StoreError};
 
-/// The most pieces compressed in one step of the writer's idle work:
-/// about 256 KiB of a large file (under a millisecond of LZ4), so a job
-/// that comes meanwhile waits little.
+/// The most pieces compressed in one step of the writer's idle work.
 pub(crate) const PIECES_PER_STEP: usize = 64;
+
+/// A step ends once it has compressed this many bytes (under a millisecond
+/// of LZ4), so a job that comes meanwhile waits little whatever the
+/// pieces' grain.
+const BYTES_PER_STEP: usize = 256 * 1024;
 
 // The statements name codec 2 ([`UNTRIED`]) as a literal: SQLite uses the
 // partial index `file_pieces_untried` only for a term it can match to its
@@ -46,11 +49,16 @@ pub(crate) fn compress_some(tx: &Transaction<'_>, max: usize) -> Result<bool, St
     let mut set_codec = tx.prepare_cached("UPDATE file_pieces SET codec = ?2 WHERE id = ?1")?;
     let mut set_data =
         tx.prepare_cached("UPDATE file_pieces SET codec = ?2, data = ?3 WHERE id = ?1")?;
+    let mut bytes = 0;
     for (id, data) in &untried {
         match compress(data) {
             Some(stored) => set_data.execute(params![id, LZ4, stored])?,
             None => set_codec.execute(params![id, RAW])?,
         };
+        bytes += data.len();
+        if bytes >= BYTES_PER_STEP {
+            return any_untried(tx);
+        }
     }
     if untried.len() < max {
         return Ok(false);
