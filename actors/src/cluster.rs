@@ -107,6 +107,14 @@ impl Shared {
         self.node.upgrade()
     }
 
+    /// The peers connected now, with their inboxes.
+    pub(crate) fn connected(&self) -> Vec<(String, ActorRef<inbox::InboxMsg>)> {
+        self.inboxes
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect()
+    }
+
     /// The gateway to `peer`, started under the cluster's supervisor if
     /// there is none yet (a gateway that failed is restarted by it; what it
     /// was sending is still in the outbox).

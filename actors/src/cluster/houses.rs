@@ -191,12 +191,7 @@ pub(crate) fn announce(shared: &Arc<Shared>) {
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
         if let Ok(now) = local(&shared).await {
-            let peers: Vec<(String, ActorRef<InboxMsg>)> = shared
-                .inboxes
-                .iter()
-                .map(|e| (e.key().clone(), e.value().clone()))
-                .collect();
-            for (peer, inbox) in peers {
+            for (peer, inbox) in shared.connected() {
                 if shared.houses.told.lock().get(&peer) == Some(&now) {
                     continue;
                 }

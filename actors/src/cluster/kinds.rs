@@ -11,13 +11,12 @@
 
 use std::sync::Arc;
 
-use ractor::ActorRef;
 use troupe_runtime::protocol::wire::{self, kind, Ack, Kinds};
 use troupe_runtime::protocol::Address;
 use troupe_runtime::store::mailbox;
 
 use super::houses::call;
-use super::inbox::{refuse, InboxMsg};
+use super::inbox::refuse;
 use super::Shared;
 
 /// The kinds this node's program registered, by name.
@@ -39,12 +38,7 @@ pub(crate) fn announce(shared: &Arc<Shared>) {
             node: shared.options.node.clone(),
             kinds: local(&shared),
         };
-        let peers: Vec<(String, ActorRef<InboxMsg>)> = shared
-            .inboxes
-            .iter()
-            .map(|e| (e.key().clone(), e.value().clone()))
-            .collect();
-        for (peer, inbox) in peers {
+        for (peer, inbox) in shared.connected() {
             if let Err(e) = call::<_, Ack>(&inbox, kind::KINDS, &body, kind::ACK).await {
                 tracing::debug!(%peer, error = %e, "a peer was not told our actor kinds");
             }
