@@ -6,7 +6,6 @@
 //! request; deferred ones wait in the conversation's [`DeferredCatalog`]
 //! until `tool_search` loads them.
 
-use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
@@ -228,9 +227,44 @@ impl std::hash::Hasher for Fingerprint {
     }
 }
 
+/// A spec on offer: the tool's own, borrowed, or one made for this
+/// conversation. Two words, where a `Cow<ToolSpec>` moved the whole spec
+/// at each step of a selection.
+enum Spec<'a> {
+    Borrowed(&'a ToolSpec),
+    Owned(Box<ToolSpec>),
+}
+
+impl<'a> Spec<'a> {
+    fn new(spec: std::borrow::Cow<'a, ToolSpec>) -> Self {
+        match spec {
+            std::borrow::Cow::Borrowed(spec) => Self::Borrowed(spec),
+            std::borrow::Cow::Owned(spec) => Self::Owned(Box::new(spec)),
+        }
+    }
+
+    fn into_owned(self) -> ToolSpec {
+        match self {
+            Self::Borrowed(spec) => spec.clone(),
+            Self::Owned(spec) => *spec,
+        }
+    }
+}
+
+impl std::ops::Deref for Spec<'_> {
+    type Target = ToolSpec;
+
+    fn deref(&self) -> &ToolSpec {
+        match self {
+            Self::Borrowed(spec) => spec,
+            Self::Owned(spec) => spec,
+        }
+    }
+}
+
 /// What a deferred catalog is made of, the specs borrowed where they can be.
 struct CatalogParts<'a> {
-    specs: Vec<Cow<'a, ToolSpec>>,
+    specs: Vec<Spec<'a>>,
     pending: Vec<String>,
     allow: &'a [String],
     deny: &'a [String],
@@ -264,7 +298,7 @@ impl CatalogParts<'_> {
 
     fn build(self) -> DeferredCatalog {
         DeferredCatalog {
-            specs: self.specs.into_iter().map(Cow::into_owned).collect(),
+            specs: self.specs.into_iter().map(Spec::into_owned).collect(),
             pending: self.pending,
             allow: self.allow.to_vec(),
             deny: self.deny.to_vec(),
@@ -274,7 +308,7 @@ impl CatalogParts<'_> {
 
 /// The specs a conversation is offered, before the toolset is built.
 struct Selection<'a> {
-    specs: Vec<Cow<'a, ToolSpec>>,
+    specs: Vec<Spec<'a>>,
     deferred: Arc<DeferredCatalog>,
 }
 
@@ -295,7 +329,7 @@ impl Selection<'_> {
     }
 
     fn build(self) -> Toolset {
-        let specs: Vec<ToolSpec> = self.specs.into_iter().map(Cow::into_owned).collect();
+        let specs: Vec<ToolSpec> = self.specs.into_iter().map(Spec::into_owned).collect();
         let names = Arc::new(specs.iter().map(|s| s.name.clone()).collect());
         let definitions = Arc::new(specs.iter().map(ToolSpec::definition).collect());
         Toolset {
@@ -351,14 +385,14 @@ fn select<'a>(
                 .is_none_or(|p| p.contains(&spec.name) || spec.name == TOOL_SEARCH)
     };
     let mut deferred = Vec::new();
-    let mut chosen: Vec<Option<Cow<'a, ToolSpec>>> = Vec::with_capacity(tools.len());
+    let mut chosen: Vec<Option<Spec<'a>>> = Vec::with_capacity(tools.len());
     for tool in tools {
         let base = tool.spec();
         if base.name == TOOL_SEARCH || !offered(base) {
             chosen.push(None);
             continue;
         }
-        let Some(spec) = tool.offered(ctx) else {
+        let Some(spec) = tool.offered(ctx).map(Spec::new) else {
             chosen.push(None);
             continue;
         };
@@ -367,7 +401,11 @@ fn select<'a>(
             Exposure::Deferred => {
                 let is_loaded = loaded.contains(&spec.name);
                 if is_loaded {
-                    deferred.push(spec.clone());
+                    let copy = match &spec {
+                        Spec::Borrowed(spec) => Spec::Borrowed(spec),
+                        Spec::Owned(spec) => Spec::Owned(spec.clone()),
+                    };
+                    deferred.push(copy);
                     chosen.push(Some(spec));
                 } else {
                     deferred.push(spec);
@@ -396,7 +434,7 @@ fn select<'a>(
     for (tool, spec) in tools.iter().zip(chosen) {
         if tool.spec().name == TOOL_SEARCH {
             if offered(tool.spec()) {
-                specs.extend(tool.offered(ctx));
+                specs.extend(tool.offered(ctx).map(Spec::new));
             }
         } else if let Some(spec) = spec {
             specs.push(spec);

@@ -115,7 +115,13 @@ pub const TABLE: &[Row] = &[
 
 /// The table's row for `tool`, if it has one.
 pub fn row_of(tool: &str) -> Option<&'static Row> {
-    TABLE.iter().find(|r| r.tool == tool)
+    // Asked for every tool of every new conversation: one hash of the name
+    // (Fx: a few instructions for a short name), not a walk of the rows.
+    static ROWS: std::sync::OnceLock<rustc_hash::FxHashMap<&'static str, &'static Row>> =
+        std::sync::OnceLock::new();
+    ROWS.get_or_init(|| TABLE.iter().map(|r| (r.tool, r)).collect())
+        .get(tool)
+        .copied()
 }
 
 /// The offer of `tool` to `kind`.
@@ -163,6 +169,31 @@ fn glob_match(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_row_is_found_by_its_name_and_names_are_unique() {
+        let mut names: Vec<&str> = TABLE.iter().map(|r| r.tool).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TABLE.len(), "a tool has two rows");
+        for row in TABLE {
+            let found = row_of(row.tool).expect(row.tool);
+            assert_eq!(found.tool, row.tool);
+            assert_eq!(
+                ActorKind::ALL.map(|kind| offer(found.tool, kind)),
+                ActorKind::ALL.map(|kind| match kind {
+                    ActorKind::Conversation => row.conversation,
+                    ActorKind::Bot => row.bot,
+                    ActorKind::RoutineRun => row.routine_run,
+                    ActorKind::Subagent => row.subagent,
+                }),
+                "{}",
+                row.tool
+            );
+        }
+        assert!(row_of("no_such_tool").is_none());
+        assert!(row_of("").is_none());
+    }
 
     #[test]
     fn subagents_and_routine_runs_are_withheld_what_the_table_says() {

@@ -120,8 +120,18 @@ impl<T: IntoToolResult> IntoToolResult for Result<T, ToolResult> {
     }
 }
 
-/// Decides the spec a conversation is offered, from the tool's own.
-type Offer = Arc<dyn Fn(&ToolContext, &ToolSpec) -> Option<ToolSpec> + Send + Sync>;
+/// Makes the spec a conversation is offered from the tool's own.
+type OfferAs = dyn Fn(&ToolContext, &ToolSpec) -> Option<ToolSpec> + Send + Sync;
+
+/// Which conversations are offered the tool, and as what.
+#[derive(Clone)]
+enum Offer {
+    /// The tool's own spec, to the conversations this accepts: offered
+    /// borrowed, never copied.
+    When(Arc<dyn Fn(&ToolContext) -> bool + Send + Sync>),
+    /// The spec this makes from the tool's own (or nothing).
+    As(Arc<OfferAs>),
+}
 
 /// What a carried tool holds through a compaction: the plan's open items,
 /// the skills in use. Given to [`FnTool::carrying`], which also marks the
@@ -249,8 +259,9 @@ impl<H: Handler> FnTool<H> {
 
     /// Offers it only to the conversations `when` accepts (by default,
     /// every conversation the tool table gives it to).
-    pub fn offered(self, when: impl Fn(&ToolContext) -> bool + Send + Sync + 'static) -> Self {
-        self.offered_as(move |ctx, spec| when(ctx).then(|| spec.clone()))
+    pub fn offered(mut self, when: impl Fn(&ToolContext) -> bool + Send + Sync + 'static) -> Self {
+        self.offer = Some(Offer::When(Arc::new(when)));
+        self
     }
 
     /// Offers the conversation of a context the spec `offer` makes from
@@ -261,7 +272,7 @@ impl<H: Handler> FnTool<H> {
         mut self,
         offer: impl Fn(&ToolContext, &ToolSpec) -> Option<ToolSpec> + Send + Sync + 'static,
     ) -> Self {
-        self.offer = Some(Arc::new(offer));
+        self.offer = Some(Offer::As(Arc::new(offer)));
         self
     }
 
@@ -362,14 +373,20 @@ impl<H: Handler> Tool for FnTool<H> {
     }
 
     fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
-        match &self.offer {
-            Some(offer) => offer(ctx, &self.spec),
-            None => Some(self.spec.clone()),
-        }
+        self.offered(ctx).map(std::borrow::Cow::into_owned)
     }
 
     fn offer_varies(&self) -> bool {
         self.offer.is_some()
+    }
+
+    fn offered(&self, ctx: &ToolContext) -> Option<std::borrow::Cow<'_, ToolSpec>> {
+        use std::borrow::Cow;
+        match &self.offer {
+            None => Some(Cow::Borrowed(&self.spec)),
+            Some(Offer::When(when)) => when(ctx).then_some(Cow::Borrowed(&self.spec)),
+            Some(Offer::As(offer)) => offer(ctx, &self.spec).map(Cow::Owned),
+        }
     }
 
     fn carried(&self, ctx: &ToolContext) -> Option<String> {

@@ -53,10 +53,14 @@ impl<A: Tool, B: Tool> Tool for Scoped<A, B> {
     }
 
     fn available(&self, ctx: &ToolContext) -> Option<ToolSpec> {
+        self.offered(ctx).map(std::borrow::Cow::into_owned)
+    }
+
+    fn offered(&self, ctx: &ToolContext) -> Option<std::borrow::Cow<'_, ToolSpec>> {
         if (self.scope)(ctx) {
-            self.other.available(ctx)
+            self.other.offered(ctx)
         } else {
-            self.usual.available(ctx)
+            self.usual.offered(ctx)
         }
     }
 
