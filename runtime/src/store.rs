@@ -77,6 +77,8 @@ mod reader;
 pub mod search;
 pub mod tokens;
 pub mod usage;
+#[allow(unsafe_code)]
+mod wal_writes;
 mod writer;
 
 use std::io::Read;
@@ -548,6 +550,7 @@ fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connectio
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
     page_cache::install();
+    wal_writes::install();
     let conn = Connection::open_with_flags(path, flags).map_err(at)?;
     conn.busy_timeout(options.busy_timeout).map_err(at)?;
     conn.set_prepared_statement_cache_capacity(64);
@@ -621,6 +624,7 @@ fn connect_read_only(path: &Path, options: &OpenOptions) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
     page_cache::install();
+    wal_writes::install();
     let conn = Connection::open_with_flags(path, flags).map_err(at)?;
     conn.busy_timeout(options.busy_timeout).map_err(at)?;
     conn.set_prepared_statement_cache_capacity(64);

@@ -124,6 +124,7 @@ pub fn diagnose(path: &Path) -> Result<Diagnosis> {
     // Read-write without create: the FTS5 check is an INSERT, and only a
     // file that exists is checked.
     super::page_cache::install();
+    super::wal_writes::install();
     let mut conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -201,6 +202,7 @@ fn open_read_only(path: &Path) -> Result<Connection> {
         });
     }
     super::page_cache::install();
+    super::wal_writes::install();
     Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
