@@ -16,7 +16,8 @@
 //!   the database's size after the commit): at that write, whose result is
 //!   the gathered write's, so a failure fails the commit as it did before;
 //! - before any other call on the file (a read, a sync, a truncation, its
-//!   size, a lock), before a write elsewhere in it, and past 4 MiB.
+//!   size, a lock), before a write elsewhere in it, and when the next write
+//!   would take them past 124 KiB (the most SQLite's layer writes at once).
 //!
 //! So nothing SQLite or another connection reads is ever held back: a
 //! commit's frames are in the file before its commit writes the log's
@@ -33,15 +34,11 @@ use rusqlite::ffi;
 /// pages after the commit it ends (0 when it ends none), salts, checksums.
 const FRAME_HEADER: c_int = 24;
 
-/// Past this many gathered bytes they are written out at once.
-const MAX_GATHERED: usize = 4 << 20;
-
 /// The most one write to SQLite's file may carry: its `unix` layer takes
 /// the length modulo 128 KiB (it never writes more than a page itself).
+/// Gathered bytes go out when the next would pass it, so the buffer
+/// (kept between commits, one per log file written) never grows further.
 const MAX_WRITE: usize = 128 * 1024 - 4096;
-
-/// The gathered buffer kept between commits: larger ones are given back.
-const KEPT_CAPACITY: usize = 1 << 20;
 
 #[cfg(test)]
 thread_local! {
@@ -136,19 +133,11 @@ impl LogFile {
 
     /// Writes what is gathered; SQLite's result code.
     fn flush(&mut self) -> c_int {
-        let mut rc = ffi::SQLITE_OK;
-        let mut at = self.start;
-        for chunk in self.gathered.chunks(MAX_WRITE) {
-            rc = self.write_through(chunk, at);
-            if rc != ffi::SQLITE_OK {
-                break;
-            }
-            at += chunk.len() as i64;
+        if self.gathered.is_empty() {
+            return ffi::SQLITE_OK;
         }
+        let rc = self.write_through(&self.gathered, self.start);
         self.gathered.clear();
-        if self.gathered.capacity() > KEPT_CAPACITY {
-            self.gathered.shrink_to(KEPT_CAPACITY);
-        }
         rc
     }
 
@@ -172,7 +161,8 @@ impl LogFile {
         // The first write after opening appends (a frame is rewritten only
         // by a transaction that appended before); one at 0 starts a new log.
         let appends = offset == 0 || self.next.is_none_or(|next| next == offset);
-        if !appends || offset == 0 || self.gathered.len() >= MAX_GATHERED {
+        let full = self.gathered.len() + bytes.len() > MAX_WRITE;
+        if !appends || offset == 0 || full {
             let rc = self.flush();
             if rc != ffi::SQLITE_OK {
                 return rc;
@@ -183,8 +173,14 @@ impl LogFile {
             // checksums): as SQLite wrote it. The appends go on after.
             return self.write_through(bytes, offset);
         }
+        if bytes.len() > MAX_WRITE {
+            // Larger than any page: written as it comes.
+            self.next = Some(offset + bytes.len() as i64);
+            return self.write_through(bytes, offset);
+        }
         if self.gathered.is_empty() {
             self.start = offset;
+            self.gathered.reserve_exact(MAX_WRITE);
         }
         self.gathered.extend_from_slice(bytes);
         self.next = Some(offset + bytes.len() as i64);
