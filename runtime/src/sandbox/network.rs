@@ -128,12 +128,17 @@ fn owning_user_namespace(fd: &OwnedFd) -> Result<OwnedFd, String> {
 pub struct Held {
     namespace: std::sync::Arc<Namespace>,
     zygote: Zygote,
-    workdir: PathBuf,
+    _workdir: Workdir,
 }
 
-impl Drop for Held {
+/// The process's empty working folder, removed when dropped: with the
+/// process, or as soon as starting it fails at any step.
+#[derive(Debug)]
+struct Workdir(PathBuf);
+
+impl Drop for Workdir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.workdir);
+        let _ = std::fs::remove_dir(&self.0);
     }
 }
 
@@ -158,9 +163,10 @@ impl Held {
         ));
         std::fs::create_dir_all(&workdir)
             .map_err(|e| format!("{} could not be made: {e}", workdir.display()))?;
+        let workdir = Workdir(workdir);
         let jail = Jail {
             helper: helper.to_path_buf(),
-            workdir: workdir.clone(),
+            workdir: workdir.0.clone(),
             uid: None,
             rlimits: Rlimits {
                 address_space: None,
@@ -181,7 +187,6 @@ impl Held {
         let zygote = match started {
             Ok(zygote) => zygote,
             Err(why) => {
-                let _ = std::fs::remove_dir(&workdir);
                 return Err(format!(
                     "the commands' network could not be set up with the helper {}: {why}",
                     helper.display()
@@ -196,7 +201,7 @@ impl Held {
         Ok(Held {
             namespace,
             zygote,
-            workdir,
+            _workdir: workdir,
         })
     }
 
