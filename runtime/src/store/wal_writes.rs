@@ -23,7 +23,9 @@
 //! commit's frames are in the file before its commit writes the log's
 //! index (which is what readers go by), and a crash before that loses only
 //! a commit no caller was told of, as a crash between two of SQLite's own
-//! writes did. Database and other files go to SQLite's layer untouched.
+//! writes did. Database and other files go to SQLite's layer untouched, and
+//! so does a log whose database is opened without power-safe overwrite
+//! (`psow=0`), where SQLite pads a commit and writes after its last flush.
 
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::OnceLock;
@@ -121,6 +123,10 @@ struct LogFile {
     next: Option<i64>,
     /// The last write was the header of a frame that ends a commit.
     commit_header: bool,
+    /// Whether writes are gathered at all: not on a device without
+    /// power-safe overwrite, where SQLite pads a commit past a sector's end
+    /// and writes a frame's tail after its flush, with no call after it.
+    gathers: bool,
 }
 
 impl LogFile {
@@ -160,7 +166,7 @@ impl LogFile {
             std::mem::replace(&mut self.commit_header, header && bytes[4..8] != [0; 4]);
         // The first write after opening appends (a frame is rewritten only
         // by a transaction that appended before); one at 0 starts a new log.
-        let appends = offset == 0 || self.next.is_none_or(|next| next == offset);
+        let appends = self.gathers && (offset == 0 || self.next.is_none_or(|next| next == offset));
         let full = self.gathered.len() + bytes.len() > MAX_WRITE;
         if !appends || offset == 0 || full {
             let rc = self.flush();
@@ -236,6 +242,18 @@ unsafe extern "C" fn open(
         }
         return rc;
     }
+    // SQLite pads by the database file's characteristics: its `psow` URI
+    // parameter, which the log's name carries too.
+    // SAFETY: `name` is the log's name as SQLite made it, with the
+    // database's URI parameters after it.
+    let psow =
+        name.is_null() || unsafe { ffi::sqlite3_uri_boolean(name, c"psow".as_ptr(), 1) } != 0;
+    // SAFETY: the inner file opened; its methods are SQLite's own.
+    let characteristics = unsafe {
+        (*(*inner_file).pMethods)
+            .xDeviceCharacteristics
+            .map_or(0, |f| f(inner_file))
+    };
     let log = LogFile {
         base: ffi::sqlite3_file { pMethods: &METHODS },
         inner: inner_file,
@@ -244,6 +262,7 @@ unsafe extern "C" fn open(
         start: 0,
         next: None,
         commit_header: false,
+        gathers: characteristics & ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE != 0 && psow,
     };
     // SAFETY: `file` has room for a `LogFile` (`szOsFile`), and SQLite
     // aligns it for any type.

@@ -141,3 +141,34 @@ fn readers_and_a_recovered_copy_see_every_commit_and_nothing_rolled_back() {
     std::fs::remove_dir_all(dir.path().join("copy")).unwrap();
     assert_eq!(rows(&recovered(dir.path())), expected);
 }
+
+#[test]
+fn without_power_safe_overwrite_every_write_goes_as_sqlite_wrote_it() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(install());
+    // `psow=0`: SQLite pads a synced commit to a sector's end and writes
+    // the last frame's tail after the flush; nothing is gathered then.
+    let uri = format!("file:{}?psow=0", dir.path().join("t.db").display());
+    let conn = Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .unwrap();
+    conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+        .unwrap();
+    conn.pragma_update(None, "synchronous", 2).unwrap();
+    conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, data BLOB)")
+        .unwrap();
+    let before = log_writes();
+    let tx = conn.unchecked_transaction().unwrap();
+    for id in 0..10 {
+        tx.execute("INSERT INTO t VALUES (?1, ?2)", params![id, data(id, 3000)])
+            .unwrap();
+    }
+    tx.commit().unwrap();
+    assert!(log_writes() - before >= 20, "frames were gathered");
+    let other = open(&dir.path().join("t.db"));
+    assert_eq!(rows(&other).len(), 10);
+}
