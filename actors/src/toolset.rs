@@ -230,6 +230,7 @@ impl std::hash::Hasher for Fingerprint {
 /// A spec on offer: the tool's own, borrowed, or one made for this
 /// conversation. Two words, where a `Cow<ToolSpec>` moved the whole spec
 /// at each step of a selection.
+#[derive(Clone)]
 enum Spec<'a> {
     Borrowed(&'a ToolSpec),
     Owned(Box<ToolSpec>),
@@ -401,11 +402,7 @@ fn select<'a>(
             Exposure::Deferred => {
                 let is_loaded = loaded.contains(&spec.name);
                 if is_loaded {
-                    let copy = match &spec {
-                        Spec::Borrowed(spec) => Spec::Borrowed(spec),
-                        Spec::Owned(spec) => Spec::Owned(spec.clone()),
-                    };
-                    deferred.push(copy);
+                    deferred.push(spec.clone());
                     chosen.push(Some(spec));
                 } else {
                     deferred.push(spec);
