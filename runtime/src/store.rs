@@ -542,6 +542,13 @@ fn check_header(path: &Path) -> Result<()> {
     })
 }
 
+/// Puts troupe's page cache and log writes under SQLite (once per process),
+/// before a connection opens.
+pub(crate) fn install_sqlite_layers() {
+    page_cache::install();
+    wal_writes::install();
+}
+
 /// Opens one connection, applies the settings and checks they took effect.
 fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connection> {
     let at = |e: rusqlite::Error| StoreError::from(e).at(path);
@@ -549,8 +556,7 @@ fn connect(path: &Path, options: &OpenOptions, reader: bool) -> Result<Connectio
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
-    page_cache::install();
-    wal_writes::install();
+    install_sqlite_layers();
     let conn = Connection::open_with_flags(path, flags).map_err(at)?;
     conn.busy_timeout(options.busy_timeout).map_err(at)?;
     conn.set_prepared_statement_cache_capacity(64);
@@ -623,8 +629,7 @@ fn connect_read_only(path: &Path, options: &OpenOptions) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
-    page_cache::install();
-    wal_writes::install();
+    install_sqlite_layers();
     let conn = Connection::open_with_flags(path, flags).map_err(at)?;
     conn.busy_timeout(options.busy_timeout).map_err(at)?;
     conn.set_prepared_statement_cache_capacity(64);

@@ -123,8 +123,7 @@ pub fn diagnose(path: &Path) -> Result<Diagnosis> {
     let at = |e: rusqlite::Error| StoreError::from(e).at(path);
     // Read-write without create: the FTS5 check is an INSERT, and only a
     // file that exists is checked.
-    super::page_cache::install();
-    super::wal_writes::install();
+    super::install_sqlite_layers();
     let mut conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -201,8 +200,7 @@ fn open_read_only(path: &Path) -> Result<Connection> {
             path: path.to_path_buf(),
         });
     }
-    super::page_cache::install();
-    super::wal_writes::install();
+    super::install_sqlite_layers();
     Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
