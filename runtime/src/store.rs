@@ -55,6 +55,7 @@
 //! # }
 //! ```
 
+pub mod catch_up;
 mod check;
 mod checkpointer;
 pub mod cluster;
@@ -128,7 +129,7 @@ pub struct OpenOptions {
     pub busy_timeout: Duration,
     /// How long the writer must go without a job before it indexes the
     /// messages it deferred (once enough wait; see
-    /// [`conversations::catch_up`]), so that a burst of writes never waits
+    /// [`catch_up`]), so that a burst of writes never waits
     /// on the index.
     pub index_when_idle: Duration,
 }
@@ -434,16 +435,15 @@ impl Store {
 
     /// Makes every committed message searchable and every conversation's
     /// `updated_at` current (the writer defers both; see
-    /// [`conversations::catch_up`]). Searches and "latest conversation"
+    /// [`catch_up`]). Searches and "latest conversation"
     /// lookups call it first; it costs one small write when nothing waits.
     /// On a read-only store it does nothing.
     pub async fn catch_up(&self) -> Result<()> {
         if self.is_read_only() {
             return Ok(());
         }
-        let (indexed, newest) = self.read(conversations::positions).await?;
-        if newest > indexed {
-            self.write(conversations::catch_up).await?;
+        if self.read(catch_up::unindexed).await? > 0 {
+            self.write(catch_up::catch_up).await?;
         }
         Ok(())
     }

@@ -135,7 +135,9 @@ pub async fn search(
         .read(move |c| conversations::search_messages(c, &q, limit))
         .await?;
     // Read-only, this cannot index what the writer deferred; say so.
-    let waiting = view.read(conversations::unindexed).await?;
+    let waiting = view
+        .read(troupe_runtime::store::catch_up::unindexed_messages)
+        .await?;
     if waiting > 0 {
         eprintln!(
             "troupe: {waiting} newer message(s) are not searchable yet; the process that owns \

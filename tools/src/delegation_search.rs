@@ -80,7 +80,13 @@ pub async fn delegation_search(params: Params, ctx: &ToolContext) -> ToolResult 
         Ok(r) => r,
         Err(text) => return ToolResult::error(text),
     };
-    recall::read(ctx, NAME, Indexing::AsIs, move |conn| request.run(conn)).await
+    // Entries reach the full-text index when the writer catches up: a
+    // search makes them all searchable first; a read goes by `seq`.
+    let indexing = match request.shape {
+        Shape::Discover { .. } => Indexing::CatchUp,
+        _ => Indexing::AsIs,
+    };
+    recall::read(ctx, NAME, indexing, move |conn| request.run(conn)).await
 }
 
 enum Shape {

@@ -5,7 +5,7 @@
 //! plain text in `text` and the rest of the protocol [`Message`] as JSON in
 //! `body` (its text left empty, so the text is stored once), which
 //! the FTS5 index `messages_fts` takes in when the writer catches up (accents
-//! ignored, so "cafe" finds "café"; see [`catch_up`]) and mirrors
+//! ignored, so "cafe" finds "café"; see [`super::catch_up`]) and mirrors
 //! through triggers on update and delete. When a long conversation is compacted, the new
 //! segment is a conversation of its own whose `previous_segment` points at
 //! the one it replaced.
@@ -145,7 +145,7 @@ fn insert_conversation(
 /// Appends a message to a conversation and returns its `seq`.
 ///
 /// The message becomes searchable, and the conversation's `updated_at`
-/// moves, when the writer catches up (see [`catch_up`]).
+/// moves, when the writer catches up (see [`super::catch_up`]).
 pub fn append_message(
     tx: &Transaction<'_>,
     conversation: ConversationId,
@@ -262,93 +262,14 @@ const INSERT_MESSAGE: &str =
     "INSERT INTO messages (id, conversation_id, role, body, text, created_at)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
-/// The `kv` key holding the last message `seq` in the full-text index.
-const FTS_SEQ_KEY: &str = "store.messages_fts_seq";
-
-/// Messages left out of the full-text index before the writer catches up
-/// when it is idle (see [`catch_up_step`]), and how many it indexes per
-/// transaction then. FTS5 writes each catch-up as a new segment and merges
-/// segments as they pile up, so larger catch-ups cost less per message:
-/// 2,048 at a time cost a quarter less than 256.
-pub(crate) const CATCH_UP_ROWS: i64 = 2048;
-
-/// The most messages left out of the full-text index: a batch that finds
-/// this many catches up before it commits, idle or not (see
-/// [`catch_up_if_due`]). 16,384 at a time cost another fifth less per
-/// message than [`CATCH_UP_ROWS`]. A search meanwhile catches up first, so
-/// it may wait for up to this many messages to be indexed (tens of ms).
-pub(crate) const CATCH_UP_ROWS_MOST: i64 = 16384;
-
-/// What appends defer, brought up to date: the full-text index takes the
-/// messages appended since it last caught up, and their conversations'
-/// `updated_at` moves to their newest message. Per append, both cost more
-/// than the append itself (FTS5 flushes its pending terms at every
-/// savepoint; the update rewrites two index entries), so the writer runs
-/// this in transactions of its own once [`CATCH_UP_ROWS`] messages wait and
-/// no job has come for a while ([`catch_up_step`]: off a burst's path), in a
-/// batch only once [`CATCH_UP_ROWS_MOST`] wait ([`catch_up_if_due`]), and
-/// when its queue closes; a reader that needs every message searchable or
-/// the latest `updated_at` calls [`Store::catch_up`](super::Store::catch_up)
-/// first. Nothing is lost meanwhile: the messages are stored, and the next
-/// catch-up (in this process or the next) takes them.
-pub fn catch_up(tx: &Transaction<'_>) -> Result<(), StoreError> {
-    let (indexed, newest) = positions(tx)?;
-    catch_up_from(tx, indexed, newest)
-}
-
-/// [`catch_up`] when [`CATCH_UP_ROWS_MOST`] messages wait; run by the
-/// writer before every batch's commit. Answers how many messages are left
-/// out of the index.
-pub(crate) fn catch_up_if_due(tx: &Transaction<'_>) -> Result<i64, StoreError> {
-    let (indexed, newest) = positions(tx)?;
-    if newest - indexed >= CATCH_UP_ROWS_MOST {
-        catch_up_from(tx, indexed, newest)?;
-        return Ok(0);
-    }
-    Ok((newest - indexed).max(0))
-}
-
-/// One step of catching up while the writer is idle: the next
-/// [`CATCH_UP_ROWS`] messages at most, oldest first. Answers the last
-/// message indexed and how many are still left out.
-pub(crate) fn catch_up_step(tx: &Transaction<'_>) -> Result<(i64, i64), StoreError> {
-    let (indexed, newest) = positions(tx)?;
-    let upto = newest.min(indexed.saturating_add(CATCH_UP_ROWS));
-    catch_up_from(tx, indexed, upto)?;
-    Ok((upto.max(indexed), (newest - upto).max(0)))
-}
-
-/// How many messages wait for [`catch_up`] to become searchable (a
-/// read-only reader cannot catch up itself; it can say so).
-pub fn unindexed(conn: &Connection) -> Result<i64, StoreError> {
-    let (indexed, newest) = positions(conn)?;
-    Ok((newest - indexed).max(0))
-}
-
-/// The last indexed message `seq`, and the newest.
-pub(crate) fn positions(tx: &Connection) -> Result<(i64, i64), StoreError> {
-    let indexed: i64 = tx
-        .prepare_cached(
-            "SELECT coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = ?1), 0)",
-        )?
-        .query_row([FTS_SEQ_KEY], |r| r.get(0))?;
-    let newest: i64 = tx
-        .prepare_cached("SELECT coalesce(max(seq), 0) FROM messages")?
-        .query_row([], |r| r.get(0))?;
-    Ok((indexed, newest))
-}
-
-/// Indexes the messages after `indexed` up to `upto`, moves their
-/// conversations' `updated_at`, and records `upto` as indexed.
-fn catch_up_from(tx: &Transaction<'_>, indexed: i64, upto: i64) -> Result<(), StoreError> {
-    if upto <= indexed {
-        return Ok(());
-    }
-    tx.prepare_cached(
-        "INSERT INTO messages_fts(rowid, text)
-         SELECT seq, text FROM messages WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
-    )?
-    .execute([indexed, upto])?;
+/// Moves the conversations of the messages with `indexed < seq <= upto`
+/// to their newest message's time (what [`super::catch_up`] brings up to
+/// date beside the messages' full-text index).
+pub(crate) fn touch_conversations(
+    tx: &Transaction<'_>,
+    indexed: i64,
+    upto: i64,
+) -> Result<(), StoreError> {
     tx.prepare_cached(
         // NOT INDEXED: walk only the new rows by seq, never the whole
         // conversation index (which the GROUP BY would otherwise pick).
@@ -358,8 +279,6 @@ fn catch_up_from(tx: &Transaction<'_>, indexed: i64, upto: i64) -> Result<(), St
          WHERE conversations.id = pending.conversation_id AND conversations.updated_at < pending.at",
     )?
     .execute([indexed, upto])?;
-    tx.prepare_cached("INSERT INTO kv (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value")?
-        .execute(params![FTS_SEQ_KEY, upto.to_string()])?;
     Ok(())
 }
 

@@ -49,6 +49,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::house_move::HOUSE_MOVES],
     &[super::cluster::CLUSTER_KINDS],
     &[super::house_files::PIECES_UNTRIED],
+    &[DELEGATION_EVENTS_DEFERRED],
 ];
 
 /// The schema the migrations make, as one script: every table, index,
@@ -454,6 +455,24 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
 const EVENTS_BY_INSTANCE: &str = r#"
 CREATE INDEX delegation_events_by_subagent ON delegation_events (subagent_id, seq)
     WHERE subagent_id IS NOT NULL;
+"#;
+
+/// Delegation entries are indexed by the writer in batches, like messages
+/// ([`super::catch_up`]): the insert trigger goes, and the delete trigger
+/// takes out only the entries already indexed. What was indexed by the old
+/// trigger is marked so, when there is any.
+const DELEGATION_EVENTS_DEFERRED: &str = r#"
+DROP TRIGGER delegation_events_ai;
+DROP TRIGGER delegation_events_ad;
+INSERT INTO kv (key, value)
+    SELECT 'store.delegation_fts_seq', CAST(max(seq) AS TEXT) FROM delegation_events
+    HAVING max(seq) IS NOT NULL
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+CREATE TRIGGER delegation_events_ad AFTER DELETE ON delegation_events
+WHEN old.seq <= coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.delegation_fts_seq'), 0)
+BEGIN
+    INSERT INTO delegation_fts(delegation_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;
 "#;
 
 #[cfg(test)]

@@ -358,12 +358,6 @@ CREATE TABLE "delegation_events" (
     created_at    TEXT NOT NULL
 );
 CREATE INDEX delegation_events_by_delegation ON delegation_events (delegation_id, seq);
-CREATE TRIGGER delegation_events_ai AFTER INSERT ON delegation_events BEGIN
-    INSERT INTO delegation_fts(rowid, text) VALUES (new.seq, new.text);
-END;
-CREATE TRIGGER delegation_events_ad AFTER DELETE ON delegation_events BEGIN
-    INSERT INTO delegation_fts(delegation_fts, rowid, text) VALUES ('delete', old.seq, old.text);
-END;
 CREATE INDEX subagents_by_executor ON subagents (executor, status) WHERE executor IS NOT NULL;
 CREATE TABLE executor_usage (
     id          INTEGER PRIMARY KEY,
@@ -444,3 +438,8 @@ CREATE TABLE cluster_kinds (
     PRIMARY KEY (node, kind)
 ) WITHOUT ROWID;
 CREATE INDEX file_pieces_untried ON file_pieces (id) WHERE codec = 2;
+CREATE TRIGGER delegation_events_ad AFTER DELETE ON delegation_events
+WHEN old.seq <= coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.delegation_fts_seq'), 0)
+BEGIN
+    INSERT INTO delegation_fts(delegation_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;

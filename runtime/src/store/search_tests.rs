@@ -46,7 +46,7 @@ fn conversation(
                 params![conv.to_string(), at],
             )?;
             // Searchable now, as `Store::catch_up` makes them before a search.
-            conversations::catch_up(tx)?;
+            crate::store::catch_up::catch_up(tx)?;
             Ok((conv, ids))
         })
         .unwrap()
@@ -423,10 +423,95 @@ fn delegation(
                 )?;
                 seqs.push(tx.last_insert_rowid());
             }
+            // Searchable now, as `delegation_search` makes them first.
+            crate::store::catch_up::catch_up(tx)?;
             Ok(seqs)
         })
         .unwrap();
     (deleg, sub, seqs)
+}
+
+/// The delegations `query` finds, by id.
+fn delegations_found(store: &Store, query: &str) -> Vec<String> {
+    let query = query.to_string();
+    store
+        .read_blocking(move |conn| {
+            delegations::find_delegations(conn, &query, &DelegationFilter::default(), 10, 5)
+        })
+        .unwrap()
+        .into_iter()
+        .map(|found| found.delegation.id)
+        .collect()
+}
+
+#[test]
+fn delegation_entries_are_searchable_once_caught_up_and_leave_the_index_cleanly() {
+    let (_dir, store) = open();
+    let bot = BotId::new();
+    let (kept, _, _) = delegation(
+        &store,
+        bot,
+        1,
+        "/a",
+        ConversationId::new(),
+        &[("task", "polish the quartz")],
+    );
+    let (gone, _, _) = delegation(
+        &store,
+        bot,
+        2,
+        "/b",
+        ConversationId::new(),
+        &[("task", "polish the granite")],
+    );
+    let (kept_id, gone_id) = (kept.clone(), gone.clone());
+    store
+        .write_blocking(move |tx| {
+            // Appended without a catch-up, as the writer leaves them.
+            for (deleg, text) in [(&kept_id, "quartz again"), (&gone_id, "granite again")] {
+                tx.execute(
+                    "INSERT INTO delegation_events (delegation_id, kind, text, created_at)
+                     VALUES (?1, 'steer', ?2, '2026-01-03T00:00:00Z')",
+                    params![deleg, text],
+                )?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let waiting = store
+        .read_blocking(crate::store::catch_up::unindexed)
+        .unwrap();
+    assert_eq!(waiting, 2, "the new entries wait for the catch-up");
+    let hits = store
+        .read_blocking(|conn| {
+            delegations::find_delegations(conn, "again", &DelegationFilter::default(), 10, 5)
+        })
+        .unwrap();
+    assert!(hits.is_empty(), "indexed before the catch-up: {hits:?}");
+
+    // One delegation goes with its indexed and its unindexed entries.
+    store
+        .write_blocking(move |tx| {
+            tx.execute("DELETE FROM delegations WHERE id = ?1", [&gone])?;
+            Ok(())
+        })
+        .unwrap();
+    store
+        .write_blocking(crate::store::catch_up::catch_up)
+        .unwrap();
+    assert_eq!(delegations_found(&store, "again"), vec![kept.clone()]);
+    assert_eq!(delegations_found(&store, "polish"), vec![kept]);
+    assert!(delegations_found(&store, "granite").is_empty());
+    // FTS5 checks its index against the content table; a wrong delete fails it.
+    store
+        .write_blocking(|tx| {
+            tx.execute(
+                "INSERT INTO delegation_fts(delegation_fts, rank) VALUES ('integrity-check', 1)",
+                [],
+            )?;
+            Ok(())
+        })
+        .unwrap();
 }
 
 #[test]
@@ -657,7 +742,7 @@ fn a_seq_given_again_after_the_newest_messages_are_deleted_is_indexed() {
             )?;
             let a = conversations::append_message(tx, kept, &Message::user("quince cake"))?;
             let b = conversations::append_message(tx, kept, &Message::user("plum cake"))?;
-            conversations::catch_up(tx)?;
+            crate::store::catch_up::catch_up(tx)?;
             tx.execute(
                 "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)",
                 [],

@@ -406,7 +406,7 @@ fn search_ignores_accents_and_case() {
         .read_blocking(|conn| conversations::search_messages(conn, "cafe", 10))
         .unwrap();
     assert!(before.is_empty());
-    store.write_blocking(conversations::catch_up).unwrap();
+    store.write_blocking(catch_up::catch_up).unwrap();
     for query in ["cafe", "CAFÉ", "paris cafe", "a"] {
         let hits = store
             .read_blocking(move |conn| conversations::search_messages(conn, query, 10))
@@ -567,7 +567,7 @@ async fn the_index_catches_up_by_itself_once_enough_messages_wait_and_the_writer
     let store = open_idle_after(&path, Duration::from_millis(1));
     let mut indexed = store.idle_indexed().unwrap();
     let (_, conv) = new_conversation_async(&store).await;
-    let n = conversations::CATCH_UP_ROWS;
+    let n = catch_up::CATCH_UP_ROWS;
     let blocking = store.clone();
     tokio::task::spawn_blocking(move || append_lentils(&blocking, conv, n - 1))
         .await
@@ -627,7 +627,7 @@ fn a_version_1_store_keeps_its_messages_and_index_through_migrations_2_and_3() {
             )
             .unwrap();
         }
-        conversations::catch_up(&tx).unwrap();
+        catch_up::catch_up(&tx).unwrap();
         tx.commit().unwrap();
     }
 
@@ -652,7 +652,7 @@ fn a_version_1_store_keeps_its_messages_and_index_through_migrations_2_and_3() {
     let seq = store
         .write_blocking(move |tx| {
             let seq = conversations::append_message(tx, conv, &Message::user("lentil pie"))?;
-            conversations::catch_up(tx)?;
+            catch_up::catch_up(tx)?;
             tx.execute(
                 "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)",
                 [],
@@ -719,21 +719,18 @@ fn a_writer_that_never_idles_indexes_in_a_batch_only_when_far_behind() {
     // Never idle long enough: as in a long burst of writes.
     let store = open_idle_after(&path, Duration::from_secs(3600));
     let (_, conv) = new_conversation(&store);
-    append_lentils(&store, conv, conversations::CATCH_UP_ROWS_MOST - 1);
+    append_lentils(&store, conv, catch_up::CATCH_UP_ROWS_MOST - 1);
     assert_eq!(lentils(&store), 0, "a burst leaves the index for later");
     append_lentils(&store, conv, 1);
     assert_eq!(
         lentils(&store),
-        conversations::CATCH_UP_ROWS_MOST as usize,
+        catch_up::CATCH_UP_ROWS_MOST as usize,
         "far behind, the batch catches up before it commits"
     );
     // A search's catch-up takes what waits at any time.
     append_lentils(&store, conv, 3);
-    store.write_blocking(conversations::catch_up).unwrap();
-    assert_eq!(
-        lentils(&store),
-        conversations::CATCH_UP_ROWS_MOST as usize + 3
-    );
+    store.write_blocking(catch_up::catch_up).unwrap();
+    assert_eq!(lentils(&store), catch_up::CATCH_UP_ROWS_MOST as usize + 3);
 }
 
 #[tokio::test]

@@ -16,9 +16,9 @@
 //! result's save; it neither loses it nor saves it twice.
 //!
 //! Work that would cost more per row than the row itself is deferred:
-//! indexing the new messages for full-text search and moving their
-//! conversations' `updated_at` ([`super::conversations::catch_up`]) wait
-//! until enough messages do and then until no job has come for the
+//! indexing the new messages and delegation entries for full-text search
+//! and moving the messages' conversations' `updated_at`
+//! ([`super::catch_up`]) wait until enough rows do and then until no job has come for the
 //! store's idle wait ([`super::OpenOptions::index_when_idle`]), so a burst
 //! of turns does not wait on them; they run in a batch only when far
 //! behind. House files are indexed for search after the write that made
@@ -277,9 +277,9 @@ fn run(
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     // What a crash left pending is indexed first.
     let mut files_pending = pending_files(&conn, path);
-    let mut unindexed = unindexed_messages(&conn, path);
+    let mut unindexed = unindexed_rows(&conn, path);
     let mut untried = untried_pieces(&conn, path);
-    // Whether the idle catch-up of messages, or the compression of pieces,
+    // Whether the idle catch-up of the indexes, or the compression of pieces,
     // has begun (each goes on, a step at a time, while no job comes).
     let (mut indexing, mut compressing) = (false, false);
     loop {
@@ -288,7 +288,7 @@ fn run(
         // and pieces to compress once the writer has been idle a while.
         let wait = if files_pending || indexing || compressing {
             Some(Duration::ZERO)
-        } else if unindexed >= super::conversations::CATCH_UP_ROWS || untried {
+        } else if unindexed >= super::catch_up::CATCH_UP_ROWS || untried {
             Some(queue.idle)
         } else {
             None
@@ -307,8 +307,8 @@ fn run(
                 let _ = wake.try_send(());
                 continue;
             }
-            Next::Idle if unindexed >= super::conversations::CATCH_UP_ROWS || indexing => {
-                unindexed = index_messages(&mut conn, path, &queue.indexed);
+            Next::Idle if unindexed >= super::catch_up::CATCH_UP_ROWS || indexing => {
+                unindexed = index_deferred(&mut conn, path, &queue.indexed);
                 indexing = unindexed > 0;
                 let _ = wake.try_send(());
                 continue;
@@ -359,7 +359,7 @@ fn run(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(StoreError::from)
         .and_then(|tx| {
-            super::conversations::catch_up(&tx)?;
+            super::catch_up::catch_up(&tx)?;
             super::house_files::index::index_all(&tx)?;
             Ok(tx.commit()?)
         });
@@ -369,18 +369,19 @@ fn run(
     tracing::debug!(path = %path.display(), "store writer stopped");
 }
 
-/// How many messages wait for the full-text index (a failure to tell is
-/// logged and taken as none: a search still catches up first).
-fn unindexed_messages(conn: &Connection, path: &std::path::Path) -> i64 {
-    super::conversations::unindexed(conn).unwrap_or_else(|e| {
-        tracing::warn!(path = %path.display(), error = %e, "store could not count the messages to index");
+/// How many rows (messages, delegation entries) wait for the full-text
+/// indexes (a failure to tell is logged and taken as none: a search still
+/// catches up first).
+fn unindexed_rows(conn: &Connection, path: &std::path::Path) -> i64 {
+    super::catch_up::unindexed(conn).unwrap_or_else(|e| {
+        tracing::warn!(path = %path.display(), error = %e, "store could not count the rows to index");
         0
     })
 }
 
-/// One step of the idle catch-up of messages, in a transaction of its own
-/// (see [`super::conversations::catch_up_step`]); how many are left.
-fn index_messages(
+/// One step of the idle catch-up of the full-text indexes, in a transaction of its own
+/// (see [`super::catch_up::step`]); how many are left.
+fn index_deferred(
     conn: &mut Connection,
     path: &std::path::Path,
     indexed: &tokio::sync::watch::Sender<i64>,
@@ -389,7 +390,7 @@ fn index_messages(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(StoreError::from)
         .and_then(|tx| {
-            let (upto, left) = super::conversations::catch_up_step(&tx)?;
+            let (upto, left) = super::catch_up::step(&tx)?;
             tx.commit()?;
             Ok((upto, left))
         });
@@ -401,7 +402,7 @@ fn index_messages(
         .unwrap_or_else(|e| {
             // Left pending: the next batch that finds too many, a search or
             // the close catches up.
-            tracing::warn!(path = %path.display(), error = %e, "store could not index messages");
+            tracing::warn!(path = %path.display(), error = %e, "store could not catch up the full-text indexes");
             0
         })
 }
@@ -586,7 +587,7 @@ fn run_batch(
     }
     // What appends defer (the full-text index, `updated_at`), when far
     // behind; if it fails, nothing of the batch stands.
-    let unindexed = match super::conversations::catch_up_if_due(&tx) {
+    let unindexed = match super::catch_up::if_due(&tx) {
         Ok(left) => left,
         Err(e) => return Ran::Done(Err(e.at(path))),
     };

@@ -1,0 +1,135 @@
+use rusqlite::{params, Connection};
+
+use super::*;
+use crate::store::search::delegations::{self, DelegationFilter};
+use crate::store::{migrations, Store};
+
+/// Adds a delegation with one entry per text, as the record writes them.
+fn record(tx: &Connection, texts: &[&str]) -> rusqlite::Result<String> {
+    let id = crate::id::DelegationId::new().to_string();
+    tx.execute(
+        "INSERT INTO delegations (id, parent_conversation, bot_id, status, created_at)
+         VALUES (?1, 'conv_x', 'bot_x', 'reported', '2026-01-01T00:00:00Z')",
+        [&id],
+    )?;
+    for text in texts {
+        tx.execute(
+            "INSERT INTO delegation_events (delegation_id, kind, text, created_at)
+             VALUES (?1, 'task', ?2, '2026-01-01T00:00:00Z')",
+            params![id, text],
+        )?;
+    }
+    Ok(id)
+}
+
+fn found(store: &Store, query: &'static str) -> usize {
+    store
+        .read_blocking(move |conn| {
+            delegations::find_delegations(conn, query, &DelegationFilter::default(), 10, 5)
+        })
+        .unwrap()
+        .len()
+}
+
+fn integrity_check(store: &Store) {
+    store
+        .write_blocking(|tx| {
+            tx.execute(
+                "INSERT INTO delegation_fts(delegation_fts, rank) VALUES ('integrity-check', 1)",
+                [],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn entries_indexed_by_the_old_trigger_are_marked_and_the_new_ones_wait_for_the_catch_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("troupe.db");
+    let before = migrations::MIGRATIONS.len() - 1;
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        for sql in migrations::MIGRATIONS[..before]
+            .iter()
+            .flat_map(|m| m.iter())
+        {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.execute_batch(&format!("PRAGMA user_version = {before}"))
+            .unwrap();
+        // Indexed as they are written, by the trigger of that version.
+        record(&tx, &["sand the oak", "oil the oak"]).unwrap();
+        tx.commit().unwrap();
+    }
+
+    let store = Store::open(&path).unwrap();
+    let mark: Vec<String> = store
+        .read_blocking(|conn| {
+            Ok(conn
+                .prepare("SELECT value FROM kv WHERE key = 'store.delegation_fts_seq'")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?)
+        })
+        .unwrap();
+    assert_eq!(mark, ["2"], "the entries the trigger indexed are marked");
+    assert_eq!(store.read_blocking(unindexed).unwrap(), 0);
+    assert_eq!(found(&store, "oak"), 1);
+
+    store
+        .write_blocking(|tx| Ok(record(tx, &["varnish the elm"])?))
+        .unwrap();
+    assert_eq!(found(&store, "elm"), 0, "no trigger indexes it any more");
+    assert_eq!(store.read_blocking(unindexed).unwrap(), 1);
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(store.catch_up())
+        .unwrap();
+    assert_eq!(found(&store, "elm"), 1);
+    assert_eq!(found(&store, "oak"), 1, "nothing indexed twice or lost");
+    integrity_check(&store);
+}
+
+#[test]
+fn an_idle_step_takes_messages_first_and_stops_at_its_row_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let conv = crate::id::ConversationId::new();
+    let entries = vec!["pine resin"; 10];
+    store
+        .write_blocking(move |tx| {
+            crate::store::conversations::create_conversation(
+                tx,
+                &crate::store::conversations::NewConversation::new(
+                    conv,
+                    crate::id::BotId::new(),
+                    "main",
+                ),
+            )?;
+            for _ in 0..CATCH_UP_ROWS - 4 {
+                crate::store::conversations::append_message(
+                    tx,
+                    conv,
+                    &crate::protocol::Message::user("cedar"),
+                )?;
+            }
+            record(tx, &entries)?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        store.read_blocking(unindexed).unwrap(),
+        CATCH_UP_ROWS - 4 + 10
+    );
+
+    let (messages, left) = store.write_blocking(step).unwrap();
+    assert_eq!(messages, CATCH_UP_ROWS - 4, "every message indexed");
+    assert_eq!(left, 6, "four entries fill the step's budget");
+    assert_eq!(found(&store, "pine"), 1);
+    let (_, left) = store.write_blocking(step).unwrap();
+    assert_eq!(left, 0);
+    assert_eq!(store.read_blocking(unindexed_messages).unwrap(), 0);
+    integrity_check(&store);
+}
