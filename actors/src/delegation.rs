@@ -567,8 +567,18 @@ impl TurnHook for Delegations {
         self.stop_children(conversation);
     }
 
+    /// A subagent's work ends with its turn: its actor stops now rather
+    /// than at its idle time (a `resume`, a steer or a report it waits for
+    /// brings it back from the store), so a delegation's finished
+    /// subagents hold no memory while the others run. Without a store
+    /// the actor is all there is of it, so it stays.
     fn turn_finished(&self, turn: &FinishedTurn) {
-        let _ = turn;
+        if turn.kind != ActorKind::Subagent {
+            return;
+        }
+        if let Some(node) = self.node().filter(|n| n.settings().durable) {
+            node.release(turn.conversation);
+        }
     }
 
     fn closes(&self, kind: ActorKind) -> bool {

@@ -158,11 +158,11 @@ async fn a_subagent_keeps_its_tool_ceiling_and_spent_budget_across_passivation_a
     let parent = runtime.bot(MAIN_AGENT).await.unwrap().conversation();
     let sub = open_subagent(&runtime, parent).await;
 
+    let mut bus = runtime.node().subscribe();
     let (_events, done) = runtime.node().send(sub, "first").await.unwrap();
     assert_eq!(done.await.unwrap().outcome, TurnOutcome::Finished);
-    // Passivated, then activated again from the store.
-    let mut bus = runtime.node().subscribe();
-    runtime.node().release(sub);
+    // A subagent's actor stops when its turn ends (passivated), and is
+    // activated again from the store.
     on_bus(&mut bus, |e| {
         (e.conversation == sub && e.event == AgentEvent::Passivated).then_some(())
     })
