@@ -128,11 +128,12 @@ fn owning_user_namespace(fd: &OwnedFd) -> Result<OwnedFd, String> {
 pub struct Held {
     namespace: std::sync::Arc<Namespace>,
     zygote: Zygote,
-    _workdir: Workdir,
 }
 
-/// The process's empty working folder, removed when dropped: with the
-/// process, or as soon as starting it fails at any step.
+/// The process's empty working folder, removed when dropped: as soon as
+/// the process started in it (it works in it still, nameless, and never
+/// writes there), or as soon as starting it fails at any step. So no exit
+/// of troupe, however abrupt, leaves it behind.
 #[derive(Debug)]
 struct Workdir(PathBuf);
 
@@ -198,11 +199,8 @@ impl Held {
             .and_then(first_child)
             .ok_or_else(|| "the commands' network process could not be found".to_string())?;
         let namespace = std::sync::Arc::new(Namespace::of_process(inside)?);
-        Ok(Held {
-            namespace,
-            zygote,
-            _workdir: workdir,
-        })
+        drop(workdir);
+        Ok(Held { namespace, zygote })
     }
 
     /// Whether its process still lives (and so serves the proxy).
