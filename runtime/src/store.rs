@@ -128,9 +128,8 @@ pub struct OpenOptions {
     /// with [`StoreError::Locked`].
     pub busy_timeout: Duration,
     /// How long the writer must go without a job before it indexes the
-    /// messages it deferred (once enough wait; see
-    /// [`catch_up`]), so that a burst of writes never waits
-    /// on the index.
+    /// messages and delegation entries it deferred (once enough wait; see
+    /// [`catch_up`]), so that a burst of writes never waits on the indexes.
     pub index_when_idle: Duration,
 }
 
@@ -433,10 +432,10 @@ impl Store {
         Ok(Pending { rx })
     }
 
-    /// Makes every committed message searchable and every conversation's
-    /// `updated_at` current (the writer defers both; see
-    /// [`catch_up`]). Searches and "latest conversation"
-    /// lookups call it first; it costs one small write when nothing waits.
+    /// Makes every committed message and delegation entry searchable and
+    /// every conversation's `updated_at` current (the writer defers them;
+    /// see [`catch_up`]). Searches and "latest conversation" lookups call
+    /// it first; it costs one small read when nothing waits.
     /// On a read-only store it does nothing.
     pub async fn catch_up(&self) -> Result<()> {
         if self.is_read_only() {

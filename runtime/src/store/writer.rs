@@ -18,11 +18,12 @@
 //! Work that would cost more per row than the row itself is deferred:
 //! indexing the new messages and delegation entries for full-text search
 //! and moving the messages' conversations' `updated_at`
-//! ([`super::catch_up`]) wait until enough rows do and then until no job has come for the
-//! store's idle wait ([`super::OpenOptions::index_when_idle`]), so a burst
-//! of turns does not wait on them; they run in a batch only when far
-//! behind. House files are indexed for search after the write that made
-//! them, in transactions of their own while no job is queued
+//! ([`super::catch_up`]) wait until enough rows do and then until no job
+//! has come for the store's idle wait
+//! ([`super::OpenOptions::index_when_idle`]), so a burst of turns does not
+//! wait on them; they run in a batch only when far behind. House files are
+//! indexed for search after the write that made them, in transactions of
+//! their own while no job is queued
 //! ([`super::house_files::index`]); the pieces a write stored raw are
 //! compressed once the writer has been idle for the same wait, a step at a
 //! time while no job comes ([`super::house_files::compress`]). Checkpoints (copying the WAL back into the
