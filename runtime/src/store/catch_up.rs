@@ -172,4 +172,4 @@ pub fn unindexed(conn: &Connection) -> Result<i64, StoreError> {
 
 #[cfg(test)]
 #[path = "catch_up_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -502,16 +502,7 @@ fn delegation_entries_are_searchable_once_caught_up_and_leave_the_index_cleanly(
     assert_eq!(delegations_found(&store, "again"), vec![kept.clone()]);
     assert_eq!(delegations_found(&store, "polish"), vec![kept]);
     assert!(delegations_found(&store, "granite").is_empty());
-    // FTS5 checks its index against the content table; a wrong delete fails it.
-    store
-        .write_blocking(|tx| {
-            tx.execute(
-                "INSERT INTO delegation_fts(delegation_fts, rank) VALUES ('integrity-check', 1)",
-                [],
-            )?;
-            Ok(())
-        })
-        .unwrap();
+    crate::store::catch_up::tests::assert_index_matches(&store, "delegation_fts");
 }
 
 #[test]
