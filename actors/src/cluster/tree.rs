@@ -75,33 +75,6 @@ pub(crate) async fn start(node: &Node, shared: &Arc<Shared>) -> Result<(), Clust
         .child(inbox)
         .child(membership)
         .events(events);
-    let children = Arc::downgrade(shared);
-    tokio::spawn(async move {
-        while let Some(event) = seen.recv().await {
-            let Some(shared) = children.upgrade() else {
-                return;
-            };
-            match event {
-                SupervisorEvent::Started { child, restarts } => {
-                    shared.children.insert(child, ("running", restarts));
-                }
-                SupervisorEvent::Exited { child, .. } => {
-                    if let Some(mut c) = shared.children.get_mut(&child) {
-                        c.0 = "restarting";
-                    }
-                }
-                SupervisorEvent::StartFailed { child, error } => {
-                    tracing::warn!(%child, %error, "a cluster actor could not start");
-                }
-                SupervisorEvent::GaveUp { restarts, within } => {
-                    tracing::error!(restarts, ?within, "the cluster's supervisor gave up");
-                    for mut c in shared.children.iter_mut() {
-                        c.0 = "stopped";
-                    }
-                }
-            }
-        }
-    });
     node.supervise(ChildSpec::new(CLUSTER, move |sup| {
         let spec = spec.clone();
         let shared = weak.upgrade();
@@ -115,7 +88,44 @@ pub(crate) async fn start(node: &Node, shared: &Arc<Shared>) -> Result<(), Clust
     }))
     .await
     .map_err(|e| ClusterError::Start(e.to_string()))?;
+    // The children's starts are reported by now: the tree shows them from
+    // the moment `start` returns, not once a task got round to them.
+    while let Ok(event) = seen.try_recv() {
+        record(shared, event);
+    }
+    let children = Arc::downgrade(shared);
+    tokio::spawn(async move {
+        while let Some(event) = seen.recv().await {
+            let Some(shared) = children.upgrade() else {
+                return;
+            };
+            record(&shared, event);
+        }
+    });
     Ok(())
+}
+
+/// What the tree shows of a supervisor event.
+fn record(shared: &Shared, event: SupervisorEvent) {
+    match event {
+        SupervisorEvent::Started { child, restarts } => {
+            shared.children.insert(child, ("running", restarts));
+        }
+        SupervisorEvent::Exited { child, .. } => {
+            if let Some(mut c) = shared.children.get_mut(&child) {
+                c.0 = "restarting";
+            }
+        }
+        SupervisorEvent::StartFailed { child, error } => {
+            tracing::warn!(%child, %error, "a cluster actor could not start");
+        }
+        SupervisorEvent::GaveUp { restarts, within } => {
+            tracing::error!(restarts, ?within, "the cluster's supervisor gave up");
+            for mut c in shared.children.iter_mut() {
+                c.0 = "stopped";
+            }
+        }
+    }
 }
 
 /// Starts the gateway to `peer` under the cluster's supervisor; it puts
