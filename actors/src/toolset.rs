@@ -18,6 +18,8 @@ use crate::intern::Interner;
 
 use crate::bot::BotSpec;
 
+mod memo;
+
 /// The tools of one conversation for the coming model calls. Conversations
 /// with the same tools share one (see [`crate::intern::Interner`]).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -65,6 +67,7 @@ pub struct Narrowing {
 pub struct SharedToolsets {
     toolsets: Interner<Toolset>,
     catalogs: Interner<DeferredCatalog>,
+    memos: memo::Memos,
     sources: std::sync::OnceLock<Arc<dyn SourceOffers>>,
 }
 
@@ -73,6 +76,7 @@ impl std::fmt::Debug for SharedToolsets {
         f.debug_struct("SharedToolsets")
             .field("toolsets", &self.toolsets)
             .field("catalogs", &self.catalogs)
+            .field("memos", &self.memos)
             .field("sources", &self.sources.get().is_some())
             .finish()
     }
@@ -103,7 +107,7 @@ pub fn compute(
         has_bots,
         sources: None,
     };
-    select(&tools, &offer, narrowing, ctx, loaded, made).build()
+    select(&tools, &offer, narrowing, ctx, loaded, made, None).build()
 }
 
 /// Like [`compute`], but the shared copy from `shared` when an equal
@@ -121,6 +125,26 @@ pub fn compute_shared(
     ctx: &ToolContext,
     loaded: &BTreeSet<String>,
 ) -> Arc<Toolset> {
+    let offer = Offer {
+        bot,
+        has_bots,
+        sources: shared.sources.get().map(|s| s.as_ref()),
+    };
+    // A conversation with a deferred tool loaded has a toolset of its own.
+    let key = loaded.is_empty().then_some(memo::Key {
+        registry,
+        kind: ctx.kind,
+        has_bots,
+        bot,
+        narrowing,
+    });
+    if let Some(found) = key
+        .as_ref()
+        .and_then(|key| shared.memos.find(key, &offer, ctx))
+    {
+        return found;
+    }
+    let asked = memo::Asked::default();
     let tools: Vec<_> = registry.iter().collect();
     let catalog = |parts: CatalogParts<'_>| {
         shared.catalogs.get_or_make(
@@ -130,13 +154,16 @@ pub fn compute_shared(
             |parts| Arc::new(parts.build()),
         )
     };
-    let offer = Offer {
-        bot,
-        has_bots,
-        sources: shared.sources.get().map(|s| s.as_ref()),
-    };
-    let selection = select(&tools, &offer, narrowing, ctx, loaded, catalog);
-    shared.toolsets.get_or_make(
+    let selection = select(
+        &tools,
+        &offer,
+        narrowing,
+        ctx,
+        loaded,
+        catalog,
+        Some(&asked),
+    );
+    let toolset = shared.toolsets.get_or_make(
         selection.fingerprint(),
         selection,
         |held, selection| {
@@ -149,7 +176,11 @@ pub fn compute_shared(
                     .all(|(a, b)| same_spec(a, b))
         },
         |selection| Arc::new(selection.build()),
-    )
+    );
+    if let Some(key) = &key {
+        shared.memos.keep(key, &toolset, asked);
+    }
+    toolset
 }
 
 /// Whether two specs are equal; a schema both share is not walked (held
@@ -360,17 +391,22 @@ fn select<'a>(
     ctx: &ToolContext,
     loaded: &BTreeSet<String>,
     catalog: impl FnOnce(CatalogParts<'a>) -> Arc<DeferredCatalog>,
+    asked: Option<&memo::Asked>,
 ) -> Selection<'a> {
     let (bot, has_bots) = (offer.bot, offer.has_bots);
     let source_offered = |source: &str| {
-        if let Some(server) = source.strip_prefix("mcp:") {
-            return offer.sources.is_some_and(|s| s.offers(server, bot));
+        let answer = source_offered(offer, source);
+        if let (Some(asked), Some(server)) = (asked, source.strip_prefix("mcp:")) {
+            asked.source(server, answer);
         }
-        // A tool the program added for one bot (`crate::added_tools`).
-        match source.strip_prefix(crate::added_tools::FOR_BOT) {
-            Some(owner) => owner == bot.name,
-            None => true,
+        answer
+    };
+    let offered_now = |tool: &'a Arc<dyn Tool>| {
+        let spec = tool.offered(ctx);
+        if let Some(asked) = asked {
+            asked.offered(tool, spec.as_deref());
         }
+        spec.map(Spec::new)
     };
     let offered = |spec: &ToolSpec| {
         source_offered(&spec.source)
@@ -393,7 +429,7 @@ fn select<'a>(
             chosen.push(None);
             continue;
         }
-        let Some(spec) = tool.offered(ctx).map(Spec::new) else {
+        let Some(spec) = offered_now(tool) else {
             chosen.push(None);
             continue;
         };
@@ -412,14 +448,7 @@ fn select<'a>(
         }
     }
     // `tool_search` is available when this catalog holds something.
-    let pending = ctx
-        .services
-        .lazy_sources()
-        .map(|lazy| lazy.0.pending())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|source| source_offered(source))
-        .collect();
+    let pending = pending(ctx, source_offered);
     let deferred = catalog(CatalogParts {
         specs: deferred,
         pending,
@@ -431,13 +460,37 @@ fn select<'a>(
     for (tool, spec) in tools.iter().zip(chosen) {
         if tool.spec().name == TOOL_SEARCH {
             if offered(tool.spec()) {
-                specs.extend(tool.offered(ctx).map(Spec::new));
+                specs.extend(offered_now(tool));
             }
         } else if let Some(spec) = spec {
             specs.push(spec);
         }
     }
     Selection { specs, deferred }
+}
+
+/// Whether the tools of `source` are offered to the bot: an MCP server's
+/// when it offers them to the bot, a tool the program added for one bot
+/// to that bot only (`crate::added_tools`), any other always.
+fn source_offered(offer: &Offer<'_>, source: &str) -> bool {
+    if let Some(server) = source.strip_prefix("mcp:") {
+        return offer.sources.is_some_and(|s| s.offers(server, offer.bot));
+    }
+    match source.strip_prefix(crate::added_tools::FOR_BOT) {
+        Some(owner) => owner == offer.bot.name,
+        None => true,
+    }
+}
+
+/// The lazy sources not started yet whose tools are offered.
+fn pending(ctx: &ToolContext, offered: impl Fn(&str) -> bool) -> Vec<String> {
+    ctx.services
+        .lazy_sources()
+        .map(|lazy| lazy.0.pending())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|source| offered(source))
+        .collect()
 }
 
 pub use troupe_runtime::tool::services::VisibleTools;
