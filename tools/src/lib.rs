@@ -47,6 +47,7 @@ pub mod write_file;
 #[cfg(test)]
 mod fuzz;
 mod recall;
+mod stamp;
 
 use std::sync::Arc;
 

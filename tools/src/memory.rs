@@ -34,6 +34,7 @@ use troupe_runtime::tool::ToolContext;
 use crate::file_lock::{self, EditError};
 use crate::scan::{self, Threat};
 use crate::skills::validate_name;
+use crate::stamp::{Kept, Stamp};
 
 /// The line that separates two entries in a memory file.
 pub const DELIMITER: &str = "§";
@@ -355,36 +356,61 @@ impl MemorySnapshot {
 pub fn snapshot(home: &Home, agent: &str) -> MemorySnapshot {
     let mut snap = MemorySnapshot::default();
     for target in [MemoryTarget::User, MemoryTarget::Memory] {
-        let path = target.path(home, agent);
-        let text = match file_lock::read_versioned(&path) {
-            Ok((text, _)) => text,
-            Err(e) => {
-                tracing::warn!(error = %e, "memory file unreadable");
-                String::new()
-            }
-        };
-        let shown: Vec<String> = parse_entries(&text)
-            .into_iter()
-            .map(|entry| match scan::scan(&entry) {
-                Some(threat) => {
-                    let line = format!("[blocked: {threat}]");
-                    snap.blocked.push(BlockedEntry {
-                        target,
-                        entry,
-                        threat,
-                    });
-                    line
-                }
-                None => entry,
-            })
-            .collect();
-        let rendered = render_entries(&shown);
+        let (rendered, blocked) = shown(&SHOWN, &target.path(home, agent), target);
+        snap.blocked.extend(blocked);
         match target {
             MemoryTarget::User => snap.user = rendered,
             MemoryTarget::Memory => snap.notes = rendered,
         }
     }
     snap
+}
+
+/// What each memory file showed, kept while it is as it was
+/// ([`crate::stamp`]): a new conversation reads and scans a file again
+/// only after a change.
+static SHOWN: std::sync::LazyLock<Kept<Shown>> = std::sync::LazyLock::new(Kept::default);
+
+/// A memory file as the system prompt shows it, and its flagged entries.
+type Shown = (String, Vec<BlockedEntry>);
+
+/// What the file at `path` shows, kept in `kept`.
+fn shown(kept: &Kept<Shown>, path: &std::path::Path, target: MemoryTarget) -> Shown {
+    let stamp = match Stamp::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Default::default(),
+        stamp => stamp.ok(),
+    };
+    if let Some(shown) = stamp.and_then(|_| kept.get(path)) {
+        return shown;
+    }
+    let text = match file_lock::read_versioned(path) {
+        Ok((text, _)) => text,
+        Err(e) => {
+            tracing::warn!(error = %e, "memory file unreadable");
+            String::new()
+        }
+    };
+    let mut blocked = Vec::new();
+    let shown: Vec<String> = parse_entries(&text)
+        .into_iter()
+        .map(|entry| match scan::scan(&entry) {
+            Some(threat) => {
+                let line = format!("[blocked: {threat}]");
+                blocked.push(BlockedEntry {
+                    target,
+                    entry,
+                    threat,
+                });
+                line
+            }
+            None => entry,
+        })
+        .collect();
+    let shown = (render_entries(&shown), blocked);
+    if stamp.is_some() {
+        kept.keep(path, vec![(path.to_path_buf(), stamp)], shown.clone());
+    }
+    shown
 }
 
 /// Applies `ops` to `target`'s file of `agent` under the file's lock.

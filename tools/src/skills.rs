@@ -15,6 +15,8 @@ use std::path::{Component, Path, PathBuf};
 
 use troupe_runtime::home::Home;
 
+use crate::stamp::{Kept, Stamp};
+
 /// How many previous versions of a skill are kept.
 pub const KEPT_VERSIONS: usize = 10;
 
@@ -175,11 +177,33 @@ pub struct Skill {
 
 /// The skills of `agent`, sorted by name. Folders without a valid `SKILL.md`
 /// (or whose frontmatter names another skill) are skipped with a warning.
+///
+/// A listing is kept while the skills' folder and every `SKILL.md` in it
+/// are as they were ([`crate::stamp`]): a new conversation lists them with
+/// a `stat` of each instead of reading them all again.
 pub fn list(home: &Home, agent: &str) -> Vec<SkillSummary> {
+    static LISTED: std::sync::LazyLock<Kept<Vec<SkillSummary>>> =
+        std::sync::LazyLock::new(Kept::default);
+    list_kept(&LISTED, home, agent)
+}
+
+/// [`list`], kept in `kept`.
+pub(crate) fn list_kept(
+    kept: &Kept<Vec<SkillSummary>>,
+    home: &Home,
+    agent: &str,
+) -> Vec<SkillSummary> {
     let dir = home.skills_dir(agent);
+    let Some(stamp) = Stamp::of(&dir) else {
+        return Vec::new();
+    };
+    if let Some(skills) = kept.get(&dir) {
+        return skills;
+    }
     let Ok(read) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
+    let mut stamps = vec![(dir.clone(), Some(stamp))];
     let mut skills: Vec<SkillSummary> = read
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
@@ -188,6 +212,8 @@ pub fn list(home: &Home, agent: &str) -> Vec<SkillSummary> {
             if name.starts_with('.') || validate_name(&name).is_err() {
                 return None;
             }
+            let doc = e.path().join(SKILL_FILE);
+            stamps.push((doc.clone(), Stamp::of(&doc)));
             match read_doc(&e.path(), &name) {
                 Ok(doc) => Some(SkillSummary {
                     name,
@@ -202,6 +228,7 @@ pub fn list(home: &Home, agent: &str) -> Vec<SkillSummary> {
         })
         .collect();
     skills.sort_by(|a, b| a.name.cmp(&b.name));
+    kept.keep(&dir, stamps, skills.clone());
     skills
 }
 

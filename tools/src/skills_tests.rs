@@ -94,3 +94,52 @@ fn listing_skips_hidden_and_mismatched_folders() {
     );
     assert_eq!(skill.instructions, "body");
 }
+
+#[test]
+fn a_kept_listing_follows_every_change_to_the_skills() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    let agent = troupe_runtime::home::MAIN_AGENT;
+    let skills = home.skills_dir(agent);
+    let write = |folder: &str, name: &str, description: &str| {
+        std::fs::create_dir_all(skills.join(folder)).unwrap();
+        std::fs::write(
+            skills.join(folder).join(SKILL_FILE),
+            format!("---\nname: {name}\ndescription: {description}\n---\nbody"),
+        )
+        .unwrap();
+    };
+    // Kept at once: the test's files have not had time to settle.
+    let kept = crate::stamp::Kept::settling(std::time::Duration::ZERO);
+    let listed = || -> Vec<(String, String)> {
+        list_kept(&kept, &home, agent)
+            .into_iter()
+            .map(|s| (s.name, s.description))
+            .collect()
+    };
+    let pair = |name: &str, description: &str| (name.to_string(), description.to_string());
+    assert_eq!(listed(), vec![], "no folder yet");
+    write("tea", "tea", "Brews tea.");
+    assert_eq!(listed(), vec![pair("tea", "Brews tea.")]);
+    assert_eq!(listed(), vec![pair("tea", "Brews tea.")], "kept");
+    // Edited in place (not renamed over), a new folder, a mismatched
+    // name fixed, a folder removed: each seen by the next listing.
+    std::fs::write(
+        skills.join("tea").join(SKILL_FILE),
+        "---\nname: tea\ndescription: Brews green tea.\n---\nbody",
+    )
+    .unwrap();
+    assert_eq!(listed(), vec![pair("tea", "Brews green tea.")]);
+    write("coffee", "other", "Brews coffee.");
+    assert_eq!(listed(), vec![pair("tea", "Brews green tea.")]);
+    write("coffee", "coffee", "Brews coffee.");
+    assert_eq!(
+        listed(),
+        vec![
+            pair("coffee", "Brews coffee."),
+            pair("tea", "Brews green tea.")
+        ]
+    );
+    std::fs::remove_dir_all(skills.join("tea")).unwrap();
+    assert_eq!(listed(), vec![pair("coffee", "Brews coffee.")]);
+}
