@@ -194,12 +194,12 @@ pub(crate) fn list_kept(
     agent: &str,
 ) -> Vec<SkillSummary> {
     let dir = home.skills_dir(agent);
-    let Some(stamp) = Stamp::of(&dir) else {
-        return Vec::new();
-    };
     if let Some(skills) = kept.get(&dir) {
         return skills;
     }
+    let Some(stamp) = Stamp::of(&dir) else {
+        return Vec::new();
+    };
     let Ok(read) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };

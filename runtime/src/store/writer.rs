@@ -340,11 +340,17 @@ fn run(
         // A batch that only starts the log over leaves nothing to copy
         // back: the checkpointer is not woken for it.
         let copied_back = batch.iter().any(|job| !job.restarts_log());
-        if let Some(left) = commit_batch(&mut conn, path, &mut batch) {
-            unindexed = left;
+        match commit_batch(&mut conn, path, &mut batch) {
+            Some(left) => {
+                unindexed = left.unindexed;
+                files_pending = left.files_pending;
+                untried = untried || left.untried;
+            }
+            None => {
+                files_pending = pending_files(&conn, path);
+                untried = untried || untried_pieces(&conn, path);
+            }
         }
-        files_pending = pending_files(&conn, path);
-        untried = untried || untried_pieces(&conn, path);
         if copied_back {
             // Full means a wake-up is already pending.
             let _ = wake.try_send(());
@@ -486,7 +492,7 @@ fn commit_batch(
     conn: &mut Connection,
     path: &std::path::Path,
     batch: &mut Vec<Box<dyn Job>>,
-) -> Option<i64> {
+) -> Option<Left> {
     let mut tries = 1;
     let fate = loop {
         let fate = match run_batch(conn, path, batch, Isolation::Shared) {
@@ -512,10 +518,23 @@ fn commit_batch(
     if let Err(err) = &fate {
         tracing::warn!(path = %path.display(), error = %err, jobs = batch.len(), "store batch failed");
     }
-    let unindexed = fate.as_ref().ok().copied();
+    let left = fate.as_ref().ok().copied();
     let fate = fate.as_ref().map(|_| ());
     batch.drain(..).for_each(|job| job.finish(fate));
-    unindexed
+    left
+}
+
+/// What a committed batch left for the writer's background work, read in
+/// its own transaction (not in read transactions of their own after it:
+/// each costs the log's shared-memory locks again).
+#[derive(Clone, Copy)]
+struct Left {
+    /// Rows out of the full-text indexes.
+    unindexed: i64,
+    /// Whether a house file waits to be indexed.
+    files_pending: bool,
+    /// Whether a piece waits to be compressed.
+    untried: bool,
 }
 
 /// How a batch's jobs are kept apart.
@@ -529,9 +548,9 @@ enum Isolation {
 
 /// What running a batch came to.
 enum Ran {
-    /// Committed, with how many messages it left out of the full-text
-    /// index, or failed as a whole (the fate every job is told).
-    Done(Result<i64, StoreError>),
+    /// Committed, with what it left for the background work, or failed
+    /// as a whole (the fate every job is told).
+    Done(Result<Left, StoreError>),
     /// A job failed in a [`Isolation::Shared`] run; nothing was committed.
     JobFailed,
 }
@@ -592,9 +611,14 @@ fn run_batch(
         Ok(left) => left,
         Err(e) => return Ran::Done(Err(e.at(path))),
     };
+    let left = Left {
+        unindexed,
+        files_pending: pending_files(&tx, path),
+        untried: untried_pieces(&tx, path),
+    };
     Ran::Done(
         tx.commit()
-            .map(|()| unindexed)
+            .map(|()| left)
             .map_err(|e| StoreError::from(e).at(path)),
     )
 }
