@@ -274,7 +274,8 @@ impl NodeContext {
             user_profile: memory.user,
             notes: memory.notes,
             cwd: self.settings.cwd.display().to_string(),
-            date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+            // `NaiveDate`'s own display is this format, without parsing one.
+            date: chrono::Utc::now().date_naive().to_string(),
             roster,
         }
     }

@@ -404,7 +404,7 @@ fn select<'a>(
     let offered_now = |tool: &'a Arc<dyn Tool>| {
         let spec = tool.offered(ctx);
         if let Some(asked) = asked {
-            asked.offered(tool, spec.as_deref());
+            asked.offered(tool, spec.as_ref());
         }
         spec.map(Spec::new)
     };

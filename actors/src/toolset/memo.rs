@@ -12,6 +12,7 @@
 //! conversation with no deferred tool loaded yet is looked up here (a new
 //! one, or one activated before its first `tool_search`).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
@@ -148,7 +149,38 @@ impl OwnedKey {
 }
 
 /// Each tool whose offer varies, and what it offered.
-type Varying = Vec<(Arc<dyn Tool>, Option<ToolSpec>)>;
+type Varying = Vec<(Arc<dyn Tool>, Held)>;
+
+/// What a tool whose offer varies offered.
+enum Held {
+    /// Nothing: not on offer.
+    Nothing,
+    /// Its own spec, borrowed: told apart by its address, which stays its
+    /// spec's while the memo holds the tool.
+    Own(usize),
+    /// A spec made for the conversation.
+    Made(ToolSpec),
+}
+
+impl Held {
+    fn of(spec: Option<&Cow<'_, ToolSpec>>) -> Self {
+        match spec {
+            None => Self::Nothing,
+            Some(Cow::Borrowed(spec)) => Self::Own(std::ptr::from_ref(*spec).addr()),
+            Some(Cow::Owned(spec)) => Self::Made(spec.clone()),
+        }
+    }
+
+    /// Whether `now` is what was held.
+    fn is(&self, now: Option<&Cow<'_, ToolSpec>>) -> bool {
+        match (self, now) {
+            (Self::Nothing, None) => true,
+            (Self::Own(held), Some(Cow::Borrowed(now))) => *held == std::ptr::from_ref(*now).addr(),
+            (Self::Made(held), Some(now)) => super::same_spec(now, held),
+            _ => false,
+        }
+    }
+}
 
 /// What a selection asked that may answer otherwise next time.
 #[derive(Default)]
@@ -159,11 +191,11 @@ pub(super) struct Asked {
 }
 
 impl Asked {
-    pub(super) fn offered(&self, tool: &Arc<dyn Tool>, spec: Option<&ToolSpec>) {
+    pub(super) fn offered(&self, tool: &Arc<dyn Tool>, spec: Option<&Cow<'_, ToolSpec>>) {
         if tool.offer_varies() {
             self.varying
                 .borrow_mut()
-                .push((Arc::clone(tool), spec.cloned()));
+                .push((Arc::clone(tool), Held::of(spec)));
         }
     }
 
@@ -200,11 +232,7 @@ impl Memo {
             .set_deferred_catalog(Arc::clone(&toolset.deferred));
         self.varying
             .iter()
-            .all(|(tool, held)| match (tool.offered(ctx), held) {
-                (None, None) => true,
-                (Some(now), Some(held)) => super::same_spec(&now, held),
-                _ => false,
-            })
+            .all(|(tool, held)| held.is(tool.offered(ctx).as_ref()))
     }
 }
 
