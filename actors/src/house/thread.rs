@@ -321,7 +321,15 @@ fn apply(
             // A person who speaks in a thread takes part in it.
             info.participants.push(post.author.clone());
         }
-        let members = table::members(tx, t.house)?;
+        // The director looks only at the thread's participants and the
+        // handles the post mentions.
+        let concerned: Vec<String> = info
+            .participants
+            .iter()
+            .cloned()
+            .chain(troupe_runtime::house::mentions(&post.text))
+            .collect();
+        let members = table::members_among(tx, t.house, &concerned)?;
         let (offered_before, _) = table::round_state(tx, round)?;
         let decision = director::decide(
             post,

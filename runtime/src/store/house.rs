@@ -224,6 +224,28 @@ pub fn members(conn: &Connection, house: HouseId) -> Result<Vec<Member>, StoreEr
     rows.map(|r| parse_member(r?)).collect()
 }
 
+/// The members of `house` among `handles` (any case), in the order of
+/// [`members`]: one index lookup each, where a post that concerns a few
+/// members of a large house would read them all.
+pub fn members_among(
+    conn: &Connection,
+    house: HouseId,
+    handles: &[String],
+) -> Result<Vec<Member>, StoreError> {
+    if handles.is_empty() {
+        return Ok(Vec::new());
+    }
+    let handles = serde_json::to_string(handles).map_err(|e| StoreError::Codec {
+        what: "member handles",
+        detail: e.to_string(),
+    })?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT_MEMBER} AND handle IN (SELECT value FROM json_each(?2)) ORDER BY kind DESC, handle"
+    ))?;
+    let rows = stmt.query_map(params![house.to_string(), handles], member_row)?;
+    rows.map(|r| parse_member(r?)).collect()
+}
+
 /// The member of `house` with `handle`.
 pub fn member(
     conn: &Connection,

@@ -212,3 +212,48 @@ fn a_thread_pages_back_from_its_newest_message_and_lists_by_activity() {
         .unwrap();
     assert_eq!(named.len(), 1);
 }
+
+#[test]
+fn members_among_handles_are_found_in_any_case_in_the_members_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let (a, b) = store
+        .write_blocking(|tx| {
+            let a = create_house(tx, "acme")?;
+            let b = create_house(tx, "beta")?;
+            for m in [
+                member("Zed", MemberKind::Bot),
+                member("ada", MemberKind::Human),
+                member("bob", MemberKind::Bot),
+                member("cy", MemberKind::Bot),
+            ] {
+                put_member(tx, a.id, &m)?;
+            }
+            put_member(tx, b.id, &member("dee", MemberKind::Bot))?;
+            Ok((a, b))
+        })
+        .unwrap();
+    store
+        .read_blocking(move |c| {
+            let handles = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+            let among = |house, names: &[&str]| -> Result<Vec<String>, StoreError> {
+                Ok(members_among(c, house, &handles(names))?
+                    .into_iter()
+                    .map(|m| m.handle)
+                    .collect())
+            };
+            // Any case, unknown and repeated handles ignored, another
+            // house's member left out; people first, then bots by handle,
+            // as `members` orders them all.
+            assert_eq!(
+                among(a.id, &["zed", "BOB", "nobody", "ADA", "bob", "dee"])?,
+                vec!["ada", "bob", "Zed"]
+            );
+            let all: Vec<String> = members(c, a.id)?.into_iter().map(|m| m.handle).collect();
+            assert_eq!(among(a.id, &["ada", "bob", "cy", "zed"])?, all);
+            assert!(among(a.id, &[])?.is_empty());
+            assert_eq!(among(b.id, &["ada", "DEE"])?, vec!["dee"]);
+            Ok(())
+        })
+        .unwrap();
+}
