@@ -139,11 +139,7 @@ async fn take(node: &Node, state: &mut ThreadState, envelope: Envelope) {
         return;
     };
     // The bots that may be offered a turn, as their conversations open.
-    let bots: HashMap<String, (BotId, ActorKind)> = node
-        .bots()
-        .into_iter()
-        .map(|b| (b.spec.name.to_lowercase(), (b.id, b.spec.kind())))
-        .collect();
+    let bots = node.bot_kinds();
     let (thread, house) = (state.id, state.house);
     let house_name = state.house_name.clone();
     let guard = Arc::clone(&state.guard);

@@ -2,7 +2,10 @@
 //! updated, each definition persisted in the bots table (so bots are
 //! reactivated on demand) and kept in memory by name.
 
+use std::collections::HashMap;
+
 use troupe_runtime::id::BotId;
+use troupe_runtime::protocol::ActorKind;
 use troupe_runtime::rusqlite::{params, Connection, OptionalExtension, Transaction};
 use troupe_runtime::store::{self, StoreError};
 
@@ -163,6 +166,16 @@ impl Node {
         let mut all: Vec<BotRecord> = self.ctx.bots.iter().map(|b| b.value().clone()).collect();
         all.sort_by_key(|b| (b.spec.name != MAIN_AGENT, b.spec.name.clone()));
         all
+    }
+
+    /// Every bot's id and actor kind, by lower-cased name: what a house
+    /// thread needs to offer turns, without copying every bot's record.
+    pub(crate) fn bot_kinds(&self) -> HashMap<String, (BotId, ActorKind)> {
+        self.ctx
+            .bots
+            .iter()
+            .map(|b| (b.spec.name.to_lowercase(), (b.id, b.spec.kind())))
+            .collect()
     }
 
     /// The bot called `name`.
