@@ -500,7 +500,7 @@ mod tests {
     use super::*;
     use troupe_runtime::home::Home;
 
-    fn context(home: &std::path::Path) -> ToolContext {
+    pub(super) fn context(home: &std::path::Path) -> ToolContext {
         ToolContext::standalone(Home::new(home), home.to_path_buf())
     }
 

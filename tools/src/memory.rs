@@ -376,13 +376,14 @@ type Shown = (String, Vec<BlockedEntry>);
 
 /// What the file at `path` shows, kept in `kept`.
 fn shown(kept: &Kept<Shown>, path: &std::path::Path, target: MemoryTarget) -> Shown {
+    // What is kept is checked with one `stat`; only a miss takes another.
+    if let Some(shown) = kept.get(path) {
+        return shown;
+    }
     let stamp = match Stamp::read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Default::default(),
         stamp => stamp.ok(),
     };
-    if let Some(shown) = stamp.and_then(|_| kept.get(path)) {
-        return shown;
-    }
     let text = match file_lock::read_versioned(path) {
         Ok((text, _)) => text,
         Err(e) => {

@@ -102,7 +102,7 @@ impl Key<'_> {
 
     fn owned(&self) -> OwnedKey {
         OwnedKey {
-            registry: std::ptr::from_ref(self.registry) as usize,
+            registry: std::ptr::from_ref(self.registry).addr(),
             generation: self.registry.generation(),
             kind: self.kind,
             has_bots: self.has_bots,
@@ -132,7 +132,7 @@ struct OwnedKey {
 
 impl OwnedKey {
     fn matches(&self, key: &Key<'_>) -> bool {
-        self.registry == std::ptr::from_ref(key.registry) as usize
+        self.registry == std::ptr::from_ref(key.registry).addr()
             && self.generation == key.registry.generation()
             && self.kind == key.kind
             && self.has_bots == key.has_bots
@@ -243,11 +243,8 @@ mod tests {
     use troupe_runtime::home::Home;
 
     use super::*;
+    use crate::toolset::tests::context;
     use crate::toolset::{compute, compute_shared, SharedToolsets};
-
-    fn context(home: &std::path::Path) -> ToolContext {
-        ToolContext::standalone(Home::new(home), home.to_path_buf())
-    }
 
     fn add_skill(home: &std::path::Path, name: &str) {
         let dir = Home::new(home)
