@@ -929,3 +929,25 @@ fn a_lock_that_never_goes_is_a_clear_error_after_every_try() {
 
 /// The retry counter is process-wide: the lock tests take turns.
 static LOCK_TESTS: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// A cached statement with a bound `LIMIT` runs as prepared, whatever the
+/// bound value, on the writer's connection and on a reader's.
+#[test]
+fn a_bound_limit_does_not_re_prepare_its_statement() {
+    use rusqlite::StatementStatus;
+    let (_dir, path) = temp_db();
+    let store = Store::open(&path).unwrap();
+    fn bound_three_times(conn: &Connection) -> Result<i32> {
+        let sql = "SELECT key FROM kv WHERE key > ?1 ORDER BY key LIMIT ?2";
+        for limit in [1_i64, 5, 2] {
+            let mut stmt = conn.prepare_cached(sql)?;
+            stmt.query_map(rusqlite::params!["", limit], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+        }
+        Ok(conn
+            .prepare_cached(sql)?
+            .get_status(StatementStatus::RePrepare))
+    }
+    assert_eq!(store.write_blocking(|tx| bound_three_times(tx)).unwrap(), 0);
+    assert_eq!(store.read_blocking(bound_three_times).unwrap(), 0);
+}
