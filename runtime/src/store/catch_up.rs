@@ -84,6 +84,14 @@ impl Deferred {
         Ok((indexed, newest))
     }
 
+    /// [`Deferred::positions`] as two columns of a larger `SELECT`.
+    fn position_columns(&self) -> String {
+        format!(
+            "coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = '{}'), 0), ({})",
+            self.key, self.newest
+        )
+    }
+
     /// Indexes the rows after `indexed` up to `upto` and records `upto`.
     fn catch_up_from(
         &self,
@@ -117,13 +125,27 @@ pub fn catch_up(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// [`catch_up`] of each table with [`CATCH_UP_ROWS_MOST`] rows waiting;
-/// run by the writer before every batch's commit. Answers how many rows
-/// are left out of the indexes.
-pub(crate) fn if_due(tx: &Transaction<'_>) -> Result<i64, StoreError> {
+/// How many deferred indexes there are: [`position_columns`] gives two
+/// columns for each.
+pub(crate) const DEFERRED: usize = ALL.len();
+
+/// The last indexed and the newest `seq` of every deferred index, in that
+/// order, as `2 × DEFERRED` columns of a `SELECT` (the writer reads them
+/// with the rest of its backlog in one statement after every batch).
+pub(crate) fn position_columns() -> String {
+    ALL.map(Deferred::position_columns).join(", ")
+}
+
+/// [`catch_up`] of each table with [`CATCH_UP_ROWS_MOST`] rows waiting,
+/// given each index's positions as [`position_columns`] read them in
+/// `tx`; run by the writer before every batch's commit. Answers how many
+/// rows are left out of the indexes.
+pub(crate) fn if_due(
+    tx: &Transaction<'_>,
+    positions: [(i64, i64); DEFERRED],
+) -> Result<i64, StoreError> {
     let mut left = 0;
-    for deferred in ALL {
-        let (indexed, newest) = deferred.positions(tx)?;
+    for (deferred, (indexed, newest)) in ALL.into_iter().zip(positions) {
         if newest - indexed >= CATCH_UP_ROWS_MOST {
             deferred.catch_up_from(tx, indexed, newest)?;
         } else {

@@ -606,21 +606,52 @@ fn run_batch(
         }
     }
     // What appends defer (the full-text index, `updated_at`), when far
-    // behind; if it fails, nothing of the batch stands.
-    let unindexed = match super::catch_up::if_due(&tx) {
+    // behind; if catching up fails, nothing of the batch stands.
+    let left = match backlog(&tx, path) {
         Ok(left) => left,
         Err(e) => return Ran::Done(Err(e.at(path))),
-    };
-    let left = Left {
-        unindexed,
-        files_pending: pending_files(&tx, path),
-        untried: untried_pieces(&tx, path),
     };
     Ran::Done(
         tx.commit()
             .map(|()| left)
             .map_err(|e| StoreError::from(e).at(path)),
     )
+}
+
+/// Reads what `tx` leaves for the background work, in one statement (six
+/// statements' lookups in the cache cost more than their reads), and
+/// catches up the indexes that are far behind. A failure to read is logged
+/// and taken as nothing left: the next batch, start or search looks again.
+fn backlog(tx: &Transaction<'_>, path: &std::path::Path) -> Result<Left, StoreError> {
+    use super::catch_up::{self, DEFERRED};
+    use super::house_files::{compress, index};
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "SELECT {}, {}, {}",
+            catch_up::position_columns(),
+            index::ANY_PENDING,
+            compress::ANY_UNTRIED
+        )
+    });
+    let mut positions = [(0, 0); DEFERRED];
+    let read = tx.prepare_cached(&SQL).and_then(|mut stmt| {
+        stmt.query_row([], |r| {
+            for (i, position) in positions.iter_mut().enumerate() {
+                *position = (r.get(2 * i)?, r.get(2 * i + 1)?);
+            }
+            Ok((r.get(2 * DEFERRED)?, r.get(2 * DEFERRED + 1)?))
+        })
+    });
+    let (files_pending, untried) = read.unwrap_or_else(|e| {
+        tracing::warn!(path = %path.display(), error = %e, "store could not read what waits for its background work");
+        positions = [(0, 0); DEFERRED];
+        (false, false)
+    });
+    Ok(Left {
+        unindexed: catch_up::if_due(tx, positions)?,
+        files_pending,
+        untried,
+    })
 }
 
 fn savepoint(tx: &Transaction<'_>, sql: &str) -> Result<(), StoreError> {

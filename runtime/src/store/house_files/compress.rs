@@ -35,9 +35,12 @@ const _: () = assert!(UNTRIED == 2);
 /// Whether any piece waits to be compressed.
 pub fn any_untried(conn: &Connection) -> Result<bool, StoreError> {
     Ok(conn
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM file_pieces WHERE codec = 2)")?
+        .prepare_cached(&format!("SELECT {ANY_UNTRIED}"))?
         .query_row([], |r| r.get(0))?)
 }
+
+/// [`any_untried`] as an expression.
+pub(crate) const ANY_UNTRIED: &str = "EXISTS (SELECT 1 FROM file_pieces WHERE codec = 2)";
 
 /// Compresses up to `max` untried pieces, oldest first; returns whether
 /// more wait.

@@ -80,9 +80,12 @@ pub(crate) fn forget(
 /// Whether any file of any house waits to be indexed.
 pub fn any_pending(conn: &Connection) -> Result<bool, StoreError> {
     Ok(conn
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM house_files WHERE state = 'pending')")?
+        .prepare_cached(&format!("SELECT {ANY_PENDING}"))?
         .query_row([], |r| r.get(0))?)
 }
+
+/// [`any_pending`] as an expression.
+pub(crate) const ANY_PENDING: &str = "EXISTS (SELECT 1 FROM house_files WHERE state = 'pending')";
 
 /// Whether a file of `house` waits to be indexed.
 pub fn pending_in(conn: &Connection, house: HouseId) -> Result<bool, StoreError> {
