@@ -951,3 +951,47 @@ fn a_bound_limit_does_not_re_prepare_its_statement() {
     assert_eq!(store.write_blocking(|tx| bound_three_times(tx)).unwrap(), 0);
     assert_eq!(store.read_blocking(bound_three_times).unwrap(), 0);
 }
+
+/// A commit's waiter gets its outcome whether it comes while the waiter
+/// spins or after it sleeps, learns of a writer that is gone, and gives
+/// the spin back when its wait is dropped.
+#[tokio::test]
+async fn a_waiter_for_a_commit_gets_its_outcome_and_gives_the_spin_back() {
+    use futures::FutureExt;
+    // Answered at once, while the waiter spins.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tx.send(Ok(7)).unwrap();
+    assert_eq!(Pending { rx }.wait().await.unwrap(), 7);
+    // Answered later than the spin lasts: by then the waiter sleeps.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let answer = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        while started.elapsed() < ANSWER_SPIN * 3 {
+            tokio::task::yield_now().await;
+        }
+        tx.send(Ok(8)).unwrap();
+    });
+    assert_eq!(Pending { rx }.wait().await.unwrap(), 8);
+    answer.await.unwrap();
+    // The writer gone.
+    let (tx, rx) = tokio::sync::oneshot::channel::<Result<()>>();
+    drop(tx);
+    assert!(matches!(
+        Pending { rx }.wait().await,
+        Err(StoreError::Closed)
+    ));
+    // A wait dropped while it spins lets the next waiter spin (another
+    // test's waiter may hold the spin for its 100 µs meanwhile).
+    let (_tx, rx) = tokio::sync::oneshot::channel::<Result<()>>();
+    let mut wait = Box::pin(Pending { rx }.wait());
+    assert!((&mut wait).now_or_never().is_none());
+    drop(wait);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while Spinner::take().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the spin was not given back"
+        );
+        tokio::task::yield_now().await;
+    }
+}
