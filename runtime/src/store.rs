@@ -55,6 +55,7 @@
 //! # }
 //! ```
 
+mod answer;
 pub mod catch_up;
 mod check;
 mod checkpointer;
@@ -103,52 +104,10 @@ pub struct Pending<T> {
 
 impl<T> Pending<T> {
     /// Waits until the write committed (or failed).
-    ///
-    /// One waiter at a time first looks for the outcome for up to
-    /// [`ANSWER_SPIN`], yielding to the runtime's other tasks between looks,
-    /// before it sleeps on it. A commit takes a few tens of microseconds;
-    /// a worker thread that slept meanwhile is woken by the writer's thread,
-    /// which on the VMs troupe is measured on takes 20–30 µs more before
-    /// it runs — a durable turn waits for four commits. Only one spins, so
-    /// a burst of waiters costs one task's polls, not a thousand.
-    pub async fn wait(mut self) -> Result<T> {
-        use tokio::sync::oneshot::error::TryRecvError;
-        if let Some(_spinner) = Spinner::take() {
-            let started = std::time::Instant::now();
-            loop {
-                match self.rx.try_recv() {
-                    Ok(outcome) => return outcome,
-                    Err(TryRecvError::Closed) => return Err(StoreError::Closed),
-                    Err(TryRecvError::Empty) if started.elapsed() >= ANSWER_SPIN => break,
-                    Err(TryRecvError::Empty) => tokio::task::yield_now().await,
-                }
-            }
-        }
-        self.rx.await.map_err(|_| StoreError::Closed)?
+    pub async fn wait(self) -> Result<T> {
+        answer::wait(self.rx).await
     }
 }
-
-/// The one waiter for a commit allowed to spin ([`Pending::wait`]), until
-/// dropped (also when its wait is cancelled).
-struct Spinner;
-
-static SPINNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-impl Spinner {
-    fn take() -> Option<Self> {
-        (!SPINNING.swap(true, std::sync::atomic::Ordering::Acquire)).then_some(Self)
-    }
-}
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        SPINNING.store(false, std::sync::atomic::Ordering::Release);
-    }
-}
-
-/// How long one waiter for a commit looks for it before it sleeps (see
-/// [`Pending::wait`]).
-const ANSWER_SPIN: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// How long a connection waits for another's lock before failing, by default.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -532,7 +491,7 @@ impl Store {
             .await
             .map_err(|_| StoreError::Closed)?;
         self.inner.readers.sent();
-        rx.await.map_err(|_| StoreError::Closed)?
+        answer::wait(rx).await
     }
 
     /// [`Store::read`] for code outside an async runtime.
