@@ -43,7 +43,7 @@ use troupe_runtime::tool::dispatch::{CallGate, DispatchSettings, OpenGate};
 use troupe_runtime::tool::registry::Registry;
 use troupe_runtime::tool::Services;
 
-use crate::bot::{BotError, BotRecord, BotSpec};
+use crate::bot::{BotError, BotSpec};
 use crate::channel::Questions;
 use crate::events::NodeEvent;
 use crate::node::conversation::prompt::PromptParts;
@@ -216,7 +216,7 @@ pub struct NodeContext {
     roster_generation: std::sync::atomic::AtomicU64,
     /// The root of the actor tree.
     root: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
-    bots: DashMap<String, BotRecord>,
+    bots: bots::Bots,
     hooks: parking_lot::RwLock<Arc<[Arc<dyn TurnHook>]>>,
 }
 
@@ -232,8 +232,7 @@ impl NodeContext {
     /// Whether the home has a bot besides the main agent, or another
     /// agent bots may message (a registered kind offered to them).
     pub fn has_bots(&self) -> bool {
-        self.bots.iter().any(|b| b.key() != MAIN_AGENT)
-            || self.rosters.read().iter().any(|r| !r.entries().is_empty())
+        self.bots.any_other() || self.rosters.read().iter().any(|r| !r.entries().is_empty())
     }
 
     /// The generation of what decides a conversation's tools: the tool
@@ -262,13 +261,16 @@ impl NodeContext {
     /// What a bot's system prompt is made of, read now.
     pub fn prompt_parts(&self, bot: &BotSpec) -> PromptParts {
         let memory = troupe_tools::memory::snapshot(&self.home, &bot.name);
-        let roster = self
-            .bots
-            .iter()
-            .filter(|b| b.key() != &bot.name && b.key() != MAIN_AGENT)
-            .map(|b| format!("- {}: {}", b.spec.name, b.spec.description))
-            .chain(self.roster_entries())
-            .collect();
+        let mut roster: Vec<String> = Vec::new();
+        if self.bots.any_other() {
+            roster.extend(
+                self.bots
+                    .iter()
+                    .filter(|b| b.key() != &bot.name && b.key() != MAIN_AGENT)
+                    .map(|b| format!("- {}: {}", b.spec.name, b.spec.description)),
+            );
+        }
+        roster.extend(self.roster_entries());
         PromptParts {
             mission: bot.effective_mission(),
             user_profile: memory.user,
@@ -447,7 +449,7 @@ impl Node {
             rosters: parking_lot::RwLock::new(Vec::new()),
             roster_generation: std::sync::atomic::AtomicU64::new(0),
             root: parking_lot::RwLock::new(None),
-            bots: DashMap::new(),
+            bots: bots::Bots::default(),
             hooks: parking_lot::RwLock::new(Arc::from(Vec::new())),
         });
         ctx.services.node().set_store(ctx.store.clone());

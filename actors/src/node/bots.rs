@@ -3,7 +3,9 @@
 //! reactivated on demand) and kept in memory by name.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use dashmap::DashMap;
 use troupe_runtime::id::BotId;
 use troupe_runtime::protocol::ActorKind;
 use troupe_runtime::rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -13,6 +15,57 @@ use troupe_runtime::home::MAIN_AGENT;
 
 use super::{Node, NodeError};
 use crate::bot::{BotRecord, BotSpec};
+
+/// The node's bots in memory, by name, with how many there are besides the
+/// main agent kept up at each change. Every new conversation asks whether
+/// there are (to offer the tools that reach them, to list them in its
+/// prompt); walking every shard of the map to learn it cost more than the
+/// rest of that check.
+#[derive(Default)]
+pub(crate) struct Bots {
+    map: DashMap<String, BotRecord>,
+    others: AtomicUsize,
+}
+
+impl Bots {
+    /// Puts `bot` under `name`, replacing the bot held there.
+    pub(crate) fn insert(&self, name: String, bot: BotRecord) {
+        let other = name != MAIN_AGENT;
+        if self.map.insert(name, bot).is_none() && other {
+            self.others.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets the bot called `name`.
+    pub(crate) fn remove(&self, name: &str) {
+        if self.map.remove(name).is_some() && name != MAIN_AGENT {
+            self.others.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether there is a bot besides the main agent.
+    pub(crate) fn any_other(&self) -> bool {
+        self.others.load(Ordering::Relaxed) > 0
+    }
+
+    /// The bot called `name`.
+    pub(crate) fn get(
+        &self,
+        name: &str,
+    ) -> Option<dashmap::mapref::one::Ref<'_, String, BotRecord>> {
+        self.map.get(name)
+    }
+
+    /// Whether there is a bot called `name`.
+    pub(crate) fn contains_key(&self, name: &str) -> bool {
+        self.map.contains_key(name)
+    }
+
+    /// Every bot, in no order.
+    pub(crate) fn iter(&self) -> dashmap::iter::Iter<'_, String, BotRecord> {
+        self.map.iter()
+    }
+}
 
 fn decode(id: String, spec: String) -> Result<BotRecord, StoreError> {
     let id = id.parse::<BotId>().map_err(|e| StoreError::Codec {
@@ -293,5 +346,39 @@ impl Node {
             .bots
             .insert(record.spec.name.clone(), record.clone());
         Ok(record.spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str) -> BotRecord {
+        BotRecord {
+            id: BotId::new(),
+            spec: BotSpec::new(name, name, "A bot."),
+        }
+    }
+
+    /// The count of bots besides the main agent follows every insert and
+    /// remove: a replaced bot is not counted twice, a missing one not
+    /// taken away.
+    #[test]
+    fn bots_besides_the_main_agent_are_counted_as_they_come_and_go() {
+        let bots = Bots::default();
+        bots.insert(MAIN_AGENT.into(), record(MAIN_AGENT));
+        assert!(!bots.any_other());
+        bots.insert("ada".into(), record("ada"));
+        bots.insert("ada".into(), record("ada"));
+        assert!(bots.any_other());
+        bots.remove("bob");
+        bots.remove(MAIN_AGENT);
+        assert!(bots.any_other());
+        bots.remove("ada");
+        assert!(!bots.any_other());
+        bots.remove("ada");
+        bots.insert("bob".into(), record("bob"));
+        assert!(bots.any_other());
+        assert_eq!(bots.iter().count(), 1);
     }
 }
