@@ -132,6 +132,12 @@ pub trait Remote: Send + Sync + 'static {
 pub trait Roster: Send + Sync + 'static {
     /// The roster's lines, `- NAME: what it is for`.
     fn entries(&self) -> Vec<String>;
+
+    /// Whether it has no line (asked at every new conversation: a roster
+    /// that can tell without making its lines should).
+    fn is_empty(&self) -> bool {
+        self.entries().is_empty()
+    }
 }
 
 /// The crate's one wiring of features onto the node: `crate::boot`
@@ -232,7 +238,7 @@ impl NodeContext {
     /// Whether the home has a bot besides the main agent, or another
     /// agent bots may message (a registered kind offered to them).
     pub fn has_bots(&self) -> bool {
-        self.bots.any_other() || self.rosters.read().iter().any(|r| !r.entries().is_empty())
+        self.bots.any_other() || self.rosters.read().iter().any(|r| !r.is_empty())
     }
 
     /// The generation of what decides a conversation's tools: the tool
@@ -337,6 +343,7 @@ impl NodeContext {
         self.rosters
             .read()
             .iter()
+            .filter(|r| !r.is_empty())
             .flat_map(|r| r.entries())
             .collect()
     }

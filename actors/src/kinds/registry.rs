@@ -321,6 +321,9 @@ impl<A: UserActor> AnyKind for KindInner<A> {
 #[derive(Default)]
 pub struct Kinds {
     kinds: DashMap<String, Arc<dyn AnyKind>>,
+    /// How many of them are offered to bots (kinds are never unregistered
+    /// once started): every new conversation asks whether any is.
+    offered: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Kinds {
@@ -405,6 +408,10 @@ impl Route for Kinds {
 }
 
 impl Roster for Kinds {
+    fn is_empty(&self) -> bool {
+        self.offered.load(std::sync::atomic::Ordering::Relaxed) == 0
+    }
+
     fn entries(&self) -> Vec<String> {
         self.offered()
             .into_iter()
@@ -488,6 +495,9 @@ impl Node {
             });
         }
         if inner.options.offer.is_some() {
+            kinds
+                .offered
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.roster_changed();
         }
         if let Some(remote) = self.remote() {
