@@ -7,10 +7,11 @@
 //! thread that slept meanwhile is woken by the store's thread, which on
 //! the VMs troupe is measured on takes 20–30 µs more before it runs, and a
 //! durable turn waits for four commits (`troupe bench w2 --durable on`:
-//! p50 283–300 → 158–180 µs). Only one waiter spins, so a burst of a
+//! p50 267–307 → 157–176 µs). Only one waiter spins, so a burst of a
 //! thousand waiters costs one task's polls, not a thousand; the store's
-//! threads do the same on their side (the writer looks for its next job
-//! before it sleeps).
+//! writer does the same on its side (it looks for its next job before it
+//! sleeps). With one core neither looks: the thread that would bring the
+//! answer could not run meanwhile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -25,7 +26,12 @@ pub(super) const SPIN: Duration = Duration::from_micros(100);
 /// Waits for the answer `rx` brings; [`StoreError::Closed`] if its thread
 /// is gone.
 pub(super) async fn wait<T>(mut rx: oneshot::Receiver<Result<T>>) -> Result<T> {
-    if let Some(_spinner) = Spinner::take() {
+    let spinner = if worth_looking() {
+        Spinner::take()
+    } else {
+        None
+    };
+    if let Some(_spinner) = spinner {
         let started = Instant::now();
         loop {
             match rx.try_recv() {
@@ -37,6 +43,15 @@ pub(super) async fn wait<T>(mut rx: oneshot::Receiver<Result<T>>) -> Result<T> {
         }
     }
     rx.await.map_err(|_| StoreError::Closed)?
+}
+
+/// Whether looking for an answer (or a job) before sleeping can pay: with
+/// one core, the thread that would bring it cannot run while another looks.
+pub(super) fn worth_looking() -> bool {
+    static CORES: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+        std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+    });
+    *CORES
 }
 
 /// The one waiter allowed to spin, until dropped (also when its wait is

@@ -250,6 +250,9 @@ impl Queue {
     /// context switches — on the VMs troupe is measured on, more than the
     /// wait.
     fn spin(&mut self) -> Option<Box<dyn Job>> {
+        if !super::answer::worth_looking() {
+            return None;
+        }
         let started = std::time::Instant::now();
         loop {
             match self.jobs.try_recv() {
