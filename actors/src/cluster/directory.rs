@@ -361,6 +361,10 @@ fn remote_houses(node: &str, houses: &[HostedHouse]) -> Vec<RemoteHouse> {
 pub(crate) struct RemoteRoster(pub(crate) Arc<Shared>);
 
 impl Roster for RemoteRoster {
+    fn is_empty(&self) -> bool {
+        self.0.directory.bots.read().is_empty()
+    }
+
     fn entries(&self) -> Vec<String> {
         let mut bots: Vec<RemoteBot> = self.0.directory.bots.read().values().cloned().collect();
         bots.sort_by(|a, b| a.name.cmp(&b.name));

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use troupe_runtime::id::BotId;
 use troupe_runtime::protocol::ActorKind;
@@ -28,18 +29,30 @@ pub(crate) struct Bots {
 }
 
 impl Bots {
-    /// Puts `bot` under `name`, replacing the bot held there.
+    /// Puts `bot` under `name`, replacing the bot held there. The count
+    /// moves while the name's entry is held, so an insert and a remove of
+    /// one name never count out of turn.
     pub(crate) fn insert(&self, name: String, bot: BotRecord) {
-        let other = name != MAIN_AGENT;
-        if self.map.insert(name, bot).is_none() && other {
-            self.others.fetch_add(1, Ordering::Relaxed);
+        match self.map.entry(name) {
+            Entry::Occupied(mut held) => {
+                held.insert(bot);
+            }
+            Entry::Vacant(free) => {
+                if free.key() != MAIN_AGENT {
+                    self.others.fetch_add(1, Ordering::Relaxed);
+                }
+                free.insert(bot);
+            }
         }
     }
 
     /// Forgets the bot called `name`.
     pub(crate) fn remove(&self, name: &str) {
-        if self.map.remove(name).is_some() && name != MAIN_AGENT {
-            self.others.fetch_sub(1, Ordering::Relaxed);
+        if let Entry::Occupied(held) = self.map.entry(name.to_string()) {
+            if name != MAIN_AGENT {
+                self.others.fetch_sub(1, Ordering::Relaxed);
+            }
+            held.remove();
         }
     }
 
