@@ -48,12 +48,12 @@ impl Bots {
 
     /// Forgets the bot called `name`.
     pub(crate) fn remove(&self, name: &str) {
-        if let Entry::Occupied(held) = self.map.entry(name.to_string()) {
+        self.map.remove_if(name, |name, _| {
             if name != MAIN_AGENT {
                 self.others.fetch_sub(1, Ordering::Relaxed);
             }
-            held.remove();
-        }
+            true
+        });
     }
 
     /// Whether there is a bot besides the main agent.

@@ -73,15 +73,9 @@ const ALL: [&Deferred; 2] = [&MESSAGES, &DELEGATION_EVENTS];
 impl Deferred {
     /// The last indexed `seq`, and the newest.
     fn positions(&self, conn: &Connection) -> Result<(i64, i64), StoreError> {
-        let indexed: i64 = conn
-            .prepare_cached(
-                "SELECT coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = ?1), 0)",
-            )?
-            .query_row([self.key], |r| r.get(0))?;
-        let newest: i64 = conn
-            .prepare_cached(self.newest)?
-            .query_row([], |r| r.get(0))?;
-        Ok((indexed, newest))
+        Ok(conn
+            .prepare_cached(&format!("SELECT {}", self.position_columns()))?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?)
     }
 
     /// [`Deferred::positions`] as two columns of a larger `SELECT`.
