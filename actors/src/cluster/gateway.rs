@@ -194,6 +194,42 @@ async fn send_batch(
     }
 }
 
+/// Waits until the peer acknowledged every one of `ids` (sent from the
+/// outbox, `acks` subscribed before they were), at most [`CALL_TIMEOUT`].
+pub(crate) async fn acknowledged(
+    node: &crate::node::Node,
+    acks: &mut tokio::sync::watch::Receiver<u64>,
+    ids: Vec<MsgId>,
+) -> Result<(), String> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let ids = std::sync::Arc::new(ids);
+    let waiting = async {
+        loop {
+            let look = std::sync::Arc::clone(&ids);
+            let left = node
+                .store()
+                .read(move |c| table::unacked(c, &look))
+                .await
+                .map_err(|e| e.to_string())?;
+            if left == 0 {
+                return Ok(());
+            }
+            acks.changed().await.map_err(|_| "the node is stopping")?;
+        }
+    };
+    tokio::time::timeout(CALL_TIMEOUT, waiting)
+        .await
+        .map_err(|_| {
+            format!(
+                "not all {} were acknowledged within {}s",
+                ids.len(),
+                CALL_TIMEOUT.as_secs()
+            )
+        })?
+}
+
 /// One frame to the peer's inbox, and its acknowledgement.
 async fn send_one(remote: &ActorRef<InboxMsg>, frame: Vec<u8>) -> Result<(), String> {
     let answer = remote

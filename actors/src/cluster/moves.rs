@@ -531,12 +531,21 @@ async fn finish(shared: &Arc<Shared>, fence: &Fence) -> Result<(), NodeError> {
         .store()
         .write(move |tx| table::finish(tx, &id, epoch))
         .await?;
-    let threads = finished.map(|f| f.threads).unwrap_or_default();
+    let (threads, forwarded) = finished
+        .map(|f| (f.threads, f.forwarded))
+        .unwrap_or_default();
     for thread in &threads {
         shared.directory.route(thread.clone(), fence.peer.clone());
     }
+    let mut acks = shared.acked.subscribe();
     if let Some(g) = shared.gateway(&fence.peer).await {
         let _ = g.cast(super::gateway::GatewayMsg::Flush);
+    }
+    // The posts held here land on the new node before the requests held
+    // here are let go, so a later post cannot overtake them.
+    if let Err(why) = super::gateway::acknowledged(&node, &mut acks, forwarded).await {
+        tracing::warn!(house = %fence.name, peer = %fence.peer, %why,
+            "the posts held during a move were not acknowledged in time; later posts may land before them");
     }
     if let Ok(house_id) = fence.house_id.parse() {
         let hosted = HostedHouse {

@@ -156,6 +156,17 @@ pub fn outbox_peers(conn: &Connection) -> Result<Vec<(String, u64)>, StoreError>
     .collect()
 }
 
+/// How many of `ids` still wait in the outbox for their peer's
+/// acknowledgement.
+pub fn unacked(conn: &Connection, ids: &[MsgId]) -> Result<usize, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT 1 FROM cluster_outbox WHERE id = ?1")?;
+    let mut n = 0;
+    for id in ids {
+        n += usize::from(stmt.exists([id.to_string()])?);
+    }
+    Ok(n)
+}
+
 /// Drops the acknowledged messages `ids` from the outbox.
 pub fn acked(tx: &Transaction<'_>, ids: &[MsgId]) -> Result<(), StoreError> {
     let mut stmt = tx.prepare_cached("DELETE FROM cluster_outbox WHERE id = ?1")?;

@@ -38,9 +38,14 @@ async fn a_forwarded_message_leaves_the_mailbox_for_the_outbox_until_acked() {
         store.read(outbox_peers).await.unwrap(),
         vec![("b".to_string(), 1)]
     );
-    let id = sent.id;
+    let (id, other) = (sent.id, envelope().id);
+    assert_eq!(
+        store.read(move |c| unacked(c, &[id, other])).await.unwrap(),
+        1
+    );
     store.write(move |tx| acked(tx, &[id])).await.unwrap();
     assert_eq!(store.read(|c| outbox(c, "b", 10)).await.unwrap(), vec![]);
+    assert_eq!(store.read(move |c| unacked(c, &[id])).await.unwrap(), 0);
 }
 
 #[tokio::test]

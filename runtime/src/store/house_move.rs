@@ -43,6 +43,7 @@ pub use parts::{export, Counts, PART_BYTES};
 
 use super::house::delete_house;
 use super::{cluster, mailbox, now, StoreError};
+use crate::id::MsgId;
 use crate::protocol::Address;
 
 /// The migration that makes the fences and the staged parts.
@@ -152,8 +153,8 @@ pub struct Finished {
     /// The house's threads, routed to the target from now on.
     pub threads: Vec<String>,
     /// The messages for them that waited here, moved to the outbox for the
-    /// target.
-    pub forwarded: usize,
+    /// target (oldest first).
+    pub forwarded: Vec<MsgId>,
 }
 
 /// The source's last step, once the target committed the house at
@@ -171,11 +172,13 @@ pub fn finish(
         return Ok(None);
     };
     let threads = thread_ids(tx, house_id)?;
-    let mut forwarded = 0;
+    let mut forwarded = Vec::new();
     for thread in &threads {
         let addr = Address::Thread(thread.parse().map_err(|e| codec(format!("{e}")))?);
         for envelope in mailbox::pending(tx, &addr, usize::MAX)? {
-            forwarded += usize::from(cluster::forward(tx, &envelope, &f.peer)?);
+            if cluster::forward(tx, &envelope, &f.peer)? {
+                forwarded.push(envelope.id);
+            }
         }
         cluster::set_route(tx, thread, &f.peer)?;
     }

@@ -374,7 +374,7 @@ async fn posts_queued_during_a_move_go_to_the_new_node_and_its_threads_are_route
             .await
             .unwrap()
             .unwrap();
-    assert_eq!(finished.forwarded, 1);
+    assert_eq!(finished.forwarded.len(), 1);
     assert_eq!(finished.threads.len(), 2);
     let (outbox, routes, pending) =
         s.a.read(|c| {
