@@ -214,12 +214,13 @@ pub struct State {
     pub(crate) tools_generation: u64,
     pub(crate) guard: Guard,
     pub(crate) turns: u64,
-    pub(crate) active: Option<ActiveTurn>,
+    /// Boxed: 770 bytes that an idle conversation, most of them, need not hold.
+    pub(crate) active: Option<Box<ActiveTurn>>,
     /// Passivating: what still arrives goes back to the router, which
     /// holds it for the conversation's next actor.
     pub(crate) passivated: bool,
     /// What the open turn being resumed answers (from the store).
-    pub(crate) resuming: Option<Envelope>,
+    pub(crate) resuming: Option<Box<Envelope>>,
     /// Calls a crash left waiting on a kept approval or question: the
     /// resumed turn runs them (asks them again) first.
     pub(crate) waiting: Vec<troupe_runtime::protocol::ToolCall>,
@@ -327,7 +328,7 @@ impl Actor for Conversation {
         };
         let resumes = history::awaits_model(&state.history) || !state.waiting.is_empty();
         if let Some(open) = open.filter(|_| resumes) {
-            state.resuming = open.answers;
+            state.resuming = open.answers.map(Box::new);
             // The last incarnation (or process) stopped mid-turn: go on
             // with it; whoever waited for it still does.
             myself.send_message(ConversationMsg::Turn(Box::new(TurnRequest {

@@ -69,7 +69,7 @@ pub(super) async fn begin(
     let scope = Scope::child(&state.args.budget, "turn", node.settings.turn_budget);
     state.services.set_user_channel(Arc::new(emitter.clone()));
     state.services.set_turn_scope(Arc::clone(&scope));
-    state.active = Some(ActiveTurn {
+    state.active = Some(Box::new(ActiveTurn {
         number: state.turns,
         cancel,
         emitter,
@@ -88,10 +88,10 @@ pub(super) async fn begin(
         delivered: match &request.input {
             Input::Delivered(envelope) => Some(envelope.clone()),
             // A resumed turn answers what the store says it answered.
-            Input::Continue => state.resuming.take(),
+            Input::Continue => state.resuming.take().map(|e| *e),
             Input::User(_) => None,
         },
-    });
+    }));
     let first = match request.input {
         Input::User(text) => Some(Message::user(text)),
         Input::Continue => None,
