@@ -7,6 +7,7 @@
 //! sync via actor spawn + death management.
 
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::mapref::entry::Entry::Occupied;
@@ -45,6 +46,8 @@ impl Debug for PidLifecycleEvent {
 
 static PID_REGISTRY: OnceCell<Arc<DashMap<ActorId, ActorCell>>> = OnceCell::new();
 static PID_REGISTRY_LISTENERS: OnceCell<Arc<DashMap<ActorId, ActorCell>>> = OnceCell::new();
+/// How many listeners [`PID_REGISTRY_LISTENERS`] holds (troupe's patch).
+static LISTENERS: AtomicUsize = AtomicUsize::new(0);
 
 fn get_pid_registry<'a>() -> &'a Arc<DashMap<ActorId, ActorCell>> {
     PID_REGISTRY.get_or_init(|| Arc::new(DashMap::new()))
@@ -62,7 +65,13 @@ pub(crate) fn register_pid(id: ActorId, actor: ActorCell) -> Result<(), super::A
             ))),
             Vacant(v) => {
                 v.insert(actor.clone());
-                // notify lifecycle listeners
+                // notify lifecycle listeners (troupe's patch: of an actor
+                // that can be reached from another node, the only ones
+                // ractor_cluster's node sessions, the listeners, act on;
+                // and without walking an empty map)
+                if !actor.supports_remoting() || LISTENERS.load(Ordering::Acquire) == 0 {
+                    return Ok(());
+                }
                 for listener in get_pid_listeners().iter() {
                     let _ =
                         listener
@@ -82,7 +91,10 @@ pub(crate) fn register_pid(id: ActorId, actor: ActorCell) -> Result<(), super::A
 pub(crate) fn unregister_pid(id: ActorId) {
     if id.is_local() {
         if let Some((_, cell)) = get_pid_registry().remove(&id) {
-            // notify lifecycle listeners
+            // notify lifecycle listeners (troupe's patch: as in `register_pid`)
+            if !cell.supports_remoting() || LISTENERS.load(Ordering::Acquire) == 0 {
+                return;
+            }
             for listener in get_pid_listeners().iter() {
                 let _ = listener
                     .value()
@@ -123,7 +135,9 @@ pub fn where_is_pid(id: ActorId) -> Option<ActorCell> {
 ///
 /// * `actor` - The [ActorCell] representing who will receive updates
 pub fn monitor(actor: ActorCell) {
-    get_pid_listeners().insert(actor.get_id(), actor);
+    if get_pid_listeners().insert(actor.get_id(), actor).is_none() {
+        LISTENERS.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 /// Unsubscribes the provided [crate::Actor] from the PID registry lifecycle
@@ -131,5 +145,7 @@ pub fn monitor(actor: ActorCell) {
 ///
 /// * `actor` - The [ActorCell] representing who was receiving updates
 pub fn demonitor(actor: ActorId) {
-    let _ = get_pid_listeners().remove(&actor);
+    if get_pid_listeners().remove(&actor).is_some() {
+        LISTENERS.fetch_sub(1, Ordering::AcqRel);
+    }
 }
