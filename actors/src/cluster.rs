@@ -88,6 +88,8 @@ pub struct Shared {
     pub(crate) inboxes: DashMap<String, ActorRef<inbox::InboxMsg>>,
     /// How many messages peers acknowledged since the start.
     pub(crate) acked: tokio::sync::watch::Sender<u64>,
+    /// Cancelled when the cluster stops: what waits on peers stops waiting.
+    pub(crate) stopping: tokio_util::sync::CancellationToken,
     /// The cluster's supervisor (each incarnation puts itself here).
     pub(crate) supervisor: parking_lot::RwLock<Option<ActorRef<SupervisorMsg>>>,
     /// Its children as `troupe ps` shows them.
@@ -160,6 +162,7 @@ impl Cluster {
             inboxes: DashMap::new(),
             listen,
             acked: tokio::sync::watch::Sender::new(0),
+            stopping: tokio_util::sync::CancellationToken::new(),
             supervisor: parking_lot::RwLock::new(None),
             children: tree::Children::new(),
             houses: houses::HouseState::default(),
@@ -247,6 +250,7 @@ impl Cluster {
     /// Stops the cluster's actors, its supervisor first (the node stops
     /// on its own).
     pub fn stop(&self) {
+        self.shared.stopping.cancel();
         if let Some(supervisor) = self.shared.supervisor.write().take() {
             supervisor.stop(None);
         }

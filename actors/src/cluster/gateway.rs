@@ -195,8 +195,10 @@ async fn send_batch(
 }
 
 /// Waits until the peer acknowledged every one of `ids` (sent from the
-/// outbox, `acks` subscribed before they were), at most [`CALL_TIMEOUT`].
+/// outbox, `acks` subscribed before they were), at most [`CALL_TIMEOUT`],
+/// and not past the cluster's stop.
 pub(crate) async fn acknowledged(
+    shared: &Shared,
     node: &crate::node::Node,
     acks: &mut tokio::sync::watch::Receiver<u64>,
     ids: Vec<MsgId>,
@@ -217,6 +219,12 @@ pub(crate) async fn acknowledged(
                 return Ok(());
             }
             acks.changed().await.map_err(|_| "the node is stopping")?;
+        }
+    };
+    let waiting = async {
+        tokio::select! {
+            done = waiting => done,
+            () = shared.stopping.cancelled() => Err("the cluster is stopping".to_string()),
         }
     };
     tokio::time::timeout(CALL_TIMEOUT, waiting)

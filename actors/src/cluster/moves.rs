@@ -522,7 +522,18 @@ async fn stop_environments(node: &crate::node::Node, fence: &Fence) -> Result<()
 }
 
 /// Step 5: the house deleted here, the peers told, the waiting requests let go.
+///
+/// It runs to its end on a task of its own: the house is deleted here at
+/// its first step, so a caller that gives up (a request timed out, a
+/// client gone) must not leave the waiting requests held.
 async fn finish(shared: &Arc<Shared>, fence: &Fence) -> Result<(), NodeError> {
+    let (shared, fence) = (Arc::clone(shared), fence.clone());
+    tokio::spawn(async move { finish_here(&shared, &fence).await })
+        .await
+        .map_err(|e| NodeError::Actor(format!("the move's finish failed: {e}")))?
+}
+
+async fn finish_here(shared: &Arc<Shared>, fence: &Fence) -> Result<(), NodeError> {
     let node = shared
         .node()
         .ok_or_else(|| NodeError::Actor("the node is stopping".into()))?;
@@ -543,7 +554,7 @@ async fn finish(shared: &Arc<Shared>, fence: &Fence) -> Result<(), NodeError> {
     }
     // The posts held here land on the new node before the requests held
     // here are let go, so a later post cannot overtake them.
-    if let Err(why) = super::gateway::acknowledged(&node, &mut acks, forwarded).await {
+    if let Err(why) = super::gateway::acknowledged(shared, &node, &mut acks, forwarded).await {
         tracing::warn!(house = %fence.name, peer = %fence.peer, %why,
             "the posts held during a move were not acknowledged in time; later posts may land before them");
     }
