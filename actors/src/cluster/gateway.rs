@@ -196,30 +196,28 @@ async fn send_batch(
 
 /// Waits until the peer acknowledged every one of `ids` (sent from the
 /// outbox, `acks` subscribed before they were), at most [`CALL_TIMEOUT`],
-/// and not past the cluster's stop.
+/// and not past the cluster's stop. Each acknowledgement looks again at
+/// those still waiting only.
 pub(crate) async fn acknowledged(
     shared: &Shared,
     node: &crate::node::Node,
     acks: &mut tokio::sync::watch::Receiver<u64>,
     ids: Vec<MsgId>,
 ) -> Result<(), String> {
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let ids = std::sync::Arc::new(ids);
+    let sent = ids.len();
     let waiting = async {
-        loop {
-            let look = std::sync::Arc::clone(&ids);
-            let left = node
+        let mut left = ids;
+        while !left.is_empty() {
+            left = node
                 .store()
-                .read(move |c| table::unacked(c, &look))
+                .read(move |c| table::unacked(c, &left))
                 .await
                 .map_err(|e| e.to_string())?;
-            if left == 0 {
-                return Ok(());
+            if !left.is_empty() {
+                acks.changed().await.map_err(|_| "the node is stopping")?;
             }
-            acks.changed().await.map_err(|_| "the node is stopping")?;
         }
+        Ok(())
     };
     let waiting = async {
         tokio::select! {
@@ -231,8 +229,7 @@ pub(crate) async fn acknowledged(
         .await
         .map_err(|_| {
             format!(
-                "not all {} were acknowledged within {}s",
-                ids.len(),
+                "not all {sent} were acknowledged within {}s",
                 CALL_TIMEOUT.as_secs()
             )
         })?

@@ -156,15 +156,17 @@ pub fn outbox_peers(conn: &Connection) -> Result<Vec<(String, u64)>, StoreError>
     .collect()
 }
 
-/// How many of `ids` still wait in the outbox for their peer's
+/// Those of `ids` that still wait in the outbox for their peer's
 /// acknowledgement.
-pub fn unacked(conn: &Connection, ids: &[MsgId]) -> Result<usize, StoreError> {
+pub fn unacked(conn: &Connection, ids: &[MsgId]) -> Result<Vec<MsgId>, StoreError> {
     let mut stmt = conn.prepare_cached("SELECT 1 FROM cluster_outbox WHERE id = ?1")?;
-    let mut n = 0;
-    for id in ids {
-        n += usize::from(stmt.exists([id.to_string()])?);
+    let mut left = Vec::new();
+    for &id in ids {
+        if stmt.exists([id.to_string()])? {
+            left.push(id);
+        }
     }
-    Ok(n)
+    Ok(left)
 }
 
 /// Drops the acknowledged messages `ids` from the outbox.
