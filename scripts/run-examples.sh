@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every example in examples/ (built first with `cargo build --examples`)
+# Runs every example in examples/ (built first with `cargo build --workspace --examples`)
 # and fails if any of them fails or takes longer than 30 seconds.
 # Usage: scripts/run-examples.sh [PROFILE]   (PROFILE: debug (default) or release)
 set -uo pipefail
