@@ -151,12 +151,15 @@ pub fn validate_name(name: &str) -> Result<(), BotError> {
 }
 
 /// A bot as the node knows it: its id and definition.
+///
+/// Cheap to clone: every conversation of the bot holds one, and shares its
+/// definition with the node's map instead of copying its strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BotRecord {
     /// Its id.
     pub id: BotId,
-    /// Its definition.
-    pub spec: BotSpec,
+    /// Its definition (`Arc::make_mut` to change a record's own).
+    pub spec: std::sync::Arc<BotSpec>,
 }
 
 #[cfg(test)]

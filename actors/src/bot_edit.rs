@@ -49,25 +49,26 @@ impl Node {
     /// changed then.
     pub async fn edit_bot(&self, name: &str, edit: BotEdit) -> Result<BotSpec, NodeError> {
         let mut record = self.bot(name)?;
+        let spec = std::sync::Arc::make_mut(&mut record.spec);
         if let Some(model) = edit.model {
             let model = model.trim().to_string();
-            self.resolve_model_for(&record.spec.name, &model)?;
-            record.spec.model = model;
+            self.resolve_model_for(&spec.name, &model)?;
+            spec.model = model;
         }
         if let Some(title) = edit.title {
-            record.spec.title = title.trim().to_string();
+            spec.title = title.trim().to_string();
         }
         if let Some(description) = edit.description {
-            record.spec.description = description.trim().to_string();
+            spec.description = description.trim().to_string();
         }
         if let Some(mission) = edit.mission {
-            record.spec.mission = mission;
+            spec.mission = mission;
         }
-        record.spec.validate()?;
+        spec.validate()?;
         let r = record.clone();
         self.store().write(move |tx| bots::update(tx, &r)).await?;
         self.load_bots().await?;
-        Ok(record.spec)
+        Ok(BotSpec::clone(&record.spec))
     }
 }
 

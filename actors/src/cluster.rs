@@ -271,7 +271,7 @@ fn members(shared: &Shared) -> serde_json::Value {
         "listen": shared.listen,
         "self": true,
         "connected": true,
-        "bots": shared.node().map(|n| n.bots().into_iter().map(|b| b.spec.name).collect::<Vec<_>>()).unwrap_or_default(),
+        "bots": shared.node().map(|n| n.bots().into_iter().map(|b| b.spec.name.clone()).collect::<Vec<_>>()).unwrap_or_default(),
         "kinds": kinds::local(shared),
     })];
     for peer in shared.directory.peers() {

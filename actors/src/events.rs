@@ -103,14 +103,24 @@ impl Emitter {
     /// Sends one event. Nobody listening is fine: events are a view, the
     /// store is the record.
     pub fn emit(&self, event: AgentEvent) {
-        if let Some(sink) = &self.sink {
-            let _ = sink.send(event.clone());
+        // Copied only when both listen; a caller that dropped its stream
+        // does not.
+        let sink = self.sink.as_ref().filter(|s| !s.is_closed());
+        let bus = self.bus.receiver_count() > 0;
+        match sink {
+            Some(sink) if bus => {
+                let _ = sink.send(event.clone());
+            }
+            Some(sink) => {
+                let _ = sink.send(event);
+                return;
+            }
+            None if bus => {}
+            None => return,
         }
-        if self.bus.receiver_count() > 0 {
-            let _ = self
-                .bus
-                .send(NodeEvent::of_conversation(self.conversation, event));
-        }
+        let _ = self
+            .bus
+            .send(NodeEvent::of_conversation(self.conversation, event));
     }
 }
 

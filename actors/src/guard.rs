@@ -7,7 +7,7 @@
 //! other arguments also only warns. The guard lives in the conversation
 //! actor, not in the history, so a compaction does not reset it.
 
-use std::collections::HashMap;
+use troupe_runtime::hash::FastMap;
 
 use troupe_runtime::protocol::{ToolCall, ToolResult};
 
@@ -28,8 +28,8 @@ pub struct Guard {
     max_steps: u32,
     repeat_limit: u32,
     steps: u32,
-    same_call_failures: HashMap<String, u32>,
-    tool_failures: HashMap<String, u32>,
+    same_call_failures: FastMap<String, u32>,
+    tool_failures: FastMap<String, u32>,
 }
 
 impl Guard {
@@ -40,8 +40,8 @@ impl Guard {
             max_steps: max_steps.max(1),
             repeat_limit: repeat_limit.max(1),
             steps: 0,
-            same_call_failures: HashMap::new(),
-            tool_failures: HashMap::new(),
+            same_call_failures: FastMap::default(),
+            tool_failures: FastMap::default(),
         }
     }
 
@@ -75,14 +75,20 @@ impl Guard {
         result: &ToolResult,
         failure_tolerant: bool,
     ) -> Verdict {
-        let key = format!("{}\u{0}{}", call.name, call.arguments);
+        // The call's key prints its arguments: made only when a failure
+        // is counted or may be held.
+        let key = || format!("{}\u{0}{}", call.name, call.arguments);
         if !result.is_error() {
-            self.same_call_failures.remove(&key);
-            self.tool_failures.remove(&call.name);
+            if !self.same_call_failures.is_empty() {
+                self.same_call_failures.remove(&key());
+            }
+            if !self.tool_failures.is_empty() {
+                self.tool_failures.remove(&call.name);
+            }
             return Verdict::Continue;
         }
         let same = {
-            let n = self.same_call_failures.entry(key).or_default();
+            let n = self.same_call_failures.entry(key()).or_default();
             *n += 1;
             *n
         };

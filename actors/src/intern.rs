@@ -5,7 +5,6 @@
 //! freed; its entry is swept out as new values arrive.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -16,13 +15,13 @@ const SWEEP_AT: usize = 64;
 /// Keeps one shared copy of each distinct value while anyone holds it.
 #[derive(Debug)]
 pub struct Interner<T: ?Sized> {
-    known: Mutex<HashMap<u64, Weak<T>>>,
+    known: Mutex<troupe_runtime::hash::FastMap<u64, Weak<T>>>,
 }
 
 impl<T: ?Sized> Default for Interner<T> {
     fn default() -> Self {
         Self {
-            known: Mutex::new(HashMap::new()),
+            known: Mutex::new(Default::default()),
         }
     }
 }
@@ -85,10 +84,7 @@ impl<T: ?Sized + PartialEq> Interner<T> {
 
 /// The hash of `value`, as [`Interner::intern`] takes it.
 pub fn key_of<H: std::hash::Hash + ?Sized>(value: &H) -> u64 {
-    use std::hash::Hasher;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    value.hash(&mut h);
-    h.finish()
+    troupe_runtime::hash::hash_of(value)
 }
 
 #[cfg(test)]

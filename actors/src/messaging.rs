@@ -151,7 +151,7 @@ pub async fn send(
                 .bots()
                 .into_iter()
                 .filter(|b| members.as_ref().is_none_or(|m| m.contains(&b.id)))
-                .map(|b| b.spec.name)
+                .map(|b| b.spec.name.clone())
                 .filter(|n| *n != ctx.agent)
                 .chain(node.kinds().offered().into_iter().map(|(name, _)| name))
                 .collect();

@@ -29,7 +29,6 @@ pub use tree::{ActorInfo, Branch};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use dashmap::DashMap;
 use parking_lot::Mutex;
 use ractor::ActorRef;
 use tokio::sync::broadcast;
@@ -194,7 +193,7 @@ pub struct NodeContext {
     stopped: tokio_util::sync::CancellationToken,
     /// Each bot's latest own conversation seen by this process (a message
     /// to a bot goes there without asking the store).
-    latest: DashMap<BotId, ConversationId>,
+    latest: troupe_runtime::hash::FastDashMap<BotId, ConversationId>,
     models: ModelsConfig,
     model_override: Option<ResolvedModel>,
     env: EnvLookup,
@@ -282,8 +281,7 @@ impl NodeContext {
             user_profile: memory.user,
             notes: memory.notes,
             cwd: self.settings.cwd.display().to_string(),
-            // `NaiveDate`'s own display is this format, without parsing one.
-            date: chrono::Utc::now().date_naive().to_string(),
+            date: crate::node::conversation::prompt::today(),
             roster,
         }
     }
@@ -440,7 +438,7 @@ impl Node {
             questions: options.questions,
             stopping: std::sync::atomic::AtomicBool::new(false),
             stopped: tokio_util::sync::CancellationToken::new(),
-            latest: DashMap::new(),
+            latest: Default::default(),
             toolsets: Default::default(),
             prompts: Default::default(),
             models: options.models,

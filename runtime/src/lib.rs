@@ -15,6 +15,7 @@ pub mod environment;
 pub mod error;
 pub mod executors;
 pub mod fault;
+pub mod hash;
 pub mod home;
 pub mod house;
 pub mod id;

@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
-use dashmap::DashMap;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::{broadcast, mpsc};
 
@@ -169,7 +168,7 @@ pub enum RouterError {
 }
 
 pub(crate) struct Shared<K, M> {
-    pub(crate) slots: DashMap<K, Arc<Slot<M>>>,
+    pub(crate) slots: crate::hash::FastDashMap<K, Arc<Slot<M>>>,
     pub(crate) activator: Arc<dyn Activator<K, M>>,
     pub(crate) epoch: AtomicU64,
     pub(crate) events: broadcast::Sender<RouterEvent<K>>,
@@ -230,7 +229,7 @@ impl<K: RouteKey, M: ractor::Message> Router<K, M> {
         let (events, _) = broadcast::channel(config.events.max(1));
         let activator: Arc<dyn Activator<K, M>> = Arc::new(activator);
         let shared = Arc::new(Shared {
-            slots: DashMap::new(),
+            slots: crate::hash::FastDashMap::default(),
             activator: Arc::clone(&activator),
             epoch: AtomicU64::new(0),
             events,

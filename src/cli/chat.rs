@@ -223,7 +223,7 @@ impl Session {
         make: &impl Fn() -> Builder,
     ) -> anyhow::Result<String> {
         let node = self.runtime.node();
-        let own = node.bot(&self.bot)?.spec.model;
+        let own = node.bot(&self.bot)?.spec.model.clone();
         if !own.is_empty() {
             return Ok(format!(
                 "`{}` has its own model ({own}), which /model does not change; `troupe chat --bot` another bot, or change this one's spec",

@@ -162,7 +162,7 @@ async fn setup_findings(home: &troupe_runtime::home::Home, offline: bool) -> Vec
             Ok(view) => view
                 .bots()
                 .await
-                .map(|all| all.into_iter().map(|b| b.spec.model).collect())
+                .map(|all| all.into_iter().map(|b| b.spec.model.clone()).collect())
                 .unwrap_or_default(),
             Err(_) => Vec::new(),
         };

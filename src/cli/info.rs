@@ -173,7 +173,7 @@ pub async fn usage(view: &View, json: bool) -> anyhow::Result<ExitCode> {
         .bots()
         .await?
         .into_iter()
-        .map(|b| (b.id, b.spec.name))
+        .map(|b| (b.id, b.spec.name.clone()))
         .collect();
     if !json {
         println!(

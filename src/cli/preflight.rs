@@ -62,7 +62,11 @@ fn check<'a>(
 ///
 /// As [`bots`].
 pub fn every_bot(node: &Node) -> anyhow::Result<()> {
-    let names: Vec<String> = node.bots().into_iter().map(|b| b.spec.name).collect();
+    let names: Vec<String> = node
+        .bots()
+        .into_iter()
+        .map(|b| b.spec.name.clone())
+        .collect();
     check(node, names.iter().map(String::as_str), true)
 }
 
@@ -81,5 +85,5 @@ pub async fn bot_of(node: &Node, id: ConversationId) -> anyhow::Result<String> {
         .bots()
         .into_iter()
         .find(|b| b.id == row.bot)
-        .map_or_else(|| row.bot.to_string(), |b| b.spec.name))
+        .map_or_else(|| row.bot.to_string(), |b| b.spec.name.clone()))
 }

@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 
-use troupe_actors::bot::{BotRecord, BotSpec};
+use troupe_actors::bot::BotRecord;
 use troupe_actors::node::{bots, NodeError};
 use troupe_runtime::config::Config;
 use troupe_runtime::home::{traces_of_use, Home, MAIN_AGENT};
@@ -69,7 +69,7 @@ impl View {
             // A node creates it at its first start.
             all.push(BotRecord {
                 id: BotId::new(),
-                spec: BotSpec::default(),
+                spec: Default::default(),
             });
         }
         all.sort_by_key(|b| (b.spec.name != MAIN_AGENT, b.spec.name.clone()));

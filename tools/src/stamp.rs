@@ -9,7 +9,6 @@
 //! the stamp as it was. Our own tools replace files by renaming (a new
 //! inode), which moves the stamp whatever the clock.
 
-use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -80,7 +79,7 @@ const KEPT_AT_MOST: usize = 1024;
 /// What was made of files, by a key, used again while every file's stamp
 /// stays as it was.
 pub(crate) struct Kept<T> {
-    entries: Mutex<HashMap<PathBuf, Arc<(Stamps, T)>>>,
+    entries: Mutex<troupe_runtime::hash::FastMap<PathBuf, Arc<(Stamps, T)>>>,
     settle: Duration,
 }
 
@@ -95,7 +94,7 @@ impl<T> Kept<T> {
     /// say zero, to keep what they just wrote).
     pub(crate) fn settling(settle: Duration) -> Self {
         Self {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Default::default()),
             settle,
         }
     }

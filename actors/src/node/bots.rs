@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use dashmap::mapref::entry::Entry;
-use dashmap::DashMap;
+use troupe_runtime::hash::{FastDashMap, FastState};
 use troupe_runtime::id::BotId;
 use troupe_runtime::protocol::ActorKind;
 use troupe_runtime::rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -24,7 +25,7 @@ use crate::bot::{BotRecord, BotSpec};
 /// rest of that check.
 #[derive(Default)]
 pub(crate) struct Bots {
-    map: DashMap<String, BotRecord>,
+    map: FastDashMap<String, BotRecord>,
     others: AtomicUsize,
 }
 
@@ -75,7 +76,7 @@ impl Bots {
     }
 
     /// Every bot, in no order.
-    pub(crate) fn iter(&self) -> dashmap::iter::Iter<'_, String, BotRecord> {
+    pub(crate) fn iter(&self) -> dashmap::iter::Iter<'_, String, BotRecord, FastState> {
         self.map.iter()
     }
 }
@@ -89,7 +90,10 @@ fn decode(id: String, spec: String) -> Result<BotRecord, StoreError> {
         what: "bot",
         detail: e.to_string(),
     })?;
-    Ok(BotRecord { id, spec })
+    Ok(BotRecord {
+        id,
+        spec: Arc::new(spec),
+    })
 }
 
 /// The bot called `name`.
@@ -207,7 +211,7 @@ impl Node {
         }
         let record = BotRecord {
             id: BotId::new(),
-            spec: BotSpec::default(),
+            spec: Arc::default(),
         };
         let r = record.clone();
         self.ctx
@@ -294,7 +298,7 @@ impl Node {
         spec.validate()?;
         let record = BotRecord {
             id: BotId::new(),
-            spec,
+            spec: Arc::new(spec),
         };
         let r = record.clone();
         let inserted = self
@@ -321,7 +325,7 @@ impl Node {
             })
             .await?;
         if !inserted {
-            return Err(NodeError::BotExists(record.spec.name));
+            return Err(NodeError::BotExists(record.spec.name.clone()));
         }
         self.ctx
             .bots
@@ -343,22 +347,23 @@ impl Node {
                 "self-update is not enabled for `{name}` (its definition's `self_update`)"
             )));
         }
+        let spec = Arc::make_mut(&mut record.spec);
         if let Some(title) = update.name.filter(|t| !t.trim().is_empty()) {
-            record.spec.title = title.trim().to_string();
+            spec.title = title.trim().to_string();
         }
         if let Some(description) = update.description.filter(|d| !d.trim().is_empty()) {
-            record.spec.description = description.trim().to_string();
+            spec.description = description.trim().to_string();
         }
         if let Some(prompt) = update.system_prompt {
-            record.spec.mission = prompt;
+            spec.mission = prompt;
         }
-        record.spec.validate()?;
+        spec.validate()?;
         let r = record.clone();
         self.ctx.store.write(move |tx| self::update(tx, &r)).await?;
         self.ctx
             .bots
             .insert(record.spec.name.clone(), record.clone());
-        Ok(record.spec)
+        Ok(BotSpec::clone(&record.spec))
     }
 }
 
@@ -369,7 +374,7 @@ mod tests {
     fn record(name: &str) -> BotRecord {
         BotRecord {
             id: BotId::new(),
-            spec: BotSpec::new(name, name, "A bot."),
+            spec: Arc::new(BotSpec::new(name, name, "A bot.")),
         }
     }
 

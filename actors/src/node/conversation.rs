@@ -148,6 +148,8 @@ pub enum ConversationMsg {
         turn: u64,
         /// The calls' outcomes, committed.
         outcomes: Vec<CallOutcome>,
+        /// Their results as history messages, in the same order (what was committed).
+        messages: Vec<Message>,
         /// Whether the store refused the results.
         error: Option<String>,
     },
@@ -564,10 +566,11 @@ async fn handle(
         ConversationMsg::ToolsDone {
             turn,
             outcomes,
+            messages,
             error,
         } => {
             if state.active.as_ref().is_some_and(|a| a.number == turn) {
-                turn::tools_done(&myself, state, outcomes, error).await;
+                turn::tools_done(&myself, state, outcomes, messages, error).await;
             }
         }
     }

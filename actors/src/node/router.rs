@@ -12,8 +12,8 @@
 
 use std::sync::{Arc, Weak};
 
-use dashmap::DashMap;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
+use troupe_runtime::hash::FastDashMap;
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::protocol::{AgentEvent, TurnOutcome, Usage};
 use troupe_runtime::router::{RouterConfig, RouterError, RouterEvent};
@@ -36,8 +36,8 @@ pub const RESTART_INTENSITY: Intensity = Intensity {
 pub struct Conversations {
     node: Weak<NodeContext>,
     routed: Routed<ConversationId, ConversationMsg>,
-    carries: DashMap<ConversationId, Arc<Carry>>,
-    openings: DashMap<ConversationId, Arc<Opening>>,
+    carries: FastDashMap<ConversationId, Arc<Carry>>,
+    openings: FastDashMap<ConversationId, Arc<Opening>>,
 }
 
 impl std::fmt::Debug for Conversations {
@@ -63,8 +63,8 @@ impl Conversations {
         Self {
             node,
             routed: Routed::new("conversations", "conversation"),
-            carries: DashMap::new(),
-            openings: DashMap::new(),
+            carries: FastDashMap::default(),
+            openings: FastDashMap::default(),
         }
     }
 

@@ -14,7 +14,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -31,7 +31,7 @@ const SWEEP_AT: usize = 256;
 /// The toolsets last computed, one per key.
 #[derive(Default)]
 pub(super) struct Memos {
-    entries: Mutex<HashMap<u64, Arc<Memo>>>,
+    entries: Mutex<troupe_runtime::hash::FastMap<u64, Arc<Memo>>>,
 }
 
 impl std::fmt::Debug for Memos {

@@ -4,7 +4,6 @@
 //! (restart, re-activate, retire, give up) and sweeps idle keys. Senders
 //! never wait on it: they only post `Activate` for a key that had no slot.
 
-use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, Supervi
 
 use super::slot::Slot;
 use super::{Activator, RouteKey, RouterConfig, RouterEvent, Shared};
+use crate::hash::FastMap;
 use crate::supervise::{stop_child, ExitReason, RestartLog};
 
 /// Ticks of the idle sweep per `idle_after`.
@@ -100,11 +100,11 @@ impl<M> Default for KeyState<M> {
 
 pub(crate) struct RouterState<K, M> {
     args: RouterArgs<K, M>,
-    keys: HashMap<K, KeyState<M>>,
-    by_id: HashMap<ActorId, K>,
+    keys: FastMap<K, KeyState<M>>,
+    by_id: FastMap<ActorId, K>,
     /// Exits that arrived before the activation that spawned the actor
     /// reported back (supervision events overtake ordinary messages).
-    orphans: HashMap<ActorId, ExitReason>,
+    orphans: FastMap<ActorId, ExitReason>,
     ticker: Option<JoinHandle<()>>,
 }
 
@@ -335,9 +335,9 @@ impl<K: RouteKey, M: ractor::Message> Actor for RouterActor<K, M> {
         });
         Ok(RouterState {
             args,
-            keys: HashMap::new(),
-            by_id: HashMap::new(),
-            orphans: HashMap::new(),
+            keys: FastMap::default(),
+            by_id: FastMap::default(),
+            orphans: FastMap::default(),
             ticker,
         })
     }

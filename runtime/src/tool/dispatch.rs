@@ -127,10 +127,11 @@ impl Dispatcher {
     /// `on_finish` see each call begin and end. The calls run in the order
     /// given, so a call's result reflects every call placed before it; a
     /// run of adjacent read-only calls runs at once, never before an
-    /// earlier writing call. Results come back in the calls' order.
+    /// earlier writing call. Results come back in the calls' order, each
+    /// outcome holding its call.
     pub async fn run_step(
         &self,
-        calls: &[ToolCall],
+        calls: Vec<ToolCall>,
         visible: &HashSet<String>,
         ctx: &ToolContext,
         on_start: &(dyn Fn(&ToolCall) + Send + Sync),
@@ -138,51 +139,52 @@ impl Dispatcher {
     ) -> Vec<CallOutcome> {
         let reads = |call: &ToolCall| self.is_read_only(&call.name) && visible.contains(&call.name);
         let mut outcomes = Vec::with_capacity(calls.len());
-        let mut rest = calls;
-        while let Some(first) = rest.first() {
-            let together = if reads(first) {
-                rest.iter().take_while(|c| reads(c)).count()
-            } else {
-                1
-            };
-            let (now, later) = rest.split_at(together);
-            if let [one] = now {
+        let mut rest = calls.into_iter().peekable();
+        while let Some(first) = rest.next() {
+            let mut together = Vec::new();
+            if reads(&first) {
+                while let Some(next) = rest.next_if(|c| reads(c)) {
+                    together.push(next);
+                }
+            }
+            if together.is_empty() {
                 outcomes.push(
-                    self.run_reported(one, visible, ctx, on_start, on_finish)
+                    self.run_reported(first, visible, ctx, on_start, on_finish)
                         .await,
                 );
             } else {
+                together.insert(0, first);
                 outcomes.extend(
                     join_all(
-                        now.iter()
+                        together
+                            .into_iter()
                             .map(|c| self.run_reported(c, visible, ctx, on_start, on_finish)),
                     )
                     .await,
                 );
             }
-            rest = later;
         }
         outcomes
     }
 
     async fn run_reported(
         &self,
-        call: &ToolCall,
+        call: ToolCall,
         visible: &HashSet<String>,
         ctx: &ToolContext,
         on_start: &(dyn Fn(&ToolCall) + Send + Sync),
         on_finish: &(dyn Fn(&CallOutcome) + Send + Sync),
     ) -> CallOutcome {
-        on_start(call);
+        on_start(&call);
         let started = Instant::now();
         let span = crate::telemetry::gen_ai::tool_span(&call.name, &call.id);
         let result = self
-            .run_one(call, visible, ctx)
+            .run_one(&call, visible, ctx)
             .instrument(span.clone())
             .await;
         crate::telemetry::gen_ai::tool_finished(&span, &result);
         let outcome = CallOutcome {
-            call: call.clone(),
+            call,
             result,
             elapsed: started.elapsed(),
         };

@@ -106,7 +106,7 @@ fn call(name: &str, args: serde_json::Value) -> ToolCall {
 
 async fn run(f: &Fixture, calls: &[ToolCall]) -> Vec<ToolResult> {
     f.dispatcher
-        .run_step(calls, &f.visible, &f.ctx, &|_| {}, &|_| {})
+        .run_step(calls.to_vec(), &f.visible, &f.ctx, &|_| {}, &|_| {})
         .await
         .into_iter()
         .map(|o| o.result)

@@ -10,7 +10,6 @@
 //! and the registry's [`Registry::generation`] moves when they change so
 //! conversations know to look again.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{Exposure, Tool, ToolSpec};
@@ -40,7 +39,7 @@ pub trait ToolSource: Send + Sync + 'static {
 #[derive(Clone, Default)]
 pub struct Registry {
     tools: Vec<Arc<dyn Tool>>,
-    index: HashMap<String, usize>,
+    index: crate::hash::FastMap<String, usize>,
     sources: Vec<Arc<dyn ToolSource>>,
 }
 

@@ -194,7 +194,7 @@ impl Journal {
     }
 
     /// Appends messages in one transaction.
-    pub async fn append(&self, messages: Vec<Message>) -> Result<()> {
+    pub async fn append(&self, messages: &[Message]) -> Result<()> {
         let Some(store) = &self.store else {
             return Ok(());
         };
@@ -211,8 +211,8 @@ impl Journal {
     /// [`Journal::close_turn`]).
     pub async fn append_assistant(
         &self,
-        message: Message,
-        model: String,
+        message: &Message,
+        model: &str,
         usage: Usage,
         cost_usd: f64,
         close: Option<Close>,
@@ -224,9 +224,9 @@ impl Journal {
             };
         };
         let (conv, bot) = (self.conversation, self.bot);
-        let prepared = PreparedMessage::new(conv, &message)?;
+        let prepared = PreparedMessage::new(conv, message)?;
         let usage =
-            usage::PreparedUsage::new(conv, bot, &model, &usage, cost_usd, chrono::Utc::now());
+            usage::PreparedUsage::new(conv, bot, model, &usage, cost_usd, chrono::Utc::now());
         let keys = TurnKeys::new(conv);
         self.write(store, move |tx| {
             // The turn's opening was queued without waiting: if it did
@@ -499,19 +499,25 @@ mod tests {
         let store = Store::open(&dir.path().join("t.db")).unwrap();
         let journal = Journal::new(Some(store), ConversationId::new(), BotId::new());
         journal.ensure("conversation", None, "t").await.unwrap();
+        let journal = &journal;
         let answer = |text: &str| {
-            journal.append_assistant(
-                Message::assistant(text),
-                "m".into(),
-                Usage::default(),
-                0.0,
-                Some(Close {
-                    outcome: TurnOutcome::Finished,
-                    text: text.into(),
-                    reply: None,
-                    hooks: None,
-                }),
-            )
+            let text = text.to_string();
+            async move {
+                journal
+                    .append_assistant(
+                        &Message::assistant(text.clone()),
+                        "m",
+                        Usage::default(),
+                        0.0,
+                        Some(Close {
+                            outcome: TurnOutcome::Finished,
+                            text,
+                            reply: None,
+                            hooks: None,
+                        }),
+                    )
+                    .await
+            }
         };
         // No opening (as when it failed): the answer is refused, not orphaned.
         let orphan = answer("lost").await.unwrap_err();
@@ -555,15 +561,12 @@ mod tests {
         assert_eq!(new.load().await.unwrap(), vec![Message::user("hi")]);
         assert!(new.open_turn_state().await.unwrap().is_some());
         // What the old one's step tasks try after the takeover is refused.
-        let late = old
-            .append(vec![Message::assistant("late")])
-            .await
-            .unwrap_err();
+        let late = old.append(&[Message::assistant("late")]).await.unwrap_err();
         assert!(
             late.to_string().contains("replaced after a crash"),
             "{late}"
         );
-        new.append(vec![Message::assistant("hello")]).await.unwrap();
+        new.append(&[Message::assistant("hello")]).await.unwrap();
         assert_eq!(
             new.load().await.unwrap(),
             vec![Message::user("hi"), Message::assistant("hello")]

@@ -132,7 +132,7 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
             });
         }
         if !repaired.is_empty() {
-            state.journal.append(repaired.clone()).await?;
+            state.journal.append(&repaired).await?;
             history.extend(repaired);
         }
     }

@@ -17,7 +17,7 @@ pub struct PromptParts {
     pub notes: String,
     /// The working folder.
     pub cwd: String,
-    /// The date the conversation started, in the user's time zone.
+    /// The date the conversation started (UTC, `YYYY-MM-DD`: [`today`]).
     pub date: String,
     /// Other agents of the home, `name: description` (for `message_agent`).
     pub roster: Vec<String>,
@@ -45,9 +45,26 @@ pub fn system_prompt(parts: &PromptParts) -> String {
     out
 }
 
+/// Today's date (UTC) as the prompt shows it, `YYYY-MM-DD`: printed field
+/// by field, which costs less than `NaiveDate`'s `Display` (every new
+/// conversation prints it).
+pub(crate) fn today() -> String {
+    use chrono::Datelike;
+    let date = chrono::Utc::now().date_naive();
+    format!("{:04}-{:02}-{:02}", date.year(), date.month(), date.day())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn today_prints_as_a_naive_date_does() {
+        let before = chrono::Utc::now().date_naive().to_string();
+        let printed = today();
+        let after = chrono::Utc::now().date_naive().to_string();
+        assert!(printed == before || printed == after, "{printed}");
+    }
 
     #[test]
     fn empty_sections_are_left_out() {

@@ -209,7 +209,7 @@ impl ModelStep {
                     let partial = (!text.is_empty()).then(|| Message::assistant(text.clone()));
                     if let Some(p) = &partial {
                         let cost = self.model.pricing.cost(&usage);
-                        if let Err(e) = self.journal.append_assistant(p.clone(), self.model.model.clone(), usage, cost, None).await {
+                        if let Err(e) = self.journal.append_assistant(p, &self.model.model, usage, cost, None).await {
                             tracing::error!(error = %e, "partial answer not saved");
                         }
                     }
@@ -275,13 +275,7 @@ impl ModelStep {
         let reply = close.as_ref().and_then(|c| c.reply.clone());
         match self
             .journal
-            .append_assistant(
-                message.clone(),
-                self.model.model.clone(),
-                usage,
-                cost_usd,
-                close,
-            )
+            .append_assistant(&message, &self.model.model, usage, cost_usd, close)
             .await
         {
             // Acted on here, not in the actor: what the close committed
@@ -355,30 +349,38 @@ impl ToolStep {
 
     async fn run_calls(self, actor: ActorRef<ConversationMsg>) {
         let emitter = &self.emitter;
-        let on_start =
-            |call: &ToolCall| emitter.emit(AgentEvent::ToolCallStarted { call: call.clone() });
+        // The events are copies of the calls and results: made only for
+        // someone listening (a caller that dropped its stream is not).
+        let on_start = |call: &ToolCall| {
+            if emitter.has_listeners() {
+                emitter.emit(AgentEvent::ToolCallStarted { call: call.clone() });
+            }
+        };
         let on_finish = |o: &CallOutcome| {
-            emitter.emit(AgentEvent::ToolCallFinished {
-                call_id: o.call.id.clone(),
-                name: o.call.name.clone(),
-                result: o.result.clone(),
-                elapsed_ms: o.elapsed.as_millis() as u64,
-            })
+            if emitter.has_listeners() {
+                emitter.emit(AgentEvent::ToolCallFinished {
+                    call_id: o.call.id.clone(),
+                    name: o.call.name.clone(),
+                    result: o.result.clone(),
+                    elapsed_ms: o.elapsed.as_millis() as u64,
+                });
+            }
         };
         let outcomes = self
             .dispatcher
-            .run_step(&self.calls, &self.visible, &self.ctx, &on_start, &on_finish)
+            .run_step(self.calls, &self.visible, &self.ctx, &on_start, &on_finish)
             .await;
-        let messages = outcomes.iter().map(result_message).collect();
+        let messages: Vec<Message> = outcomes.iter().map(result_message).collect();
         let error = self
             .journal
-            .append(messages)
+            .append(&messages)
             .await
             .err()
             .map(|e| e.to_string());
         let _ = actor.send_message(ConversationMsg::ToolsDone {
             turn: self.turn,
             outcomes,
+            messages,
             error,
         });
     }

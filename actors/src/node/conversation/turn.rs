@@ -247,7 +247,7 @@ async fn next_step(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     let mut injected: Vec<Message> = active.notes.drain(..).map(Message::user).collect();
     injected.extend(active.steers.drain(..).map(Message::user));
     if !injected.is_empty() {
-        if let Err(e) = state.journal.append(injected.clone()).await {
+        if let Err(e) = state.journal.append(&injected).await {
             fail(myself, state, format!("a message could not be saved: {e}")).await;
             return;
         }
@@ -459,7 +459,7 @@ pub(super) async fn model_done(
                     })
                     .collect();
                 let messages = stopped.iter().map(step::result_message).collect::<Vec<_>>();
-                let _ = state.journal.append(messages.clone()).await;
+                let _ = state.journal.append(&messages).await;
                 state.history_mut().extend(messages);
                 finish(myself, state, TurnOutcome::Stopped).await;
                 return;
@@ -496,6 +496,7 @@ pub(super) async fn tools_done(
     myself: &ActorRef<ConversationMsg>,
     state: &mut State,
     outcomes: Vec<CallOutcome>,
+    messages: Vec<Message>,
     error: Option<String>,
 ) {
     if let Some(error) = error {
@@ -509,8 +510,8 @@ pub(super) async fn tools_done(
     }
     let mut halt = None;
     let mut loads = false;
+    state.history_mut().extend(messages);
     for outcome in &outcomes {
-        state.history_mut().push(step::result_message(outcome));
         loads |= outcome.call.name == troupe_runtime::tool::catalog::TOOL_SEARCH;
         let tolerant = state.tools.is_failure_tolerant(&outcome.call.name);
         let verdict = state
