@@ -70,7 +70,14 @@ macro_rules! typed_id {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}_{}", $prefix, self.0.simple())
+                // The hex printed into a buffer and written whole: ids are
+                // printed for every row and key a turn writes, and
+                // `write!` through the UUID's own formatting cost several
+                // times as much.
+                let mut hex = [0u8; uuid::fmt::Simple::LENGTH];
+                f.write_str($prefix)?;
+                f.write_str("_")?;
+                f.write_str(self.0.simple().encode_lower(&mut hex))
             }
         }
 
@@ -164,6 +171,8 @@ mod tests {
         let text = id.to_string();
         assert!(text.starts_with("conv_"));
         assert_eq!(text.len(), "conv_".len() + 32);
+        assert_eq!(text, format!("conv_{}", id.as_uuid().simple()));
+        assert_eq!(format!("{id:?}"), text);
         assert_eq!(text.parse::<ConversationId>().unwrap(), id);
     }
 

@@ -28,6 +28,8 @@ pub struct Journal {
     conversation: ConversationId,
     bot: BotId,
     fence: Option<Fence>,
+    /// Its keys in `kv`, printed once (with a store) for all its writes.
+    keys: Option<std::sync::Arc<TurnKeys>>,
 }
 
 /// Which incarnation of a conversation's actor may write: the one whose
@@ -67,11 +69,23 @@ type Result<T> = std::result::Result<T, StoreError>;
 impl Journal {
     /// The journal of `conversation`.
     pub fn new(store: Option<Store>, conversation: ConversationId, bot: BotId) -> Self {
+        let keys = store
+            .is_some()
+            .then(|| std::sync::Arc::new(TurnKeys::new(conversation)));
         Self {
             store,
             conversation,
             bot,
             fence: None,
+            keys,
+        }
+    }
+
+    /// Its keys in `kv`, for a write's job (made with a store).
+    fn keys(&self) -> std::sync::Arc<TurnKeys> {
+        match &self.keys {
+            Some(keys) => std::sync::Arc::clone(keys),
+            None => std::sync::Arc::new(TurnKeys::new(self.conversation)),
         }
     }
 
@@ -227,7 +241,7 @@ impl Journal {
         let prepared = PreparedMessage::new(conv, message)?;
         let usage =
             usage::PreparedUsage::new(conv, bot, model, &usage, cost_usd, chrono::Utc::now());
-        let keys = TurnKeys::new(conv);
+        let keys = self.keys();
         self.write(store, move |tx| {
             // The turn's opening was queued without waiting: if it did
             // not land, neither does what follows it.
@@ -254,7 +268,7 @@ impl Journal {
             return Ok(true);
         };
         let prepared = PreparedMessage::with_id(envelope.id, conv, &message)?;
-        let keys = TurnKeys::new(conv);
+        let keys = self.keys();
         let mark = open_mark(Some(&envelope))?;
         self.write(store, move |tx| {
             if !mailbox::consume(tx, envelope.id)? {
@@ -280,7 +294,7 @@ impl Journal {
         };
         let conv = self.conversation;
         let first = PreparedMessage::new(conv, &first)?;
-        let keys = TurnKeys::new(conv);
+        let keys = self.keys();
         let mark = open_mark(None)?;
         let pending = self
             .submit(store, move |tx| {
@@ -299,7 +313,7 @@ impl Journal {
         let Some(store) = &self.store else {
             return close.alone().await;
         };
-        let keys = TurnKeys::new(self.conversation);
+        let keys = self.keys();
         self.write(store, move |tx| close.write(tx, &keys)).await
     }
 
@@ -310,7 +324,7 @@ impl Journal {
         };
         let conv = self.conversation;
         let first = first.map(|m| PreparedMessage::new(conv, &m)).transpose()?;
-        let keys = TurnKeys::new(conv);
+        let keys = self.keys();
         let mark = open.then(|| open_mark(None)).transpose()?;
         self.write(store, move |tx| {
             if let Some(m) = &first {

@@ -34,7 +34,9 @@ pub(super) async fn open(args: ConversationArgs) -> Result<State, ActorProcessin
         }
         journal.load().await?
     };
-    let services = args.services.fork();
+    // The arguments' services are this incarnation's own fork already
+    // (`Node::conversation_args`): shared, not forked again.
+    let services = args.services.clone();
     // `read_file` attaches images only for a model that takes them.
     services.set_model_traits(troupe_tools::read_file::ModelTraits {
         sees_images: args.model.sees_images,
