@@ -37,8 +37,34 @@ const IN_FLIGHT: usize = 8;
 /// How long settling may take before the worker gives up.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long a worker's start may take before it says in its log where it
+/// is: a start that never says `ready` prints nothing else, and the
+/// harness gives up on it after a minute (seen rarely, cause unknown).
+const SLOW_START: Duration = Duration::from_secs(20);
+
+/// The steps of a worker's start, for its log when the start is slow.
+const STARTING: [&str; 4] = [
+    "building the runtime (opening the store, recovering)",
+    "setting up its bots and conversations",
+    "registering its actor kind",
+    "ready",
+];
+
 /// Runs the worker on `home` until killed (or, with `settle`, until quiet).
 pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyhow::Result<()> {
+    let step = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let watched = Arc::clone(&step);
+    std::thread::spawn(move || {
+        std::thread::sleep(SLOW_START);
+        let at = watched.load(std::sync::atomic::Ordering::SeqCst);
+        if at + 1 < STARTING.len() {
+            eprintln!(
+                "crash worker {incarnation}: not ready after {SLOW_START:?}, still {}",
+                STARTING[at]
+            );
+        }
+    });
+    let next = |at: usize| step.store(at, std::sync::atomic::Ordering::SeqCst);
     let files = Files::new(home);
     std::fs::create_dir_all(&files.dir)?;
     // Before anything is written (a resumed turn may run a tool as soon as
@@ -71,8 +97,11 @@ pub async fn run(home: &Path, seed: u64, incarnation: u64, settle: bool) -> anyh
         .set("routines.catch_up", "skip")
         .build()
         .await?;
+    next(1);
     let conversations = setup(&runtime, &files, clock.now()).await?;
+    next(2);
     let tally = super::actors::register(&runtime).await?;
+    next(3);
     // The parent holds our stdin: when it goes away, so do we. A thread of
     // its own, not the runtime's blocking pool, which would wait for it.
     std::thread::spawn(|| {
