@@ -106,17 +106,14 @@ impl Emitter {
         // Copied only when both listen; a caller that dropped its stream
         // does not.
         let sink = self.sink.as_ref().filter(|s| !s.is_closed());
-        let bus = self.bus.receiver_count() > 0;
-        match sink {
-            Some(sink) if bus => {
-                let _ = sink.send(event.clone());
-            }
-            Some(sink) => {
+        if self.bus.receiver_count() == 0 {
+            if let Some(sink) = sink {
                 let _ = sink.send(event);
-                return;
             }
-            None if bus => {}
-            None => return,
+            return;
+        }
+        if let Some(sink) = sink {
+            let _ = sink.send(event.clone());
         }
         let _ = self
             .bus

@@ -7,7 +7,7 @@
 //! other arguments also only warns. The guard lives in the conversation
 //! actor, not in the history, so a compaction does not reset it.
 
-use troupe_runtime::hash::FastMap;
+use std::collections::HashMap;
 
 use troupe_runtime::protocol::{ToolCall, ToolResult};
 
@@ -28,8 +28,8 @@ pub struct Guard {
     max_steps: u32,
     repeat_limit: u32,
     steps: u32,
-    same_call_failures: FastMap<String, u32>,
-    tool_failures: FastMap<String, u32>,
+    same_call_failures: HashMap<String, u32>,
+    tool_failures: HashMap<String, u32>,
 }
 
 impl Guard {
@@ -40,8 +40,8 @@ impl Guard {
             max_steps: max_steps.max(1),
             repeat_limit: repeat_limit.max(1),
             steps: 0,
-            same_call_failures: FastMap::default(),
-            tool_failures: FastMap::default(),
+            same_call_failures: HashMap::new(),
+            tool_failures: HashMap::new(),
         }
     }
 

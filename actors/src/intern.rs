@@ -84,7 +84,8 @@ impl<T: ?Sized + PartialEq> Interner<T> {
 
 /// The hash of `value`, as [`Interner::intern`] takes it.
 pub fn key_of<H: std::hash::Hash + ?Sized>(value: &H) -> u64 {
-    troupe_runtime::hash::hash_of(value)
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(value)
 }
 
 #[cfg(test)]

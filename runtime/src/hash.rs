@@ -3,10 +3,13 @@
 //! std's maps hash with SipHash, which resists keys chosen to collide, at
 //! 100–250 instructions a key: a conversation's id hashed nine times on the
 //! way to its first turn cost more than the map lookups themselves. The
-//! maps here are keyed by ids troupe makes (UUIDs), bot and tool names from
-//! the home's own files, and file paths, never by what a network peer
-//! chooses, so they take foldhash (seeded per process, a few instructions a
-//! key). A map keyed by what arrives over the network keeps std's hasher.
+//! maps on that path take foldhash instead, a few instructions a key: they
+//! are keyed by ids troupe makes (UUIDs), names of bots and tools (checked,
+//! and few), file paths, and the keys of the routers' actors. foldhash is
+//! seeded at random per process, so keys cannot be worked out ahead to
+//! collide, though it promises less than SipHash; a map keyed by free text
+//! that a peer or a model sends (the guard's failed calls, the server's
+//! rate limits) keeps std's hasher.
 
 /// The hasher's builder: randomly seeded per process.
 pub type FastState = foldhash::fast::RandomState;
@@ -16,10 +19,3 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, FastState>;
 
 /// A `DashMap` with [`FastState`] (make one with `FastDashMap::default()`).
 pub type FastDashMap<K, V> = dashmap::DashMap<K, V, FastState>;
-
-/// The hash of `value` with a hasher fixed for the process: equal values
-/// hash equal wherever it is called.
-pub fn hash_of<H: std::hash::Hash + ?Sized>(value: &H) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::default().hash_one(value)
-}
