@@ -267,10 +267,18 @@ pub fn delegation_spent(conn: &Connection, delegation: DelegationId) -> Result<S
     let id = delegation.to_string();
     let (tokens, cost_usd): (i64, f64) = conn
         .prepare_cached(
-            "SELECT COALESCE(SUM(u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens), 0),
-                    COALESCE(SUM(u.cost_usd), 0)
-             FROM usage u JOIN subagents s ON s.conversation_id = u.conversation_id
-             WHERE s.delegation_id = ?1",
+            // The folded rows and the calls not folded yet, each arm by
+            // its own join (SQLite would scan all of `usage_all` for one).
+            "SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost_usd), 0) FROM (
+                SELECT u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+                       AS tokens, u.cost_usd
+                FROM usage u JOIN subagents s ON s.conversation_id = u.conversation_id
+                WHERE s.delegation_id = ?1
+                UNION ALL
+                SELECT u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens,
+                       u.cost_usd
+                FROM usage_pending u JOIN subagents s ON s.conversation_id = u.conversation_id
+                WHERE s.delegation_id = ?1)",
         )?
         .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let tool_calls: i64 = conn

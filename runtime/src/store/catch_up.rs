@@ -1,4 +1,4 @@
-//! The full-text indexes the writer fills in batches, not row by row.
+//! What the writer brings up to date in batches, not row by row.
 //!
 //! FTS5 flushes its pending terms at every savepoint, and the writer runs
 //! each job in one, so an index kept by an insert trigger costs more per
@@ -6,15 +6,22 @@
 //! `messages` (into `messages_fts`) and `delegation_events` (into
 //! `delegation_fts`). For each, `kv[key]` holds the last `seq` indexed;
 //! only rows at or below it are in the index, so only they are taken out
-//! by the tables' delete and update triggers.
+//! by the tables' delete and update triggers. A third follows the
+//! messages the same way: their conversations' `updated_at`, moved to
+//! their newest message (an update of a row and two of its indexes, the
+//! dearest of these by far). A fourth is the model calls' usage, folded
+//! from a table of calls into the totals ([`super::usage`]).
 //!
 //! The writer catches up in transactions of its own once [`CATCH_UP_ROWS`]
 //! rows wait and no job has come for a while ([`step`]: off a burst's
-//! path), in a batch only once [`CATCH_UP_ROWS_MOST`] wait in one table
-//! ([`if_due`]), and when its queue closes; a reader that needs every row
-//! searchable calls [`Store::catch_up`](super::Store::catch_up) first.
-//! Nothing is lost meanwhile: the rows are stored, and the next catch-up
-//! (in this process or the next) takes them.
+//! path), and when its queue closes; a reader that needs every row
+//! searchable, or every conversation's `updated_at`, calls
+//! [`Store::catch_up`](super::Store::catch_up) first. A full-text index
+//! is also caught up in a batch once [`CATCH_UP_ROWS_MOST`] rows wait
+//! ([`if_due`]), so a search never has more than that to wait for; the
+//! conversations' `updated_at` is not, so a long burst does not stop to
+//! rewrite them. Nothing is lost meanwhile: the rows are stored, and the
+//! next catch-up (in this process or the next) takes them.
 
 use rusqlite::{params, Connection, Transaction};
 
@@ -34,41 +41,72 @@ pub(crate) const CATCH_UP_ROWS: i64 = 2048;
 /// be indexed (tens of ms).
 pub(crate) const CATCH_UP_ROWS_MOST: i64 = 16384;
 
-/// What catching up rows `indexed < seq <= upto` also brings up to date.
-type Then = fn(&Transaction<'_>, i64, i64) -> Result<(), StoreError>;
-
-/// One table whose full-text index the writer fills in batches.
+/// One table whose full-text index (or what else follows its rows) the
+/// writer brings up to date in batches.
 struct Deferred {
-    /// The `kv` key holding the last `seq` in the index.
-    key: &'static str,
+    /// The `kv` key holding the last `seq` caught up; `None` when the rows
+    /// caught up leave their table.
+    key: Option<&'static str>,
+    /// The last `seq` caught up, as an SQL expression.
+    done: &'static str,
     /// The newest `seq` of the table.
     newest: &'static str,
-    /// Indexes the rows with `?1 < seq <= ?2`.
-    index: &'static str,
-    /// What else catching up those rows brings up to date.
-    then: Option<Then>,
+    /// Catch up the rows with `?1 < seq <= ?2`, in order.
+    index: &'static [&'static str],
+    /// Whether a batch catches it up once [`CATCH_UP_ROWS_MOST`] rows wait
+    /// (an index a search waits for), or only the idle writer and
+    /// [`catch_up`] do.
+    in_batches: bool,
 }
 
-/// Messages, whose catch-up also moves their conversations' `updated_at`.
+/// Messages, into their full-text index.
 const MESSAGES: Deferred = Deferred {
-    key: "store.messages_fts_seq",
+    key: Some("store.messages_fts_seq"),
+    done:
+        "coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.messages_fts_seq'), 0)",
     newest: "SELECT coalesce(max(seq), 0) FROM messages",
-    index: "INSERT INTO messages_fts(rowid, text)
-            SELECT seq, text FROM messages WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
-    then: Some(super::conversations::touch_conversations),
+    index: &["INSERT INTO messages_fts(rowid, text)
+             SELECT seq, text FROM messages WHERE seq > ?1 AND seq <= ?2 ORDER BY seq"],
+    in_batches: true,
 };
 
 /// The delegation record's entries (tasks, steers, answers, final texts).
 const DELEGATION_EVENTS: Deferred = Deferred {
-    key: "store.delegation_fts_seq",
+    key: Some("store.delegation_fts_seq"),
+    done: "coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.delegation_fts_seq'), 0)",
     newest: "SELECT coalesce(max(seq), 0) FROM delegation_events",
-    index: "INSERT INTO delegation_fts(rowid, text)
-            SELECT seq, text FROM delegation_events WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
-    then: None,
+    index: &["INSERT INTO delegation_fts(rowid, text)
+             SELECT seq, text FROM delegation_events WHERE seq > ?1 AND seq <= ?2 ORDER BY seq"],
+    in_batches: true,
 };
 
-/// Every deferred index, in the order an idle writer catches them up.
-const ALL: [&Deferred; 2] = [&MESSAGES, &DELEGATION_EVENTS];
+/// The conversations of new messages, moved to their newest message's
+/// time ([`super::conversations::TOUCH_CONVERSATIONS`]). When the newest
+/// messages are deleted, the messages' delete trigger moves this key back
+/// with the index's, so new messages reusing those `seq`s are taken again.
+const CONVERSATIONS: Deferred = Deferred {
+    key: Some("store.conversations_touched_seq"),
+    done: "coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.conversations_touched_seq'), 0)",
+    newest: "SELECT coalesce(max(seq), 0) FROM messages",
+    index: &[super::conversations::TOUCH_CONVERSATIONS],
+    in_batches: false,
+};
+
+/// Model calls' usage, folded into its rows ([`super::usage`]). The calls
+/// left are always the newest (they fold from the oldest), so the last one
+/// folded is the one before the oldest left. Reads sum what waits too, so
+/// a batch never stops to fold.
+const USAGE: Deferred = Deferred {
+    key: None,
+    done: "coalesce((SELECT min(seq) FROM usage_pending), 1) - 1",
+    newest: "SELECT coalesce(max(seq), 0) FROM usage_pending",
+    index: super::usage::FOLD,
+    in_batches: false,
+};
+
+/// Everything deferred, in the order an idle writer catches it up (the
+/// conversations after the messages' index they follow).
+const ALL: [&Deferred; 4] = [&MESSAGES, &DELEGATION_EVENTS, &CONVERSATIONS, &USAGE];
 
 impl Deferred {
     /// The last indexed `seq`, and the newest.
@@ -80,13 +118,10 @@ impl Deferred {
 
     /// [`Deferred::positions`] as two columns of a larger `SELECT`.
     fn position_columns(&self) -> String {
-        format!(
-            "coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = '{}'), 0), ({})",
-            self.key, self.newest
-        )
+        format!("{}, ({})", self.done, self.newest)
     }
 
-    /// Indexes the rows after `indexed` up to `upto` and records `upto`.
+    /// Catches up the rows after `indexed` up to `upto` and records `upto`.
     fn catch_up_from(
         &self,
         tx: &Transaction<'_>,
@@ -96,21 +131,22 @@ impl Deferred {
         if upto <= indexed {
             return Ok(());
         }
-        tx.prepare_cached(self.index)?.execute([indexed, upto])?;
-        if let Some(then) = self.then {
-            then(tx, indexed, upto)?;
+        for sql in self.index {
+            tx.prepare_cached(sql)?.execute([indexed, upto])?;
         }
-        tx.prepare_cached(
-            "INSERT INTO kv (key, value) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        )?
-        .execute(params![self.key, upto.to_string()])?;
+        if let Some(key) = self.key {
+            tx.prepare_cached(
+                "INSERT INTO kv (key, value) VALUES (?1, ?2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )?
+            .execute(params![key, upto.to_string()])?;
+        }
         Ok(())
     }
 }
 
-/// Brings every deferred index up to date (and, for messages, their
-/// conversations' `updated_at`).
+/// Brings every deferred index, and every conversation's `updated_at`, up
+/// to date.
 pub fn catch_up(tx: &Transaction<'_>) -> Result<(), StoreError> {
     for deferred in ALL {
         let (indexed, newest) = deferred.positions(tx)?;
@@ -119,28 +155,36 @@ pub fn catch_up(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// How many deferred indexes there are: [`position_columns`] gives two
-/// columns for each.
+/// Brings the messages' full-text index alone up to date: what a store of
+/// the first versions did (tests of old stores).
+#[cfg(test)]
+pub(crate) fn catch_up_messages(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    let (indexed, newest) = MESSAGES.positions(tx)?;
+    MESSAGES.catch_up_from(tx, indexed, newest)
+}
+
+/// How many things are deferred: [`position_columns`] gives two columns
+/// for each.
 pub(crate) const DEFERRED: usize = ALL.len();
 
-/// The last indexed and the newest `seq` of every deferred index, in that
+/// The last caught-up and the newest `seq` of everything deferred, in that
 /// order, as `2 × DEFERRED` columns of a `SELECT` (the writer reads them
 /// with the rest of its backlog in one statement after every batch).
 pub(crate) fn position_columns() -> String {
     ALL.map(Deferred::position_columns).join(", ")
 }
 
-/// [`catch_up`] of each table with [`CATCH_UP_ROWS_MOST`] rows waiting,
-/// given each index's positions as [`position_columns`] read them in
+/// [`catch_up`] of each full-text index with [`CATCH_UP_ROWS_MOST`] rows
+/// waiting, given every position as [`position_columns`] read them in
 /// `tx`; run by the writer before every batch's commit. Answers how many
-/// rows are left out of the indexes.
+/// rows are left for the idle writer.
 pub(crate) fn if_due(
     tx: &Transaction<'_>,
     positions: [(i64, i64); DEFERRED],
 ) -> Result<i64, StoreError> {
     let mut left = 0;
     for (deferred, (indexed, newest)) in ALL.into_iter().zip(positions) {
-        if newest - indexed >= CATCH_UP_ROWS_MOST {
+        if deferred.in_batches && newest - indexed >= CATCH_UP_ROWS_MOST {
             deferred.catch_up_from(tx, indexed, newest)?;
         } else {
             left += (newest - indexed).max(0);
@@ -150,7 +194,7 @@ pub(crate) fn if_due(
 }
 
 /// One step of catching up while the writer is idle: the next
-/// [`CATCH_UP_ROWS`] rows at most, oldest first, of the first table behind.
+/// [`CATCH_UP_ROWS`] rows at most, oldest first, of the first thing behind.
 /// Answers the last message indexed and how many rows are still left out.
 pub(crate) fn step(tx: &Transaction<'_>) -> Result<(i64, i64), StoreError> {
     let mut budget = CATCH_UP_ROWS;
@@ -176,7 +220,8 @@ pub fn unindexed_messages(conn: &Connection) -> Result<i64, StoreError> {
     Ok((newest - indexed).max(0))
 }
 
-/// How many rows of every deferred index wait for [`catch_up`].
+/// How many rows wait for [`catch_up`], each time it would take them
+/// (a message counts twice: its index, its conversation).
 pub fn unindexed(conn: &Connection) -> Result<i64, StoreError> {
     let mut left = 0;
     for deferred in ALL {

@@ -50,7 +50,11 @@ pub(crate) fn assert_index_matches(store: &Store, fts: &'static str) {
 fn entries_indexed_by_the_old_trigger_are_marked_and_the_new_ones_wait_for_the_catch_up() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("troupe.db");
-    let before = migrations::MIGRATIONS.len() - 1;
+    // The version before the entries' index was deferred.
+    let before = migrations::MIGRATIONS
+        .iter()
+        .position(|m| m.contains(&migrations::DELEGATION_EVENTS_DEFERRED))
+        .unwrap();
     {
         let mut conn = Connection::open(&path).unwrap();
         let tx = conn.transaction().unwrap();
@@ -122,17 +126,73 @@ fn an_idle_step_takes_messages_first_and_stops_at_its_row_budget() {
             Ok(())
         })
         .unwrap();
+    // Each message waits twice: for its index and for its conversation.
+    let messages = CATCH_UP_ROWS - 4;
     assert_eq!(
         store.read_blocking(unindexed).unwrap(),
-        CATCH_UP_ROWS - 4 + 10
+        messages + 10 + messages
     );
 
-    let (messages, left) = store.write_blocking(step).unwrap();
-    assert_eq!(messages, CATCH_UP_ROWS - 4, "every message indexed");
-    assert_eq!(left, 6, "four entries fill the step's budget");
+    let (indexed, left) = store.write_blocking(step).unwrap();
+    assert_eq!(indexed, messages, "every message indexed");
+    assert_eq!(
+        left,
+        6 + messages,
+        "four entries fill the step's budget; the conversation waits"
+    );
     assert_eq!(found(&store, "pine"), 1);
+    let (_, left) = store.write_blocking(step).unwrap();
+    assert_eq!(left, 2, "the entries, then the conversation's rows");
     let (_, left) = store.write_blocking(step).unwrap();
     assert_eq!(left, 0);
     assert_eq!(store.read_blocking(unindexed_messages).unwrap(), 0);
     assert_index_matches(&store, "delegation_fts");
+}
+
+#[test]
+fn new_messages_in_the_seqs_of_deleted_ones_still_move_their_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("troupe.db")).unwrap();
+    let conv = crate::id::ConversationId::new();
+    let append = move |tx: &rusqlite::Transaction<'_>, text: &str| {
+        crate::store::conversations::append_message(tx, conv, &crate::protocol::Message::user(text))
+    };
+    store
+        .write_blocking(move |tx| {
+            crate::store::conversations::create_conversation(
+                tx,
+                &crate::store::conversations::NewConversation::new(
+                    conv,
+                    crate::id::BotId::new(),
+                    "main",
+                ),
+            )?;
+            for text in ["one", "two", "three"] {
+                append(tx, text)?;
+            }
+            catch_up(tx)
+        })
+        .unwrap();
+    // The newest two go; a new message takes the second one's seq.
+    store
+        .write_blocking(move |tx| {
+            tx.execute("DELETE FROM messages WHERE seq > 1", [])?;
+            append(tx, "four")?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(store.read_blocking(unindexed).unwrap(), 2);
+    store.write_blocking(catch_up).unwrap();
+    let (updated, newest): (String, String) = store
+        .read_blocking(|conn| {
+            Ok(conn.query_row(
+                "SELECT updated_at, (SELECT created_at FROM messages WHERE text = 'four')
+                 FROM conversations",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?)
+        })
+        .unwrap();
+    assert_eq!(updated, newest);
+    assert_index_matches(&store, "messages_fts");
 }

@@ -262,25 +262,16 @@ const INSERT_MESSAGE: &str =
     "INSERT INTO messages (id, conversation_id, role, body, text, created_at)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
-/// Moves the conversations of the messages with `indexed < seq <= upto`
-/// to their newest message's time (what [`super::catch_up`] brings up to
-/// date beside the messages' full-text index).
-pub(crate) fn touch_conversations(
-    tx: &Transaction<'_>,
-    indexed: i64,
-    upto: i64,
-) -> Result<(), StoreError> {
-    tx.prepare_cached(
-        // NOT INDEXED: walk only the new rows by seq, never the whole
-        // conversation index (which the GROUP BY would otherwise pick).
-        "UPDATE conversations SET updated_at = pending.at
-         FROM (SELECT conversation_id, max(created_at) AS at FROM messages NOT INDEXED
-               WHERE seq > ?1 AND seq <= ?2 GROUP BY conversation_id) AS pending
-         WHERE conversations.id = pending.conversation_id AND conversations.updated_at < pending.at",
-    )?
-    .execute([indexed, upto])?;
-    Ok(())
-}
+/// Moves the conversations of the messages with `?1 < seq <= ?2` to their
+/// newest message's time (what [`super::catch_up`] brings up to date after
+/// the messages' full-text index).
+pub(crate) const TOUCH_CONVERSATIONS: &str =
+    // NOT INDEXED: walk only the new rows by seq, never the whole
+    // conversation index (which the GROUP BY would otherwise pick).
+    "UPDATE conversations SET updated_at = pending.at
+     FROM (SELECT conversation_id, max(created_at) AS at FROM messages NOT INDEXED
+           WHERE seq > ?1 AND seq <= ?2 GROUP BY conversation_id) AS pending
+     WHERE conversations.id = pending.conversation_id AND conversations.updated_at < pending.at";
 
 /// Every message of a conversation, in order.
 pub fn load_messages(

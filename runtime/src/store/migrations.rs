@@ -50,6 +50,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[super::cluster::CLUSTER_KINDS],
     &[super::house_files::PIECES_UNTRIED],
     &[DELEGATION_EVENTS_DEFERRED],
+    &[super::usage::USAGE_PENDING, CONVERSATIONS_TOUCHED],
 ];
 
 /// The schema the migrations make, as one script: every table, index,
@@ -461,7 +462,7 @@ CREATE INDEX delegation_events_by_subagent ON delegation_events (subagent_id, se
 /// ([`super::catch_up`]): the insert trigger goes, and the delete trigger
 /// takes out only the entries already indexed. What was indexed by the old
 /// trigger is marked so, when there is any.
-const DELEGATION_EVENTS_DEFERRED: &str = r#"
+pub(crate) const DELEGATION_EVENTS_DEFERRED: &str = r#"
 DROP TRIGGER delegation_events_ai;
 DROP TRIGGER delegation_events_ad;
 INSERT INTO kv (key, value)
@@ -472,6 +473,25 @@ CREATE TRIGGER delegation_events_ad AFTER DELETE ON delegation_events
 WHEN old.seq <= coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.delegation_fts_seq'), 0)
 BEGIN
     INSERT INTO delegation_fts(delegation_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;
+"#;
+
+/// Conversations' `updated_at` follows the messages on a key of its own
+/// ([`super::catch_up`]), no longer with their full-text index: it starts
+/// where the index is (they moved together until now), and the messages'
+/// delete trigger moves it back with the index's when the newest messages
+/// go, so new ones reusing their `seq`s are taken again.
+const CONVERSATIONS_TOUCHED: &str = r#"
+INSERT INTO kv (key, value)
+    SELECT 'store.conversations_touched_seq', value FROM kv WHERE key = 'store.messages_fts_seq';
+DROP TRIGGER messages_fts_delete;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, text)
+        SELECT 'delete', old.seq, old.text
+        WHERE old.seq <= coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.messages_fts_seq'), 0);
+    UPDATE kv SET value = CAST((SELECT coalesce(max(seq), 0) FROM messages) AS TEXT)
+        WHERE key IN ('store.messages_fts_seq', 'store.conversations_touched_seq')
+          AND CAST(value AS INTEGER) > (SELECT coalesce(max(seq), 0) FROM messages);
 END;
 "#;
 

@@ -152,14 +152,6 @@ CREATE TABLE "messages" (
     body            TEXT NOT NULL
 );
 CREATE INDEX messages_by_conversation ON messages(conversation_id, seq);
-CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-    INSERT INTO messages_fts(messages_fts, rowid, text)
-        SELECT 'delete', old.seq, old.text
-        WHERE old.seq <= coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.messages_fts_seq'), 0);
-    UPDATE kv SET value = CAST((SELECT coalesce(max(seq), 0) FROM messages) AS TEXT)
-        WHERE key = 'store.messages_fts_seq'
-          AND CAST(value AS INTEGER) > (SELECT coalesce(max(seq), 0) FROM messages);
-END;
 CREATE TRIGGER messages_fts_update AFTER UPDATE OF text ON messages
 WHEN old.seq <= coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.messages_fts_seq'), 0)
 BEGIN
@@ -442,4 +434,30 @@ CREATE TRIGGER delegation_events_ad AFTER DELETE ON delegation_events
 WHEN old.seq <= coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.delegation_fts_seq'), 0)
 BEGIN
     INSERT INTO delegation_fts(delegation_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;
+CREATE TABLE usage_pending (
+    seq                INTEGER PRIMARY KEY,
+    conversation_id    TEXT NOT NULL,
+    bot_id             TEXT NOT NULL,
+    day                TEXT NOT NULL,
+    model              TEXT NOT NULL,
+    input_tokens       INTEGER NOT NULL,
+    output_tokens      INTEGER NOT NULL,
+    cache_read_tokens  INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cost_usd           REAL NOT NULL
+);
+CREATE VIEW usage_all AS
+    SELECT conversation_id, bot_id, day, model, calls, input_tokens, output_tokens,
+           cache_read_tokens, cache_write_tokens, cost_usd FROM usage
+    UNION ALL
+    SELECT conversation_id, bot_id, day, model, 1, input_tokens, output_tokens,
+           cache_read_tokens, cache_write_tokens, cost_usd FROM usage_pending;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, text)
+        SELECT 'delete', old.seq, old.text
+        WHERE old.seq <= coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.messages_fts_seq'), 0);
+    UPDATE kv SET value = CAST((SELECT coalesce(max(seq), 0) FROM messages) AS TEXT)
+        WHERE key IN ('store.messages_fts_seq', 'store.conversations_touched_seq')
+          AND CAST(value AS INTEGER) > (SELECT coalesce(max(seq), 0) FROM messages);
 END;

@@ -135,7 +135,8 @@ fn migrates_an_empty_file_and_reopens_it_unchanged() {
             "thread_rounds",
             "thread_seats",
             "threads",
-            "usage"
+            "usage",
+            "usage_pending"
         ]
     );
     let (_, conv) = new_conversation(&store);
@@ -490,28 +491,58 @@ fn usage_adds_up_per_conversation_and_day() {
             usage::add(tx, conv, bot, "m2", &call, 1.0, at)
         })
         .unwrap();
-    let (total, day, other_day) = store
-        .read_blocking(move |conn| {
-            Ok((
-                usage::for_conversation(conn, conv)?,
-                usage::for_bot_on(conn, bot, "2026-03-01")?,
-                usage::for_day(conn, "2026-03-02")?,
-            ))
+    let totals = || {
+        store
+            .read_blocking(move |conn| {
+                Ok((
+                    usage::for_conversation(conn, conv)?,
+                    usage::for_bot_on(conn, bot, "2026-03-01")?,
+                    usage::for_day(conn, "2026-03-02")?,
+                    usage::by_bot_and_day(conn)?,
+                ))
+            })
+            .unwrap()
+    };
+    let times = |n: u64| usage::UsageTotal {
+        calls: 3 * n,
+        usage: crate::protocol::Usage {
+            input_tokens: 300 * n,
+            output_tokens: 30 * n,
+            cache_read_tokens: 15 * n,
+            cache_write_tokens: 3 * n,
+        },
+        cost_usd: 1.5 * n as f64,
+    };
+    let rows = || column::<i64>(&store, "SELECT calls FROM usage ORDER BY model");
+    let waiting = || column::<i64>(&store, "SELECT count(*) FROM usage_pending");
+    // Counted from their commit, while they wait to be folded.
+    let (total, day, other_day, daily) = totals();
+    assert_eq!(total, times(1));
+    assert_eq!(day, times(1));
+    assert_eq!(other_day, usage::UsageTotal::default());
+    assert_eq!((daily.len(), &daily[0].total), (1, &times(1)));
+    assert_eq!((rows(), waiting()), (vec![], vec![3]));
+
+    // Folded into a row per conversation, day and model: the same totals.
+    store.write_blocking(catch_up::catch_up).unwrap();
+    assert_eq!((rows(), waiting()), (vec![2, 1], vec![0]));
+    assert_eq!(totals().0, times(1));
+    // More calls count beside the folded ones, and fold into their rows.
+    store
+        .write_blocking(move |tx| {
+            usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
+            usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
+            usage::add(tx, conv, bot, "m2", &call, 1.0, at)
         })
         .unwrap();
-    let expected = usage::UsageTotal {
-        calls: 3,
-        usage: crate::protocol::Usage {
-            input_tokens: 300,
-            output_tokens: 30,
-            cache_read_tokens: 15,
-            cache_write_tokens: 3,
-        },
-        cost_usd: 1.5,
-    };
-    assert_eq!(total, expected);
-    assert_eq!(day, expected);
-    assert_eq!(other_day, usage::UsageTotal::default());
+    assert_eq!(totals().1, times(2));
+    store.write_blocking(catch_up::catch_up).unwrap();
+    assert_eq!((rows(), waiting()), (vec![4, 2], vec![0]));
+    let (total, day, _, daily) = totals();
+    assert_eq!(
+        (total, day, &daily[0].total),
+        (times(2), times(2), &times(2))
+    );
 }
 
 #[test]
@@ -567,7 +598,8 @@ async fn the_index_catches_up_by_itself_once_enough_messages_wait_and_the_writer
     let store = open_idle_after(&path, Duration::from_millis(1));
     let mut indexed = store.idle_indexed().unwrap();
     let (_, conv) = new_conversation_async(&store).await;
-    let n = catch_up::CATCH_UP_ROWS;
+    // Each message waits twice: for its index and for its conversation.
+    let n = catch_up::CATCH_UP_ROWS / 2;
     let blocking = store.clone();
     tokio::task::spawn_blocking(move || append_lentils(&blocking, conv, n - 1))
         .await
@@ -627,7 +659,7 @@ fn a_version_1_store_keeps_its_messages_and_index_through_migrations_2_and_3() {
             )
             .unwrap();
         }
-        catch_up::catch_up(&tx).unwrap();
+        catch_up::catch_up_messages(&tx).unwrap();
         tx.commit().unwrap();
     }
 
@@ -727,10 +759,15 @@ fn a_writer_that_never_idles_indexes_in_a_batch_only_when_far_behind() {
         catch_up::CATCH_UP_ROWS_MOST as usize,
         "far behind, the batch catches up before it commits"
     );
+    // The conversation's `updated_at` is not rewritten in the burst.
+    let updated = || column::<String>(&store, "SELECT updated_at FROM conversations");
+    let newest = || column::<String>(&store, "SELECT max(created_at) FROM messages");
+    assert_ne!(updated(), newest(), "left for an idle writer");
     // A search's catch-up takes what waits at any time.
     append_lentils(&store, conv, 3);
     store.write_blocking(catch_up::catch_up).unwrap();
     assert_eq!(lentils(&store), catch_up::CATCH_UP_ROWS_MOST as usize + 3);
+    assert_eq!(updated(), newest(), "and moves the conversation too");
 }
 
 #[tokio::test]

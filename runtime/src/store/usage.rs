@@ -1,7 +1,12 @@
 //! Token usage and cost, summed per conversation, day and model.
 //!
-//! Every model call adds to one row (an upsert), so totals for a day, a bot
-//! or a conversation are a small `SUM` rather than a scan of every call.
+//! Totals for a day, a bot or a conversation are a small `SUM` over one
+//! row per conversation, day and model (`usage`), not a scan of every call.
+//! A model call is recorded apart, in `usage_pending` (an append at the
+//! end of one table, where adding it to its row was an upsert into four):
+//! the writer folds what waits there into `usage` off a burst's path, with
+//! the other deferred work ([`super::catch_up`]). Every read sums both
+//! (`usage_all`), so a call counts from its commit.
 
 use rusqlite::{params, Connection, Transaction};
 
@@ -34,7 +39,7 @@ pub fn add(
 }
 
 /// A model call's usage made ready to add: its ids and day printed by the
-/// caller, so the store's one writer thread only runs the upsert (as
+/// caller, so the store's one writer thread only runs the insert (as
 /// [`super::conversations::PreparedMessage`] does for messages).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreparedUsage {
@@ -42,7 +47,6 @@ pub struct PreparedUsage {
     bot: String,
     day: String,
     model: String,
-    calls: i64,
     tokens: [i64; 4],
     cost_usd: f64,
 }
@@ -65,7 +69,6 @@ impl PreparedUsage {
             bot: bot.to_string(),
             day: format!("{:04}-{:02}-{:02}", date.year(), date.month(), date.day()),
             model: model.to_string(),
-            calls: 1,
             tokens: [
                 n(usage.input_tokens),
                 n(usage.output_tokens),
@@ -76,26 +79,19 @@ impl PreparedUsage {
         }
     }
 
-    /// Adds it to its conversation's row for its day and model.
+    /// Records it, to be folded into its conversation's row for its day
+    /// and model ([`FOLD`]).
     pub fn add(&self, tx: &Transaction<'_>) -> Result<(), StoreError> {
         tx.prepare_cached(
-            "INSERT INTO usage (conversation_id, bot_id, day, model, calls, input_tokens, output_tokens,
-                                cache_read_tokens, cache_write_tokens, cost_usd)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-             ON CONFLICT (conversation_id, day, model) DO UPDATE SET
-                calls = calls + excluded.calls,
-                input_tokens = input_tokens + excluded.input_tokens,
-                output_tokens = output_tokens + excluded.output_tokens,
-                cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-                cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
-                cost_usd = cost_usd + excluded.cost_usd",
+            "INSERT INTO usage_pending (conversation_id, bot_id, day, model, input_tokens,
+                                        output_tokens, cache_read_tokens, cache_write_tokens, cost_usd)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?
         .execute(params![
             self.conversation,
             self.bot,
             self.day,
             self.model,
-            self.calls,
             self.tokens[0],
             self.tokens[1],
             self.tokens[2],
@@ -105,6 +101,50 @@ impl PreparedUsage {
         Ok(())
     }
 }
+
+/// The calls recorded apart, and the view every read sums: the folded rows
+/// and the calls not folded yet, one row each.
+pub const USAGE_PENDING: &str = r#"
+CREATE TABLE usage_pending (
+    seq                INTEGER PRIMARY KEY,
+    conversation_id    TEXT NOT NULL,
+    bot_id             TEXT NOT NULL,
+    day                TEXT NOT NULL,
+    model              TEXT NOT NULL,
+    input_tokens       INTEGER NOT NULL,
+    output_tokens      INTEGER NOT NULL,
+    cache_read_tokens  INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cost_usd           REAL NOT NULL
+);
+CREATE VIEW usage_all AS
+    SELECT conversation_id, bot_id, day, model, calls, input_tokens, output_tokens,
+           cache_read_tokens, cache_write_tokens, cost_usd FROM usage
+    UNION ALL
+    SELECT conversation_id, bot_id, day, model, 1, input_tokens, output_tokens,
+           cache_read_tokens, cache_write_tokens, cost_usd FROM usage_pending;
+"#;
+
+/// Folds the calls with `?1 < seq <= ?2` into their rows and takes them
+/// out of `usage_pending` (the statements [`super::catch_up`] runs; the
+/// calls fold from the oldest, so those left are always the newest).
+pub(crate) const FOLD: &[&str] = &[
+    // WHERE before ON CONFLICT: SQLite's parser needs it there to tell
+    // the upsert from a join.
+    "INSERT INTO usage (conversation_id, bot_id, day, model, calls, input_tokens, output_tokens,
+                        cache_read_tokens, cache_write_tokens, cost_usd)
+     SELECT conversation_id, min(bot_id), day, model, count(*), sum(input_tokens),
+            sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(cost_usd)
+     FROM usage_pending WHERE seq > ?1 AND seq <= ?2 GROUP BY conversation_id, day, model
+     ON CONFLICT (conversation_id, day, model) DO UPDATE SET
+        calls = calls + excluded.calls,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+        cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+        cost_usd = cost_usd + excluded.cost_usd",
+    "DELETE FROM usage_pending WHERE seq > ?1 AND seq <= ?2",
+];
 
 /// What one conversation used, all days and models together.
 pub fn for_conversation(
@@ -116,8 +156,9 @@ pub fn for_conversation(
 
 /// What one bot used on `day` (`YYYY-MM-DD`, UTC), all conversations together.
 pub fn for_bot_on(conn: &Connection, bot: BotId, day: &str) -> Result<UsageTotal, StoreError> {
-    let mut stmt =
-        conn.prepare_cached(&format!("{SUM} FROM usage WHERE bot_id = ?1 AND day = ?2"))?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SUM} FROM usage_all WHERE bot_id = ?1 AND day = ?2"
+    ))?;
     Ok(stmt.query_row(params![bot.to_string(), day], read_total)?)
 }
 
@@ -131,7 +172,7 @@ const SUM: &str = "SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(input_tokens), 0
     COALESCE(SUM(cache_write_tokens), 0), COALESCE(SUM(cost_usd), 0.0)";
 
 fn total(conn: &Connection, filter: &str, value: &str) -> Result<UsageTotal, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!("{SUM} FROM usage WHERE {filter}"))?;
+    let mut stmt = conn.prepare_cached(&format!("{SUM} FROM usage_all WHERE {filter}"))?;
     Ok(stmt.query_row([value], read_total)?)
 }
 
@@ -165,7 +206,7 @@ pub fn by_bot_and_day(conn: &Connection) -> Result<Vec<DailyUsage>, StoreError> 
     let mut stmt = conn.prepare_cached(
         "SELECT day, bot_id, SUM(calls), SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens),
                 SUM(cache_write_tokens), SUM(cost_usd)
-         FROM usage GROUP BY day, bot_id ORDER BY day DESC, bot_id",
+         FROM usage_all GROUP BY day, bot_id ORDER BY day DESC, bot_id",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok((
