@@ -93,7 +93,7 @@ CREATE TABLE routine_runs (
     started_at      TEXT,
     ended_at        TEXT,
     status          TEXT NOT NULL
-                    CHECK (status IN ('claimed', 'running', 'done', 'failed', 'skipped')),
+                    CHECK (status = 'claimed' OR status = 'running' OR status = 'done' OR status = 'failed' OR status = 'skipped'),
     conversation_id TEXT,
     summary         TEXT,
     usage           TEXT,
@@ -119,7 +119,7 @@ CREATE TABLE subagents (
     context         TEXT NOT NULL,
     folder          TEXT NOT NULL DEFAULT '',
     status          TEXT NOT NULL
-                    CHECK (status IN ('running', 'done', 'failed', 'stopped', 'timed_out')),
+                    CHECK (status = 'running' OR status = 'done' OR status = 'failed' OR status = 'stopped' OR status = 'timed_out'),
     result          TEXT NOT NULL DEFAULT '',
     created_at      TEXT NOT NULL,
     ended_at        TEXT
@@ -136,7 +136,7 @@ CREATE TABLE proposals (
     kind            TEXT NOT NULL,
     change          TEXT NOT NULL,
     summary         TEXT NOT NULL,
-    status          TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected', 'failed')),
+    status          TEXT NOT NULL CHECK (status = 'pending' OR status = 'approved' OR status = 'rejected' OR status = 'failed'),
     note            TEXT NOT NULL DEFAULT '',
     created_at      TEXT NOT NULL,
     decided_at      TEXT
@@ -178,7 +178,7 @@ CREATE TABLE house_members (
     kind         TEXT NOT NULL CHECK (kind IN ('human', 'bot')),
     display_name TEXT NOT NULL DEFAULT '',
     bot_id       TEXT,
-    listen       TEXT CHECK (listen IN ('all', 'mentions', 'off')),
+    listen       TEXT CHECK (listen = 'all' OR listen = 'mentions' OR listen = 'off'),
     joined_at    TEXT NOT NULL,
     PRIMARY KEY (house_id, handle)
 ) WITHOUT ROWID;
@@ -276,8 +276,8 @@ CREATE TABLE house_files (
     path         TEXT NOT NULL,
     version      INTEGER NOT NULL,
     size         INTEGER NOT NULL,
-    kind         TEXT NOT NULL CHECK (kind IN ('text', 'document', 'binary')),
-    state        TEXT NOT NULL CHECK (state IN ('indexed', 'pending', 'failed', 'not_indexable')),
+    kind         TEXT NOT NULL CHECK (kind = 'text' OR kind = 'document' OR kind = 'binary'),
+    state        TEXT NOT NULL CHECK (state = 'indexed' OR state = 'pending' OR state = 'failed' OR state = 'not_indexable'),
     state_detail TEXT NOT NULL DEFAULT '',
     author       TEXT NOT NULL,
     updated_at   TEXT NOT NULL,
@@ -330,7 +330,7 @@ CREATE TABLE environment_commands (
     id         TEXT PRIMARY KEY,
     env_id     TEXT NOT NULL REFERENCES environments(id) ON DELETE CASCADE,
     command    TEXT NOT NULL,
-    status     TEXT NOT NULL CHECK (status IN ('running', 'ended', 'lost')),
+    status     TEXT NOT NULL CHECK (status = 'running' OR status = 'ended' OR status = 'lost'),
     exit_code  INTEGER,
     started_at TEXT NOT NULL,
     ended_at   TEXT
@@ -345,7 +345,7 @@ CREATE TABLE "delegation_events" (
     delegation_id TEXT NOT NULL REFERENCES delegations(id) ON DELETE CASCADE,
     subagent_id   TEXT,
     kind          TEXT NOT NULL
-                  CHECK (kind IN ('task', 'steer', 'answer', 'final', 'files', 'message', 'tool', 'note')),
+                  CHECK (kind = 'task' OR kind = 'steer' OR kind = 'answer' OR kind = 'final' OR kind = 'files' OR kind = 'message' OR kind = 'tool' OR kind = 'note'),
     text          TEXT NOT NULL,
     created_at    TEXT NOT NULL
 );
@@ -412,7 +412,7 @@ CREATE TABLE house_fences (
     house_id   TEXT PRIMARY KEY,
     name       TEXT NOT NULL,
     epoch      INTEGER NOT NULL,
-    state      TEXT NOT NULL CHECK (state IN ('owned', 'moving', 'moved', 'refused')),
+    state      TEXT NOT NULL CHECK (state = 'owned' OR state = 'moving' OR state = 'moved' OR state = 'refused'),
     peer       TEXT NOT NULL DEFAULT '',
     updated_at TEXT NOT NULL
 );

@@ -288,3 +288,52 @@ fn a_new_store_whose_first_log_is_lost_opens_as_new_again() {
     }
     assert_eq!(rows(&conn), rows(&fresh));
 }
+
+/// No write checks a row by building a table: SQLite codes a check's
+/// `x IN (a, b, c…)` as a lookup in an index it makes for every row written
+/// (half of a delegation entry's insert, until `CHECKS_IN_PLACE`); a list
+/// of values is written `x = a OR x = b …` instead.
+#[test]
+fn no_insert_builds_a_table_to_check_its_row() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch(SCHEMA).unwrap();
+    let tables: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM pragma_table_list \
+             WHERE schema = 'main' AND type = 'table' AND name NOT LIKE 'sqlite_%'",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(tables.len() > 30, "{tables:?}");
+    for table in tables {
+        let columns: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_table_info(?1)")
+            .unwrap()
+            .query_map([&table], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let insert = format!(
+            "EXPLAIN INSERT INTO \"{table}\" ({}) VALUES ({})",
+            columns.join(", "),
+            vec!["?"; columns.len()].join(", ")
+        );
+        let opcodes: Vec<String> = conn
+            .prepare(&insert)
+            .unwrap()
+            .query_map(
+                rusqlite::params_from_iter(vec![rusqlite::types::Null; columns.len()]),
+                |r| r.get(1),
+            )
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            !opcodes.iter().any(|op| op == "OpenEphemeral"),
+            "an insert into {table} builds a table to check its row"
+        );
+    }
+}
