@@ -168,14 +168,10 @@ struct Inner {
     reads: mpsc::Sender<reader::ReadJob>,
     /// The readers serving `reads` (told of each read queued).
     readers: Arc<reader::Pool>,
-    /// The last message the writer's idle catch-up indexed (`None`
-    /// read-only); only tests wait on it.
+    /// What the writer's idle work tells (`None` read-only); only tests
+    /// wait on it.
     #[cfg_attr(not(test), allow(dead_code))]
-    indexed: Option<tokio::sync::watch::Receiver<i64>>,
-    /// The steps of compressing file pieces the writer's idle work has
-    /// committed (`None` read-only); only tests wait on it.
-    #[cfg_attr(not(test), allow(dead_code))]
-    compressed: Option<tokio::sync::watch::Receiver<u64>>,
+    idle: Option<writer::Idle>,
 }
 
 impl std::fmt::Debug for Store {
@@ -283,8 +279,7 @@ impl Store {
                 check: Some(check),
                 reads,
                 readers,
-                indexed: Some(idle.indexed),
-                compressed: Some(idle.compressed),
+                idle: Some(idle),
             }),
         })
     }
@@ -358,8 +353,7 @@ impl Store {
                 check: None,
                 reads,
                 readers,
-                indexed: None,
-                compressed: None,
+                idle: None,
             }),
         })
     }
@@ -453,14 +447,21 @@ impl Store {
     /// after each of its steps (tests wait on it); `None` read-only.
     #[cfg(test)]
     pub(crate) fn idle_indexed(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
-        self.inner.indexed.clone()
+        self.inner.idle.as_ref().map(|idle| idle.indexed.clone())
     }
 
     /// The steps of compressing file pieces the writer's idle work has
     /// committed, changed after each (tests wait on it); `None` read-only.
     #[cfg(test)]
     pub(crate) fn idle_compressed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        self.inner.compressed.clone()
+        self.inner.idle.as_ref().map(|idle| idle.compressed.clone())
+    }
+
+    /// How many times the idle writer gave its page cache back (tests wait
+    /// on it); `None` read-only.
+    #[cfg(test)]
+    pub(crate) fn idle_given_back(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.idle.as_ref().map(|idle| idle.given_back.clone())
     }
 
     /// [`Store::write`] for code outside an async runtime (it blocks; it

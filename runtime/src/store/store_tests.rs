@@ -631,6 +631,57 @@ async fn the_index_catches_up_by_itself_once_enough_messages_wait_and_the_writer
     assert_eq!(found, total as usize);
 }
 
+/// What SQLite's allocations hold now, and the most they have held.
+#[allow(unsafe_code)]
+fn sqlite_memory() -> (i64, i64) {
+    // SAFETY: both read SQLite's own counters; nothing else.
+    unsafe {
+        (
+            rusqlite::ffi::sqlite3_memory_used(),
+            rusqlite::ffi::sqlite3_memory_highwater(0),
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_idle_writer_gives_back_the_pages_a_burst_left_in_its_cache() {
+    let (_dir, path) = temp_db();
+    let store = open_idle_after(&path, Duration::from_millis(1));
+    let mut given_back = store.idle_given_back().unwrap();
+    let (_, conv) = new_conversation_async(&store).await;
+    let before = *given_back.borrow_and_update();
+    // About 16 MB of messages: every page written stays in the cache.
+    let text = "lentil ".repeat(600);
+    for _ in 0..4 {
+        let text = text.clone();
+        store
+            .write(move |tx| {
+                for _ in 0..1000 {
+                    conversations::append_message(tx, conv, &Message::user(text.as_str()))?;
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+    }
+    // Once nothing is left to do (the idle catch-up of 4,000 messages
+    // included), the cache goes back.
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            given_back.changed().await.unwrap();
+            if store.read(catch_up::unindexed).await.unwrap() == 0 {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("the idle writer gives its cache back");
+    assert!(*given_back.borrow() > before);
+    let (held, most) = sqlite_memory();
+    assert!(most > 16 << 20, "the burst's pages were cached: {most}");
+    assert!(held < most / 4, "{held} of {most} bytes still held");
+}
+
 #[test]
 fn a_version_1_store_keeps_its_messages_and_index_through_migrations_2_and_3() {
     let (_dir, path) = temp_db();

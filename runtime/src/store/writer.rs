@@ -156,6 +156,7 @@ pub(crate) fn spawn(
 ) -> std::io::Result<Idle> {
     let (indexed, indexed_rx) = tokio::sync::watch::channel(0);
     let (compressed, compressed_rx) = tokio::sync::watch::channel(0);
+    let (given_back, given_back_rx) = tokio::sync::watch::channel(0);
     // Only to wait for a job with a timeout (the idle wait).
     let clock = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -177,21 +178,26 @@ pub(crate) fn spawn(
                 idle,
                 indexed,
                 compressed,
+                given_back,
             };
             run(conn, &path, &mut queue, &wake, &check);
         })
         .map(|_| Idle {
             indexed: indexed_rx,
             compressed: compressed_rx,
+            given_back: given_back_rx,
         })
 }
 
 /// What the writer's idle work tells (tests wait on it).
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) struct Idle {
     /// The last message the idle catch-up indexed.
     pub(crate) indexed: tokio::sync::watch::Receiver<i64>,
     /// How many steps of compressing pieces it has committed.
     pub(crate) compressed: tokio::sync::watch::Receiver<u64>,
+    /// How many times the idle writer gave its page cache back.
+    pub(crate) given_back: tokio::sync::watch::Receiver<u64>,
 }
 
 /// The writer's queue, and how it waits for the next job.
@@ -205,6 +211,8 @@ struct Queue {
     indexed: tokio::sync::watch::Sender<i64>,
     /// Told each step of compressing pieces committed.
     compressed: tokio::sync::watch::Sender<u64>,
+    /// Told each time the idle writer gave its page cache back.
+    given_back: tokio::sync::watch::Sender<u64>,
 }
 
 /// What waiting for the next job came to.
@@ -218,11 +226,15 @@ enum Next {
 
 impl Queue {
     /// The next job; with `wait`, [`Next::Idle`] if none comes within it.
-    fn next(&mut self, wait: Option<Duration>) -> Next {
+    /// Without, it waits as long as it takes — but with `holding` (the
+    /// page cache holds what was written since it was last given back),
+    /// only for [`Queue::idle`], then [`Next::Idle`] too.
+    fn next(&mut self, wait: Option<Duration>, holding: bool) -> Next {
         use tokio::sync::mpsc::error::TryRecvError;
         let job = match wait {
             None => match self.spin() {
                 Some(job) => Some(job),
+                None if holding => return self.next(Some(self.idle), false),
                 None => self.jobs.blocking_recv(),
             },
             Some(wait) if wait.is_zero() => match self.jobs.try_recv() {
@@ -286,6 +298,9 @@ fn run(
     // Whether the idle catch-up of the indexes, or the compression of pieces,
     // has begun (each goes on, a step at a time, while no job comes).
     let (mut indexing, mut compressing) = (false, false);
+    // Whether SQLite's page cache holds pages written since it was given
+    // back: once idle with nothing left to do, the writer gives them back.
+    let mut holding = false;
     loop {
         // Queued jobs go first; background work fills the gaps: house
         // files as soon as the queue is empty, messages once enough wait
@@ -297,7 +312,7 @@ fn run(
         } else {
             None
         };
-        let first = match queue.next(wait) {
+        let first = match queue.next(wait, holding) {
             Next::Job(job) => job,
             Next::Closed => break,
             Next::Idle if check.refusal().is_some() => {
@@ -308,22 +323,32 @@ fn run(
             }
             Next::Idle if files_pending => {
                 files_pending = index_files(&mut conn, path);
+                holding = true;
                 let _ = wake.try_send(());
                 continue;
             }
             Next::Idle if unindexed >= super::catch_up::CATCH_UP_ROWS || indexing => {
                 unindexed = index_deferred(&mut conn, path, &queue.indexed);
                 indexing = unindexed > 0;
+                holding = true;
+                let _ = wake.try_send(());
+                continue;
+            }
+            Next::Idle if untried => {
+                untried = compress_pieces(&mut conn, path, &queue.compressed);
+                compressing = untried;
+                holding = true;
                 let _ = wake.try_send(());
                 continue;
             }
             Next::Idle => {
-                untried = untried && compress_pieces(&mut conn, path, &queue.compressed);
-                compressing = untried;
-                let _ = wake.try_send(());
+                super::page_cache::give_back(&conn, path);
+                holding = false;
+                queue.given_back.send_modify(|times| *times += 1);
                 continue;
             }
         };
+        holding = true;
         (indexing, compressing) = (false, false);
         batch.push(first);
         while batch.len() < MAX_BATCH {
