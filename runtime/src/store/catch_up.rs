@@ -41,14 +41,21 @@ pub(crate) const CATCH_UP_ROWS: i64 = 2048;
 /// be indexed (tens of ms).
 pub(crate) const CATCH_UP_ROWS_MOST: i64 = 16384;
 
+/// Where the last `seq` caught up is kept.
+#[derive(PartialEq)]
+enum Done {
+    /// In `kv` under this key.
+    Key(&'static str),
+    /// Nowhere: the rows caught up leave their table, and this SQL
+    /// expression gives the one before the oldest left.
+    Gone(&'static str),
+}
+
 /// One table whose full-text index (or what else follows its rows) the
 /// writer brings up to date in batches.
 struct Deferred {
-    /// The `kv` key holding the last `seq` caught up; `None` when the rows
-    /// caught up leave their table.
-    key: Option<&'static str>,
-    /// The last `seq` caught up, as an SQL expression.
-    done: &'static str,
+    /// The last `seq` caught up.
+    done: Done,
     /// The newest `seq` of the table.
     newest: &'static str,
     /// Catch up the rows with `?1 < seq <= ?2`, in order.
@@ -61,9 +68,7 @@ struct Deferred {
 
 /// Messages, into their full-text index.
 const MESSAGES: Deferred = Deferred {
-    key: Some("store.messages_fts_seq"),
-    done:
-        "coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.messages_fts_seq'), 0)",
+    done: Done::Key("store.messages_fts_seq"),
     newest: "SELECT coalesce(max(seq), 0) FROM messages",
     index: &["INSERT INTO messages_fts(rowid, text)
              SELECT seq, text FROM messages WHERE seq > ?1 AND seq <= ?2 ORDER BY seq"],
@@ -72,8 +77,7 @@ const MESSAGES: Deferred = Deferred {
 
 /// The delegation record's entries (tasks, steers, answers, final texts).
 const DELEGATION_EVENTS: Deferred = Deferred {
-    key: Some("store.delegation_fts_seq"),
-    done: "coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.delegation_fts_seq'), 0)",
+    done: Done::Key("store.delegation_fts_seq"),
     newest: "SELECT coalesce(max(seq), 0) FROM delegation_events",
     index: &["INSERT INTO delegation_fts(rowid, text)
              SELECT seq, text FROM delegation_events WHERE seq > ?1 AND seq <= ?2 ORDER BY seq"],
@@ -85,8 +89,7 @@ const DELEGATION_EVENTS: Deferred = Deferred {
 /// messages are deleted, the messages' delete trigger moves this key back
 /// with the index's, so new messages reusing those `seq`s are taken again.
 const CONVERSATIONS: Deferred = Deferred {
-    key: Some("store.conversations_touched_seq"),
-    done: "coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = 'store.conversations_touched_seq'), 0)",
+    done: Done::Key("store.conversations_touched_seq"),
     newest: "SELECT coalesce(max(seq), 0) FROM messages",
     index: &[super::conversations::TOUCH_CONVERSATIONS],
     in_batches: false,
@@ -97,8 +100,7 @@ const CONVERSATIONS: Deferred = Deferred {
 /// folded is the one before the oldest left. Reads sum what waits too, so
 /// a batch never stops to fold.
 const USAGE: Deferred = Deferred {
-    key: None,
-    done: "coalesce((SELECT min(seq) FROM usage_pending), 1) - 1",
+    done: Done::Gone("coalesce((SELECT min(seq) FROM usage_pending), 1) - 1"),
     newest: "SELECT coalesce(max(seq), 0) FROM usage_pending",
     index: super::usage::FOLD,
     in_batches: false,
@@ -118,7 +120,13 @@ impl Deferred {
 
     /// [`Deferred::positions`] as two columns of a larger `SELECT`.
     fn position_columns(&self) -> String {
-        format!("{}, ({})", self.done, self.newest)
+        match self.done {
+            Done::Key(key) => format!(
+                "coalesce((SELECT CAST(value AS INTEGER) FROM kv WHERE key = '{key}'), 0), ({})",
+                self.newest
+            ),
+            Done::Gone(done) => format!("{done}, ({})", self.newest),
+        }
     }
 
     /// Catches up the rows after `indexed` up to `upto` and records `upto`.
@@ -134,7 +142,7 @@ impl Deferred {
         for sql in self.index {
             tx.prepare_cached(sql)?.execute([indexed, upto])?;
         }
-        if let Some(key) = self.key {
+        if let Done::Key(key) = self.done {
             tx.prepare_cached(
                 "INSERT INTO kv (key, value) VALUES (?1, ?2)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -206,7 +214,7 @@ pub(crate) fn step(tx: &Transaction<'_>) -> Result<(i64, i64), StoreError> {
         deferred.catch_up_from(tx, indexed, upto)?;
         budget -= (upto - indexed).max(0);
         left += (newest - upto).max(0);
-        if deferred.key == MESSAGES.key {
+        if deferred.done == MESSAGES.done {
             messages_indexed = upto.max(indexed);
         }
     }

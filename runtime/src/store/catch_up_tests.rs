@@ -22,6 +22,17 @@ fn record(tx: &Connection, texts: &[&str]) -> rusqlite::Result<String> {
     Ok(id)
 }
 
+/// Makes conversation `conv`.
+fn new_conversation(
+    tx: &rusqlite::Transaction<'_>,
+    conv: crate::id::ConversationId,
+) -> Result<(), StoreError> {
+    crate::store::conversations::create_conversation(
+        tx,
+        &crate::store::conversations::NewConversation::new(conv, crate::id::BotId::new(), "main"),
+    )
+}
+
 fn found(store: &Store, query: &'static str) -> usize {
     store
         .read_blocking(move |conn| {
@@ -107,14 +118,7 @@ fn an_idle_step_takes_messages_first_and_stops_at_its_row_budget() {
     let entries = vec!["pine resin"; 10];
     store
         .write_blocking(move |tx| {
-            crate::store::conversations::create_conversation(
-                tx,
-                &crate::store::conversations::NewConversation::new(
-                    conv,
-                    crate::id::BotId::new(),
-                    "main",
-                ),
-            )?;
+            new_conversation(tx, conv)?;
             for _ in 0..CATCH_UP_ROWS - 4 {
                 crate::store::conversations::append_message(
                     tx,
@@ -159,14 +163,7 @@ fn new_messages_in_the_seqs_of_deleted_ones_still_move_their_conversation() {
     };
     store
         .write_blocking(move |tx| {
-            crate::store::conversations::create_conversation(
-                tx,
-                &crate::store::conversations::NewConversation::new(
-                    conv,
-                    crate::id::BotId::new(),
-                    "main",
-                ),
-            )?;
+            new_conversation(tx, conv)?;
             for text in ["one", "two", "three"] {
                 append(tx, text)?;
             }

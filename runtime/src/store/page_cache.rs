@@ -239,8 +239,7 @@ unsafe extern "C" fn shrink(p: *mut ffi::sqlite3_pcache) {
 /// to do, as the runtime's workers give back their heaps (`idle_heap`): a
 /// burst leaves what it wrote cached (23 MB after `troupe bench w3 --n
 /// 10000`). The next transaction reads the pages it needs again, from the
-/// log or the file in the system's cache (tens of microseconds, once, after
-/// at least the writer's idle wait of nothing). With glibc, `malloc_trim` hands
+/// log or the file in the system's cache. With glibc, `malloc_trim` hands
 /// the freed pages back to the system.
 pub(crate) fn give_back(conn: &rusqlite::Connection, path: &std::path::Path) {
     if let Err(e) = conn.release_memory() {

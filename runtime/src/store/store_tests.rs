@@ -484,13 +484,17 @@ fn usage_adds_up_per_conversation_and_day() {
         cache_read_tokens: 5,
         cache_write_tokens: 1,
     };
-    store
-        .write_blocking(move |tx| {
-            usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
-            usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
-            usage::add(tx, conv, bot, "m2", &call, 1.0, at)
-        })
-        .unwrap();
+    // Three calls: two to one model, one to another.
+    let three_calls = || {
+        store
+            .write_blocking(move |tx| {
+                usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
+                usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
+                usage::add(tx, conv, bot, "m2", &call, 1.0, at)
+            })
+            .unwrap()
+    };
+    three_calls();
     let totals = || {
         store
             .read_blocking(move |conn| {
@@ -528,13 +532,7 @@ fn usage_adds_up_per_conversation_and_day() {
     assert_eq!((rows(), waiting()), (vec![2, 1], vec![0]));
     assert_eq!(totals().0, times(1));
     // More calls count beside the folded ones, and fold into their rows.
-    store
-        .write_blocking(move |tx| {
-            usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
-            usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
-            usage::add(tx, conv, bot, "m2", &call, 1.0, at)
-        })
-        .unwrap();
+    three_calls();
     assert_eq!(totals().1, times(2));
     store.write_blocking(catch_up::catch_up).unwrap();
     assert_eq!((rows(), waiting()), (vec![4, 2], vec![0]));
