@@ -2,7 +2,8 @@
 //! `run`, the Rust API's turn handle) and the node's bus that every other
 //! subscriber (a chat screen, the server) listens on.
 
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
+use troupe_runtime::bus::Bus;
 use troupe_runtime::id::ConversationId;
 use troupe_runtime::protocol::AgentEvent;
 
@@ -78,7 +79,7 @@ impl std::fmt::Display for ActorName {
 pub struct Emitter {
     conversation: ConversationId,
     sink: Option<mpsc::UnboundedSender<AgentEvent>>,
-    bus: broadcast::Sender<NodeEvent>,
+    bus: Bus<NodeEvent>,
 }
 
 impl Emitter {
@@ -86,7 +87,7 @@ impl Emitter {
     pub fn new(
         conversation: ConversationId,
         sink: Option<mpsc::UnboundedSender<AgentEvent>>,
-        bus: broadcast::Sender<NodeEvent>,
+        bus: Bus<NodeEvent>,
     ) -> Self {
         Self {
             conversation,

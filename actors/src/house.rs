@@ -28,6 +28,7 @@ use futures::future::BoxFuture;
 use ractor::{ActorCell, ActorProcessingErr, ActorRef};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
+use troupe_runtime::bus::Bus;
 use troupe_runtime::id::{HouseId, MsgId, ThreadId};
 use troupe_runtime::protocol::house::ThreadMessage;
 use troupe_runtime::protocol::{Address, Envelope};
@@ -125,7 +126,7 @@ impl ThreadEvent {
 pub struct Threads {
     node: WeakNode,
     routed: Routed<ThreadId, ThreadMsg>,
-    events: broadcast::Sender<ThreadEvent>,
+    events: Bus<ThreadEvent>,
 }
 
 impl std::fmt::Debug for Threads {
@@ -141,7 +142,7 @@ impl Threads {
         Self {
             node,
             routed: Routed::new("threads", "thread"),
-            events: broadcast::channel(4096).0,
+            events: Bus::new(4096),
         }
     }
 

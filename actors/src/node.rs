@@ -32,6 +32,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use ractor::ActorRef;
 use tokio::sync::broadcast;
+use troupe_runtime::bus::Bus;
 use troupe_runtime::home::{Home, MAIN_AGENT};
 use troupe_runtime::id::{BotId, ConversationId};
 use troupe_runtime::model::{ModelError, ModelsConfig, ResolvedModel};
@@ -176,7 +177,7 @@ pub struct NodeContext {
     /// The gate every call passes.
     pub(crate) gate: Arc<dyn CallGate>,
     /// Where every conversation's events are published.
-    pub(crate) bus: broadcast::Sender<NodeEvent>,
+    pub(crate) bus: Bus<NodeEvent>,
     /// Services every conversation's tools get.
     pub(crate) services: Services,
     /// Questions and approvals waiting for the user.
@@ -422,7 +423,7 @@ impl Node {
             // Approvals and questions are kept with the turns that wait.
             options.questions.keep_in(store.clone());
         }
-        let bus = options.bus.unwrap_or_else(|| broadcast::channel(4096).0);
+        let bus = options.bus.map_or_else(|| Bus::new(4096), Bus::of);
         let mut tools = options.tools;
         for source in sources {
             tools.add_source(source);

@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod budget;
+pub mod bus;
 pub mod config;
 pub(crate) mod diagnostic;
 pub mod environment;

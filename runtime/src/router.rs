@@ -171,7 +171,7 @@ pub(crate) struct Shared<K, M> {
     pub(crate) slots: crate::hash::FastDashMap<K, Arc<Slot<M>>>,
     pub(crate) activator: Arc<dyn Activator<K, M>>,
     pub(crate) epoch: AtomicU64,
-    pub(crate) events: broadcast::Sender<RouterEvent<K>>,
+    pub(crate) events: crate::bus::Bus<RouterEvent<K>>,
     /// The lossless watchers ([`Router::watch`]).
     pub(crate) watchers: parking_lot::Mutex<Vec<mpsc::UnboundedSender<RouterEvent<K>>>>,
 }
@@ -226,7 +226,7 @@ impl<K: RouteKey, M: ractor::Message> Router<K, M> {
         config: RouterConfig,
         parent: Option<ActorCell>,
     ) -> Result<Self, RouterError> {
-        let (events, _) = broadcast::channel(config.events.max(1));
+        let events = crate::bus::Bus::new(config.events);
         let activator: Arc<dyn Activator<K, M>> = Arc::new(activator);
         let shared = Arc::new(Shared {
             slots: crate::hash::FastDashMap::default(),

@@ -12,6 +12,7 @@ use parking_lot::RwLock;
 use ractor::{ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
+use troupe_runtime::bus::Bus;
 use troupe_runtime::id::{ConversationId, RoutineId, RunId};
 
 use super::clock::{Clock, SystemClock};
@@ -80,7 +81,7 @@ pub struct RoutineService {
     options: SchedulerOptions,
     pub(super) actor: RwLock<Option<ActorRef<SchedulerMsg>>>,
     stopping: AtomicBool,
-    ended: broadcast::Sender<RunEnd>,
+    ended: Bus<RunEnd>,
     /// The runs in progress in this process (routine names by run), as
     /// the actor tree shows them.
     pub(super) runs: dashmap::DashMap<RunId, String>,
@@ -101,7 +102,7 @@ impl RoutineService {
             options,
             actor: RwLock::new(None),
             stopping: AtomicBool::new(false),
-            ended: broadcast::channel(256).0,
+            ended: Bus::new(256),
             runs: dashmap::DashMap::new(),
         }
     }
