@@ -178,6 +178,8 @@ pub struct NodeContext {
     pub(crate) gate: Arc<dyn CallGate>,
     /// Where every conversation's events are published.
     pub(crate) bus: Bus<NodeEvent>,
+    /// Each idle conversation's passivation check, on one task.
+    pub(crate) idle_checks: troupe_runtime::timers::Timers,
     /// Services every conversation's tools get.
     pub(crate) services: Services,
     /// Questions and approvals waiting for the user.
@@ -435,6 +437,7 @@ impl Node {
             tools: Arc::new(tools),
             gate: options.gate.unwrap_or_else(|| Arc::new(OpenGate)),
             bus,
+            idle_checks: Default::default(),
             services: Services::default(),
             questions: options.questions,
             stopping: std::sync::atomic::AtomicBool::new(false),

@@ -30,6 +30,7 @@ pub mod store;
 pub mod supervise;
 pub mod telemetry;
 pub mod tether;
+pub mod timers;
 pub mod tool;
 pub mod trust;
 

@@ -425,8 +425,22 @@ pub(crate) fn schedule_idle_check(myself: &ActorRef<ConversationMsg>, state: &mu
     state.idle_since = std::time::Instant::now();
     if !state.idle_timer {
         state.idle_timer = true;
-        myself.send_after(after, || ConversationMsg::Idle);
+        check_idle_after(myself, node, after);
     }
+}
+
+/// Has the node's timers tell the conversation to check whether it is idle,
+/// `after` from now.
+fn check_idle_after(
+    myself: &ActorRef<ConversationMsg>,
+    node: &NodeContext,
+    after: std::time::Duration,
+) {
+    let me = myself.clone();
+    node.idle_checks.after(after, move || {
+        // Gone meanwhile: nothing to passivate.
+        let _ = me.send_message(ConversationMsg::Idle);
+    });
 }
 
 /// The idle timer fired: passivate when idle for long enough, or wait for
@@ -443,7 +457,7 @@ async fn on_idle_timer(myself: &ActorRef<ConversationMsg>, state: &mut State) {
     let idle_for = state.idle_since.elapsed();
     if idle_for < after {
         state.idle_timer = true;
-        myself.send_after(after - idle_for, || ConversationMsg::Idle);
+        check_idle_after(myself, &state.args.node, after - idle_for);
         return;
     }
     passivate_if_idle(myself, state, state.turns).await;
