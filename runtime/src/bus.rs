@@ -22,8 +22,8 @@ pub struct Bus<T> {
 
 struct Inner<T> {
     /// The slots a subscriber may fall behind by before it misses the
-    /// oldest (`Lagged`).
-    capacity: usize,
+    /// oldest (`Lagged`); `None` for a channel given made, which has its own.
+    capacity: Option<usize>,
     sender: OnceLock<broadcast::Sender<T>>,
 }
 
@@ -33,7 +33,7 @@ impl<T: Clone> Bus<T> {
     pub fn new(capacity: usize) -> Self {
         Self {
             inner: Arc::new(Inner {
-                capacity: capacity.max(1),
+                capacity: Some(capacity.max(1)),
                 sender: OnceLock::new(),
             }),
         }
@@ -44,7 +44,7 @@ impl<T: Clone> Bus<T> {
     pub fn of(sender: broadcast::Sender<T>) -> Self {
         Self {
             inner: Arc::new(Inner {
-                capacity: 1,
+                capacity: None,
                 sender: OnceLock::from(sender),
             }),
         }
@@ -64,7 +64,7 @@ impl<T: Clone> Bus<T> {
     pub fn subscribe(&self) -> broadcast::Receiver<T> {
         self.inner
             .sender
-            .get_or_init(|| broadcast::channel(self.inner.capacity).0)
+            .get_or_init(|| broadcast::channel(self.inner.capacity.unwrap_or(1)).0)
             .subscribe()
     }
 
