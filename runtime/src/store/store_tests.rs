@@ -471,79 +471,6 @@ async fn many_concurrent_writers_all_land() {
 }
 
 #[test]
-fn usage_adds_up_per_conversation_and_day() {
-    let (_dir, path) = temp_db();
-    let store = Store::open(&path).unwrap();
-    let (bot, conv) = (BotId::new(), ConversationId::new());
-    let at = chrono::DateTime::parse_from_rfc3339("2026-03-01T10:00:00Z")
-        .unwrap()
-        .with_timezone(&chrono::Utc);
-    let call = crate::protocol::Usage {
-        input_tokens: 100,
-        output_tokens: 10,
-        cache_read_tokens: 5,
-        cache_write_tokens: 1,
-    };
-    // Three calls: two to one model, one to another.
-    let three_calls = || {
-        store
-            .write_blocking(move |tx| {
-                usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
-                usage::add(tx, conv, bot, "m1", &call, 0.25, at)?;
-                usage::add(tx, conv, bot, "m2", &call, 1.0, at)
-            })
-            .unwrap()
-    };
-    three_calls();
-    let totals = || {
-        store
-            .read_blocking(move |conn| {
-                Ok((
-                    usage::for_conversation(conn, conv)?,
-                    usage::for_bot_on(conn, bot, "2026-03-01")?,
-                    usage::for_day(conn, "2026-03-02")?,
-                    usage::by_bot_and_day(conn)?,
-                ))
-            })
-            .unwrap()
-    };
-    let times = |n: u64| usage::UsageTotal {
-        calls: 3 * n,
-        usage: crate::protocol::Usage {
-            input_tokens: 300 * n,
-            output_tokens: 30 * n,
-            cache_read_tokens: 15 * n,
-            cache_write_tokens: 3 * n,
-        },
-        cost_usd: 1.5 * n as f64,
-    };
-    let rows = || column::<i64>(&store, "SELECT calls FROM usage ORDER BY model");
-    let waiting = || column::<i64>(&store, "SELECT count(*) FROM usage_pending");
-    // Counted from their commit, while they wait to be folded.
-    let (total, day, other_day, daily) = totals();
-    assert_eq!(total, times(1));
-    assert_eq!(day, times(1));
-    assert_eq!(other_day, usage::UsageTotal::default());
-    assert_eq!((daily.len(), &daily[0].total), (1, &times(1)));
-    assert_eq!((rows(), waiting()), (vec![], vec![3]));
-
-    // Folded into a row per conversation, day and model: the same totals.
-    store.write_blocking(catch_up::catch_up).unwrap();
-    assert_eq!((rows(), waiting()), (vec![2, 1], vec![0]));
-    assert_eq!(totals().0, times(1));
-    // More calls count beside the folded ones, and fold into their rows.
-    three_calls();
-    assert_eq!(totals().1, times(2));
-    store.write_blocking(catch_up::catch_up).unwrap();
-    assert_eq!((rows(), waiting()), (vec![4, 2], vec![0]));
-    let (total, day, _, daily) = totals();
-    assert_eq!(
-        (total, day, &daily[0].total),
-        (times(2), times(2), &times(2))
-    );
-}
-
-#[test]
 fn kv_values_are_set_replaced_and_removed() {
     let (_dir, path) = temp_db();
     let store = Store::open(&path).unwrap();
@@ -559,125 +486,6 @@ fn kv_values_are_set_replaced_and_removed() {
         .read_blocking(|conn| Ok((kv::get(conn, "lease")?, kv::get(conn, "gone")?)))
         .unwrap();
     assert_eq!(values, (Some("node-b".to_string()), None));
-}
-
-/// A store whose writer goes idle, for the index, after `idle`.
-fn open_idle_after(path: &std::path::Path, idle: Duration) -> Store {
-    let options = OpenOptions {
-        index_when_idle: idle,
-        ..OpenOptions::default()
-    };
-    Store::open_with(path, options).unwrap()
-}
-
-/// Messages with "lentil" found by a search that does not catch up first.
-fn lentils(store: &Store) -> usize {
-    store
-        .read_blocking(|conn| conversations::search_messages(conn, "lentil", 100_000))
-        .unwrap()
-        .len()
-}
-
-/// Appends `n` messages with "lentil" in one job.
-fn append_lentils(store: &Store, conv: ConversationId, n: i64) {
-    store
-        .write_blocking(move |tx| {
-            for _ in 0..n {
-                conversations::append_message(tx, conv, &Message::user("lentil soup"))?;
-            }
-            Ok(())
-        })
-        .unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_index_catches_up_by_itself_once_enough_messages_wait_and_the_writer_is_idle() {
-    let (_dir, path) = temp_db();
-    let store = open_idle_after(&path, Duration::from_millis(1));
-    let mut indexed = store.idle_indexed().unwrap();
-    let (_, conv) = new_conversation_async(&store).await;
-    // Each message waits twice: for its index and for its conversation.
-    let n = catch_up::CATCH_UP_ROWS / 2;
-    let blocking = store.clone();
-    tokio::task::spawn_blocking(move || append_lentils(&blocking, conv, n - 1))
-        .await
-        .unwrap();
-    // Too few to be worth a catch-up: the writer waits for jobs, not idle.
-    let fewer = store.clone();
-    let found = tokio::task::spawn_blocking(move || lentils(&fewer))
-        .await
-        .unwrap();
-    assert_eq!(found, 0, "deferred until enough waits");
-    assert_eq!(*indexed.borrow_and_update(), 0);
-
-    // Enough: indexed in steps once no job comes, all of them.
-    let (more, total) = (store.clone(), n + 3);
-    tokio::task::spawn_blocking(move || append_lentils(&more, conv, 4))
-        .await
-        .unwrap();
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        indexed.wait_for(|&seq| seq >= total),
-    )
-    .await
-    .expect("the idle writer indexes what waits")
-    .unwrap();
-    let all = store.clone();
-    let found = tokio::task::spawn_blocking(move || lentils(&all))
-        .await
-        .unwrap();
-    assert_eq!(found, total as usize);
-}
-
-/// What SQLite's allocations hold now, and the most they have held.
-#[allow(unsafe_code)]
-fn sqlite_memory() -> (i64, i64) {
-    // SAFETY: both read SQLite's own counters; nothing else.
-    unsafe {
-        (
-            rusqlite::ffi::sqlite3_memory_used(),
-            rusqlite::ffi::sqlite3_memory_highwater(0),
-        )
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_idle_writer_gives_back_the_pages_a_burst_left_in_its_cache() {
-    let (_dir, path) = temp_db();
-    let store = open_idle_after(&path, Duration::from_millis(1));
-    let mut given_back = store.idle_given_back().unwrap();
-    let (_, conv) = new_conversation_async(&store).await;
-    let before = *given_back.borrow_and_update();
-    // About 16 MB of messages: every page written stays in the cache.
-    let text = "lentil ".repeat(600);
-    for _ in 0..4 {
-        let text = text.clone();
-        store
-            .write(move |tx| {
-                for _ in 0..1000 {
-                    conversations::append_message(tx, conv, &Message::user(text.as_str()))?;
-                }
-                Ok(())
-            })
-            .await
-            .unwrap();
-    }
-    // Once nothing is left to do (the idle catch-up of 4,000 messages
-    // included), the cache goes back.
-    tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            given_back.changed().await.unwrap();
-            if store.read(catch_up::unindexed).await.unwrap() == 0 {
-                break;
-            }
-        }
-    })
-    .await
-    .expect("the idle writer gives its cache back");
-    assert!(*given_back.borrow() > before);
-    let (held, most) = sqlite_memory();
-    assert!(most > 16 << 20, "the burst's pages were cached: {most}");
-    assert!(held < most / 4, "{held} of {most} bytes still held");
 }
 
 #[test]
@@ -794,31 +602,6 @@ fn a_message_text_is_stored_once_and_read_back_whole() {
     assert_eq!(loaded, messages);
 }
 
-#[test]
-fn a_writer_that_never_idles_indexes_in_a_batch_only_when_far_behind() {
-    let (_dir, path) = temp_db();
-    // Never idle long enough: as in a long burst of writes.
-    let store = open_idle_after(&path, Duration::from_secs(3600));
-    let (_, conv) = new_conversation(&store);
-    append_lentils(&store, conv, catch_up::CATCH_UP_ROWS_MOST - 1);
-    assert_eq!(lentils(&store), 0, "a burst leaves the index for later");
-    append_lentils(&store, conv, 1);
-    assert_eq!(
-        lentils(&store),
-        catch_up::CATCH_UP_ROWS_MOST as usize,
-        "far behind, the batch catches up before it commits"
-    );
-    // The conversation's `updated_at` is not rewritten in the burst.
-    let updated = || column::<String>(&store, "SELECT updated_at FROM conversations");
-    let newest = || column::<String>(&store, "SELECT max(created_at) FROM messages");
-    assert_ne!(updated(), newest(), "left for an idle writer");
-    // A search's catch-up takes what waits at any time.
-    append_lentils(&store, conv, 3);
-    store.write_blocking(catch_up::catch_up).unwrap();
-    assert_eq!(lentils(&store), catch_up::CATCH_UP_ROWS_MOST as usize + 3);
-    assert_eq!(updated(), newest(), "and moves the conversation too");
-}
-
 #[tokio::test]
 async fn a_read_only_store_reads_beside_the_writer_and_refuses_writes() {
     let (_dir, path) = temp_db();
@@ -861,161 +644,6 @@ async fn a_read_only_store_reads_beside_the_writer_and_refuses_writes() {
     assert_eq!(count, 2);
 }
 
-/// Someone else holding a lock on the database: a second connection's
-/// write transaction, or another process's `fcntl` read lock on the
-/// `-shm` file's write-lock byte (what a sandboxed command did).
-enum Locker {
-    Connection(rusqlite::Connection),
-    Process(std::process::Child),
-}
-
-impl Locker {
-    fn hold(kind: &str, path: &Path) -> Locker {
-        match kind {
-            "connection" => {
-                let other = rusqlite::Connection::open(path).unwrap();
-                other.execute_batch("BEGIN IMMEDIATE").unwrap();
-                Locker::Connection(other)
-            }
-            _ => {
-                // WAL_WRITE_LOCK is byte 120 of the -shm file. The process
-                // says "held" once it holds it, and lets go when told.
-                let shm = format!("{}-shm", path.display());
-                let mut child = std::process::Command::new("python3")
-                    .args([
-                        "-c",
-                        "import fcntl, os, sys\n\
-                         fd = os.open(sys.argv[1], os.O_RDWR)\n\
-                         fcntl.lockf(fd, fcntl.LOCK_SH, 1, 120)\n\
-                         print('held', flush=True)\n\
-                         sys.stdin.read()\n",
-                        &shm,
-                    ])
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                let mut line = String::new();
-                std::io::BufRead::read_line(
-                    &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-                    &mut line,
-                )
-                .unwrap();
-                assert_eq!(line, "held\n");
-                Locker::Process(child)
-            }
-        }
-    }
-
-    fn release(self) {
-        match self {
-            Locker::Connection(other) => other.execute_batch("ROLLBACK").unwrap(),
-            Locker::Process(mut child) => {
-                drop(child.stdin.take());
-                child.wait().unwrap();
-            }
-        }
-    }
-}
-
-fn python3_present() -> bool {
-    std::process::Command::new("python3")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-#[test]
-fn a_write_that_finds_the_database_locked_is_run_again_once_the_lock_goes() {
-    use std::sync::atomic::Ordering;
-    let _serial = LOCK_TESTS.lock();
-    for kind in ["connection", "shm read lock"] {
-        if kind != "connection" && !python3_present() {
-            eprintln!("skipping the -shm lock form: no python3 here");
-            continue;
-        }
-        let (_dir, path) = temp_db();
-        let options = OpenOptions {
-            busy_timeout: Duration::from_millis(200),
-            ..OpenOptions::default()
-        };
-        let store = Store::open_with(&path, options).unwrap();
-        // The -shm file exists once the store has written.
-        store
-            .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('before', 'x')", [])?))
-            .unwrap();
-        let locker = Locker::hold(kind, &path);
-        let retried = writer::LOCKED_RETRIES.load(Ordering::SeqCst);
-        let writing = {
-            let store = store.clone();
-            std::thread::spawn(move || {
-                store.write_blocking(|tx| {
-                    Ok(tx.execute("INSERT INTO kv VALUES ('result', 'saved')", [])?)
-                })
-            })
-        };
-        // The lock goes once the writer has found it and tried again.
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while writer::LOCKED_RETRIES.load(Ordering::SeqCst) == retried {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{kind}: no retry seen"
-            );
-            std::thread::yield_now();
-        }
-        locker.release();
-        assert_eq!(writing.join().unwrap().unwrap(), 1, "{kind}");
-        let saved: Vec<String> = store
-            .read_blocking(|c| {
-                let mut s = c.prepare("SELECT key FROM kv WHERE value = 'saved'")?;
-                let keys = s
-                    .query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<String>>>()?;
-                Ok(keys)
-            })
-            .unwrap();
-        assert_eq!(saved, ["result"], "{kind}: saved once, nothing lost");
-    }
-}
-
-#[test]
-fn a_lock_that_never_goes_is_a_clear_error_after_every_try() {
-    let _serial = LOCK_TESTS.lock();
-    for kind in ["connection", "shm read lock"] {
-        if kind != "connection" && !python3_present() {
-            continue;
-        }
-        let (_dir, path) = temp_db();
-        let options = OpenOptions {
-            busy_timeout: Duration::from_millis(50),
-            ..OpenOptions::default()
-        };
-        let store = Store::open_with(&path, options).unwrap();
-        store
-            .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('before', 'x')", [])?))
-            .unwrap();
-        let locker = Locker::hold(kind, &path);
-        let err = store
-            .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('result', 'x')", [])?))
-            .unwrap_err();
-        let text = err.to_string();
-        assert!(
-            matches!(err, StoreError::Locked { .. })
-                && text.contains(&format!("{} tries", writer::LOCKED_TRIES))
-                && text.contains("nothing was written"),
-            "{kind}: {text}"
-        );
-        locker.release();
-        // Nothing half-written, and the store works again.
-        store
-            .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('result', 'y')", [])?))
-            .unwrap();
-    }
-}
-
-/// The retry counter is process-wide: the lock tests take turns.
-static LOCK_TESTS: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-
 /// A cached statement with a bound `LIMIT` runs as prepared, whatever the
 /// bound value, on the writer's connection and on a reader's.
 #[test]
@@ -1037,3 +665,15 @@ fn a_bound_limit_does_not_re_prepare_its_statement() {
     assert_eq!(store.write_blocking(|tx| bound_three_times(tx)).unwrap(), 0);
     assert_eq!(store.read_blocking(bound_three_times).unwrap(), 0);
 }
+
+/// A write that finds the database locked by someone else.
+#[path = "lock_tests.rs"]
+mod lock;
+
+/// The writer's deferred work: done when it idles, in a batch when far behind.
+#[path = "idle_tests.rs"]
+mod idle;
+
+/// Model usage: appended per call, folded per conversation, day and model.
+#[path = "usage_tests.rs"]
+mod usage_folded;
