@@ -2,9 +2,9 @@
 //!
 //! tokio's `broadcast::channel(n)` allocates and writes all `n` of its slots
 //! when it is made. The node's event bus (4,096 slots of 248 bytes), the
-//! threads' events (4,096 of 192) and the routers' event channels came to
-//! about 1.5 MB written at every start, a few hundred page faults of a cold
-//! start, whether or not anything ever listened. A send that finds no
+//! threads' events (4,096 of 192) and the routers' event channels were
+//! written at every start, whether or not anything ever listened: about 730
+//! of a cold start's 2,600 page faults (docs/benchmarks.md). A send that finds no
 //! subscriber is dropped by tokio too, and a subscriber only ever sees what
 //! is sent after it subscribed; so a channel made at the first
 //! [`Bus::subscribe`] shows every subscriber exactly what a channel made at
