@@ -13,35 +13,32 @@
 //! The first is what each worker does when it runs out of work
 //! ([`on_park`]): it collects its own heap, which frees its empty pages to
 //! the arena. The second is left to a thread of its own, the keeper: once
-//! no worker has woken for [`IDLE`], it purges every arena at once. Until
+//! no worker has parked for [`IDLE`], it purges every arena at once. Until
 //! then, pages freed in the burst stay mapped and are reused by the burst
-//! itself. Purging at every park instead (a purge delay of 0) gave each
+//! itself. A park rings the keeper's [`Doorbell`], which wakes it only when
+//! it sleeps: while it watches for quiet it looks by itself once per
+//! [`IDLE`], so the parks of a burst (several a turn) wake no thread. Purging at every park instead (a purge delay of 0) gave each
 //! freed page back and faulted it in again within the burst, about 15% of
 //! its wall time (`troupe bench w3`); see docs/benchmarks.md.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long no worker must wake before the freed pages are purged.
+use troupe_runtime::doorbell::{doorbell, Doorbell, Watcher};
+
+/// How long no worker must park before the freed pages are purged.
 pub const IDLE: Duration = Duration::from_millis(10);
 
-/// Bumped each time a worker wakes: the keeper purges only when it did not
-/// move for [`IDLE`].
-static WAKES: AtomicU64 = AtomicU64::new(0);
-
-/// Tells the keeper a worker ran out of work (capacity 1: a wake-up
-/// pending is enough).
-static PARKED: OnceLock<SyncSender<()>> = OnceLock::new();
+/// Tells the keeper a worker ran out of work.
+static PARKED: OnceLock<Doorbell> = OnceLock::new();
 
 /// Starts the keeper thread. Without it (it could not start), workers still
 /// collect their heaps and mimalloc purges after its own delay.
 pub fn start() -> std::io::Result<()> {
-    let (parked, woken) = sync_channel(1);
+    let (parked, watcher) = doorbell();
     std::thread::Builder::new()
         .name("troupe-heap".into())
-        .spawn(move || keep(&woken))?;
+        .spawn(move || keep(&watcher))?;
     // Only `start` sets it, once: a second call keeps the first keeper.
     let _ = PARKED.set(parked);
     Ok(())
@@ -56,32 +53,21 @@ pub fn on_park() {
     // and the process's arenas; any thread may call it at any time.
     unsafe { libmimalloc_sys::mi_collect(false) };
     if let Some(parked) = PARKED.get() {
-        // Full means a wake-up is already pending.
-        let _ = parked.try_send(());
+        parked.ring();
     }
 }
 
-/// Run when a worker thread wakes.
-pub fn on_unpark() {
-    WAKES.fetch_add(1, Ordering::Relaxed);
-}
-
-/// The keeper's loop: after each park, waits until no worker has woken for
+/// The keeper's loop: after a park, waits until no worker has parked for
 /// [`IDLE`], then purges every arena.
-fn keep(parked: &Receiver<()>) {
+fn keep(parked: &Watcher) {
     // `mi_collect` on a thread that never allocated does nothing: its heap
     // is not set up until its first allocation.
     let warm = std::hint::black_box(Box::new(0u64));
-    while parked.recv().is_ok() {
-        loop {
-            let seen = WAKES.load(Ordering::Relaxed);
-            match parked.recv_timeout(IDLE) {
-                // Another park: the burst goes on.
-                Ok(()) => continue,
-                Err(RecvTimeoutError::Timeout) if WAKES.load(Ordering::Relaxed) == seen => break,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
+    let mut seen = parked.seen();
+    while parked.wait(seen) {
+        match parked.settle(IDLE, Instant::now(), Duration::MAX) {
+            Some(last) => seen = last,
+            None => break,
         }
         purge();
     }

@@ -41,7 +41,6 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .on_thread_park(idle_heap::on_park)
-        .on_thread_unpark(idle_heap::on_unpark)
         .build()
     {
         Ok(rt) => rt,

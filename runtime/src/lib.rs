@@ -12,6 +12,7 @@ pub mod budget;
 pub mod bus;
 pub mod config;
 pub(crate) mod diagnostic;
+pub mod doorbell;
 pub mod environment;
 pub mod error;
 pub mod executors;

@@ -4,7 +4,11 @@
 //!
 //! **When it checkpoints.** After commits: once the writer has been quiet
 //! for [`QUIET`], or [`EVERY`] after the first commit it has not copied yet
-//! (a steady stream of commits), whichever comes first. A checkpoint
+//! (a steady stream of commits), whichever comes first. A commit wakes the
+//! checkpointer only when it sleeps ([`crate::doorbell`]); while it waits
+//! for quiet it looks once per [`QUIET`], so it finds quiet between one and
+//! two [`QUIET`]s after the last commit, and a stream of commits wakes no
+//! thread but the writer. A checkpoint
 //! flushes the log and the database (two `fsync`s); run right after a
 //! commit, they shared the disk with whatever that commit's caller did
 //! next — creating an executor's folders and files, which wait on the
@@ -32,7 +36,6 @@
 //! [`Check::before_close`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,6 +44,7 @@ use tokio::sync::mpsc::WeakSender;
 
 use super::check::{Check, Verdict};
 use super::writer::Job;
+use crate::doorbell::{Seen, Watcher};
 
 /// The longest time between the first commit not copied back and its
 /// checkpoint, so that pages rewritten by consecutive batches (index
@@ -56,13 +60,14 @@ pub(crate) const QUIET: Duration = Duration::from_millis(40);
 /// in idle time (unix seconds).
 pub(crate) const RESTARTED_KEY: &str = "store:log_restarted_at";
 
-/// Starts the checkpointer's thread. `woken` gets a message after each
-/// commit the writer wants copied back, and closes when the writer stops;
-/// `restart` reaches the writer's queue without keeping it open.
+/// Starts the checkpointer's thread. `woken` is rung after each commit the
+/// writer wants copied back (it wakes the checkpointer only when it
+/// sleeps), and is gone when the writer stops; `restart` reaches the
+/// writer's queue without keeping it open.
 pub(super) fn spawn(
     opener: super::reader::Opener,
     path: PathBuf,
-    woken: Receiver<()>,
+    woken: Watcher,
     check: Arc<Check>,
     restart: WeakSender<Box<dyn Job>>,
 ) -> std::io::Result<()> {
@@ -71,9 +76,12 @@ pub(super) fn spawn(
         .spawn(move || {
             // Nothing to copy back before a commit, nor before the first
             // checkpoint is due.
-            if woken.recv().is_err() || !settle(&woken, Instant::now(), EVERY) {
+            if !woken.wait(woken.seen()) {
                 return;
             }
+            let Some(seen) = woken.settle(EVERY, Instant::now(), EVERY) else {
+                return;
+            };
             let conn = match opener() {
                 Ok(conn) => conn,
                 Err(e) => {
@@ -89,7 +97,7 @@ pub(super) fn spawn(
                     let _ = writer.try_send(Box::new(RestartLog));
                 }
             };
-            run(&conn, &path, &woken, &check, restart);
+            run(&conn, &path, &woken, seen, &check, restart);
             check.before_close(&conn);
         })
         .map(|_| ())
@@ -99,37 +107,31 @@ pub(super) fn spawn(
 /// writer stops; then once more. None before the check after start found
 /// the file whole, and none at all once it found it damaged (see
 /// [`super::check`]).
-fn run(conn: &Connection, path: &Path, woken: &Receiver<()>, check: &Check, restart: impl Fn()) {
+fn run(
+    conn: &Connection,
+    path: &Path,
+    woken: &Watcher,
+    mut seen: Seen,
+    check: &Check,
+    restart: impl Fn(),
+) {
     let checkpoint = || check.wait() == Verdict::Whole && checkpoint(conn, path);
     loop {
         if checkpoint() {
             restart();
         }
-        if woken.recv().is_err() {
-            checkpoint();
-            return;
-        }
-        if !settle(woken, Instant::now(), QUIET) {
-            checkpoint();
-            return;
-        }
-    }
-}
-
-/// Waits until the writer has been quiet for `quiet` (each commit's
-/// wake-up starts the wait again), or [`EVERY`] after `first`, whichever
-/// comes first; `false` when the writer stopped.
-fn settle(woken: &Receiver<()>, first: Instant, quiet: Duration) -> bool {
-    loop {
-        let left = EVERY.saturating_sub(first.elapsed());
-        if left.is_zero() {
-            return true;
-        }
-        // A time-out: quiet long enough, or `EVERY` reached.
-        match woken.recv_timeout(left.min(quiet)) {
-            Ok(()) => continue,
-            Err(RecvTimeoutError::Timeout) => return true,
-            Err(RecvTimeoutError::Disconnected) => return false,
+        // Quiet is a whole `QUIET` without a commit, found by the
+        // checkpointer's own look once per `QUIET`.
+        let next = match woken.wait(seen) {
+            true => woken.settle(QUIET, Instant::now(), EVERY),
+            false => None,
+        };
+        match next {
+            Some(last) => seen = last,
+            None => {
+                checkpoint();
+                return;
+            }
         }
     }
 }

@@ -161,7 +161,7 @@ pub(crate) fn spawn(
     let clock = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()?;
-    let (wake, woken) = std::sync::mpsc::sync_channel::<()>(1);
+    let (wake, woken) = crate::doorbell::doorbell();
     super::checkpointer::spawn(
         checkpointer,
         path.clone(),
@@ -287,7 +287,7 @@ fn run(
     mut conn: Connection,
     path: &std::path::Path,
     queue: &mut Queue,
-    wake: &std::sync::mpsc::SyncSender<()>,
+    wake: &crate::doorbell::Doorbell,
     check: &Check,
 ) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
@@ -324,21 +324,21 @@ fn run(
             Next::Idle if files_pending => {
                 files_pending = index_files(&mut conn, path);
                 holding = true;
-                let _ = wake.try_send(());
+                wake.ring();
                 continue;
             }
             Next::Idle if unindexed >= super::catch_up::CATCH_UP_ROWS || indexing => {
                 unindexed = index_deferred(&mut conn, path, &queue.indexed);
                 indexing = unindexed > 0;
                 holding = true;
-                let _ = wake.try_send(());
+                wake.ring();
                 continue;
             }
             Next::Idle if untried => {
                 untried = compress_pieces(&mut conn, path, &queue.compressed);
                 compressing = untried;
                 holding = true;
-                let _ = wake.try_send(());
+                wake.ring();
                 continue;
             }
             Next::Idle => {
@@ -380,8 +380,7 @@ fn run(
             }
         }
         if copied_back {
-            // Full means a wake-up is already pending.
-            let _ = wake.try_send(());
+            wake.ring();
         }
     }
     check.before_close(&conn);
