@@ -294,22 +294,28 @@ impl Dispatcher {
     }
 }
 
-/// Runs a tool in its own task, so a panic or a hang stays there.
+/// Runs a tool so that a panic or a hang stays in its call: a panic is
+/// caught where the call is polled, and a hang ends at the timeout or when
+/// the turn is stopped, either of which drops the call.
+///
+/// The call runs in the caller's task, not a task of its own: a task per
+/// call was two hand-offs between tasks, and the async runtime moves a
+/// chain of hand-offs to its other worker every fourth one, waking it
+/// (see docs/benchmarks.md).
 async fn run_isolated(
     tool: Arc<dyn Tool>,
     args: serde_json::Value,
     ctx: ToolContext,
     timeout: Duration,
 ) -> ToolResult {
+    use futures::FutureExt;
     let name = tool.spec().name.clone();
     let cancel = ctx.cancel.clone();
-    let task = tokio::spawn(async move { tool.call(args, &ctx).await });
-    let abort = task.abort_handle();
+    let call = std::panic::AssertUnwindSafe(async move { tool.call(args, &ctx).await });
     tokio::select! {
-        joined = tokio::time::timeout(timeout, task) => match joined {
+        joined = tokio::time::timeout(timeout, call.catch_unwind()) => match joined {
             Ok(Ok(result)) => result,
-            Ok(Err(e)) if e.is_panic() => {
-                let panic = e.into_panic();
+            Ok(Err(panic)) => {
                 let message = panic
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
@@ -318,26 +324,14 @@ async fn run_isolated(
                 tracing::error!(tool = %name, %message, "tool panicked");
                 ToolResult::error(format!("the tool `{name}` crashed ({message}); nothing else was affected. Try other arguments or another way."))
             }
-            Ok(Err(_)) => {
-                // Only the async runtime shutting down cancels the task (our
-                // own timeout aborts it below). Whoever awaits this is being
-                // dropped too: return nothing, so no made-up result is ever
-                // committed and the call is repaired as "outcome unknown".
-                std::future::pending::<()>().await;
-                ToolResult::error(format!("the tool `{name}` was cancelled."))
-            }
-            Err(_) => {
-                abort.abort();
-                ToolResult::error(format!(
-                    "the tool `{name}` did not finish within {} s and was stopped.",
-                    timeout.as_secs_f64()
-                ))
-            }
+            Err(_) => ToolResult::error(format!(
+                "the tool `{name}` did not finish within {} s and was stopped.",
+                timeout.as_secs_f64()
+            )),
         },
+        // The tool sees the same token and may clean up (kill its
+        // processes) as it is dropped.
         () = cancel.cancelled() => {
-            // Give the tool a moment to clean up (kill its processes) through
-            // the same token, then drop it.
-            abort.abort();
             ToolResult::error(format!("the call to `{name}` was stopped because the turn was stopped."))
         }
     }
