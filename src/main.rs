@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod idle_heap;
+mod park;
 
 // Thousands of conversations allocate many small, short-lived blocks from
 // every worker thread; mimalloc keeps that fast and the footprint flat
@@ -40,7 +41,7 @@ fn main() -> ExitCode {
     let cli = troupe::cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .on_thread_park(idle_heap::on_park)
+        .on_thread_park(park::on_park)
         .build()
     {
         Ok(rt) => rt,
