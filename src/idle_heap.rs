@@ -15,11 +15,13 @@
 //! the arena. The second is left to a thread of its own, the keeper: once
 //! no worker has parked for [`IDLE`], it purges every arena at once. Until
 //! then, pages freed in the burst stay mapped and are reused by the burst
-//! itself. A park rings the keeper's [`Doorbell`], which wakes it only when
-//! it sleeps: while it watches for quiet it looks by itself once per
-//! [`IDLE`], so the parks of a burst (several a turn) wake no thread. Purging at every park instead (a purge delay of 0) gave each
+//! itself. Purging at every park instead (a purge delay of 0) gave each
 //! freed page back and faulted it in again within the burst, about 15% of
 //! its wall time (`troupe bench w3`); see docs/benchmarks.md.
+//!
+//! A park rings the keeper's [`Doorbell`], which wakes it only when it
+//! sleeps: while it watches for quiet it looks by itself once per [`IDLE`],
+//! so the parks of a burst (several a turn) wake no thread.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
