@@ -26,19 +26,10 @@ pub const LOOK: Duration = Duration::from_micros(100);
 
 /// Run when a worker thread is about to park.
 pub fn on_park() {
-    if worth_looking() {
+    if troupe_runtime::store::worth_looking() {
         look(LOOK);
     }
     crate::idle_heap::on_park();
-}
-
-/// Whether looking can pay: with one core, the thread that would bring
-/// the work cannot run while a worker looks.
-fn worth_looking() -> bool {
-    static CORES: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
-        std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
-    });
-    *CORES
 }
 
 /// Yields the core until `limit` passes or work comes from outside the

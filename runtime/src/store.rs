@@ -56,6 +56,7 @@
 //! ```
 
 mod answer;
+pub use answer::worth_looking;
 pub mod catch_up;
 mod check;
 mod checkpointer;

@@ -45,9 +45,11 @@ pub(super) async fn wait<T>(mut rx: oneshot::Receiver<Result<T>>) -> Result<T> {
     rx.await.map_err(|_| StoreError::Closed)?
 }
 
-/// Whether looking for an answer (or a job) before sleeping can pay: with
-/// one core, the thread that would bring it cannot run while another looks.
-pub(super) fn worth_looking() -> bool {
+/// Whether looking for an answer, a job or work before sleeping can pay:
+/// with one core, the thread that would bring it cannot run while another
+/// looks. (The store's waiters and writer ask it, and so does the binary's
+/// async runtime before a worker parks.)
+pub fn worth_looking() -> bool {
     static CORES: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
         std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
     });

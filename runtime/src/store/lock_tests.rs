@@ -8,6 +8,21 @@ use pretty_assertions::assert_eq;
 
 use super::*;
 
+/// A store in a new file that waits `busy_timeout` for a lock, with one
+/// row written (so its -shm file exists).
+fn written_store(busy_timeout: Duration) -> (tempfile::TempDir, std::path::PathBuf, Store) {
+    let (dir, path) = temp_db();
+    let options = OpenOptions {
+        busy_timeout,
+        ..OpenOptions::default()
+    };
+    let store = Store::open_with(&path, options).unwrap();
+    store
+        .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('before', 'x')", [])?))
+        .unwrap();
+    (dir, path, store)
+}
+
 /// Someone else holding a lock on the database: a second connection's
 /// write transaction, or another process's `fcntl` read lock on the
 /// `-shm` file's write-lock byte (what a sandboxed command did).
@@ -81,16 +96,7 @@ fn a_write_that_finds_the_database_locked_is_run_again_once_the_lock_goes() {
             eprintln!("skipping the -shm lock form: no python3 here");
             continue;
         }
-        let (_dir, path) = temp_db();
-        let options = OpenOptions {
-            busy_timeout: Duration::from_millis(200),
-            ..OpenOptions::default()
-        };
-        let store = Store::open_with(&path, options).unwrap();
-        // The -shm file exists once the store has written.
-        store
-            .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('before', 'x')", [])?))
-            .unwrap();
+        let (_dir, path, store) = written_store(Duration::from_millis(200));
         let locker = Locker::hold(kind, &path);
         let retried = writer::LOCKED_RETRIES.load(Ordering::SeqCst);
         let writing = {
@@ -132,15 +138,7 @@ fn a_lock_that_never_goes_is_a_clear_error_after_every_try() {
         if kind != "connection" && !python3_present() {
             continue;
         }
-        let (_dir, path) = temp_db();
-        let options = OpenOptions {
-            busy_timeout: Duration::from_millis(50),
-            ..OpenOptions::default()
-        };
-        let store = Store::open_with(&path, options).unwrap();
-        store
-            .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('before', 'x')", [])?))
-            .unwrap();
+        let (_dir, path, store) = written_store(Duration::from_millis(50));
         let locker = Locker::hold(kind, &path);
         let err = store
             .write_blocking(|tx| Ok(tx.execute("INSERT INTO kv VALUES ('result', 'x')", [])?))
