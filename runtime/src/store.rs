@@ -78,6 +78,7 @@ mod page_cache;
 pub mod proposals;
 mod reader;
 pub mod search;
+mod squeezer;
 pub mod tokens;
 pub mod usage;
 #[allow(unsafe_code)]

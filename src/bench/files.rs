@@ -1,8 +1,10 @@
 //! House files: what storing and finding a house's files costs.
 //!
 //! - `write_1mib`: a 1 MiB text file written (one version) until committed,
-//!   through the Rust API (hashing, deduplication, compression; each write
-//!   on a writer done with the last one's indexing); `write_1mib_to_indexed`:
+//!   through the Rust API (cutting, hashing, deduplication; each write on a
+//!   store at rest: the last one's text indexed and its pieces compressed,
+//!   the writer's idle work, so that a write does not share the cores with
+//!   the last one's); `write_1mib_to_indexed`:
 //!   the same until its text is searchable; `write_1mib_phases`: where
 //!   that time goes (packing, the writer's queue, its job, the commit);
 //! - `search`: `search_files`' query over `n` files of about 10 KB of text
@@ -80,6 +82,7 @@ pub async fn files(files: usize) -> anyhow::Result<serde_json::Value> {
         // Each write on a writer that is done with the last one's index.
         table::catch_up(&store, w.house.id).await?;
         indexed.push(start.elapsed());
+        compress::settle(&store).await?;
     }
     let write_1mib = percentiles(samples);
     let write_1mib_indexed = percentiles(indexed);
@@ -177,6 +180,7 @@ async fn phases(runtime: &Runtime, words: &mut Words) -> anyhow::Result<serde_js
         job.push(ended - began);
         commit.push(answered - ended);
         table::catch_up(&store, house).await?;
+        compress::settle(&store).await?;
     }
     Ok(json!({
         "pack": percentiles(packing),

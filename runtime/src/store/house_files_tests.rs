@@ -583,6 +583,56 @@ async fn pieces_written_raw_are_compressed_by_the_idle_writer_even_after_a_crash
     assert_eq!(old, b"old bytes");
 }
 
+#[test]
+fn a_step_compressed_late_leaves_pieces_done_or_stored_anew_meanwhile_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("troupe.db");
+    let mut conn = rusqlite::Connection::open(&path).unwrap();
+    crate::store::migrations::migrate(&mut conn, &path).unwrap();
+    let text: String = (0..2000)
+        .map(|i| format!("line {} of text\n", i % 40))
+        .collect();
+    let tx = conn.transaction().unwrap();
+    content::put(&tx, &pieces::Packed::new(text.as_bytes())).unwrap();
+    // A step read, then its pieces compressed by someone else before it
+    // comes back (a settle, a step done here after a restart).
+    let step = compress::untried_step(&tx).unwrap();
+    assert!(!step.is_empty());
+    let late = compress::squeeze(step.clone());
+    compress::store_squeezed(&tx, &compress::squeeze(step)).unwrap();
+    let done = stored_pieces(&tx).unwrap();
+    assert_eq!(done.0, vec![pieces::LZ4]);
+    // A piece dropped and stored anew, raw, under another id.
+    let (hash, data): (Vec<u8>, Vec<u8>) = tx
+        .query_row(
+            "SELECT hash, data FROM file_pieces ORDER BY id LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    tx.execute("DELETE FROM file_pieces WHERE hash = ?1", [&hash])
+        .unwrap();
+    tx.execute(
+        "INSERT INTO file_pieces (hash, refs, data, codec) VALUES (?1, 1, CAST('anew' AS BLOB), 0)",
+        [&hash],
+    )
+    .unwrap();
+    compress::store_squeezed(&tx, &late).unwrap();
+    let anew: (Vec<u8>, i64) = tx
+        .query_row(
+            "SELECT data, codec FROM file_pieces WHERE hash = ?1",
+            [&hash],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(anew, (b"anew".to_vec(), pieces::RAW));
+    tx.execute("DELETE FROM file_pieces WHERE hash = ?1", [&hash])
+        .unwrap();
+    let others = stored_pieces(&tx).unwrap();
+    assert_eq!(others.0, vec![pieces::LZ4]);
+    assert_eq!(others.1, done.1 - data.len() as i64);
+}
+
 #[tokio::test]
 async fn the_untried_pieces_are_found_by_their_partial_index() {
     let dir = tempfile::tempdir().unwrap();
@@ -597,7 +647,7 @@ async fn the_untried_pieces_are_found_by_their_partial_index() {
             };
             Ok((
                 plan("SELECT EXISTS (SELECT 1 FROM file_pieces WHERE codec = 2)")?,
-                plan("SELECT id, data FROM file_pieces WHERE codec = 2 ORDER BY id LIMIT 64")?,
+                plan("SELECT hash, data FROM file_pieces WHERE codec = 2 ORDER BY id LIMIT 64")?,
             ))
         })
         .await

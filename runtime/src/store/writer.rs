@@ -26,8 +26,10 @@
 //! their own while no job is queued
 //! ([`super::house_files::index`]); the pieces a write stored raw are
 //! compressed once the writer has been idle for the same wait, a step at a
-//! time while no job comes ([`super::house_files::compress`]). Checkpoints (copying the WAL back into the
-//! database) run on a thread of their own, off the writer's path.
+//! time while no job comes, by a thread of their own that hands each step
+//! back to be stored ([`super::squeezer`]). Checkpoints (copying the WAL
+//! back into the database) run on a thread of their own, off the writer's
+//! path.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -64,6 +66,12 @@ pub(crate) trait Job: Send {
     /// Whether it is the checkpointer's write that starts the log over
     /// (see `super::checkpointer`), which is not copied back on its own.
     fn restarts_log(&self) -> bool {
+        false
+    }
+    /// Whether it is the writer's own idle work come back (a step of
+    /// compressed pieces, see `super::squeezer`), which does not end the
+    /// writer's idle time.
+    fn idle_work(&self) -> bool {
         false
     }
 }
@@ -162,6 +170,7 @@ pub(crate) fn spawn(
         .enable_time()
         .build()?;
     let (wake, woken) = crate::doorbell::doorbell();
+    let squeezer = super::squeezer::Squeezer::new(restart.clone());
     super::checkpointer::spawn(
         checkpointer,
         path.clone(),
@@ -180,7 +189,7 @@ pub(crate) fn spawn(
                 compressed,
                 given_back,
             };
-            run(conn, &path, &mut queue, &wake, &check);
+            run(conn, &path, &mut queue, &wake, &check, squeezer);
         })
         .map(|_| Idle {
             indexed: indexed_rx,
@@ -289,6 +298,7 @@ fn run(
     queue: &mut Queue,
     wake: &crate::doorbell::Doorbell,
     check: &Check,
+    mut squeezer: super::squeezer::Squeezer,
 ) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     // What a crash left pending is indexed first.
@@ -307,7 +317,7 @@ fn run(
         // and pieces to compress once the writer has been idle a while.
         let wait = if files_pending || indexing || compressing {
             Some(Duration::ZERO)
-        } else if unindexed >= super::catch_up::CATCH_UP_ROWS || untried {
+        } else if unindexed >= super::catch_up::CATCH_UP_ROWS || (untried && !squeezer.busy()) {
             Some(queue.idle)
         } else {
             None
@@ -334,9 +344,13 @@ fn run(
                 wake.ring();
                 continue;
             }
-            Next::Idle if untried => {
-                untried = compress_pieces(&mut conn, path, &queue.compressed);
-                compressing = untried;
+            Next::Idle if untried && !squeezer.busy() => {
+                untried = squeezer.start(&mut conn, path);
+                // Done here (no thread): go on while no job comes.
+                compressing = untried && !squeezer.busy();
+                if !squeezer.busy() {
+                    queue.compressed.send_modify(|steps| *steps += 1);
+                }
                 holding = true;
                 wake.ring();
                 continue;
@@ -356,6 +370,13 @@ fn run(
                 Ok(job) => batch.push(job),
                 Err(_) => break,
             }
+        }
+        // A step of compressed pieces back, stored whatever comes of it
+        // (what stays untried is taken up again).
+        let idle_work = batch.iter().filter(|job| job.idle_work()).count();
+        let only_idle_work = idle_work == batch.len();
+        if idle_work > 0 {
+            squeezer.back();
         }
         if let Some(refusal) = check.refusal() {
             // Found damaged: nothing more is written.
@@ -381,6 +402,11 @@ fn run(
         }
         if copied_back {
             wake.ring();
+        }
+        if idle_work > 0 {
+            queue.compressed.send_modify(|steps| *steps += 1);
+            // Only the writer's own work: still idle, so it goes on.
+            compressing = only_idle_work && untried;
         }
     }
     check.before_close(&conn);
@@ -446,32 +472,6 @@ fn index_deferred(
 fn untried_pieces(conn: &Connection, path: &std::path::Path) -> bool {
     super::house_files::compress::any_untried(conn).unwrap_or_else(|e| {
         tracing::warn!(path = %path.display(), error = %e, "store could not look for pieces to compress");
-        false
-    })
-}
-
-/// One step of compressing pieces, in a transaction of its own (see
-/// [`super::house_files::compress`]); whether more wait.
-fn compress_pieces(
-    conn: &mut Connection,
-    path: &std::path::Path,
-    compressed: &tokio::sync::watch::Sender<u64>,
-) -> bool {
-    let stepped = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(StoreError::from)
-        .and_then(|tx| {
-            let more = super::house_files::compress::compress_some(
-                &tx,
-                super::house_files::compress::PIECES_PER_STEP,
-            )?;
-            tx.commit()?;
-            Ok(more)
-        });
-    compressed.send_modify(|steps| *steps += 1);
-    stepped.unwrap_or_else(|e| {
-        // Left untried: the next batch or start tries again.
-        tracing::warn!(path = %path.display(), error = %e, "store could not compress file pieces");
         false
     })
 }

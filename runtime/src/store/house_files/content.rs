@@ -27,24 +27,45 @@ const IDS_DELTA: i64 = 1;
 
 /// Stores the content `packed` (once: an identical content is found by
 /// its key) and returns its content id. Each new reference is counted: to
-/// the content when it is already stored, else to each of its pieces, one
-/// statement a piece that inserts it or counts it when it is known.
+/// the content when it is already stored, else to each of its pieces,
+/// each looked up by its hash, then counted when known or inserted.
+///
+/// The pieces' statements are a plain look-up, `UPDATE` and `INSERT`, not
+/// one upsert with `RETURNING`: SQLite runs a `RETURNING` as a trigger, in
+/// a statement journal that copies every page the statement touches
+/// before it writes it, and keeps its rows in a table of its own — about
+/// half of a 1 MiB write's transaction (docs/benchmarks.md).
 pub fn put(tx: &Transaction<'_>, packed: &Packed) -> Result<i64, StoreError> {
     let found: Option<i64> = tx
-        .prepare_cached("UPDATE file_contents SET refs = refs + 1 WHERE hash = ?1 RETURNING id")?
+        .prepare_cached("SELECT id FROM file_contents WHERE hash = ?1")?
         .query_row(params![&packed.hash()[..]], |r| r.get(0))
         .optional()?;
     if let Some(id) = found {
+        tx.prepare_cached("UPDATE file_contents SET refs = refs + 1 WHERE id = ?1")?
+            .execute(params![id])?;
         return Ok(id);
     }
     let mut list = Vec::with_capacity(packed.len() + 8);
     let mut previous = 0i64;
-    let mut store = tx.prepare_cached(
-        "INSERT INTO file_pieces (hash, refs, codec, data) VALUES (?1, 1, ?2, ?3)
-         ON CONFLICT (hash) DO UPDATE SET refs = refs + 1 RETURNING id",
+    let mut known = tx.prepare_cached("SELECT id FROM file_pieces WHERE hash = ?1")?;
+    let mut count = tx.prepare_cached("UPDATE file_pieces SET refs = refs + 1 WHERE id = ?1")?;
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO file_pieces (hash, refs, codec, data) VALUES (?1, 1, ?2, ?3)",
     )?;
     for (hash, codec, data) in packed.pieces() {
-        let id: i64 = store.query_row(params![&hash[..], codec, data], |r| r.get(0))?;
+        let id = match known
+            .query_row(params![&hash[..]], |r| r.get::<_, i64>(0))
+            .optional()?
+        {
+            Some(id) => {
+                count.execute(params![id])?;
+                id
+            }
+            None => {
+                insert.execute(params![&hash[..], codec, data])?;
+                tx.last_insert_rowid()
+            }
+        };
         push_varint(&mut list, zigzag(id.wrapping_sub(previous)));
         previous = id;
     }
