@@ -26,7 +26,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 use troupe_runtime::house::Seat;
 use troupe_runtime::id::{BotId, ConversationId, HouseId, MsgId, ThreadId};
-use troupe_runtime::protocol::house::{MemberKind, Offer, Post};
+use troupe_runtime::protocol::house::{MemberKind, Offer, Post, ThreadMessage};
 use troupe_runtime::protocol::{ActorKind, Address, Envelope, Payload};
 use troupe_runtime::rusqlite::Transaction;
 use troupe_runtime::store::house::{self as table, SeatRow};
@@ -119,7 +119,7 @@ impl Actor for ThreadActor {
 
 /// What applying one post did.
 struct Applied {
-    message: Option<troupe_runtime::protocol::house::ThreadMessage>,
+    message: Option<ThreadMessage>,
     offers: Vec<Envelope>,
     round: MsgId,
     settled: bool,
@@ -281,8 +281,11 @@ fn apply(
         return Ok(None);
     };
     let round = post.round.unwrap_or(envelope.id);
+    // The round's (offered, answered), once read: kept up below rather
+    // than read again.
+    let mut state = None;
     if post.answers_offer {
-        table::round_answered(tx, round)?;
+        state = Some(table::round_answered(tx, round)?);
     }
     let text = post.text.trim();
     // An archived thread's round is over: a bot's answer still on its way
@@ -326,7 +329,10 @@ fn apply(
             .chain(troupe_runtime::house::mentions(&post.text))
             .collect();
         let members = table::members_among(tx, t.house, &concerned)?;
-        let (offered_before, _) = table::round_state(tx, round)?;
+        let (offered_before, answered) = match state {
+            Some(state) => state,
+            None => table::round_state(tx, round)?,
+        };
         let decision = director::decide(
             post,
             &info.participants,
@@ -339,6 +345,8 @@ fn apply(
             table::add_participant(tx, t.thread, handle)?;
         }
         declined = decision.declined;
+        // Seats that saw the same message are shown the same messages since.
+        let mut shown: Option<(i64, Vec<ThreadMessage>)> = None;
         for handle in decision.offered {
             let Some(&(bot, kind)) = t.bots.get(&handle.to_lowercase()) else {
                 declined.push((handle, "no bot of this node has that name".into()));
@@ -351,15 +359,23 @@ fn apply(
                     seen_seq: 0,
                 },
             };
-            let unseen: Vec<_> = table::messages_after(
-                tx,
-                t.thread,
-                seat.seen_seq,
-                rules.context_messages as usize,
-            )?
-            .into_iter()
-            .filter(|x| !x.author.eq_ignore_ascii_case(&handle))
-            .collect();
+            let since = match &shown {
+                Some((seen, since)) if *seen == seat.seen_seq => since,
+                _ => {
+                    let since = table::messages_after(
+                        tx,
+                        t.thread,
+                        seat.seen_seq,
+                        rules.context_messages as usize,
+                    )?;
+                    &shown.insert((seat.seen_seq, since)).1
+                }
+            };
+            let unseen: Vec<_> = since
+                .iter()
+                .filter(|x| !x.author.eq_ignore_ascii_case(&handle))
+                .cloned()
+                .collect();
             table::put_seat(
                 tx,
                 t.thread,
@@ -388,10 +404,14 @@ fn apply(
             offers.push(offer);
         }
         table::round_offered(tx, round, t.thread, offers.len() as u32)?;
+        state = Some((offered_before + offers.len() as u32, answered));
     } else if !post.answers_offer {
         table::round_offered(tx, round, t.thread, 0)?;
     }
-    let (offered, answered) = table::round_state(tx, round)?;
+    let (offered, answered) = match state {
+        Some(state) => state,
+        None => table::round_state(tx, round)?,
+    };
     Ok(Some(Applied {
         message,
         offers,

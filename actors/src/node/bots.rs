@@ -3,7 +3,7 @@
 //! reactivated on demand) and kept in memory by name.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::mapref::entry::Entry;
@@ -22,12 +22,21 @@ use crate::bot::{BotRecord, BotSpec};
 /// main agent kept up at each change. Every new conversation asks whether
 /// there are (to offer the tools that reach them, to list them in its
 /// prompt); walking every shard of the map to learn it cost more than the
-/// rest of that check.
+/// rest of that check. Every post to a house thread asks for every bot's
+/// kind by lower-cased name ([`Bots::kinds`]): that map is built at the
+/// first ask after a change and shared until the next.
 #[derive(Default)]
 pub(crate) struct Bots {
     map: FastDashMap<String, BotRecord>,
     others: AtomicUsize,
+    /// Moves after each change of `map`.
+    changes: AtomicU64,
+    /// [`Bots::kinds`] as of a count of `changes`.
+    kinds: parking_lot::Mutex<Option<(u64, Kinds)>>,
 }
+
+/// Every bot's id and actor kind, by lower-cased name.
+pub(crate) type Kinds = Arc<HashMap<String, (BotId, ActorKind)>>;
 
 impl Bots {
     /// Puts `bot` under `name`, replacing the bot held there. The count
@@ -45,6 +54,7 @@ impl Bots {
                 free.insert(bot);
             }
         }
+        self.changes.fetch_add(1, Ordering::Release);
     }
 
     /// Forgets the bot called `name`.
@@ -55,6 +65,27 @@ impl Bots {
             }
             true
         });
+        self.changes.fetch_add(1, Ordering::Release);
+    }
+
+    /// Every bot's id and actor kind, by lower-cased name: built again
+    /// only after a change. A change made while it is built moves the
+    /// count past the one it is kept under, so the next ask builds again.
+    pub(crate) fn kinds(&self) -> Kinds {
+        let seen = self.changes.load(Ordering::Acquire);
+        if let Some((at, kinds)) = &*self.kinds.lock() {
+            if *at == seen {
+                return Arc::clone(kinds);
+            }
+        }
+        let kinds: Kinds = Arc::new(
+            self.map
+                .iter()
+                .map(|b| (b.spec.name.to_lowercase(), (b.id, b.spec.kind())))
+                .collect(),
+        );
+        *self.kinds.lock() = Some((seen, Arc::clone(&kinds)));
+        kinds
     }
 
     /// Whether there is a bot besides the main agent.
@@ -240,12 +271,8 @@ impl Node {
 
     /// Every bot's id and actor kind, by lower-cased name: what a house
     /// thread needs to offer turns, without copying every bot's record.
-    pub(crate) fn bot_kinds(&self) -> HashMap<String, (BotId, ActorKind)> {
-        self.ctx
-            .bots
-            .iter()
-            .map(|b| (b.spec.name.to_lowercase(), (b.id, b.spec.kind())))
-            .collect()
+    pub(crate) fn bot_kinds(&self) -> Kinds {
+        self.ctx.bots.kinds()
     }
 
     /// The bot called `name`.
@@ -398,5 +425,30 @@ mod tests {
         bots.insert("bob".into(), record("bob"));
         assert!(bots.any_other());
         assert_eq!(bots.iter().count(), 1);
+    }
+
+    /// The kinds by lower-cased name are shared while no bot changes, and
+    /// follow every insert, replacement and remove.
+    #[test]
+    fn the_kinds_by_name_are_kept_until_a_bot_changes() {
+        let bots = Bots::default();
+        let ada = record("Ada");
+        bots.insert("Ada".into(), ada.clone());
+        let first = bots.kinds();
+        assert_eq!(first.get("ada").map(|k| k.0), Some(ada.id));
+        assert!(
+            Arc::ptr_eq(&first, &bots.kinds()),
+            "built again with no change"
+        );
+        let again = record("Ada");
+        bots.insert("Ada".into(), again.clone());
+        let replaced = bots.kinds();
+        assert_eq!(replaced.get("ada").map(|k| k.0), Some(again.id));
+        bots.insert("bob".into(), record("bob"));
+        assert_eq!(bots.kinds().len(), 2);
+        bots.remove("Ada");
+        let left = bots.kinds();
+        assert_eq!(left.keys().collect::<Vec<_>>(), vec!["bob"]);
+        assert_eq!(first.len(), 1, "a map handed out stays as it was");
     }
 }
