@@ -671,3 +671,57 @@ async fn a_bot_in_two_houses_does_not_carry_one_into_the_other_by_search() {
     assert!(!found.is_error(), "{}", found.text);
     assert!(!found.text.contains("ZANZIBAR"), "{}", found.text);
 }
+
+/// A person's post reaches its thread while its commit is under way
+/// (`ThreadRef::post`): the thread applies a post only if it is in the
+/// mailbox by then. So a post handed over that never committed is not
+/// taken, and is taken once it has.
+#[tokio::test]
+async fn a_thread_takes_a_post_only_once_it_is_in_the_mailbox() {
+    use troupe::runtime::id::MsgId;
+    use troupe::runtime::protocol::house::Post;
+    use troupe::runtime::protocol::{Address, Envelope, Payload};
+    let home = TestHome::new();
+    let model = bots(vec![(
+        "alice",
+        vec![Turn::text("one"), Turn::text("two"), Turn::text("three")],
+    )]);
+    let (rt, _acme, general) = house(&home, model, &[("alice", ListenMode::All)]).await;
+    let node = rt.node();
+    let envelope = Envelope {
+        id: MsgId::new(),
+        from: Address::Service("human:ada".into()),
+        to: Address::Thread(general.info.id),
+        body: Payload::Post(Post {
+            author: "ada".into(),
+            author_kind: MemberKind::Human,
+            text: "not committed yet".into(),
+            round: None,
+            depth: 0,
+            via: None,
+            answers_offer: false,
+            failed: None,
+            attachments: Vec::new(),
+        }),
+        sent_at: chrono::Utc::now(),
+    };
+    node.route(envelope.clone()).await.unwrap();
+    // The next post's round comes after whatever the first one did.
+    assert_eq!(authors(&post(&general, "hello").await), ["alice"]);
+    let texts = |messages: Vec<ThreadMessage>| -> Vec<String> {
+        messages.into_iter().map(|m| m.text).collect()
+    };
+    assert_eq!(texts(general.read(0, 50).await.unwrap()), ["hello", "one"]);
+    // Committed, then handed over again: taken, once.
+    node.store().send(envelope.clone()).await.unwrap();
+    node.route(envelope.clone()).await.unwrap();
+    node.route(envelope).await.unwrap();
+    post(&general, "bye").await;
+    let all = texts(general.read(0, 50).await.unwrap());
+    assert_eq!(
+        all.iter().filter(|t| *t == "not committed yet").count(),
+        1,
+        "{all:?}"
+    );
+    assert_eq!(&all[..3], ["hello", "one", "not committed yet"], "{all:?}");
+}

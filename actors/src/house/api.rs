@@ -360,7 +360,7 @@ impl ThreadRef {
             }),
             sent_at: chrono::Utc::now(),
         };
-        self.node.deliver(envelope).await
+        self.node.post_to_thread(envelope).await
     }
 
     /// Posts like [`ThreadRef::post`] and waits until the round it starts

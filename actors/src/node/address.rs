@@ -367,6 +367,29 @@ impl Node {
         Ok(id)
     }
 
+    /// [`Node::deliver`] for a post to a house thread: on a node outside a
+    /// cluster, the post is handed to its thread while its commit is under
+    /// way, and this returns once it has committed. The thread's
+    /// transaction queues behind the post's on the store's one writer, and
+    /// applies a post only if it is in the mailbox then, so a thread never
+    /// acts on a post that did not commit (or took it twice). In a cluster,
+    /// where the thread may be another node's or a moving house's, the post
+    /// commits first, as [`Node::deliver`] does.
+    pub(crate) async fn post_to_thread(&self, envelope: Envelope) -> Result<MsgId, NodeError> {
+        if self.ctx.remote().is_some() {
+            return self.deliver(envelope).await;
+        }
+        let (id, copy) = (envelope.id, envelope.clone());
+        let pending = self
+            .ctx
+            .store
+            .submit(move |tx| troupe_runtime::store::mailbox::enqueue(tx, &copy))
+            .await?;
+        let routed = self.route(envelope).await;
+        pending.wait().await?;
+        routed.map(|()| id)
+    }
+
     /// Hands a durable message committed already (see [`Node::deliver`])
     /// to its receiver: a conversation, a bot's latest conversation or a
     /// house thread. Handing one over twice is harmless.
